@@ -1,0 +1,158 @@
+// Package abi defines version 1 of the contract between wasmhost and a policy
+// plugin: the Extism exports a plugin provides, the JSON messages that cross
+// the sandbox boundary, and the Go types for those messages, shared by the
+// host and by plugins written in Go.
+//
+// The normative text is SPEC.md in this directory. In short, a policy plugin
+// is an Extism plugin exporting three functions:
+//
+//   - [ExportHandshake] ("handshake"): no input; returns a [Handshake] naming
+//     the plugin and the ABI version it speaks. The host refuses, at load, a
+//     plugin whose ABI version is not [Version].
+//   - [ExportCanonicalize] ("canonicalize"): a [CanonicalizeRequest] holding a
+//     batch of raw settings objects; returns a [CanonicalizeResponse] with one
+//     [CanonicalResult] per settings object, in order: the canonical form and
+//     the opaque metadata key, or a per-item error.
+//   - [ExportProject] ("project"): a [ProjectRequest] holding one settings
+//     object and the names of a server's tools, prompts and resources; returns
+//     a [ProjectResponse] listing, by index, what one session sees and the two
+//     session flags of each visible tool. Tool schemas never cross the
+//     boundary: the host applies the decisions and clones the tools.
+//
+// A plugin refuses a whole call by returning a non-zero status with an Extism
+// error message set; the host reports it as a policy refusal.
+//
+// This package has no dependencies beyond the standard library so that it
+// compiles for GOOS=wasip1 as well as for the host.
+package abi
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Version is the ABI version this package describes. A plugin's handshake
+// must report exactly this number.
+const Version = 1
+
+// Names of the functions a policy plugin must export.
+const (
+	ExportHandshake    = "handshake"
+	ExportCanonicalize = "canonicalize"
+	ExportProject      = "project"
+)
+
+// RequiredExports lists every export the host checks for at load time.
+var RequiredExports = []string{ExportHandshake, ExportCanonicalize, ExportProject}
+
+// Wants values a plugin may list in [Handshake.Wants] to receive more than
+// names in a [ProjectRequest].
+const (
+	// WantToolAnnotations asks the host to fill ProjectRequest.ToolAnnotations.
+	WantToolAnnotations = "toolAnnotations"
+)
+
+// Limits the host enforces by default. Operators may change the memory and
+// time limits; the size limits are part of ABI v1.
+const (
+	// DefaultMemoryLimitBytes caps the linear memory of each plugin module.
+	DefaultMemoryLimitBytes = 256 << 20
+	// DefaultCallTimeoutMillis bounds one export call, in milliseconds.
+	DefaultCallTimeoutMillis = 2000
+	// MaxOutputBytes caps the bytes a plugin may return from one call.
+	MaxOutputBytes = 16 << 20
+	// MaxBatch is the most settings objects the host sends in one
+	// canonicalize call; larger batches are split by the host.
+	MaxBatch = 4096
+	// MaxKeyBytes caps the length of one metadata key.
+	MaxKeyBytes = 64 << 10
+)
+
+// A Handshake is the output of the handshake export.
+type Handshake struct {
+	// ABI is the ABI version the plugin speaks; it must equal [Version].
+	ABI int `json:"abi"`
+	// Name identifies the plugin to operators, e.g. "policy-default".
+	Name string `json:"name"`
+	// Version is the plugin's own version, free-form, e.g. "1.0.0".
+	Version string `json:"version"`
+	// Wants lists optional inputs the plugin needs in project calls (see
+	// [WantToolAnnotations]). Unknown values are refused at load.
+	Wants []string `json:"wants,omitempty"`
+}
+
+// A CanonicalizeRequest is the input of the canonicalize export.
+type CanonicalizeRequest struct {
+	// Settings holds raw settings objects exactly as configured: the keys
+	// trust, includeTools, excludeTools and alwaysLoadTools when present,
+	// ill-typed values included, so the plugin can refuse them.
+	Settings []json.RawMessage `json:"settings"`
+}
+
+// A CanonicalizeResponse is the output of the canonicalize export.
+type CanonicalizeResponse struct {
+	// Results has exactly one entry per request settings object, in order.
+	Results []CanonicalResult `json:"results"`
+}
+
+// A CanonicalResult is the outcome for one settings object: either Error is
+// set, or Key (and usually Canonical) is.
+type CanonicalResult struct {
+	// Canonical is the plugin's canonical form of the settings, any JSON
+	// value. It is shown to operators and compared by golden cases.
+	Canonical json.RawMessage `json:"canonical,omitempty"`
+	// Key is the opaque metadata key: equal canonical forms give equal keys,
+	// different ones different keys. Non-empty, at most [MaxKeyBytes].
+	Key string `json:"key,omitempty"`
+	// Error, when non-empty, says why the settings object was refused.
+	Error string `json:"error,omitempty"`
+}
+
+// A ProjectRequest is the input of the project export: one session's
+// settings for one server and the names in that server's snapshot.
+type ProjectRequest struct {
+	// Settings is the raw settings object, as in [CanonicalizeRequest].
+	Settings json.RawMessage `json:"settings"`
+	// Tools holds the tool names, in snapshot order.
+	Tools []string `json:"tools"`
+	// ToolAnnotations, present only when the plugin's handshake wants
+	// [WantToolAnnotations], holds each tool's MCP annotations object (or
+	// null), parallel to Tools.
+	ToolAnnotations []json.RawMessage `json:"toolAnnotations,omitempty"`
+	// Prompts holds the prompt names, in snapshot order.
+	Prompts []string `json:"prompts"`
+	// Resources holds the resource URIs, in snapshot order.
+	Resources []string `json:"resources"`
+}
+
+// A ProjectResponse is the output of the project export. Each list holds
+// indexes into the matching request list, strictly increasing, so the
+// session sees items in snapshot order and never twice.
+type ProjectResponse struct {
+	Tools     []ToolDecision `json:"tools"`
+	Prompts   []int          `json:"prompts"`
+	Resources []int          `json:"resources"`
+}
+
+// A ToolDecision makes one tool visible to the session with its two session
+// flags.
+type ToolDecision struct {
+	// Index is the tool's position in ProjectRequest.Tools.
+	Index int `json:"i"`
+	// Trust is the session's trust flag for this tool.
+	Trust bool `json:"trust"`
+	// AlwaysLoad asks the session to load this tool eagerly.
+	AlwaysLoad bool `json:"alwaysLoad"`
+}
+
+// A Policy is the Go face of ABI v1: it canonicalizes settings and decides
+// projections. host.Plugin implements it by calling a wasm plugin;
+// metakey.Reference implements it natively as the test oracle. Both
+// implementations return responses that have been validated against the
+// request (see [ValidateCanonicalize] and [ValidateProject]).
+type Policy interface {
+	// Handshake returns what the policy reported about itself at load.
+	Handshake() Handshake
+	Canonicalize(ctx context.Context, req *CanonicalizeRequest) (*CanonicalizeResponse, error)
+	Project(ctx context.Context, req *ProjectRequest) (*ProjectResponse, error)
+}
