@@ -1,0 +1,364 @@
+package config
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/wasmhost/wasmhost/abi"
+)
+
+// DefaultListen is the address the daemon listens on when the config file
+// has no "listen" key: loopback only, on a fixed port so that session URLs
+// stay the same from one run to the next.
+const DefaultListen = "127.0.0.1:8750"
+
+// Default policy limits, used when the policy block leaves them out. They
+// are the ABI defaults.
+const (
+	DefaultPolicyMemoryMiB = abi.DefaultMemoryLimitBytes >> 20
+	DefaultPolicyTimeout   = abi.DefaultCallTimeoutMillis * time.Millisecond
+)
+
+// Bounds the loader enforces on numeric settings.
+const (
+	// MaxPolicyMemoryMiB is the whole 32-bit wasm address space.
+	MaxPolicyMemoryMiB = 4096
+	// MaxPolicyTimeoutMs bounds policy.timeoutMs (ten minutes).
+	MaxPolicyTimeoutMs = 10 * 60 * 1000
+	// MaxServerTimeoutMs bounds a server's "timeout" (thirty days).
+	MaxServerTimeoutMs = 30 * 24 * 60 * 60 * 1000
+)
+
+// A Config is one loaded config file. Load and Parse return a Config that is
+// fully validated; treat it as read-only and load a new one to change it.
+type Config struct {
+	// File is the name the config was loaded from, as given to Load or Parse.
+	File string
+	// Listen is the daemon's host:port; DefaultListen when not configured.
+	Listen string
+	// Admin configures the admin API; nil when the file has no "admin"
+	// block, which leaves the admin API disabled.
+	Admin *Admin
+	// Servers holds every entry of "mcpServers", disabled ones included,
+	// by name.
+	Servers map[string]*Server
+	// Sessions holds every session by name.
+	Sessions map[string]*Session
+	// Policy names the policy plugin and its limits.
+	Policy Policy
+}
+
+// ServerNames returns the names of all servers, sorted.
+func (c *Config) ServerNames() []string { return slices.Sorted(maps.Keys(c.Servers)) }
+
+// SessionNames returns the names of all sessions, sorted.
+func (c *Config) SessionNames() []string { return slices.Sorted(maps.Keys(c.Sessions)) }
+
+// A Settings holds the four session metadata settings of a server entry or
+// of a session override, as raw JSON values exactly as written in the file
+// (whitespace removed). A nil field means the key is absent; a key written
+// as null holds the bytes `null`. The values are type-checked by the loader,
+// but their meaning is the policy plugin's business.
+type Settings struct {
+	Trust           json.RawMessage
+	AlwaysLoadTools json.RawMessage
+	IncludeTools    json.RawMessage
+	ExcludeTools    json.RawMessage
+}
+
+// JSON returns a fresh JSON object holding the keys that are present, in
+// the order trust, alwaysLoadTools, includeTools, excludeTools; `{}` when
+// none is.
+func (s Settings) JSON() json.RawMessage {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	add := func(key string, v json.RawMessage) {
+		if v == nil {
+			return
+		}
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"` + key + `":`)
+		b.Write(v)
+	}
+	add("trust", s.Trust)
+	add("alwaysLoadTools", s.AlwaysLoadTools)
+	add("includeTools", s.IncludeTools)
+	add("excludeTools", s.ExcludeTools)
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// Clone returns a deep copy of s.
+func (s Settings) Clone() Settings {
+	return Settings{
+		Trust:           bytes.Clone(s.Trust),
+		AlwaysLoadTools: bytes.Clone(s.AlwaysLoadTools),
+		IncludeTools:    bytes.Clone(s.IncludeTools),
+		ExcludeTools:    bytes.Clone(s.ExcludeTools),
+	}
+}
+
+// overlay replaces each setting of s that o has.
+func (s *Settings) overlay(o Settings) {
+	if o.Trust != nil {
+		s.Trust = bytes.Clone(o.Trust)
+	}
+	if o.AlwaysLoadTools != nil {
+		s.AlwaysLoadTools = bytes.Clone(o.AlwaysLoadTools)
+	}
+	if o.IncludeTools != nil {
+		s.IncludeTools = bytes.Clone(o.IncludeTools)
+	}
+	if o.ExcludeTools != nil {
+		s.ExcludeTools = bytes.Clone(o.ExcludeTools)
+	}
+}
+
+// A Server is one entry of "mcpServers". Exactly one of Command, URL and
+// HTTPURL is set.
+type Server struct {
+	// Name is the entry's key in "mcpServers".
+	Name string
+	// Command, Args, Env and Cwd describe a server started as a process
+	// and spoken to over stdio. Cwd, when relative in the file, is resolved
+	// against the config file's directory.
+	Command string
+	Args    []string
+	Env     map[string]string
+	Cwd     string
+	// URL is the server's SSE/streamable endpoint ("url" in the file).
+	URL string
+	// HTTPURL is the server's streamable HTTP endpoint ("httpUrl").
+	HTTPURL string
+	// Headers are sent with every HTTP request to URL or HTTPURL.
+	Headers map[string]string
+	// Timeout bounds each request to the server; 0 means the transport's
+	// default.
+	Timeout time.Duration
+	// Pooled is true (the default) when sessions share one connection.
+	Pooled bool
+	// Disabled servers are never started. After Session.Effective it is
+	// the session's effective value.
+	Disabled bool
+	// Description is free text shown to operators.
+	Description string
+	// Settings holds the raw session metadata settings.
+	Settings Settings
+}
+
+// Metadata returns the server's metadata settings as a fresh raw JSON object
+// holding only the keys that are present (see Settings.JSON). This is what
+// the policy plugin canonicalizes.
+func (s *Server) Metadata() json.RawMessage { return s.Settings.JSON() }
+
+// Transport names how the server is reached: "stdio", "url" or "httpUrl".
+func (s *Server) Transport() string {
+	switch {
+	case s.Command != "":
+		return "stdio"
+	case s.HTTPURL != "":
+		return "httpUrl"
+	case s.URL != "":
+		return "url"
+	}
+	return ""
+}
+
+// Clone returns a deep copy of s; nil for nil.
+func (s *Server) Clone() *Server {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	c.Args = slices.Clone(s.Args)
+	c.Env = maps.Clone(s.Env)
+	c.Headers = maps.Clone(s.Headers)
+	c.Settings = s.Settings.Clone()
+	return &c
+}
+
+// String describes the server without argument, environment or header
+// values, which often hold secrets.
+func (s Server) String() string {
+	return fmt.Sprintf("server %q (%s)", s.Name, s.Transport())
+}
+
+// GoString is like String; it keeps %#v from printing secrets.
+func (s Server) GoString() string { return s.String() }
+
+// LogValue implements slog.LogValuer. Environment and header values are left
+// out (only their names are logged), as are arguments; URLs have their
+// password masked.
+func (s Server) LogValue() slog.Value {
+	attrs := []slog.Attr{
+		slog.String("name", s.Name),
+		slog.String("transport", s.Transport()),
+	}
+	if s.Command != "" {
+		attrs = append(attrs, slog.String("command", s.Command), slog.Int("args", len(s.Args)))
+	}
+	for _, u := range []struct{ key, val string }{{"url", s.URL}, {"httpUrl", s.HTTPURL}} {
+		if u.val == "" {
+			continue
+		}
+		if pu, err := url.Parse(u.val); err == nil {
+			pu.RawQuery = ""
+			attrs = append(attrs, slog.String(u.key, pu.Redacted()))
+		}
+	}
+	if len(s.Env) > 0 {
+		attrs = append(attrs, slog.Any("env", slices.Sorted(maps.Keys(s.Env))))
+	}
+	if len(s.Headers) > 0 {
+		attrs = append(attrs, slog.Any("headers", slices.Sorted(maps.Keys(s.Headers))))
+	}
+	attrs = append(attrs, slog.Bool("pooled", s.Pooled), slog.Bool("disabled", s.Disabled))
+	return slog.GroupValue(attrs...)
+}
+
+// An Override is one session's change to one server: each metadata setting
+// it holds replaces the server's (a key written as null replaces it with
+// null), and Disabled, when set, replaces the server's Disabled. Lists are
+// replaced whole, never merged. Transport fields cannot be overridden.
+type Override struct {
+	Settings Settings
+	Disabled *bool
+}
+
+// A Session is one entry of "sessions": a client-facing endpoint with its
+// own bearer token and its own view of the servers.
+type Session struct {
+	// Name is the session's key in "sessions"; it matches [A-Za-z0-9._-]+
+	// and is neither "." nor "..", so it can be used as a URL path segment.
+	Name string
+	// Description is free text shown to operators.
+	Description string
+	// Token is the resolved bearer token. It is never printed or logged by
+	// this package; compare it with TokenMatches.
+	Token string `json:"-"`
+	// TokenSource says where the token came from, without its value:
+	// "token", "tokenFile <path>" or "tokenEnv <NAME>".
+	TokenSource string
+	// Servers lists the servers the session uses, as written in the file;
+	// nil means every server. Use Enabled for the effective list.
+	Servers []string
+	// Overrides holds the session's overrides by server name.
+	Overrides map[string]Override
+
+	servers map[string]*Server // the config's servers, for Effective
+}
+
+// Effective returns the server entry named server as this session sees it:
+// a fresh copy of the base entry with the session's override applied (so
+// srv.Disabled is the effective value), its effective metadata settings as
+// a raw JSON object (equal to srv.Metadata()), and whether the session
+// uses the server: it is listed in Servers (or Servers is nil) and is not
+// disabled. For an unknown server it returns nil, nil, false; so does a
+// Session not made by Load or Parse, which knows no servers.
+func (s *Session) Effective(server string) (srv *Server, settings json.RawMessage, enabled bool) {
+	base, ok := s.servers[server]
+	if !ok {
+		return nil, nil, false
+	}
+	srv = base.Clone()
+	if o, ok := s.Overrides[server]; ok {
+		srv.Settings.overlay(o.Settings)
+		if o.Disabled != nil {
+			srv.Disabled = *o.Disabled
+		}
+	}
+	return srv, srv.Metadata(), s.uses(server) && !srv.Disabled
+}
+
+// uses reports whether server is in the session's server list.
+func (s *Session) uses(server string) bool {
+	return s.Servers == nil || slices.Contains(s.Servers, server)
+}
+
+// Enabled returns, sorted, the names of the servers for which Effective
+// reports enabled.
+func (s *Session) Enabled() []string {
+	var names []string
+	for _, name := range slices.Sorted(maps.Keys(s.servers)) {
+		if _, _, ok := s.Effective(name); ok {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// TokenMatches reports, in constant time, whether bearer is the session's
+// token. It is false when the session has no token.
+func (s *Session) TokenMatches(bearer string) bool { return tokenMatches(s.Token, bearer) }
+
+// String describes the session without its token.
+func (s Session) String() string {
+	return fmt.Sprintf("session %q (token from %s)", s.Name, s.TokenSource)
+}
+
+// GoString is like String; it keeps %#v from printing the token.
+func (s Session) GoString() string { return s.String() }
+
+// LogValue implements slog.LogValuer; the token is never part of it.
+func (s Session) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("name", s.Name),
+		slog.String("token", "REDACTED"),
+		slog.String("tokenSource", s.TokenSource),
+		slog.Any("servers", s.Enabled()),
+		slog.Int("overrides", len(s.Overrides)),
+	)
+}
+
+// An Admin configures the admin API.
+type Admin struct {
+	// Token is the resolved admin bearer token; never printed or logged by
+	// this package.
+	Token string `json:"-"`
+	// TokenSource says where the token came from, as in Session.
+	TokenSource string
+}
+
+// TokenMatches reports, in constant time, whether bearer is the admin token.
+func (a *Admin) TokenMatches(bearer string) bool { return tokenMatches(a.Token, bearer) }
+
+// String describes the admin block without its token.
+func (a Admin) String() string { return fmt.Sprintf("admin (token from %s)", a.TokenSource) }
+
+// GoString is like String.
+func (a Admin) GoString() string { return a.String() }
+
+// LogValue implements slog.LogValuer; the token is never part of it.
+func (a Admin) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("token", "REDACTED"), slog.String("tokenSource", a.TokenSource))
+}
+
+func tokenMatches(want, got string) bool {
+	return want != "" && subtle.ConstantTimeCompare([]byte(want), []byte(got)) == 1
+}
+
+// A Policy names the policy plugin and its limits.
+type Policy struct {
+	// Path is the plugin file; "" means the embedded default policy. When
+	// relative in the file it is resolved against the config file's
+	// directory.
+	Path string
+	// SHA256 is the pinned digest in lower-case hex; "" means no pin.
+	SHA256 string
+	// MemoryMiB caps each plugin instance's memory.
+	MemoryMiB int
+	// Timeout bounds one plugin call.
+	Timeout time.Duration
+}
+
+// MemoryLimitBytes returns MemoryMiB in bytes.
+func (p Policy) MemoryLimitBytes() uint64 { return uint64(p.MemoryMiB) << 20 }

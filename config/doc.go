@@ -1,0 +1,85 @@
+// Package config defines the wasmhost daemon's config file and its strict
+// loader.
+//
+// # File format
+//
+// The file is one JSON object:
+//
+//	{
+//	  "listen": "127.0.0.1:8750",
+//	  "admin": {"tokenEnv": "WASMHOST_ADMIN_TOKEN"},
+//	  "policy": {"path": "policy.wasm", "sha256": "…64 hex digits…", "memoryMiB": 64, "timeoutMs": 500},
+//	  "mcpServers": {
+//	    "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"], "trust": true},
+//	    "search": {"httpUrl": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer …"}, "timeout": 30000}
+//	  },
+//	  "sessions": {
+//	    "alice": {"tokenFile": "alice.token"},
+//	    "bob": {"tokenEnv": "BOB_TOKEN", "servers": ["fs"], "overrides": {"fs": {"includeTools": ["read_file"], "trust": null}}}
+//	  }
+//	}
+//
+// "listen" is the daemon's host:port; when absent it is [DefaultListen]
+// (loopback, fixed port 8750, so session URLs are stable across runs).
+//
+// "admin" configures the admin API's bearer token; when absent the admin
+// API is disabled. "policy" names the policy plugin: "path" (absent means
+// the embedded default policy), "sha256" (optional digest pin, 64 hex
+// digits), "memoryMiB" (1 to 4096, default 256) and "timeoutMs" (1 to
+// 600000, default 2000).
+//
+// "mcpServers" takes the server entries gemini-cli and qwen-code users
+// already have, so theirs can be pasted: exactly one of "command" (with
+// "args", "env", "cwd"), "url" (SSE/streamable endpoint) or "httpUrl"
+// (streamable HTTP), plus "headers", "timeout" (milliseconds, 0 = transport
+// default), "description", the four session metadata settings "trust",
+// "alwaysLoadTools" (boolean or null) and "includeTools", "excludeTools"
+// (array of strings or null), and wasmhost's own "disabled" (default false)
+// and "pooled" (default true). The gemini-cli keys "oauth",
+// "authProviderType", "targetAudience", "targetServiceAccount", "tcp",
+// "type", "extensionName" and "extension" are accepted with a warning and
+// ignored. Values are used as written: unlike gemini-cli, wasmhost does not
+// expand "$VAR" references (it warns when an env or header value looks like
+// one).
+//
+// "sessions" maps a session name (letters, digits, '.', '_', '-'; not "." or
+// "..", so it is safe in a URL path) to its settings: exactly one token
+// source, "token" (inline), "tokenFile" (a file whose contents, trimmed, are
+// the token) or "tokenEnv" (an environment variable holding it); optional
+// "servers", the names of the servers the session uses (absent: all of
+// them); optional "overrides", a map from server name to an object with any
+// of "trust", "includeTools", "excludeTools", "alwaysLoadTools" and
+// "disabled". Tokens are trimmed of surrounding white space and must then be
+// non-empty printable ASCII; no two sessions, nor a session and the admin
+// API, may share a token.
+//
+// Relative "tokenFile", "cwd" and policy "path" values are resolved against
+// the directory of the config file.
+//
+// # Overrides
+//
+// An override works key by key: each key present in the override replaces
+// the server's key of the same name, whole (lists are not merged), and a key
+// written as null replaces the server's value with null (for
+// "includeTools", null means every tool is allowed). Keys the override
+// leaves out keep the server's value. A "disabled" override enables or
+// disables the server for that session only. [Session.Effective] applies
+// this rule and hands out the resulting settings object as raw JSON, ready
+// for the policy plugin.
+//
+// # Validation
+//
+// Parsing is strict. A syntax error is reported with its line and column;
+// anything else with the file name, the JSON path and what was expected,
+// for example
+//
+//	config.json: mcpServers.fs.args[2]: expected a string, got a number
+//
+// Every problem is reported, not just the first (see [ErrInvalid] and
+// [Error]). Duplicate keys are errors anywhere in the file. Unknown keys are
+// not errors but [Warning]s. The metadata settings are type-checked here,
+// with their exact paths, and their raw values are still what reaches the
+// policy plugin, which decides what they mean.
+//
+// Tokens never appear in errors, warnings, String, GoString or slog output.
+package config

@@ -1,0 +1,456 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeEnv returns a lookupEnv function backed by m.
+func fakeEnv(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+var fullEnv = map[string]string{
+	"WASMHOST_ADMIN_TOKEN": "admin-env-token-0123456789",
+	"CAROL_TOKEN":          "carol-env-token-0123456789\n",
+}
+
+func raw(s string) json.RawMessage { return json.RawMessage(s) }
+
+func boolPtr(b bool) *bool { return &b }
+
+// wantFull is testdata/good/full.json as the loader must see it.
+func wantFull() *Config {
+	dir := filepath.Join("testdata", "good")
+	github := &Server{
+		Name:    "github",
+		Command: "npx",
+		Args:    []string{"-y", "@modelcontextprotocol/server-github"},
+		Env:     map[string]string{"GITHUB_PERSONAL_ACCESS_TOKEN": "$GITHUB_TOKEN"},
+		Timeout: 30 * time.Second,
+		Pooled:  true,
+		Settings: Settings{
+			Trust:        raw(`false`),
+			IncludeTools: raw(`["create_issue","search_repositories(query, page)"]`),
+			ExcludeTools: raw(`["delete_repository"]`),
+		},
+	}
+	python := &Server{
+		Name:        "pythonTools",
+		Command:     "python",
+		Args:        []string{"-m", "my_mcp_server", "--port", "8080"},
+		Cwd:         filepath.Join(dir, "mcp-servers", "python"),
+		Env:         map[string]string{"DATABASE_URL": "postgres://localhost/app", "LOG_LEVEL": "info"},
+		Timeout:     15 * time.Second,
+		Pooled:      true,
+		Description: "In-house Python tools",
+	}
+	node := &Server{
+		Name:     "nodeServer",
+		Command:  "node",
+		Args:     []string{"dist/server.js", "--verbose"},
+		Cwd:      "/opt/mcp/node",
+		Pooled:   true,
+		Settings: Settings{Trust: raw(`true`), AlwaysLoadTools: raw(`true`)},
+	}
+	httpAuth := &Server{
+		Name:    "httpServerWithAuth",
+		HTTPURL: "http://localhost:3000/mcp",
+		Headers: map[string]string{"Authorization": "Bearer static-upstream-key", "X-Custom-Header": "custom-value"},
+		Timeout: 5 * time.Second,
+		Pooled:  true,
+	}
+	sse := &Server{Name: "sseServer", URL: "https://api.example.com/sse", Pooled: false}
+	cloudRun := &Server{
+		Name:     "cloudRun",
+		HTTPURL:  "https://my-service-xyz.a.run.app/mcp",
+		Pooled:   true,
+		Disabled: true,
+		Settings: Settings{IncludeTools: raw(`null`)},
+	}
+	return &Config{
+		File:   filepath.Join(dir, "full.json"),
+		Listen: "127.0.0.1:9100",
+		Admin:  &Admin{Token: "admin-env-token-0123456789", TokenSource: "tokenEnv WASMHOST_ADMIN_TOKEN"},
+		Policy: Policy{
+			Path:      filepath.Join(dir, "plugins", "policy.wasm"),
+			SHA256:    "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+			MemoryMiB: 64,
+			Timeout:   500 * time.Millisecond,
+		},
+		Servers: map[string]*Server{
+			"github": github, "pythonTools": python, "nodeServer": node,
+			"httpServerWithAuth": httpAuth, "sseServer": sse, "cloudRun": cloudRun,
+		},
+		Sessions: map[string]*Session{
+			"alice": {
+				Name:        "alice",
+				Description: "Alice's laptop",
+				Token:       "alice-file-token-abcdefghijkl",
+				TokenSource: "tokenFile " + filepath.Join(dir, "alice.token"),
+			},
+			"bob.ci": {
+				Name:        "bob.ci",
+				Token:       "bob-inline-token-0123456789",
+				TokenSource: "token",
+				Servers:     []string{"github", "nodeServer", "cloudRun"},
+				Overrides: map[string]Override{
+					"github": {Settings: Settings{
+						Trust:        raw(`true`),
+						IncludeTools: raw(`null`),
+						ExcludeTools: raw(`["create_issue","push_files"]`),
+					}},
+					"nodeServer": {Settings: Settings{AlwaysLoadTools: raw(`false`)}, Disabled: boolPtr(true)},
+					"cloudRun":   {Settings: Settings{IncludeTools: raw(`["list_services"]`)}, Disabled: boolPtr(false)},
+				},
+			},
+			"carol_2": {
+				Name:        "carol_2",
+				Token:       "carol-env-token-0123456789",
+				TokenSource: "tokenEnv CAROL_TOKEN",
+				Servers:     []string{},
+			},
+		},
+	}
+}
+
+var wantFullWarnings = []string{
+	`theme: unknown key, ignored`,
+	`mcpServers.github.env.GITHUB_PERSONAL_ACCESS_TOKEN: looks like an environment variable reference; wasmhost passes values as written and does not expand variables`,
+	`mcpServers.sseServer.oauth: not supported by wasmhost, ignored`,
+	`mcpServers.cloudRun.authProviderType: not supported by wasmhost, ignored`,
+	`mcpServers.cloudRun.targetAudience: not supported by wasmhost, ignored`,
+	`mcpServers.cloudRun.targetServiceAccount: not supported by wasmhost, ignored`,
+	`sessions["bob.ci"].servers[1]: server "nodeServer" is disabled`,
+	`sessions.carol_2.color: unknown key, ignored`,
+}
+
+func warningLines(file string, ws []Warning) []string {
+	var out []string
+	for _, w := range ws {
+		if w.File != file {
+			out = append(out, "wrong file: "+w.String())
+			continue
+		}
+		out = append(out, w.Path+": "+w.Message)
+	}
+	return out
+}
+
+var cmpConfig = cmp.Options{cmpopts.IgnoreUnexported(Session{}), cmpopts.EquateEmpty()}
+
+func parseFull(t *testing.T) (*Config, []Warning) {
+	t.Helper()
+	path := filepath.Join("testdata", "good", "full.json")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	cfg, ws, err := Parse(path, data, fakeEnv(fullEnv), os.ReadFile)
+	require.NoError(t, err)
+	require.NotNil(t, cfg)
+	return cfg, ws
+}
+
+func TestParseFull(t *testing.T) {
+	cfg, ws := parseFull(t)
+	if diff := cmp.Diff(wantFull(), cfg, cmpConfig); diff != "" {
+		t.Errorf("config mismatch (-want +got):\n%s", diff)
+	}
+	// EquateEmpty hides nil versus empty; the difference matters for a
+	// session's server list (nil = all servers, [] = none).
+	assert.Nil(t, cfg.Sessions["alice"].Servers)
+	assert.NotNil(t, cfg.Sessions["carol_2"].Servers)
+	if diff := cmp.Diff(wantFullWarnings, warningLines(cfg.File, ws)); diff != "" {
+		t.Errorf("warnings mismatch (-want +got):\n%s", diff)
+	}
+	assert.Equal(t, []string{"cloudRun", "github", "httpServerWithAuth", "nodeServer", "pythonTools", "sseServer"}, cfg.ServerNames())
+	assert.Equal(t, []string{"alice", "bob.ci", "carol_2"}, cfg.SessionNames())
+}
+
+func TestLoadMatchesParse(t *testing.T) {
+	for k, v := range fullEnv {
+		t.Setenv(k, v)
+	}
+	want, wantWarnings := parseFull(t)
+	got, gotWarnings, err := Load(filepath.Join("testdata", "good", "full.json"))
+	require.NoError(t, err)
+	if diff := cmp.Diff(want, got, cmpConfig); diff != "" {
+		t.Errorf("Load differs from Parse (-Parse +Load):\n%s", diff)
+	}
+	assert.Equal(t, wantWarnings, gotWarnings)
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, _, err := Load(filepath.Join(t.TempDir(), "nope.json"))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	assert.NotErrorIs(t, err, ErrInvalid)
+}
+
+func TestEffective(t *testing.T) {
+	cfg, _ := parseFull(t)
+	tests := []struct {
+		session, server string
+		wantSettings    string
+		wantEnabled     bool
+		wantDisabled    bool
+	}{
+		{"alice", "github", `{"trust":false,"includeTools":["create_issue","search_repositories(query, page)"],"excludeTools":["delete_repository"]}`, true, false},
+		{"alice", "pythonTools", `{}`, true, false},
+		{"alice", "nodeServer", `{"trust":true,"alwaysLoadTools":true}`, true, false},
+		{"alice", "cloudRun", `{"includeTools":null}`, false, true},
+		// A key present in the override replaces the base key, even with null.
+		{"bob.ci", "github", `{"trust":true,"includeTools":null,"excludeTools":["create_issue","push_files"]}`, true, false},
+		// Keys the override leaves out keep the base value.
+		{"bob.ci", "nodeServer", `{"trust":true,"alwaysLoadTools":false}`, false, true},
+		// An override can enable a server that is disabled at the base.
+		{"bob.ci", "cloudRun", `{"includeTools":["list_services"]}`, true, false},
+		// Not in the session's server list.
+		{"bob.ci", "pythonTools", `{}`, false, false},
+		{"carol_2", "github", `{"trust":false,"includeTools":["create_issue","search_repositories(query, page)"],"excludeTools":["delete_repository"]}`, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.session+"/"+tt.server, func(t *testing.T) {
+			srv, settings, enabled := cfg.Sessions[tt.session].Effective(tt.server)
+			require.NotNil(t, srv)
+			assert.JSONEq(t, tt.wantSettings, string(settings))
+			assert.Equal(t, tt.wantSettings, string(settings), "key order and bytes")
+			assert.Equal(t, string(settings), string(srv.Metadata()))
+			assert.Equal(t, tt.wantEnabled, enabled)
+			assert.Equal(t, tt.wantDisabled, srv.Disabled)
+			// Transport fields come from the base entry untouched.
+			base := cfg.Servers[tt.server]
+			assert.Equal(t, base.Command, srv.Command)
+			assert.Equal(t, base.Args, srv.Args)
+			assert.Equal(t, base.HTTPURL, srv.HTTPURL)
+		})
+	}
+
+	srv, settings, enabled := cfg.Sessions["alice"].Effective("nope")
+	assert.Nil(t, srv)
+	assert.Nil(t, settings)
+	assert.False(t, enabled)
+
+	assert.Equal(t, []string{"github", "httpServerWithAuth", "nodeServer", "pythonTools", "sseServer"}, cfg.Sessions["alice"].Enabled())
+	assert.Equal(t, []string{"cloudRun", "github"}, cfg.Sessions["bob.ci"].Enabled())
+	assert.Empty(t, cfg.Sessions["carol_2"].Enabled())
+}
+
+func TestEffectiveReturnsCopies(t *testing.T) {
+	cfg, _ := parseFull(t)
+	bob := cfg.Sessions["bob.ci"]
+	srv, settings, _ := bob.Effective("github")
+	srv.Args[0] = "mutated"
+	srv.Env["NEW"] = "x"
+	srv.Settings.ExcludeTools[2] = 'X'
+	settings[1] = 'X'
+
+	again, settings2, _ := bob.Effective("github")
+	assert.Equal(t, "-y", again.Args[0])
+	assert.NotContains(t, again.Env, "NEW")
+	assert.Equal(t, `{"trust":true,"includeTools":null,"excludeTools":["create_issue","push_files"]}`, string(settings2))
+	assert.Equal(t, "-y", cfg.Servers["github"].Args[0])
+
+	m := cfg.Servers["github"].Metadata()
+	m[1] = 'X'
+	assert.Equal(t, byte('"'), cfg.Servers["github"].Metadata()[1])
+}
+
+func TestServerClone(t *testing.T) {
+	cfg, _ := parseFull(t)
+	for _, name := range cfg.ServerNames() {
+		orig := cfg.Servers[name]
+		c := orig.Clone()
+		if diff := cmp.Diff(orig, c); diff != "" {
+			t.Fatalf("%s: clone differs (-orig +clone):\n%s", name, diff)
+		}
+		if len(c.Args) > 0 {
+			c.Args[0] = "changed"
+			assert.NotEqual(t, "changed", orig.Args[0])
+		}
+		if c.Env != nil {
+			c.Env["ADDED"] = "1"
+			assert.NotContains(t, orig.Env, "ADDED")
+		}
+		if c.Headers != nil {
+			c.Headers["Added"] = "1"
+			assert.NotContains(t, orig.Headers, "Added")
+		}
+		if len(c.Settings.Trust) > 0 {
+			c.Settings.Trust[0] = 'X'
+			assert.NotEqual(t, byte('X'), orig.Settings.Trust[0])
+		}
+	}
+	assert.Nil(t, (*Server)(nil).Clone())
+}
+
+func TestDefaults(t *testing.T) {
+	cfg, ws, err := Load(filepath.Join("testdata", "good", "minimal.json"))
+	require.NoError(t, err)
+	assert.Empty(t, ws)
+	assert.Equal(t, DefaultListen, cfg.Listen)
+	assert.Nil(t, cfg.Admin)
+	assert.Equal(t, Policy{MemoryMiB: 256, Timeout: 2 * time.Second}, cfg.Policy)
+	assert.Equal(t, uint64(256<<20), cfg.Policy.MemoryLimitBytes())
+	demo := cfg.Servers["demo"]
+	require.NotNil(t, demo)
+	assert.True(t, demo.Pooled)
+	assert.False(t, demo.Disabled)
+	assert.Zero(t, demo.Timeout)
+	assert.Equal(t, "stdio", demo.Transport())
+	assert.Equal(t, `{}`, string(demo.Metadata()))
+	assert.Equal(t, []string{"demo"}, cfg.Sessions["a"].Enabled())
+}
+
+func TestParseInline(t *testing.T) {
+	tests := []struct {
+		name  string
+		input string
+		check func(t *testing.T, cfg *Config)
+	}{
+		{
+			name: "sessions before servers",
+			input: `{"sessions": {"a": {"token": "0123456789abcdef", "servers": ["x"], "overrides": {"x": {"trust": true}}}},
+			         "mcpServers": {"x": {"url": "https://example.com/sse"}}}`,
+			check: func(t *testing.T, cfg *Config) {
+				_, settings, enabled := cfg.Sessions["a"].Effective("x")
+				assert.True(t, enabled)
+				assert.Equal(t, `{"trust":true}`, string(settings))
+				assert.Equal(t, "url", cfg.Servers["x"].Transport())
+			},
+		},
+		{
+			name: "raw values keep their escapes and lose only white space",
+			input: `{"mcpServers": {"x": {"command": "c", "includeTools": [ "a\u003cb" ,
+			          "\u00e9t\u00e9(x)", "tab\there" ], "excludeTools": [], "trust": null, "alwaysLoadTools": false}},
+			         "sessions": {"a": {"token": "0123456789abcdef"}}}`,
+			check: func(t *testing.T, cfg *Config) {
+				assert.Equal(t, `{"trust":null,"alwaysLoadTools":false,"includeTools":["a\u003cb","\u00e9t\u00e9(x)","tab\there"],"excludeTools":[]}`,
+					string(cfg.Servers["x"].Metadata()))
+			},
+		},
+		{
+			name:  "byte order mark",
+			input: "\xef\xbb\xbf" + `{"sessions": {"a": {"token": "0123456789abcdef"}}}`,
+			check: func(t *testing.T, cfg *Config) {
+				assert.Equal(t, "0123456789abcdef", cfg.Sessions["a"].Token)
+			},
+		},
+		{
+			name:  "timeout zero, exponent form and upper-case pin",
+			input: `{"mcpServers": {"x": {"command": "c", "timeout": 0}, "y": {"command": "c", "timeout": 1e3}}, "policy": {"timeoutMs": 2.5e2}, "sessions": {"a": {"token": "0123456789abcdef"}}}`,
+			check: func(t *testing.T, cfg *Config) {
+				assert.Zero(t, cfg.Servers["x"].Timeout)
+				assert.Equal(t, time.Second, cfg.Servers["y"].Timeout)
+				assert.Equal(t, 250*time.Millisecond, cfg.Policy.Timeout)
+			},
+		},
+		{
+			name:  "absolute paths stay as written",
+			input: `{"policy": {"path": "/opt/wasmhost/p.wasm"}, "mcpServers": {"x": {"command": "c", "cwd": "/srv"}}, "sessions": {"a": {"token": "0123456789abcdef"}}}`,
+			check: func(t *testing.T, cfg *Config) {
+				assert.Equal(t, "/opt/wasmhost/p.wasm", cfg.Policy.Path)
+				assert.Equal(t, "/srv", cfg.Servers["x"].Cwd)
+			},
+		},
+		{
+			name:  "odd server names",
+			input: `{"mcpServers": {"my server.v2": {"command": "c"}, "é": {"command": "c"}}, "sessions": {"a": {"token": "0123456789abcdef", "overrides": {"my server.v2": {"disabled": true}}}}}`,
+			check: func(t *testing.T, cfg *Config) {
+				assert.Equal(t, []string{"é"}, cfg.Sessions["a"].Enabled())
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, _, err := Parse("/etc/wasmhost/config.json", []byte(tt.input), fakeEnv(nil), failRead)
+			require.NoError(t, err)
+			tt.check(t, cfg)
+		})
+	}
+}
+
+func failRead(name string) ([]byte, error) {
+	return nil, &os.PathError{Op: "open", Path: name, Err: os.ErrNotExist}
+}
+
+func TestWarnings(t *testing.T) {
+	input := `{
+  "mcp": {"allowed": ["x"]},
+  "policy": {"path": "p.wasm", "cache": true},
+  "admin": {"token": "admin-token-0123456789", "port": 1},
+  "mcpServers": {
+    "web": {"url": "https://example.com/sse", "args": ["x"], "env": {"A": "b"}, "cwd": "/", "type": "sse", "tcp": "x", "extensionName": "e", "extension": {}},
+    "local": {"command": "c", "headers": {"Authorization": "Bearer ${TOKEN}"}, "colour": "red"}
+  },
+  "sessions": {
+    "a": {"token": "tiny-tok", "servers": ["web"], "overrides": {"local": {"trust": true, "note": 1}}}
+  }
+}`
+	_, ws, err := Parse("c.json", []byte(input), fakeEnv(nil), failRead)
+	require.NoError(t, err)
+	want := []string{
+		`mcp: unknown key, ignored`,
+		`policy.cache: unknown key, ignored`,
+		`admin.port: unknown key, ignored`,
+		`mcpServers.web.args: ignored for a server reached by URL`,
+		`mcpServers.web.env: ignored for a server reached by URL`,
+		`mcpServers.web.cwd: ignored for a server reached by URL`,
+		`mcpServers.web.type: not supported by wasmhost, ignored`,
+		`mcpServers.web.tcp: not supported by wasmhost, ignored`,
+		`mcpServers.web.extensionName: not supported by wasmhost, ignored`,
+		`mcpServers.web.extension: not supported by wasmhost, ignored`,
+		`mcpServers.local.headers: ignored for a server started with "command"`,
+		`mcpServers.local.headers.Authorization: looks like an environment variable reference; wasmhost passes values as written and does not expand variables`,
+		`mcpServers.local.colour: unknown key, ignored`,
+		`sessions.a.token: the token is shorter than 16 characters; use a long random token`,
+		`sessions.a.overrides.local: the session does not use this server (see "sessions.a.servers"), so the override has no effect`,
+		`sessions.a.overrides.local.note: unknown key, ignored`,
+	}
+	if diff := cmp.Diff(want, warningLines("c.json", ws)); diff != "" {
+		t.Errorf("warnings mismatch (-want +got):\n%s", diff)
+	}
+	for _, w := range ws {
+		assert.NotContains(t, w.String(), "tiny-tok", "token leaked into a warning")
+	}
+	assert.Equal(t, "c.json: mcp: unknown key, ignored", ws[0].String())
+
+	_, ws, err = Parse("c.json", []byte(`{}`), fakeEnv(nil), failRead)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"c.json: no sessions configured; the daemon will serve nothing"}, []string{ws[0].String()})
+}
+
+func TestErrorDetails(t *testing.T) {
+	input := "{\n  \"mcpServers\": {\n    \"fs\": {\"command\": \"c\", \"args\": [\"a\", 2]},\n    \"x\": {}\n  }\n}"
+	_, ws, err := Parse("dir/c.json", []byte(input), fakeEnv(nil), failRead)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrInvalid)
+	assert.Empty(t, ws)
+
+	var errs []*Error
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var ce *Error
+		require.True(t, errors.As(e, &ce))
+		errs = append(errs, ce)
+	}
+	want := []*Error{
+		{File: "dir/c.json", Path: "mcpServers.fs.args[1]", Line: 3, Column: 42, Msg: "expected a string, got a number"},
+		{File: "dir/c.json", Path: "mcpServers.x", Line: 4, Column: 10, Msg: `expected exactly one of "command", "url" or "httpUrl", found none`},
+	}
+	if diff := cmp.Diff(want, errs); diff != "" {
+		t.Errorf("errors mismatch (-want +got):\n%s", diff)
+	}
+	assert.Equal(t, "dir/c.json: mcpServers.fs.args[1]: expected a string, got a number\n"+
+		`dir/c.json: mcpServers.x: expected exactly one of "command", "url" or "httpUrl", found none`, err.Error())
+}
