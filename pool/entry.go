@@ -1,0 +1,658 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/wasmhost/wasmhost/view"
+)
+
+// A State is where an entry is in its lifecycle.
+type State int
+
+// The states of an entry. StateFailed and StateClosed are terminal.
+const (
+	StateConnecting State = iota
+	StateReady
+	StateRestarting
+	StateFailed
+	StateClosed
+)
+
+// String returns the state's lower-case name, e.g. "restarting".
+func (s State) String() string {
+	switch s {
+	case StateConnecting:
+		return "connecting"
+	case StateReady:
+		return "ready"
+	case StateRestarting:
+		return "restarting"
+	case StateFailed:
+		return "failed"
+	case StateClosed:
+		return "closed"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Terminal reports whether s is failed or closed.
+func (s State) Terminal() bool { return s == StateFailed || s == StateClosed }
+
+// kinds is a set of snapshot lists to (re)discover.
+type kinds uint8
+
+const (
+	kindTools kinds = 1 << iota
+	kindPrompts
+	kindResources
+	kindAll = kindTools | kindPrompts | kindResources
+)
+
+// An Entry is one upstream connection and the snapshot discovered on it,
+// shared by the handles attached to it. See the package documentation.
+type Entry struct {
+	pool     *Pool
+	id       string
+	identity string
+	spec     Spec // deep copy captured at creation
+	memo     *view.Memo
+	log      *slog.Logger
+	timeout  time.Duration
+
+	// fanMu serialises what reaches views in order: fan-outs, first applies
+	// of new views, the hold at a restart's start, the withdrawal at failure.
+	fanMu sync.Mutex
+
+	mu          sync.Mutex
+	state       State
+	changed     chan struct{} // closed and replaced on every state change
+	refs        int
+	handles     map[*Handle]struct{}
+	session     *mcp.ClientSession
+	conn        uint64 // connection generation; bumped when a session is superseded
+	snap        *view.Snapshot
+	version     uint64
+	err         error
+	dirty       kinds         // lists changed upstream, not yet refreshed
+	refreshing  bool          // a refresh loop runs
+	idle        chan struct{} // closed when the refresh loop stops
+	restart     *call         // restart in flight
+	crashes     int
+	connectedAt time.Time
+}
+
+// A call is an operation others can wait for.
+type call struct {
+	done chan struct{}
+	err  error
+}
+
+func (p *Pool) newEntry(id string, spec Spec, identity string) *Entry {
+	timeout := spec.Timeout
+	if timeout <= 0 {
+		timeout = p.timeout
+	}
+	return &Entry{
+		pool:     p,
+		id:       id,
+		identity: identity,
+		spec:     spec,
+		memo:     view.NewMemo(),
+		log:      p.log.With("entry", id),
+		timeout:  timeout,
+		state:    StateConnecting,
+		changed:  make(chan struct{}),
+		handles:  make(map[*Handle]struct{}),
+	}
+}
+
+// ID returns the entry's lifecycle id.
+func (e *Entry) ID() string { return e.id }
+
+// Identity returns the fingerprint captured when the entry was created.
+func (e *Entry) Identity() string { return e.identity }
+
+// Spec returns a copy of the spec captured when the entry was created.
+func (e *Entry) Spec() Spec { return e.spec.Clone() }
+
+// State returns the entry's current state.
+func (e *Entry) State() State {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.state
+}
+
+// Snapshot returns the current snapshot (nil before the first discovery).
+// It is shared and must not be modified.
+func (e *Entry) Snapshot() *view.Snapshot {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.snap
+}
+
+// Info describes the entry.
+func (e *Entry) Info() EntryInfo {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return EntryInfo{
+		ID:       e.id,
+		Identity: e.identity,
+		Server:   e.spec.Name,
+		Pooled:   e.spec.Pooled,
+		State:    e.state,
+		Refs:     e.refs,
+		Views:    len(e.handles),
+		Version:  e.version,
+		Err:      e.err,
+	}
+}
+
+// setState moves to s and wakes waiters. e.mu is held.
+func (e *Entry) setState(s State) {
+	e.state = s
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+func (e *Entry) handleList() []*Handle {
+	out := make([]*Handle, 0, len(e.handles))
+	for h := range e.handles {
+		out = append(out, h)
+	}
+	return out
+}
+
+// waitReady waits until the entry is ready and returns with e.fanMu and
+// e.mu held, or returns an error (holding nothing) if the entry turned
+// terminal or ctx ended.
+func (e *Entry) waitReady(ctx context.Context) error {
+	for {
+		e.fanMu.Lock()
+		e.mu.Lock()
+		switch e.state {
+		case StateReady:
+			return nil
+		case StateFailed, StateClosed:
+			err := e.terminalErr()
+			e.mu.Unlock()
+			e.fanMu.Unlock()
+			return err
+		}
+		ch := e.changed
+		e.mu.Unlock()
+		e.fanMu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// terminalErr is the error for operations on a terminal entry. e.mu is
+// held.
+func (e *Entry) terminalErr() error {
+	if e.err != nil && !errors.Is(e.err, ErrTerminal) {
+		return fmt.Errorf("entry %s is %s: %w: %w", e.id, e.state, ErrTerminal, e.err)
+	}
+	if e.err != nil {
+		return fmt.Errorf("entry %s is %s: %w", e.id, e.state, e.err)
+	}
+	return fmt.Errorf("entry %s is %s: %w", e.id, e.state, ErrTerminal)
+}
+
+// closeLocked moves the entry to closed and returns the session to close
+// outside the lock. e.mu is held.
+func (e *Entry) closeLocked(cause error) *mcp.ClientSession {
+	if e.state == StateClosed {
+		return nil
+	}
+	cs := e.session
+	e.session = nil
+	e.conn++
+	if cause != nil && e.err == nil {
+		e.err = cause
+	}
+	e.setState(StateClosed)
+	return cs
+}
+
+// closeSession closes cs, waiting within ctx (the close goes on in the
+// background if ctx ends first).
+func (e *Entry) closeSession(ctx context.Context, cs *mcp.ClientSession) {
+	if cs == nil {
+		return
+	}
+	e.pool.counters.Disconnects.Add(1)
+	done := make(chan error, 1)
+	go func() { done <- cs.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			e.log.Debug("closing upstream session", "err", err)
+		}
+	case <-ctx.Done():
+	}
+}
+
+// establish dials, connects and discovers a full snapshot. The new session
+// belongs to connection generation gen, which its notification handlers
+// report back.
+func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
+	defer cancel()
+	t, err := e.pool.dial(ctx, e.spec.Clone())
+	if err != nil {
+		return nil, nil, fmt.Errorf("dial %s: %w", e.id, err)
+	}
+	client := mcp.NewClient(e.pool.client, &mcp.ClientOptions{
+		Logger:                     e.log,
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { e.listChanged(gen, kindTools) },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { e.listChanged(gen, kindPrompts) },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { e.listChanged(gen, kindResources) },
+	})
+	cs, err := client.Connect(ctx, t, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect %s: %w", e.id, err)
+	}
+	e.pool.counters.Connects.Add(1)
+	snap, err := e.discover(ctx, cs, kindAll, nil)
+	if err != nil {
+		e.closeSession(ctx, cs)
+		return nil, nil, err
+	}
+	return cs, snap, nil
+}
+
+// discover lists the kinds in which from cs, taking the other lists from
+// base, and counts the discovery.
+func (e *Entry) discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *view.Snapshot) (*view.Snapshot, error) {
+	e.pool.counters.Discoveries.Add(1)
+	snap, err := discover(ctx, cs, which, base)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", e.id, err)
+	}
+	return snap, nil
+}
+
+// Discover lists every tool, prompt and resource of an initialized upstream
+// session, following pagination cursors, into a snapshot with Version 0 (the
+// caller numbers its snapshots). Lists the server declares no capability for
+// are empty. The pool uses the same listing; a caller running its own
+// connection (a legacy single-session mode) can use it with a view attached
+// with a nil memo.
+func Discover(ctx context.Context, cs *mcp.ClientSession) (*view.Snapshot, error) {
+	return discover(ctx, cs, kindAll, nil)
+}
+
+func discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *view.Snapshot) (*view.Snapshot, error) {
+	snap := &view.Snapshot{}
+	if base != nil {
+		snap.Tools, snap.Prompts, snap.Resources = base.Tools, base.Prompts, base.Resources
+	}
+	caps := &mcp.ServerCapabilities{}
+	if r := cs.InitializeResult(); r != nil && r.Capabilities != nil {
+		caps = r.Capabilities
+	}
+	var err error
+	if which&kindTools != 0 {
+		snap.Tools = nil
+		if caps.Tools != nil {
+			if snap.Tools, err = collect(cs.Tools(ctx, nil)); err != nil {
+				return nil, fmt.Errorf("list tools: %w", err)
+			}
+		}
+	}
+	if which&kindPrompts != 0 {
+		snap.Prompts = nil
+		if caps.Prompts != nil {
+			if snap.Prompts, err = collect(cs.Prompts(ctx, nil)); err != nil {
+				return nil, fmt.Errorf("list prompts: %w", err)
+			}
+		}
+	}
+	if which&kindResources != 0 {
+		snap.Resources = nil
+		if caps.Resources != nil {
+			if snap.Resources, err = collect(cs.Resources(ctx, nil)); err != nil {
+				return nil, fmt.Errorf("list resources: %w", err)
+			}
+		}
+	}
+	return snap, nil
+}
+
+// collect drains a paginated listing.
+func collect[T any](seq func(func(*T, error) bool)) ([]*T, error) {
+	var out []*T
+	for x, err := range seq {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
+
+// connect makes the entry's first connection.
+func (e *Entry) connect() {
+	e.mu.Lock()
+	gen := e.conn
+	e.mu.Unlock()
+	cs, snap, err := e.establish(gen)
+	e.finishConnect(gen, cs, snap, err)
+}
+
+// finishConnect publishes the outcome of a connect or restart attempt made
+// for connection generation gen.
+func (e *Entry) finishConnect(gen uint64, cs *mcp.ClientSession, snap *view.Snapshot, err error) error {
+	e.fanMu.Lock()
+	e.mu.Lock()
+	if e.state == StateClosed || e.conn != gen {
+		// Released or pool closed while connecting.
+		e.mu.Unlock()
+		e.fanMu.Unlock()
+		e.closeSession(context.Background(), cs)
+		return fmt.Errorf("entry %s closed while connecting: %w", e.id, ErrTerminal)
+	}
+	handles := e.handleList()
+	if err != nil {
+		e.err = err
+		e.session = nil
+		e.conn++
+		e.setState(StateFailed)
+		e.mu.Unlock()
+		e.log.Warn("upstream connection failed", "spec", e.spec, "err", err)
+		cause := fmt.Errorf("server %s: %w: %w", e.spec.Name, ErrTerminal, err)
+		for _, h := range handles {
+			h.att.Withdraw(cause)
+		}
+		e.fanMu.Unlock()
+		e.pool.forget(e)
+		return fmt.Errorf("entry %s is failed: %w: %w", e.id, ErrTerminal, err)
+	}
+	e.session = cs
+	e.connectedAt = time.Now()
+	e.version++
+	snap.Version = e.version
+	e.snap = snap
+	e.err = nil
+	e.setState(StateReady)
+	// A list that changed while we were discovering is looked at again (the
+	// loop waits for this fan-out to finish).
+	e.startRefreshLocked()
+	e.mu.Unlock()
+	go e.watch(gen, cs)
+	e.fanOut(handles, snap)
+	e.fanMu.Unlock()
+	return nil
+}
+
+// fanOut applies snap to the views of handles. e.fanMu is held.
+func (e *Entry) fanOut(handles []*Handle, snap *view.Snapshot) {
+	for _, h := range handles {
+		ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
+		err := h.att.Apply(ctx, snap)
+		cancel()
+		if err != nil {
+			e.log.Warn("view failed closed on snapshot", "session", h.view.Session(), "version", snap.Version, "err", err)
+		}
+	}
+}
+
+// watch notices the end of session cs of generation gen. An end the pool
+// did not cause restarts the entry (within Options.CrashRestarts) or fails
+// it. Either way cs is closed once more to release its resources, and that
+// close is the one Disconnects counts.
+func (e *Entry) watch(gen uint64, cs *mcp.ClientSession) {
+	err := cs.Wait()
+	e.mu.Lock()
+	if e.conn != gen || e.state != StateReady {
+		e.mu.Unlock()
+		return // the pool closed or replaced it
+	}
+	if time.Since(e.connectedAt) > time.Minute {
+		e.crashes = 0
+	}
+	if e.crashes < e.pool.crashes {
+		e.crashes++
+		e.mu.Unlock()
+		e.log.Warn("upstream went away, restarting", "err", err)
+		if rerr := e.doRestart(context.Background(), false); rerr != nil {
+			e.log.Warn("restart after disconnect failed", "err", rerr)
+		}
+		return
+	}
+	e.mu.Unlock()
+	cause := fmt.Errorf("%w: %s", ErrDisconnected, e.id)
+	if err != nil {
+		cause = fmt.Errorf("%w: %s: %w", ErrDisconnected, e.id, err)
+	}
+	if e.fail(gen, cause) {
+		e.closeSession(context.Background(), cs)
+	}
+}
+
+// fail moves a ready entry of connection generation gen to failed and
+// withdraws its views. It reports whether it did (false when something else
+// superseded that connection first).
+func (e *Entry) fail(gen uint64, cause error) bool {
+	e.fanMu.Lock()
+	e.mu.Lock()
+	if e.conn != gen || e.state.Terminal() {
+		e.mu.Unlock()
+		e.fanMu.Unlock()
+		return false
+	}
+	e.err = cause
+	e.session = nil
+	e.conn++
+	e.setState(StateFailed)
+	handles := e.handleList()
+	e.mu.Unlock()
+	e.log.Warn("upstream connection failed", "err", cause)
+	withdrawn := fmt.Errorf("server %s: %w: %w", e.spec.Name, ErrTerminal, cause)
+	for _, h := range handles {
+		h.att.Withdraw(withdrawn)
+	}
+	e.fanMu.Unlock()
+	e.pool.forget(e)
+	return true
+}
+
+// Restart closes the entry's connection, connects again, rediscovers and
+// fans the new snapshot out to every attached view with that view's current
+// settings. Views keep their registrations during the restart and accept
+// settings changes, which the fan-out applies. Concurrent Restart calls
+// join one restart. The restart itself does not depend on ctx (a caller
+// giving up does not fail the entry for the others); ctx bounds the wait.
+// Restart returns an error wrapping ErrTerminal for a failed or closed
+// entry, and for a failed reconnect (which leaves the entry failed, its
+// views withdrawn; the error wraps the connect error too).
+func (e *Entry) Restart(ctx context.Context) error {
+	return e.doRestart(ctx, true)
+}
+
+func (e *Entry) doRestart(ctx context.Context, explicit bool) error {
+	for {
+		e.mu.Lock()
+		if e.state.Terminal() {
+			err := e.terminalErr()
+			e.mu.Unlock()
+			return err
+		}
+		if c := e.restart; c != nil {
+			e.mu.Unlock()
+			return wait(ctx, c)
+		}
+		if e.state == StateReady {
+			break
+		}
+		ch := e.changed // connecting: restart once it settles
+		e.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	c := &call{done: make(chan struct{})}
+	e.restart = c
+	if explicit {
+		e.crashes = 0
+	}
+	old := e.session
+	e.session = nil
+	e.conn++
+	gen := e.conn
+	e.dirty = 0 // the restart rediscovers everything
+	e.setState(StateRestarting)
+	e.mu.Unlock()
+
+	go func() {
+		e.fanMu.Lock()
+		e.mu.Lock()
+		handles := e.handleList()
+		e.mu.Unlock()
+		for _, h := range handles {
+			h.att.Hold()
+		}
+		e.fanMu.Unlock()
+		e.closeSession(context.Background(), old)
+
+		cs, snap, err := e.establish(gen)
+		c.err = e.finishConnect(gen, cs, snap, err)
+		e.mu.Lock()
+		if e.restart == c {
+			e.restart = nil
+		}
+		e.mu.Unlock()
+		close(c.done)
+	}()
+	return wait(ctx, c)
+}
+
+func wait(ctx context.Context, c *call) error {
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// listChanged records an upstream list_changed from connection generation
+// gen and makes sure a refresh will run. While the entry is connecting or
+// restarting, the attempt in progress looks at the dirty kinds when it
+// publishes.
+func (e *Entry) listChanged(gen uint64, k kinds) {
+	e.pool.counters.Notifications.Add(1)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.conn != gen || e.state.Terminal() {
+		return
+	}
+	e.dirty |= k
+	e.startRefreshLocked()
+}
+
+// startRefreshLocked starts the refresh loop if something is dirty, the
+// entry is ready and no loop runs; a running loop picks new dirty kinds up
+// itself, so notifications coalesce into at most one refresh in flight and
+// one pending. e.mu is held.
+func (e *Entry) startRefreshLocked() {
+	if e.refreshing || e.dirty == 0 || e.state != StateReady {
+		return
+	}
+	e.refreshing = true
+	e.idle = make(chan struct{})
+	go e.refreshLoop()
+}
+
+// refreshLoop rediscovers dirty lists and fans each new snapshot out until
+// nothing is dirty.
+func (e *Entry) refreshLoop() {
+	for {
+		e.mu.Lock()
+		if e.dirty == 0 || e.state != StateReady {
+			e.refreshing = false
+			close(e.idle)
+			e.mu.Unlock()
+			return
+		}
+		which, cs, gen, base := e.dirty, e.session, e.conn, e.snap
+		e.dirty = 0
+		e.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
+		snap, err := e.discover(ctx, cs, which, base)
+		cancel()
+		if err != nil {
+			e.log.Warn("snapshot refresh failed", "err", err)
+			continue
+		}
+		e.fanMu.Lock()
+		e.mu.Lock()
+		if e.conn != gen || e.state != StateReady {
+			// A restart or close superseded this connection and does its
+			// own discovery.
+			e.mu.Unlock()
+			e.fanMu.Unlock()
+			continue
+		}
+		e.version++
+		snap.Version = e.version
+		e.snap = snap
+		handles := e.handleList()
+		e.mu.Unlock()
+		e.fanOut(handles, snap)
+		e.fanMu.Unlock()
+	}
+}
+
+// steady reports whether nothing is connecting, restarting or refreshing.
+func (e *Entry) steady() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.state != StateConnecting && e.state != StateRestarting && !e.refreshing
+}
+
+// Settle waits until the entry is steady: not connecting or restarting, no
+// snapshot refresh running or pending, and no fan-out or withdrawal still
+// reaching views. Every list_changed received before Settle was called has
+// then been discovered and fanned out. It returns ctx's error if ctx ends
+// first.
+func (e *Entry) Settle(ctx context.Context) error {
+	for {
+		e.mu.Lock()
+		var ch chan struct{}
+		switch {
+		case e.state == StateConnecting || e.state == StateRestarting:
+			ch = e.changed
+		case e.refreshing:
+			ch = e.idle
+		}
+		e.mu.Unlock()
+		if ch == nil {
+			// Wait out a fan-out or withdrawal in progress.
+			e.fanMu.Lock()
+			steady := e.steady()
+			e.fanMu.Unlock()
+			if steady {
+				return nil
+			}
+			continue
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

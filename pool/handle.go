@@ -1,0 +1,105 @@
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/wasmhost/wasmhost/view"
+)
+
+// A Handle is one session's hold on an entry: it keeps the entry alive and
+// its view attached. A Handle is safe for concurrent use; its operations are
+// serialised.
+type Handle struct {
+	pool  *Pool
+	entry *Entry
+	view  *view.View
+	att   *view.Attachment
+
+	// released is written under mu (which serialises RefreshMetadata and
+	// Release) and read without it by Session and Released, so forwarding
+	// never waits for a refresh's policy call.
+	mu       sync.Mutex
+	released atomic.Bool
+}
+
+// Identity returns the transport fingerprint the entry captured when it was
+// created. Compare it with the desired Spec.Fingerprint to decide whether
+// the held connection is still the right one (pooled or not).
+func (h *Handle) Identity() string { return h.entry.identity }
+
+// ID returns the entry's lifecycle id (for logs; never for identity).
+func (h *Handle) ID() string { return h.entry.id }
+
+// Spec returns a copy of the spec the entry captured.
+func (h *Handle) Spec() Spec { return h.entry.Spec() }
+
+// Entry returns the entry the handle holds.
+func (h *Handle) Entry() *Entry { return h.entry }
+
+// View returns the handle's view.
+func (h *Handle) View() *view.View { return h.view }
+
+// Released reports whether Release was called.
+func (h *Handle) Released() bool { return h.released.Load() }
+
+// Session returns the entry's current upstream session, for forwarding
+// calls, or nil when the entry is not ready (connecting, restarting, or
+// terminal) or the handle is released. Fetch it for each call: a restart
+// replaces it.
+func (h *Handle) Session() *mcp.ClientSession {
+	if h.released.Load() {
+		return nil
+	}
+	h.entry.mu.Lock()
+	defer h.entry.mu.Unlock()
+	return h.entry.session
+}
+
+// RefreshMetadata hands the view new raw settings for the server (the view
+// keeps a private copy) and recomputes the metadata key. An equal key
+// returns changed=false with no registry change; a different key replays the
+// entry's current snapshot through the new projection and returns
+// changed=true. During a restart the view accepts the settings and the
+// restart's fan-out applies them. It never acquires again: the refcount does
+// not move. On a released handle it returns ErrReleased, on a failed or
+// closed entry ErrTerminal, changing nothing. A policy failure makes the
+// view fail closed and is returned.
+func (h *Handle) RefreshMetadata(ctx context.Context, settings json.RawMessage) (changed bool, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.released.Load() {
+		return false, fmt.Errorf("refresh %s for session %q: %w", h.entry.id, h.view.Session(), ErrReleased)
+	}
+	h.entry.mu.Lock()
+	if h.entry.state.Terminal() {
+		err := h.entry.terminalErr()
+		h.entry.mu.Unlock()
+		return false, fmt.Errorf("refresh for session %q: %w", h.view.Session(), err)
+	}
+	h.entry.mu.Unlock()
+	return h.view.SetSettings(ctx, settings)
+}
+
+// Release detaches the view, deleting its registrations, and drops the
+// handle's reference; the last reference closes the connection (waiting
+// for the close within ctx). A second Release returns ErrReleased.
+func (h *Handle) Release(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.released.Load() {
+		return fmt.Errorf("release %s for session %q: %w", h.entry.id, h.view.Session(), ErrReleased)
+	}
+	h.released.Store(true)
+	h.att.Detach()
+	h.entry.mu.Lock()
+	delete(h.entry.handles, h)
+	h.entry.mu.Unlock()
+	h.pool.counters.Releases.Add(1)
+	h.pool.unref(ctx, h.entry)
+	return nil
+}

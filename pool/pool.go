@@ -1,0 +1,349 @@
+// Package pool keeps one healthy MCP client connection per upstream server
+// transport and shares it between the sessions that use it, each through its
+// own [view.View].
+//
+// # Identity
+//
+// A [Spec] holds transport fields only; its [Spec.Fingerprint] is the
+// transport identity. [Pool.Acquire] deep-copies the spec into the entry it
+// picks, so the identity an entry reports ([Handle.Identity]) is the one it
+// was created with: mutating the caller's Spec (its Args, Env or Headers)
+// afterwards cannot make an old transport look current. Pooled specs share
+// one [Entry] per fingerprint. An unpooled spec gets a fresh entry per
+// Acquire, with the lifecycle id "NAME::unpooled-N" ([Handle.ID]); that id
+// is for logs and [Pool.Entries] only. Callers decide whether a held
+// connection is still the one they want by comparing Handle.Identity with
+// the desired Spec.Fingerprint, pooled or not, never by the id.
+//
+// # Entries
+//
+// An entry moves through explicit states ([State]): connecting, then ready;
+// restarting and back to ready on [Entry.Restart] (explicit, or after the
+// upstream went away when Options.CrashRestarts allows); failed when a
+// connect or restart fails or the upstream went away for good; closed when
+// its last handle is released or the pool closes. Failed and closed are
+// terminal: a pooled entry that turned terminal leaves the fingerprint map,
+// and the next Acquire of that fingerprint starts a new entry.
+//
+// A ready entry holds the upstream's current tools, prompts and resources as
+// an immutable [view.Snapshot], listed page by page, with a version that
+// grows with each publication. An upstream list_changed notification marks
+// the kind dirty and (off the notification goroutine) starts a refresh;
+// notifications arriving while one refresh runs coalesce into a single
+// follow-up refresh. Each new snapshot is fanned out to every attached view,
+// which replays it through its own settings and policy; views with equal
+// metadata keys share one projection computation through the entry's
+// [view.Memo].
+//
+// Fan-outs, the first apply of a newly attached view, the hold that starts a
+// restart and the withdrawal of a failed entry are serialised per entry, so
+// every view sees publications in order; a view additionally ignores older
+// snapshots. Settings refreshes are not serialised with fan-outs: they only
+// take the view's own lock.
+//
+// # Handles
+//
+// [Handle.RefreshMetadata] is how a caller applies new metadata settings to
+// a session it already holds: it never acquires again and never moves the
+// refcount. On a ready entry an equal key changes nothing and a different
+// key replays the current snapshot; during a restart the view accepts the
+// settings and the restart's fan-out applies them; on a released handle or
+// a terminal entry it fails closed with [ErrReleased] or [ErrTerminal] and
+// changes nothing. [Handle.Release] detaches the view (deleting its
+// registrations) and drops the reference; the last release closes the
+// connection.
+//
+// # Locks
+//
+// Lock order: Handle.mu, then Pool.mu, then Entry.fanMu, then Entry.mu. A
+// view's lock is taken with Entry.fanMu or Handle.mu held, never with
+// Pool.mu or Entry.mu held, because views call into policies and registries
+// that may be slow.
+package pool
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/view"
+)
+
+// Errors returned by the pool. They are wrapped with the server, session or
+// entry they concern; test them with errors.Is.
+var (
+	// ErrReleased is returned by Handle methods called after Release.
+	ErrReleased = errors.New("handle released")
+	// ErrTerminal is returned when an entry is failed or closed: refreshing
+	// its handles or restarting it changes nothing. It also wraps the cause
+	// recorded in views withdrawn from a failed entry.
+	ErrTerminal = errors.New("pool entry is failed or closed")
+	// ErrClosed is returned by Acquire after Close.
+	ErrClosed = errors.New("pool closed")
+	// ErrInvalidSpec is returned by Acquire (and Spec.Validate) for a spec
+	// without a name or without exactly one transport.
+	ErrInvalidSpec = errors.New("invalid transport spec")
+	// ErrDisconnected is the cause recorded when an upstream connection ends
+	// without the pool closing it and no automatic restart is allowed.
+	ErrDisconnected = errors.New("upstream disconnected")
+)
+
+// DefaultTimeout bounds connect plus discovery when neither the spec nor
+// Options sets a timeout.
+const DefaultTimeout = 30 * time.Second
+
+// Options configure a pool. The zero value works: default dialer, fresh
+// counters, slog.Default.
+type Options struct {
+	// Dialer makes transports; nil means DefaultDialer.
+	Dialer Dialer
+	// Counters receives the pool's and its views' churn; nil means a fresh
+	// set (see Pool.Counters). Pass the same Counters to the views.
+	Counters *churn.Counters
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+	// Client is the implementation the pool announces upstream; nil means
+	// {Name: "wasmhost", Version: "dev"}.
+	Client *mcp.Implementation
+	// Timeout is used for specs whose Timeout is 0; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// CrashRestarts is how many times in a row an entry restarts by itself
+	// after its upstream went away (a connection that stayed up for a
+	// minute resets the count). 0 means never: the entry fails and the
+	// caller reacquires.
+	CrashRestarts int
+}
+
+// A Pool shares upstream MCP connections between session views. It is safe
+// for concurrent use.
+type Pool struct {
+	dial     Dialer
+	counters *churn.Counters
+	log      *slog.Logger
+	client   *mcp.Implementation
+	timeout  time.Duration
+	crashes  int
+
+	mu       sync.Mutex
+	closed   bool
+	pooled   map[string]*Entry   // live pooled entries by fingerprint
+	all      map[*Entry]struct{} // entries not yet closed
+	unpooled map[string]int      // last unpooled sequence number per name
+}
+
+// New returns an empty pool.
+func New(opts Options) *Pool {
+	p := &Pool{
+		dial:     opts.Dialer,
+		counters: opts.Counters,
+		log:      opts.Logger,
+		client:   opts.Client,
+		timeout:  opts.Timeout,
+		crashes:  opts.CrashRestarts,
+		pooled:   make(map[string]*Entry),
+		all:      make(map[*Entry]struct{}),
+		unpooled: make(map[string]int),
+	}
+	if p.dial == nil {
+		p.dial = DefaultDialer
+	}
+	if p.counters == nil {
+		p.counters = &churn.Counters{}
+	}
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	if p.client == nil {
+		p.client = &mcp.Implementation{Name: "wasmhost", Version: "dev"}
+	}
+	if p.timeout <= 0 {
+		p.timeout = DefaultTimeout
+	}
+	return p
+}
+
+// Counters returns the pool's churn counters.
+func (p *Pool) Counters() *churn.Counters { return p.counters }
+
+// Acquire attaches v to a connection for spec and returns the handle that
+// holds it. A pooled spec joins the live entry with the same fingerprint or
+// starts one; an unpooled spec always starts its own. Acquire waits (within
+// ctx) for the entry to be ready, then applies the entry's snapshot to v.
+// Connecting does not depend on ctx: a caller that gives up does not fail
+// the connection for other callers waiting on it.
+//
+// A policy failure while applying the snapshot does not fail Acquire: the
+// view fails closed and reports it through View.Err, and the handle is live.
+// Acquire fails if the pool is closed, the spec is invalid, v is attached
+// elsewhere ([view.ErrAttached]), or the connection cannot be made.
+func (p *Pool) Acquire(ctx context.Context, spec Spec, v *view.View) (*Handle, error) {
+	if v == nil {
+		return nil, errors.New("pool: acquire: nil view")
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("pool: acquire for session %q: %w", v.Session(), err)
+	}
+	spec = spec.Clone()
+	identity := spec.Fingerprint()
+
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("pool: acquire %s for session %q: %w", spec.Name, v.Session(), ErrClosed)
+	}
+	e, created := p.entryFor(spec, identity)
+	e.mu.Lock()
+	e.refs++
+	e.mu.Unlock()
+	p.mu.Unlock()
+	if created {
+		go e.connect()
+	}
+
+	att, err := v.Attach(e.memo)
+	if err != nil {
+		p.unref(ctx, e)
+		return nil, fmt.Errorf("pool: acquire %s: %w", e.id, err)
+	}
+	if err := e.waitReady(ctx); err != nil {
+		att.Detach()
+		p.unref(ctx, e)
+		return nil, fmt.Errorf("pool: acquire %s for session %q: %w", e.id, v.Session(), err)
+	}
+	// waitReady returned with fanMu and mu held and the entry ready.
+	h := &Handle{pool: p, entry: e, view: v, att: att}
+	e.handles[h] = struct{}{}
+	snap := e.snap
+	e.mu.Unlock()
+	if err := att.Apply(ctx, snap); err != nil {
+		e.log.Warn("view failed closed on attach", "session", v.Session(), "err", err)
+	}
+	e.fanMu.Unlock()
+	p.counters.Acquires.Add(1)
+	return h, nil
+}
+
+// entryFor returns the entry a new handle for spec joins, creating it when
+// needed. p.mu is held.
+func (p *Pool) entryFor(spec Spec, identity string) (e *Entry, created bool) {
+	if spec.Pooled {
+		if e := p.pooled[identity]; e != nil && !e.State().Terminal() {
+			return e, false
+		}
+		e = p.newEntry(identity, spec, identity)
+		p.pooled[identity] = e
+	} else {
+		p.unpooled[spec.Name]++
+		e = p.newEntry(fmt.Sprintf("%s::unpooled-%d", spec.Name, p.unpooled[spec.Name]), spec, identity)
+	}
+	p.all[e] = struct{}{}
+	return e, true
+}
+
+// forget removes a terminal entry from the fingerprint map so the next
+// Acquire starts afresh.
+func (p *Pool) forget(e *Entry) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pooled[e.identity] == e {
+		delete(p.pooled, e.identity)
+	}
+}
+
+// unref drops one reference to e; the last one closes it.
+func (p *Pool) unref(ctx context.Context, e *Entry) {
+	p.mu.Lock()
+	e.mu.Lock()
+	e.refs--
+	if e.refs > 0 {
+		e.mu.Unlock()
+		p.mu.Unlock()
+		return
+	}
+	if p.pooled[e.identity] == e {
+		delete(p.pooled, e.identity)
+	}
+	delete(p.all, e)
+	cs := e.closeLocked(nil)
+	e.mu.Unlock()
+	p.mu.Unlock()
+	e.closeSession(ctx, cs)
+}
+
+// EntryInfo describes an entry at one instant.
+type EntryInfo struct {
+	// ID is the lifecycle id: the fingerprint for a pooled entry,
+	// "NAME::unpooled-N" for an unpooled one.
+	ID string
+	// Identity is the fingerprint captured when the entry was created.
+	Identity string
+	Server   string
+	Pooled   bool
+	State    State
+	// Refs counts handles plus acquirers still waiting for the entry.
+	Refs int
+	// Views counts attached handles.
+	Views int
+	// Version is the current snapshot's version (0 before the first).
+	Version uint64
+	// Err is why the entry failed, if it did.
+	Err error
+}
+
+// Entries describes every entry not yet closed, sorted by ID.
+func (p *Pool) Entries() []EntryInfo {
+	p.mu.Lock()
+	entries := make([]*Entry, 0, len(p.all))
+	for e := range p.all {
+		entries = append(entries, e)
+	}
+	p.mu.Unlock()
+	out := make([]EntryInfo, len(entries))
+	for i, e := range entries {
+		out[i] = e.Info()
+	}
+	slices.SortFunc(out, func(a, b EntryInfo) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Close closes every entry: views still attached are withdrawn (their
+// registrations deleted, ErrClosed recorded), connections are closed, and
+// later Acquires fail with ErrClosed. Handles stay valid to Release. Close
+// waits for connections to close within ctx.
+func (p *Pool) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	entries := make([]*Entry, 0, len(p.all))
+	for e := range p.all {
+		entries = append(entries, e)
+	}
+	clear(p.all)
+	clear(p.pooled)
+	p.mu.Unlock()
+
+	cause := fmt.Errorf("%w: %w", ErrTerminal, ErrClosed)
+	for _, e := range entries {
+		e.fanMu.Lock()
+		e.mu.Lock()
+		handles := e.handleList()
+		cs := e.closeLocked(cause)
+		e.mu.Unlock()
+		for _, h := range handles {
+			h.att.Withdraw(fmt.Errorf("server %s: %w", e.spec.Name, cause))
+		}
+		e.fanMu.Unlock()
+		e.closeSession(ctx, cs)
+	}
+	return ctx.Err()
+}

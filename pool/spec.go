@@ -1,0 +1,182 @@
+package pool
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/wasmhost/wasmhost/config"
+)
+
+// A Spec is the transport identity of one upstream MCP server: everything
+// that changes how the connection is made, and nothing else. The session
+// metadata settings (trust, includeTools, excludeTools, alwaysLoadTools)
+// and display fields such as a description are deliberately absent, so
+// sessions whose entries differ only in those share one transport. Exactly
+// one of Command, URL and HTTPURL is set.
+type Spec struct {
+	// Name is the server's name in the config. It may contain "::".
+	Name string
+	// Command, Args, Env and Cwd start a process spoken to over stdio.
+	Command string
+	Args    []string
+	Env     map[string]string
+	Cwd     string
+	// URL and HTTPURL are MCP endpoints reached over HTTP.
+	URL     string
+	HTTPURL string
+	// Headers are sent with every HTTP request.
+	Headers map[string]string
+	// Timeout bounds connecting plus discovery, and each snapshot refresh
+	// or fan-out step; 0 means the pool's default. (Forwarded calls are the
+	// caller's to bound, with the same value.)
+	Timeout time.Duration
+	// Pooled specs share one connection among all sessions with the same
+	// fingerprint; an unpooled spec gets a connection per Acquire. The
+	// zero value is unpooled; the config loader already defaults
+	// config.Server.Pooled to true, which FromConfig carries over.
+	Pooled bool
+}
+
+// FromConfig returns the transport identity of a config server entry,
+// copying its slices and maps.
+func FromConfig(s *config.Server) Spec {
+	return Spec{
+		Name:    s.Name,
+		Command: s.Command,
+		Args:    s.Args,
+		Env:     s.Env,
+		Cwd:     s.Cwd,
+		URL:     s.URL,
+		HTTPURL: s.HTTPURL,
+		Headers: s.Headers,
+		Timeout: s.Timeout,
+		Pooled:  s.Pooled,
+	}.Clone()
+}
+
+// Clone returns a deep copy of s: its slices and maps are not shared.
+func (s Spec) Clone() Spec {
+	s.Args = slices.Clone(s.Args)
+	s.Env = maps.Clone(s.Env)
+	s.Headers = maps.Clone(s.Headers)
+	return s
+}
+
+// Transport names how the server is reached: "stdio", "url" or "httpUrl"
+// ("" when none is set).
+func (s Spec) Transport() string {
+	switch {
+	case s.Command != "":
+		return "stdio"
+	case s.URL != "":
+		return "url"
+	case s.HTTPURL != "":
+		return "httpUrl"
+	}
+	return ""
+}
+
+// Validate reports whether s can be dialed: a name, and exactly one of
+// Command, URL and HTTPURL.
+func (s Spec) Validate() error {
+	if s.Name == "" {
+		return fmt.Errorf("%w: server name is empty", ErrInvalidSpec)
+	}
+	n := 0
+	for _, v := range []string{s.Command, s.URL, s.HTTPURL} {
+		if v != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return fmt.Errorf("%w: server %q: exactly one of command, url and httpUrl must be set (%d are)", ErrInvalidSpec, s.Name, n)
+	}
+	if s.Timeout < 0 {
+		return fmt.Errorf("%w: server %q: negative timeout %v", ErrInvalidSpec, s.Name, s.Timeout)
+	}
+	return nil
+}
+
+// fingerprintForm is the canonical encoding hashed by Fingerprint. Maps
+// become lists sorted by key, nil and empty collections encode alike, and
+// JSON framing keeps field boundaries unambiguous.
+type fingerprintForm struct {
+	Format    int         `json:"format"`
+	Name      string      `json:"name"`
+	Transport string      `json:"transport"`
+	Command   string      `json:"command"`
+	Args      []string    `json:"args"`
+	Env       [][2]string `json:"env"`
+	Cwd       string      `json:"cwd"`
+	URL       string      `json:"url"`
+	HTTPURL   string      `json:"httpUrl"`
+	Headers   [][2]string `json:"headers"`
+	Timeout   int64       `json:"timeoutNanos"`
+	Pooled    bool        `json:"pooled"`
+}
+
+func sortedPairs(m map[string]string) [][2]string {
+	out := make([][2]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, [2]string{k, m[k]})
+	}
+	return out
+}
+
+// Fingerprint returns s's transport identity: "NAME::" followed by the hex
+// SHA-256 of a canonical encoding of every field (env and headers sorted by
+// key, nil and empty collections alike). Equal transports give equal
+// fingerprints whatever the map order; any transport difference, including
+// the Pooled flag, gives a different one. The string is opaque: the name
+// prefix is there for logs and is never parsed (names may contain "::").
+func (s Spec) Fingerprint() string {
+	args := s.Args
+	if args == nil {
+		args = []string{}
+	}
+	b, err := json.Marshal(fingerprintForm{
+		Format:    1,
+		Name:      s.Name,
+		Transport: s.Transport(),
+		Command:   s.Command,
+		Args:      args,
+		Env:       sortedPairs(s.Env),
+		Cwd:       s.Cwd,
+		URL:       s.URL,
+		HTTPURL:   s.HTTPURL,
+		Headers:   sortedPairs(s.Headers),
+		Timeout:   int64(s.Timeout),
+		Pooled:    s.Pooled,
+	})
+	if err != nil {
+		// Strings, string slices, ints and bools always marshal.
+		panic(fmt.Sprintf("pool: fingerprint of %q: %v", s.Name, err))
+	}
+	sum := sha256.Sum256(b)
+	return s.Name + "::" + hex.EncodeToString(sum[:])
+}
+
+// String describes the spec without argument, environment or header
+// values, which often hold secrets.
+func (s Spec) String() string {
+	switch s.Transport() {
+	case "stdio":
+		return fmt.Sprintf("%s (stdio %s, %d args, env %v, pooled %t)", s.Name, s.Command, len(s.Args), slices.Sorted(maps.Keys(s.Env)), s.Pooled)
+	case "":
+		return fmt.Sprintf("%s (no transport)", s.Name)
+	}
+	u := s.URL
+	if u == "" {
+		u = s.HTTPURL
+	}
+	return fmt.Sprintf("%s (%s %s, headers %v, pooled %t)", s.Name, s.Transport(), redactURL(u), slices.Sorted(maps.Keys(s.Headers)), s.Pooled)
+}
+
+// LogValue implements slog.LogValuer with the same redaction as String.
+func (s Spec) LogValue() slog.Value { return slog.StringValue(s.String()) }

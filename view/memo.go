@@ -1,0 +1,126 @@
+package view
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/churn"
+)
+
+// A Memo shares projection work between the views attached to one snapshot
+// owner (a pool entry). Views whose metadata keys are equal under the same
+// policy see the same projection of a snapshot, so the memo computes it
+// once per (policy, key, snapshot) and hands the same immutable
+// [Projection] to each: a fan-out to n views with k distinct keys makes k
+// project calls, not n.
+//
+// A memo remembers only the newest snapshot it was asked about (by
+// Version): asking about a newer one forgets the older results, and asking
+// about an older one computes without memoizing. Failed projections are
+// never remembered, so a later attempt calls the policy again. Policies whose
+// dynamic type is not comparable cannot be used as map keys and bypass the
+// memo. The zero value is not usable; a nil *Memo memoizes nothing.
+type Memo struct {
+	mu    sync.Mutex
+	snap  *Snapshot
+	calls map[memoKey]*memoCall
+}
+
+type memoKey struct {
+	policy abi.Policy
+	key    string
+}
+
+// A memoCall is one projection, in flight until done is closed.
+type memoCall struct {
+	done chan struct{}
+	proj *Projection
+	err  error
+}
+
+// NewMemo returns an empty memo.
+func NewMemo() *Memo {
+	return &Memo{calls: make(map[memoKey]*memoCall)}
+}
+
+// project returns the projection of snap for settings whose metadata key
+// under p is key, computing it at most once per (p, key, snap) while snap
+// is the memo's newest snapshot.
+func (m *Memo) project(ctx context.Context, p abi.Policy, c *churn.Counters, key string, settings json.RawMessage, snap *Snapshot) (*Projection, error) {
+	compute := func() (*Projection, error) {
+		return Project(ctx, counted{p, c}, settings, snap)
+	}
+	if m == nil || snap == nil || key == "" || !usableAsKey(p) {
+		return compute()
+	}
+	k := memoKey{p, key}
+	m.mu.Lock()
+	if m.snap != snap {
+		if m.snap != nil && snap.Version < m.snap.Version {
+			m.mu.Unlock()
+			return compute()
+		}
+		m.snap = snap
+		clear(m.calls)
+	}
+	if call, ok := m.calls[k]; ok {
+		m.mu.Unlock()
+		select {
+		case <-call.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if call.err == nil {
+			return call.proj, nil
+		}
+		// The leader failed, perhaps only because its own context ended:
+		// try once more under this caller's context.
+		return compute()
+	}
+	call := &memoCall{done: make(chan struct{})}
+	m.calls[k] = call
+	m.mu.Unlock()
+
+	call.proj, call.err = compute()
+	if call.err != nil {
+		m.mu.Lock()
+		if m.calls[k] == call {
+			delete(m.calls, k)
+		}
+		m.mu.Unlock()
+	}
+	close(call.done)
+	return call.proj, call.err
+}
+
+// counted wraps a policy to count each call in PolicyCalls. It is built per
+// call so that the memo can key on the bare policy.
+type counted struct {
+	abi.Policy
+	c *churn.Counters
+}
+
+func (p counted) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	p.c.PolicyCalls.Add(1)
+	return p.Policy.Canonicalize(ctx, req)
+}
+
+func (p counted) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.ProjectResponse, error) {
+	p.c.PolicyCalls.Add(1)
+	return p.Policy.Project(ctx, req)
+}
+
+// usableAsKey reports whether p can be a map key: its dynamic type, and
+// every interface value nested in it, must be comparable, or the insert
+// panics; the probe insert turns that panic into false.
+func usableAsKey(p abi.Policy) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	_ = map[abi.Policy]struct{}{p: {}}
+	return true
+}

@@ -1,0 +1,120 @@
+package view
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/wasmhost/wasmhost/abi"
+)
+
+// Keys under which a projected tool's Meta carries the two session flags.
+// Their values are Go bools (JSON true/false on the wire).
+const (
+	MetaTrust      = "wasmhost/trust"
+	MetaAlwaysLoad = "wasmhost/alwaysLoad"
+)
+
+// A Snapshot is one upstream server's discovered tools, prompts and
+// resources, in the order the server listed them. A Snapshot is immutable
+// once published: neither it, its slices, nor the items they point to may be
+// modified, so one snapshot can be shared by every view of every session on
+// a transport. Version grows each time the owner publishes a new snapshot;
+// a view never applies a snapshot older than the one it already holds.
+type Snapshot struct {
+	Version   uint64
+	Tools     []*mcp.Tool
+	Prompts   []*mcp.Prompt
+	Resources []*mcp.Resource
+}
+
+// A Projection is what one session sees of one server's snapshot. Tools are
+// shallow clones of the snapshot's tools whose Meta map is a private copy
+// carrying MetaTrust and MetaAlwaysLoad; every other field (schemas,
+// annotations, icons) is shared with the snapshot and must not be modified.
+// Prompts and resources are the snapshot's own pointers. A Projection is
+// immutable once returned and may be shared between views whose metadata
+// keys are equal.
+type Projection struct {
+	Tools     []*mcp.Tool
+	Prompts   []*mcp.Prompt
+	Resources []*mcp.Resource
+}
+
+// Project asks p which of snap's items one session with the given raw
+// settings sees, and with which flags, then builds the projection by
+// cloning. Only names cross into the policy (plus each tool's annotations
+// when the policy's handshake lists abi.WantToolAnnotations). The response
+// is validated against the request even though policies are required to
+// validate it themselves, so a faulty policy fails closed rather than
+// indexing out of range. snap is never modified. A nil snap projects to an
+// empty projection without calling the policy.
+func Project(ctx context.Context, p abi.Policy, settings json.RawMessage, snap *Snapshot) (*Projection, error) {
+	if snap == nil {
+		return &Projection{}, nil
+	}
+	req := &abi.ProjectRequest{
+		Settings:  settings,
+		Tools:     make([]string, len(snap.Tools)),
+		Prompts:   make([]string, len(snap.Prompts)),
+		Resources: make([]string, len(snap.Resources)),
+	}
+	for i, t := range snap.Tools {
+		req.Tools[i] = t.Name
+	}
+	for i, pr := range snap.Prompts {
+		req.Prompts[i] = pr.Name
+	}
+	for i, r := range snap.Resources {
+		req.Resources[i] = r.URI
+	}
+	if slices.Contains(p.Handshake().Wants, abi.WantToolAnnotations) {
+		req.ToolAnnotations = make([]json.RawMessage, len(snap.Tools))
+		for i, t := range snap.Tools {
+			b, err := json.Marshal(t.Annotations)
+			if err != nil {
+				return nil, fmt.Errorf("project: tools[%d] %q: marshal annotations: %w", i, t.Name, err)
+			}
+			req.ToolAnnotations[i] = b
+		}
+	}
+	resp, err := p.Project(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if resp == nil {
+		return nil, fmt.Errorf("project: policy returned no response")
+	}
+	if err := abi.ValidateProject(req, resp); err != nil {
+		return nil, err
+	}
+	out := &Projection{
+		Tools:     make([]*mcp.Tool, len(resp.Tools)),
+		Prompts:   make([]*mcp.Prompt, len(resp.Prompts)),
+		Resources: make([]*mcp.Resource, len(resp.Resources)),
+	}
+	for j, d := range resp.Tools {
+		out.Tools[j] = cloneTool(snap.Tools[d.Index], d.Trust, d.AlwaysLoad)
+	}
+	for j, i := range resp.Prompts {
+		out.Prompts[j] = snap.Prompts[i]
+	}
+	for j, i := range resp.Resources {
+		out.Resources[j] = snap.Resources[i]
+	}
+	return out, nil
+}
+
+// cloneTool copies t and its Meta map and sets the two session flags on the
+// copy. The rest is shared: the snapshot's tool is left untouched.
+func cloneTool(t *mcp.Tool, trust, alwaysLoad bool) *mcp.Tool {
+	c := *t
+	c.Meta = make(mcp.Meta, len(t.Meta)+2)
+	maps.Copy(c.Meta, t.Meta)
+	c.Meta[MetaTrust] = trust
+	c.Meta[MetaAlwaysLoad] = alwaysLoad
+	return &c
+}

@@ -1,0 +1,435 @@
+// Package view projects an upstream MCP server's discovered tools, prompts
+// and resources into one session, according to that session's settings for
+// the server and a policy plugin ([abi.Policy]).
+//
+// A [View] is one (session, server) pair. It owns a private copy of the
+// session's raw settings for the server and the metadata key the policy
+// computed from that copy at the moment the settings were set. The key is
+// never recomputed from a config reference the caller keeps: mutating the
+// settings bytes after [View.SetSettings] returns changes nothing, and the
+// next SetSettings with the mutated bytes is compared against the key
+// captured earlier, so an in-place edit is detected like any other change.
+//
+// # Replays are diffs
+//
+// A view remembers the [Projection] it last applied to the session's
+// [Registry]. Applying a new projection (a replay) deletes the items that
+// disappeared and puts the items that are new or different, at most one
+// registry call per kind and direction; an equal projection makes no call.
+// A settings change whose key equals the captured key does not even
+// re-project. A policy swap ([View.SetPolicy]) always re-projects, because
+// keys from different plugins are not comparable, but the diff still sends
+// nothing when the outcome is the same.
+//
+// # Failing closed
+//
+// When the policy fails for a view (settings refused, a trap, a timeout, a
+// malformed response), the view deletes everything it registered for the
+// server, records the error ([View.Err]) and forgets its key. The next
+// successful SetSettings, SetPolicy or snapshot apply re-projects and
+// restores the registrations. Other views and the transport are unaffected.
+//
+// # Attachments
+//
+// Snapshots come from an owner, normally a pool entry, which attaches the
+// view ([View.Attach]) and drives it through the returned [Attachment]:
+// Apply a new snapshot, Hold while the transport restarts (settings changes
+// are accepted but not replayed until the restart's snapshot arrives, so the
+// restart's fan-out applies the newest settings and nothing is lost),
+// Withdraw when the transport failed, Detach when the session lets go. An
+// attachment becomes inert once detached, so a fan-out racing with a release
+// can never re-register items for a view that already left. A view ignores
+// snapshots older (by Version) than the one it holds, so concurrent fan-outs
+// converge on the newest. A view can be attached again after Detach (to a
+// new transport, for instance) and keeps its settings and key.
+//
+// # Sharing
+//
+// Views attached to the same owner share a [Memo]: views whose keys are
+// equal under the same policy get one projection computation per snapshot,
+// and the same immutable Projection (tool clones included) is registered in
+// each of their sessions. Snapshots are never modified; projections clone
+// each visible tool and copy its Meta map before setting [MetaTrust] and
+// [MetaAlwaysLoad], so two sessions on one transport with opposite trust or
+// alwaysLoadTools each see their own flags.
+//
+// # Concurrency
+//
+// Views are safe for concurrent use. Each view serialises its own work under
+// its lock, which is held across policy and registry calls (so a registry
+// must not call back into the view). Lock order, for callers that hold
+// their own locks: never hold a lock a Registry or Policy implementation
+// needs while calling into a view.
+package view
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/churn"
+)
+
+// ErrRefused is wrapped by the error a view records when the policy refuses
+// the settings object itself (a per-item canonicalize error, such as an
+// ill-typed includeTools). The message after it is the policy's.
+var ErrRefused = errors.New("policy refused the settings")
+
+// ErrAttached is returned by [View.Attach] when the view is already
+// attached: a view follows at most one snapshot owner at a time.
+var ErrAttached = errors.New("view is already attached")
+
+// Config is what a view is created with.
+type Config struct {
+	// Session and Server name the pair the view projects; they appear in
+	// errors and logs, and Server is passed to every registry call.
+	Session string
+	Server  string
+	// Registry is the session's registry. Required.
+	Registry Registry
+	// Counters receives the view's churn. Required; usually shared with the
+	// pool.
+	Counters *churn.Counters
+	// Policy decides keys and projections. Required.
+	Policy abi.Policy
+	// Settings is the session's raw settings object for the server. The view
+	// keeps a private copy. Nil or empty means an empty object.
+	Settings json.RawMessage
+	// Logger receives failures; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// A View is one session's projection of one upstream server. See the
+// package documentation.
+type View struct {
+	session  string
+	server   string
+	reg      Registry
+	counters *churn.Counters
+	log      *slog.Logger
+
+	mu       sync.Mutex
+	settings json.RawMessage // private copy
+	policy   abi.Policy
+	gen      uint64 // policy generation, bumped by SetPolicy
+	key      string // captured key; "" when not computed or after a failure
+	att      *Attachment
+	snap     *Snapshot // the snapshot to show; nil when none
+	hold     bool      // defer replays until the next Apply
+	err      error
+
+	// What the registry holds now, and what it was computed from.
+	applied     *Projection
+	appliedSnap *Snapshot
+	appliedKey  string
+	appliedGen  uint64
+}
+
+// New returns a detached view. It makes no policy call: the key is computed
+// from the private settings copy when the view first needs it (its first
+// Apply or SetSettings). New panics if Registry, Counters or Policy is nil.
+func New(cfg Config) *View {
+	if cfg.Registry == nil || cfg.Counters == nil || cfg.Policy == nil {
+		panic("view.New: Registry, Counters and Policy are required")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &View{
+		session:  cfg.Session,
+		server:   cfg.Server,
+		reg:      cfg.Registry,
+		counters: cfg.Counters,
+		log:      log.With("session", cfg.Session, "server", cfg.Server),
+		settings: cloneSettings(cfg.Settings),
+		policy:   cfg.Policy,
+	}
+}
+
+// Session returns the session name the view was created with.
+func (v *View) Session() string { return v.session }
+
+// Server returns the server name the view was created with.
+func (v *View) Server() string { return v.server }
+
+// Settings returns a copy of the view's current raw settings.
+func (v *View) Settings() json.RawMessage {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.settings)
+}
+
+// Key returns the metadata key captured for the current settings, or "" if
+// none has been computed yet or the last policy call failed.
+func (v *View) Key() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.key
+}
+
+// Policy returns the policy in use.
+func (v *View) Policy() abi.Policy {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.policy
+}
+
+// Err returns why the view currently shows nothing from its server (a
+// policy failure, or the cause its owner withdrew it with), or nil. A
+// successful replay clears it.
+func (v *View) Err() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.err
+}
+
+// Applied returns the projection currently registered, or nil when the view
+// has nothing registered. The projection is shared and must not be
+// modified.
+func (v *View) Applied() *Projection {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.applied
+}
+
+// Attached reports whether the view is attached to a snapshot owner.
+func (v *View) Attached() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.att != nil
+}
+
+// SetSettings replaces the view's settings with a private copy of settings
+// (nil or empty meaning {}) and recomputes the metadata key with one canonicalize call. If the key
+// equals the captured one it returns changed=false and touches nothing
+// else. Otherwise it captures the new key and replays the current snapshot
+// through the new projection (immediately, or at the next Apply when the
+// view holds no snapshot or is held during a restart), and returns
+// changed=true. If the policy fails, the view fails closed: it deletes its
+// registrations, records the error (also returned) and reports
+// changed=false.
+func (v *View) SetSettings(ctx context.Context, settings json.RawMessage) (changed bool, err error) {
+	v.counters.Refreshes.Add(1)
+	cp := cloneSettings(settings)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	key, err := v.canonicalize(ctx, v.policy, cp)
+	v.settings = cp
+	if err != nil {
+		return false, v.failClosed(err)
+	}
+	if key == v.key {
+		return false, nil
+	}
+	v.key = key
+	return true, v.sync(ctx)
+}
+
+// SetPolicy switches the view to policy p, recomputes the key with it and
+// re-projects the current snapshot (unless held or without a snapshot). A
+// key is only comparable with keys from the same policy, so the projection
+// is always recomputed; the registry diff makes an unchanged outcome send
+// nothing. On failure the view fails closed and the error is returned.
+func (v *View) SetPolicy(ctx context.Context, p abi.Policy) error {
+	if p == nil {
+		return fmt.Errorf("session %q, server %q: set policy: nil policy", v.session, v.server)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.policy = p
+	v.gen++
+	key, err := v.canonicalize(ctx, p, v.settings)
+	if err != nil {
+		return v.failClosed(err)
+	}
+	v.key = key
+	return v.sync(ctx)
+}
+
+// Attach attaches the view to a snapshot owner that will drive it through
+// the returned Attachment. memo may be nil (no sharing). Attaching does not
+// replay anything; the owner's first Apply does. It returns ErrAttached if
+// the view is attached already.
+func (v *View) Attach(memo *Memo) (*Attachment, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.att != nil {
+		return nil, fmt.Errorf("session %q, server %q: %w", v.session, v.server, ErrAttached)
+	}
+	v.att = &Attachment{v: v, memo: memo}
+	v.snap = nil
+	v.hold = false
+	return v.att, nil
+}
+
+// An Attachment is the owner's side of an attached view. Its methods do
+// nothing once the attachment is detached.
+type Attachment struct {
+	v    *View
+	memo *Memo
+}
+
+// View returns the attached view.
+func (a *Attachment) View() *View { return a.v }
+
+// Apply makes snap the view's snapshot and replays it with the view's
+// current settings and policy; it clears a Hold. A snapshot older (by
+// Version) than the one the view holds is ignored. The returned error is a
+// policy failure, after which the view has failed closed.
+func (a *Attachment) Apply(ctx context.Context, snap *Snapshot) error {
+	v := a.v
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.att != a || snap == nil {
+		return nil
+	}
+	if v.snap != nil && snap.Version < v.snap.Version {
+		return nil
+	}
+	v.snap = snap
+	v.hold = false
+	return v.sync(ctx)
+}
+
+// Hold defers replays until the next Apply: the view keeps its current
+// registrations, and settings or policy changes are captured but only
+// applied by that Apply. An owner holds its views while it restarts.
+func (a *Attachment) Hold() {
+	v := a.v
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.att == a {
+		v.hold = true
+	}
+}
+
+// Withdraw deletes the view's registrations and forgets its snapshot,
+// recording cause as the view's error; the view stays attached and keeps
+// its settings and key, so a later Apply restores it. An owner withdraws
+// its views when its transport failed.
+func (a *Attachment) Withdraw(cause error) {
+	v := a.v
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.att != a {
+		return
+	}
+	v.clear()
+	v.snap = nil
+	v.hold = false
+	v.err = cause
+}
+
+// Detach deletes the view's registrations and detaches it; the attachment
+// becomes inert. The view keeps its settings and key and may be attached
+// again.
+func (a *Attachment) Detach() {
+	v := a.v
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.att != a {
+		return
+	}
+	v.clear()
+	v.att = nil
+	v.snap = nil
+	v.hold = false
+}
+
+// sync brings the registry in line with the view's snapshot, settings and
+// policy, if the view is attached, has a snapshot and is not held.
+func (v *View) sync(ctx context.Context) error {
+	if v.att == nil || v.snap == nil || v.hold {
+		return nil
+	}
+	if v.key == "" {
+		key, err := v.canonicalize(ctx, v.policy, v.settings)
+		if err != nil {
+			return v.failClosed(err)
+		}
+		v.key = key
+	}
+	if v.applied != nil && v.appliedSnap == v.snap && v.appliedKey == v.key && v.appliedGen == v.gen {
+		return nil
+	}
+	proj, err := v.att.memo.project(ctx, v.policy, v.counters, v.key, v.settings, v.snap)
+	if err != nil {
+		return v.failClosed(fmt.Errorf("session %q, server %q: project snapshot v%d: %w", v.session, v.server, v.snap.Version, err))
+	}
+	v.counters.Replays.Add(1)
+	applyDiff(v.reg, v.counters, v.server, v.applied, proj)
+	v.applied = proj
+	v.appliedSnap = v.snap
+	v.appliedKey = v.key
+	v.appliedGen = v.gen
+	v.err = nil
+	return nil
+}
+
+// canonicalize computes the metadata key of settings under p, counting the
+// call.
+func (v *View) canonicalize(ctx context.Context, p abi.Policy, settings json.RawMessage) (string, error) {
+	key, err := CanonicalKey(ctx, counted{p, v.counters}, settings)
+	if err != nil {
+		return "", fmt.Errorf("session %q, server %q: %w", v.session, v.server, err)
+	}
+	return key, nil
+}
+
+// CanonicalKey asks p for the metadata key of one raw settings object (nil
+// or empty means {}). A per-item refusal is returned as an error wrapping
+// ErrRefused; a failed or malformed call as an error wrapping the policy's.
+// Views use it for their keys; callers without a view (a legacy
+// single-session mode putting the key into its connection identity, say)
+// can use it directly. A key is only comparable with keys from the same
+// policy.
+func CanonicalKey(ctx context.Context, p abi.Policy, settings json.RawMessage) (string, error) {
+	req := &abi.CanonicalizeRequest{Settings: []json.RawMessage{cloneSettings(settings)}}
+	resp, err := p.Canonicalize(ctx, req)
+	if err == nil && resp == nil {
+		err = errors.New("policy returned no response")
+	}
+	if err == nil {
+		err = abi.ValidateCanonicalize(req, resp)
+	}
+	if err != nil {
+		return "", fmt.Errorf("canonicalize settings: %w", err)
+	}
+	if msg := resp.Results[0].Error; msg != "" {
+		return "", fmt.Errorf("%w: %s", ErrRefused, msg)
+	}
+	return resp.Results[0].Key, nil
+}
+
+// failClosed removes everything the view registered, forgets the key so the
+// next attempt re-projects, and records err.
+func (v *View) failClosed(err error) error {
+	v.clear()
+	v.key = ""
+	v.err = err
+	v.log.Warn("view failed closed", "err", err)
+	return err
+}
+
+// clear deletes every registration of the view.
+func (v *View) clear() {
+	applyDiff(v.reg, v.counters, v.server, v.applied, nil)
+	v.applied = nil
+	v.appliedSnap = nil
+	v.appliedKey = ""
+}
+
+// cloneSettings copies raw settings; nil or empty becomes "{}" so the
+// policy always receives a JSON value.
+func cloneSettings(s json.RawMessage) json.RawMessage {
+	if len(s) == 0 {
+		return json.RawMessage("{}")
+	}
+	return slices.Clone(s)
+}
