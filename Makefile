@@ -27,11 +27,11 @@ plugins: go-plugins wat-plugins as-plugins ## rebuild every committed .wasm from
 go-plugins:
 	@for w in $(GO_PLUGINS); do \
 	  d=$$(dirname $$w); echo "go wasip1 $$w"; \
-	  (cd $$d && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $$(basename $$w) .); \
+	  (cd $$d && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -buildvcs=false -o $$(basename $$w) .); \
 	done
 	@for d in testplugins/hostile-go/*/; do \
 	  [ -f $$d/main.go ] || continue; n=$$(basename $$d); echo "go wasip1 $$d$$n.wasm"; \
-	  (cd $$d && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $$n.wasm .); \
+	  (cd $$d && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -buildvcs=false -o $$n.wasm .); \
 	done
 
 wat-plugins: tools

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+
+	"github.com/wasmhost/wasmhost/conformance"
+)
+
+// runConformance implements `wasmhost conformance`: it runs the golden
+// suites at the given paths against the plugin and prints one line per
+// failing case (per case with -v), then "N passed, N failed" alone on the
+// last line. It exits 0 when no case failed, 1 when one did, and 2 when the
+// plugin cannot be loaded, a path cannot be read (or holds no suite) or the
+// --json report cannot be written, with the reason on standard error.
+func runConformance(ctx context.Context, args []string, s stdio) int {
+	var pf pluginFlags
+	var verbose bool
+	var jsonFile string
+	fs := newFlagSet("conformance", "[flags] PATH...", s)
+	pf.register(fs)
+	fs.BoolVar(&verbose, "v", false, "print a line for each passing case too")
+	fs.StringVar(&jsonFile, "json", "", "also write the report as JSON to `FILE`")
+	paths, err := parseArgs(fs, args)
+	if err != nil {
+		return parseStatus(err)
+	}
+	if len(paths) == 0 {
+		s.errorf("conformance", "no suite path given")
+		fs.Usage()
+		return exitUsage
+	}
+	suites, err := conformance.Load(paths...)
+	if err != nil {
+		s.errorf("conformance", "%v", err)
+		return exitUsage
+	}
+	p, err := pf.load(ctx, s.err)
+	if err != nil {
+		s.errorf("conformance", "load plugin: %v", err)
+		return exitUsage
+	}
+	defer p.Close(context.WithoutCancel(ctx))
+
+	report := conformance.Run(ctx, p, suites)
+	report.Plugin, report.Digest = p.Name(), p.Digest()
+	if jsonFile != "" {
+		b, err := json.MarshalIndent(report, "", "  ")
+		if err == nil {
+			err = os.WriteFile(jsonFile, append(b, '\n'), 0o644)
+		}
+		if err != nil {
+			s.errorf("conformance", "write JSON report: %v", err)
+			return exitUsage
+		}
+	}
+	if err := report.WriteText(s.out, verbose); err != nil {
+		s.errorf("conformance", "%v", err)
+		return exitUsage
+	}
+	if !report.OK() {
+		return exitFail
+	}
+	return exitOK
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/wasmhost/wasmhost/host"
+)
+
+// pluginFlags are the flags every command that runs a policy takes.
+type pluginFlags struct {
+	plugin    string
+	pin       string
+	memoryMiB uint64
+	timeout   time.Duration
+	cacheDir  string
+}
+
+// defaultCacheDir is where compiled plugins are cached between runs:
+// $WASMHOST_CACHE_DIR when set, else wasmhost/compile-cache in the user's
+// cache directory, else nowhere.
+func defaultCacheDir() string {
+	if d := os.Getenv("WASMHOST_CACHE_DIR"); d != "" {
+		return d
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "wasmhost", "compile-cache")
+	}
+	return ""
+}
+
+func (pf *pluginFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&pf.plugin, "plugin", "", "policy plugin `FILE` (.wasm); default: the embedded default policy")
+	fs.Uint64Var(&pf.memoryMiB, "memory-mib", 0, "memory cap per plugin instance in `MiB` (0: the host default)")
+	fs.DurationVar(&pf.timeout, "timeout", 0, "time limit per plugin call, e.g. 500ms (0: the host default)")
+	fs.StringVar(&pf.pin, "pin", "", "refuse the plugin unless its SHA-256 is this hex `DIGEST`")
+	fs.StringVar(&pf.cacheDir, "cache-dir", defaultCacheDir(), "compilation cache `DIR`, so a later run does not recompile the plugin (empty: none)")
+}
+
+func (pf *pluginFlags) options(stderr io.Writer) host.Options {
+	return host.Options{
+		MemoryLimitBytes: min(pf.memoryMiB, 1<<40) << 20, // the host refuses more than 4 GiB; never wrap
+		CallTimeout:      pf.timeout,
+		PinSHA256:        pf.pin,
+		CacheDir:         pf.cacheDir,
+		Logger:           slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+}
+
+// load loads the plugin the flags name, or the embedded default.
+func (pf *pluginFlags) load(ctx context.Context, stderr io.Writer) (*host.Plugin, error) {
+	if pf.plugin == "" {
+		return host.LoadDefault(ctx, pf.options(stderr))
+	}
+	return host.LoadFile(ctx, pf.plugin, pf.options(stderr))
+}
+
+// newFlagSet returns a flag set for a command whose errors and -h output go
+// to s.err.
+func newFlagSet(name, synopsis string, s stdio) *flag.FlagSet {
+	fs := flag.NewFlagSet("wasmhost "+name, flag.ContinueOnError)
+	fs.SetOutput(s.err)
+	fs.Usage = func() {
+		fmt.Fprintf(s.err, "usage: wasmhost %s %s\n\nflags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseArgs parses flags wherever they appear among args (the standard flag
+// package stops at the first argument) and returns the arguments. "--" ends
+// the flags. The error is flag.ErrHelp for -h, or a usage error already
+// printed to the flag set's output.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// parseStatus turns a parseArgs error into an exit status.
+func parseStatus(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	return exitUsage
+}
+
+// readInput reads a command-line value that may be given inline, as @FILE,
+// or as "-" for standard input.
+func readInput(arg string, stdin io.Reader) ([]byte, error) {
+	switch {
+	case arg == "-":
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, fmt.Errorf("read standard input: %w", err)
+		}
+		return b, nil
+	case strings.HasPrefix(arg, "@"):
+		b, err := os.ReadFile(arg[1:])
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	default:
+		return []byte(arg), nil
+	}
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/wasmhost/wasmhost/host"
+)
+
+// runDigest implements `wasmhost digest FILE`: it prints the file's SHA-256
+// in lower-case hex, alone on its line, which is the value a config pins (and
+// what --pin takes).
+func runDigest(_ context.Context, args []string, s stdio) int {
+	fs := newFlagSet("digest", "FILE", s)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return parseStatus(err)
+	}
+	if len(pos) != 1 {
+		s.errorf("digest", "one file argument expected, got %d", len(pos))
+		return exitUsage
+	}
+	b, err := os.ReadFile(pos[0])
+	if err != nil {
+		s.errorf("digest", "%v", err)
+		return exitUsage
+	}
+	sum := sha256.Sum256(b)
+	fmt.Fprintln(s.out, hex.EncodeToString(sum[:]))
+	return exitOK
+}
+
+// runInspect implements `wasmhost inspect FILE`: it runs the host's load
+// checks on the file with default limits and prints
+//
+//	file: FILE
+//	sha256: HEX
+//	size: N bytes
+//	handshake: NAME VERSION (abi N)[, wants W,...]   or   handshake: none
+//	exports:
+//	  KIND NAME [SIGNATURE]
+//	imports:
+//	  KIND "MODULE" "NAME" [SIGNATURE]
+//	accepted: yes   or   accepted: no: REASON
+//
+// or, with --json, the host's Inspection as JSON. It exits 0 when the host
+// would accept the plugin, 1 when it would not, 2 when the file cannot be
+// read.
+func runInspect(ctx context.Context, args []string, s stdio) int {
+	var asJSON bool
+	fs := newFlagSet("inspect", "[--json] FILE", s)
+	fs.BoolVar(&asJSON, "json", false, "print the inspection as JSON")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return parseStatus(err)
+	}
+	if len(pos) != 1 {
+		s.errorf("inspect", "one file argument expected, got %d", len(pos))
+		return exitUsage
+	}
+	wasm, err := os.ReadFile(pos[0])
+	if err != nil {
+		s.errorf("inspect", "%v", err)
+		return exitUsage
+	}
+	insp, err := host.Inspect(ctx, wasm)
+	if err != nil {
+		s.errorf("inspect", "%v", err)
+		return exitUsage
+	}
+	if asJSON {
+		b, err := json.MarshalIndent(insp, "", "  ")
+		if err != nil {
+			s.errorf("inspect", "%v", err)
+			return exitUsage
+		}
+		fmt.Fprintln(s.out, string(b))
+	} else {
+		writeInspection(s, pos[0], insp)
+	}
+	if !insp.Accepted {
+		return exitFail
+	}
+	return exitOK
+}
+
+func writeInspection(s stdio, file string, insp *host.Inspection) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "file: %s\nsha256: %s\nsize: %d bytes\n", file, insp.SHA256, insp.Size)
+	if h := insp.Handshake; h != nil {
+		fmt.Fprintf(&b, "handshake: %s %s (abi %d)", h.Name, h.Version, h.ABI)
+		if len(h.Wants) > 0 {
+			fmt.Fprintf(&b, ", wants %s", strings.Join(h.Wants, ","))
+		}
+		b.WriteByte('\n')
+	} else {
+		b.WriteString("handshake: none\n")
+	}
+	b.WriteString("exports:\n")
+	for _, e := range insp.Exports {
+		fmt.Fprintf(&b, "  %s %s", e.Kind, e.Name)
+		if e.Signature != "" {
+			fmt.Fprintf(&b, " %s", e.Signature)
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString("imports:\n")
+	for _, i := range insp.Imports {
+		fmt.Fprintf(&b, "  %s\n", i)
+	}
+	if insp.Accepted {
+		b.WriteString("accepted: yes\n")
+	} else {
+		fmt.Fprintf(&b, "accepted: no: %s\n", oneLineText(insp.Reason))
+	}
+	fmt.Fprint(s.out, b.String())
+}
+
+// oneLineText folds a multi-line message onto one line.
+func oneLineText(msg string) string {
+	return strings.ReplaceAll(strings.TrimRight(msg, "\n"), "\n", " | ")
+}

@@ -1,0 +1,114 @@
+// Command wasmhost is the wasmhost command line: it computes metadata keys
+// and projections with a policy plugin, checks plugins against golden
+// suites, inspects plugin files and scaffolds new plugins.
+//
+// Usage:
+//
+//	wasmhost key         [PLUGIN FLAGS] [--json] [SETTINGS | @FILE | -]
+//	wasmhost project     [PLUGIN FLAGS] [--settings SETTINGS|@FILE|-] --snapshot SNAPSHOT|@FILE|- [--full]
+//	wasmhost conformance [PLUGIN FLAGS] [-v] [--json FILE] PATH...
+//	wasmhost version     [PLUGIN FLAGS]
+//	wasmhost digest      FILE
+//	wasmhost inspect     [--json] FILE
+//	wasmhost new-plugin  [--name NAME] [--module PATH] DIR
+//
+// PLUGIN FLAGS are --plugin FILE (default: the embedded default policy),
+// --pin SHA256 (refuse a plugin whose SHA-256 differs), --memory-mib N
+// (memory cap per plugin instance), --timeout D (time limit per plugin
+// call) and --cache-dir DIR (where compiled plugins are cached between runs;
+// default $WASMHOST_CACHE_DIR, else wasmhost/compile-cache in the user cache
+// directory; --cache-dir= disables it). Flags may come before or after the
+// arguments; "--" ends them.
+//
+// Exit status: 0 on success; 1 when the command ran but its answer is
+// negative (a failing golden case, settings the policy refused, a plugin
+// the host would not accept); 2 on a usage error, a plugin that cannot be
+// loaded, or input that cannot be read.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// A command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdio stdio) int
+}
+
+// stdio carries the streams a command uses, so tests run commands in
+// process.
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+func (s stdio) errorf(cmd, format string, args ...any) {
+	fmt.Fprintf(s.err, "wasmhost %s: %s\n", cmd, fmt.Sprintf(format, args...))
+}
+
+var commands []command
+
+func init() {
+	commands = []command{
+		{"key", "print the canonical form and metadata key of settings", runKey},
+		{"project", "print what a session with the given settings sees of a snapshot", runProject},
+		{"conformance", "run golden suites against a policy plugin", runConformance},
+		{"version", "print the wasmhost, ABI and policy plugin versions", runVersion},
+		{"digest", "print the SHA-256 of a plugin file, as a config pins it", runDigest},
+		{"inspect", "print a plugin's handshake, exports and imports, and whether the host accepts it", runInspect},
+		{"new-plugin", "create a Go policy plugin project that builds and passes its own golden suite", runNewPlugin},
+	}
+}
+
+// run is the whole command line; main only adds the process around it.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	s := stdio{in: stdin, out: stdout, err: stderr}
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		usage(stdout)
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], s)
+		}
+	}
+	fmt.Fprintf(stderr, "wasmhost: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: wasmhost COMMAND [FLAGS] [ARGS]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'wasmhost COMMAND -h' for a command's flags.")
+}

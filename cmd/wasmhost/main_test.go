@@ -1,0 +1,378 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/conformance"
+	"github.com/wasmhost/wasmhost/host"
+	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
+)
+
+// TestMain points the compilation cache at a directory shared by the whole
+// test binary, so the default plugin compiles once, not once per command.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "wasmhost-cli-test-cache-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("WASMHOST_CACHE_DIR", dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is one in-process run of the command line.
+type result struct {
+	code        int
+	out, errOut string
+}
+
+func runCLI(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), args, strings.NewReader(stdin), &out, &errOut)
+	return result{code: code, out: out.String(), errOut: errOut.String()}
+}
+
+const defaultKey = `{"trust":null,"alwaysLoadTools":false,"includeTools":null,"excludeTools":[]}`
+
+// notWasm writes a file that is not a WebAssembly module.
+func notWasm(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "plugin.wasm")
+	require.NoError(t, os.WriteFile(p, []byte("this is not wasm\n"), 0o644))
+	return p
+}
+
+// defaultWasmFile writes the embedded default plugin to a file.
+func defaultWasmFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "policy-default.wasm")
+	require.NoError(t, os.WriteFile(p, policydefault.Wasm, 0o644))
+	return p
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func TestUsage(t *testing.T) {
+	r := runCLI(t, "")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, "usage: wasmhost COMMAND")
+
+	r = runCLI(t, "", "help")
+	assert.Equal(t, exitOK, r.code)
+	for _, c := range commands {
+		assert.Contains(t, r.out, "  "+c.name+" ")
+	}
+
+	r = runCLI(t, "", "frobnicate")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, `unknown command "frobnicate"`)
+
+	r = runCLI(t, "", "key", "-h")
+	assert.Equal(t, exitOK, r.code)
+	assert.Contains(t, r.errOut, "-plugin FILE")
+
+	r = runCLI(t, "", "key", "--no-such-flag")
+	assert.Equal(t, exitUsage, r.code)
+}
+
+func TestKey(t *testing.T) {
+	r := runCLI(t, "", "key", "{}")
+	require.Equal(t, exitOK, r.code, r.errOut)
+	assert.Equal(t, "canonical: "+defaultKey+"\nkey: "+defaultKey+"\n", r.out)
+
+	r = runCLI(t, ` {"includeTools": ["b", "a(x)", "b"], "trust": false} `+"\n", "key", "-")
+	require.Equal(t, exitOK, r.code, r.errOut)
+	want := `{"trust":false,"alwaysLoadTools":false,"includeTools":["a","b"],"excludeTools":[]}`
+	assert.Equal(t, "canonical: "+want+"\nkey: "+want+"\n", r.out)
+
+	// Flags may follow arguments.
+	settingsFile := filepath.Join(t.TempDir(), "s.json")
+	require.NoError(t, os.WriteFile(settingsFile, []byte(`{"alwaysLoadTools": true}`), 0o644))
+	r = runCLI(t, "", "key", "@"+settingsFile, "--json")
+	require.Equal(t, exitOK, r.code, r.errOut)
+	var got struct {
+		Canonical json.RawMessage `json:"canonical"`
+		Key       string          `json:"key"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.out), &got))
+	want = `{"trust":null,"alwaysLoadTools":true,"includeTools":null,"excludeTools":[]}`
+	assert.Equal(t, want, got.Key)
+	assert.JSONEq(t, want, string(got.Canonical))
+
+	// No argument reads standard input too.
+	r = runCLI(t, "{}", "key")
+	require.Equal(t, exitOK, r.code, r.errOut)
+	assert.Contains(t, r.out, "key: "+defaultKey)
+}
+
+func TestKeyErrors(t *testing.T) {
+	r := runCLI(t, "", "key", `{"trust": "false"}`)
+	assert.Equal(t, exitFail, r.code)
+	assert.Empty(t, r.out)
+	assert.Contains(t, r.errOut, "wasmhost key: settings refused: trust: expected a boolean or null, got a string")
+
+	r = runCLI(t, "", "key", `{"trust": `)
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, "not valid JSON")
+
+	r = runCLI(t, "", "key", "@/does/not/exist.json")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, "/does/not/exist.json")
+
+	r = runCLI(t, "", "key", "{}", "{}")
+	assert.Equal(t, exitUsage, r.code)
+
+	r = runCLI(t, "", "key", "--plugin", notWasm(t), "{}")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, "load plugin")
+	assert.Contains(t, r.errOut, host.ErrNotWasm.Error())
+
+	r = runCLI(t, "", "key", "--pin", strings.Repeat("0", 64), "{}")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, host.ErrDigestMismatch.Error())
+}
+
+func TestKeyWithPluginFlags(t *testing.T) {
+	wasm := defaultWasmFile(t)
+	cache := t.TempDir()
+	r := runCLI(t, "", "key", "--plugin", wasm, "--pin", sha256Hex(policydefault.Wasm),
+		"--memory-mib", "64", "--timeout", "5s", "--cache-dir", cache, `{"excludeTools": ["z", "a"]}`)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	assert.Contains(t, r.out, `key: {"trust":null,"alwaysLoadTools":false,"includeTools":null,"excludeTools":["a","z"]}`)
+	entries, err := os.ReadDir(cache)
+	require.NoError(t, err)
+	assert.NotEmpty(t, entries, "--cache-dir holds the compiled plugin")
+
+	r = runCLI(t, "", "key", "--memory-mib", "1", "{}")
+	assert.Equal(t, exitUsage, r.code, "a 1 MiB cap cannot hold the default plugin")
+	assert.Contains(t, r.errOut, "load plugin")
+}
+
+func TestProject(t *testing.T) {
+	r := runCLI(t, "", "project", "--settings", `{"excludeTools": ["write_file"], "trust": true}`,
+		"--snapshot", "@testdata/snapshot.json")
+	require.Equal(t, exitOK, r.code, r.errOut)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.out), &got))
+	want := map[string]any{
+		"tools":     []any{map[string]any{"name": "read_file", "trust": true, "alwaysLoad": false}},
+		"prompts":   []any{"summarize"},
+		"resources": []any{"file:///notes.txt"},
+	}
+	assert.Empty(t, cmp.Diff(want, got), "(-want +got)")
+
+	// Snapshot on standard input, default settings, --full.
+	snap, err := os.ReadFile("testdata/snapshot.json")
+	require.NoError(t, err)
+	r = runCLI(t, string(snap), "project", "--snapshot", "-", "--full")
+	require.Equal(t, exitOK, r.code, r.errOut)
+	var full struct {
+		conformance.Projected
+		Full struct {
+			Tools []struct {
+				Name        string         `json:"name"`
+				Description string         `json:"description"`
+				Meta        map[string]any `json:"_meta"`
+			} `json:"tools"`
+			Prompts   []map[string]any `json:"prompts"`
+			Resources []map[string]any `json:"resources"`
+		} `json:"full"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.out), &full))
+	assert.Len(t, full.Tools, 2)
+	require.Len(t, full.Full.Tools, 2)
+	assert.Equal(t, "Read a file", full.Full.Tools[0].Description)
+	assert.Equal(t, map[string]any{"wasmhost/trust": false, "wasmhost/alwaysLoad": false}, full.Full.Tools[0].Meta)
+	assert.Len(t, full.Full.Prompts, 1)
+	assert.Len(t, full.Full.Resources, 1)
+}
+
+func TestProjectErrors(t *testing.T) {
+	r := runCLI(t, "", "project", "--settings", `{"includeTools": "read_file"}`, "--snapshot", "@testdata/snapshot.json")
+	assert.Equal(t, exitFail, r.code)
+	assert.Contains(t, r.errOut, "includeTools")
+
+	r = runCLI(t, "", "project", "--settings", "{}")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, "--snapshot is required")
+
+	r = runCLI(t, "", "project", "--snapshot", `{"tools": [{"description": "no name"}]}`)
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, `snapshot: tools[0]: missing "name"`)
+
+	r = runCLI(t, "", "project", "--snapshot", "-", "--settings", "-")
+	assert.Equal(t, exitUsage, r.code)
+
+	r = runCLI(t, "", "project", "--plugin", notWasm(t), "--snapshot", "{}")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, "load plugin")
+}
+
+func lines(s string) []string {
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+}
+
+func TestConformancePasses(t *testing.T) {
+	r := runCLI(t, "", "conformance", "../../conformance/testdata/load/a")
+	require.Equal(t, exitOK, r.code, r.errOut)
+	assert.Equal(t, "0 passed, 0 failed\n", r.out)
+
+	r = runCLI(t, "", "conformance", "-v", "testdata/failing.json", "--plugin", defaultWasmFile(t))
+	require.Equal(t, exitFail, r.code, r.errOut)
+	l := lines(r.out)
+	require.Len(t, l, 3)
+	assert.Equal(t, "PASS testdata/failing.json: default (canonical)", l[0])
+	assert.Equal(t, "1 passed, 1 failed", l[2])
+}
+
+func TestConformanceFails(t *testing.T) {
+	jsonFile := filepath.Join(t.TempDir(), "report.json")
+	r := runCLI(t, "", "conformance", "--json", jsonFile, "testdata/failing.json")
+	require.Equal(t, exitFail, r.code, r.errOut)
+	l := lines(r.out)
+	require.Len(t, l, 2, r.out)
+	assert.Equal(t, `FAIL testdata/failing.json: wrong on purpose (canonical): canonical form differs: `+
+		`want {"trust":false,"alwaysLoadTools":false,"includeTools":null,"excludeTools":[]}; `+
+		`got {"trust":true,"alwaysLoadTools":false,"includeTools":null,"excludeTools":[]}`, l[0])
+	assert.Equal(t, "1 passed, 1 failed", l[1])
+
+	b, err := os.ReadFile(jsonFile)
+	require.NoError(t, err)
+	var rep conformance.Report
+	require.NoError(t, json.Unmarshal(b, &rep))
+	assert.Equal(t, 1, rep.Passed)
+	assert.Equal(t, 1, rep.Failed)
+	assert.Equal(t, "policy-default", rep.Policy.Name)
+	assert.Equal(t, sha256Hex(policydefault.Wasm), rep.Digest)
+	require.Len(t, rep.Results, 2)
+	assert.False(t, rep.Results[1].Passed)
+	assert.Equal(t, "wrong on purpose", rep.Results[1].Case)
+	assert.Contains(t, rep.Results[1].Want, `"trust":false`)
+}
+
+func TestConformanceExit2(t *testing.T) {
+	r := runCLI(t, "", "conformance", "testdata/no-such-dir")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Empty(t, r.out)
+	assert.Contains(t, r.errOut, "testdata/no-such-dir")
+
+	r = runCLI(t, "", "conformance", "--plugin", notWasm(t), "testdata/failing.json")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Empty(t, r.out)
+	assert.Contains(t, r.errOut, "load plugin")
+	assert.Contains(t, r.errOut, host.ErrNotWasm.Error())
+
+	r = runCLI(t, "", "conformance", "--plugin", filepath.Join(t.TempDir(), "missing.wasm"), "testdata/failing.json")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, "missing.wasm")
+
+	r = runCLI(t, "", "conformance", t.TempDir())
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, conformance.ErrNoSuites.Error())
+
+	r = runCLI(t, "", "conformance")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, "no suite path given")
+
+	r = runCLI(t, "", "conformance", "--json", filepath.Join(t.TempDir(), "no", "dir", "r.json"), "testdata/failing.json")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, "write JSON report")
+}
+
+func TestConformancePublicSuite(t *testing.T) {
+	r := runCLI(t, "", "conformance", "../../conformance/golden/default")
+	require.Equal(t, exitOK, r.code, r.out+r.errOut)
+	l := lines(r.out)
+	require.Len(t, l, 1, r.out)
+	assert.Regexp(t, `^[1-9][0-9]* passed, 0 failed$`, l[0])
+}
+
+func TestVersion(t *testing.T) {
+	r := runCLI(t, "", "version")
+	require.Equal(t, exitOK, r.code, r.errOut)
+	l := lines(r.out)
+	require.Len(t, l, 5, r.out)
+	assert.Regexp(t, `^wasmhost \S+ \(go1\.`, l[0])
+	assert.Equal(t, "abi: v1", l[1])
+	assert.Equal(t, "plugin: embedded:policy-default", l[2])
+	assert.Equal(t, "plugin handshake: policy-default 1.0.0 (abi 1)", l[3])
+	assert.Equal(t, "plugin sha256: "+sha256Hex(policydefault.Wasm), l[4])
+
+	r = runCLI(t, "", "version", "--plugin", notWasm(t))
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, "load plugin")
+}
+
+func TestDigest(t *testing.T) {
+	wasm := defaultWasmFile(t)
+	r := runCLI(t, "", "digest", wasm)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	assert.Equal(t, sha256Hex(policydefault.Wasm)+"\n", r.out)
+
+	p, err := host.LoadFile(t.Context(), wasm, host.Options{PinSHA256: strings.TrimSpace(r.out)})
+	require.NoError(t, err, "the printed digest must be what a pin accepts")
+	assert.Equal(t, strings.TrimSpace(r.out), p.Digest())
+	require.NoError(t, p.Close(t.Context()))
+
+	r = runCLI(t, "", "digest", filepath.Join(t.TempDir(), "missing.wasm"))
+	assert.Equal(t, exitUsage, r.code)
+	r = runCLI(t, "", "digest")
+	assert.Equal(t, exitUsage, r.code)
+}
+
+func TestInspect(t *testing.T) {
+	wasm := defaultWasmFile(t)
+	r := runCLI(t, "", "inspect", wasm)
+	require.Equal(t, exitOK, r.code, r.out+r.errOut)
+	assert.Contains(t, r.out, "file: "+wasm+"\n")
+	assert.Contains(t, r.out, "sha256: "+sha256Hex(policydefault.Wasm)+"\n")
+	assert.Contains(t, r.out, "handshake: policy-default 1.0.0 (abi 1)\n")
+	assert.Regexp(t, `(?m)^exports:\n(  .*\n)*  func canonicalize \(\) -> i32\n`, r.out)
+	assert.Regexp(t, `(?m)^imports:\n(  .*\n)*  func "extism:host/env" "input_length"`, r.out)
+	assert.True(t, strings.HasSuffix(r.out, "accepted: yes\n"), r.out)
+
+	r = runCLI(t, "", "inspect", "--json", wasm)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	var insp host.Inspection
+	require.NoError(t, json.Unmarshal([]byte(r.out), &insp))
+	assert.True(t, insp.Accepted)
+	assert.Equal(t, sha256Hex(policydefault.Wasm), insp.SHA256)
+
+	r = runCLI(t, "", "inspect", notWasm(t))
+	assert.Equal(t, exitFail, r.code)
+	assert.Contains(t, r.out, "handshake: none\n")
+	assert.Contains(t, r.out, "accepted: no: ")
+	assert.Contains(t, r.out, host.ErrNotWasm.Error())
+
+	r = runCLI(t, "", "inspect", filepath.Join(t.TempDir(), "missing.wasm"))
+	assert.Equal(t, exitUsage, r.code)
+}
+
+func TestParseArgsInterspersed(t *testing.T) {
+	var s stdio
+	s.err = &bytes.Buffer{}
+	fs := newFlagSet("x", "", s)
+	v := fs.Bool("v", false, "")
+	name := fs.String("name", "", "")
+	pos, err := parseArgs(fs, []string{"a", "-v", "b", "--name", "n", "-", "--", "-v", "c"})
+	require.NoError(t, err)
+	assert.True(t, *v)
+	assert.Equal(t, "n", *name)
+	assert.Equal(t, []string{"a", "b", "-", "-v", "c"}, pos)
+}

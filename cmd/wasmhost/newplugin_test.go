@@ -1,0 +1,126 @@
+package main
+
+import (
+	"fmt"
+	"go/format"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/conformance"
+)
+
+// goCmd runs the go command in dir for the scaffolded module: module mode
+// allowed to update go.mod/go.sum from the module cache, never the
+// enclosing wasmhost workspace, never another toolchain.
+func goCmd(t *testing.T, dir string, env []string, args ...string) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "GOTOOLCHAIN=local")
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), out)
+}
+
+// TestNewPluginBuildsAndPasses does what a plugin author does: scaffold,
+// build the wasm with the standard toolchain, run the native tests and the
+// scaffold's own golden suite through `wasmhost conformance`.
+func TestNewPluginBuildsAndPasses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a wasm module with the go toolchain")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command in PATH")
+	}
+	dir := filepath.Join(t.TempDir(), "My Policy")
+	r := runCLI(t, "", "new-plugin", dir)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	for _, f := range []string{"go.mod", "go.sum", "main.go", "exports.go", "abi.go", "policy.go", "policy_test.go", "Makefile", "README.md", "golden/allow-list.json"} {
+		assert.Contains(t, r.out, "created "+filepath.Join(dir, f)+"\n")
+		assert.FileExists(t, filepath.Join(dir, f))
+	}
+	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	require.NoError(t, err)
+	assert.Contains(t, string(gomod), "module example.com/my-policy\n")
+	assert.Contains(t, string(gomod), "require github.com/extism/go-pdk v1.1.3\n")
+	makefile, err := os.ReadFile(filepath.Join(dir, "Makefile"))
+	require.NoError(t, err)
+	assert.Contains(t, string(makefile), "GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o $(PLUGIN) .")
+
+	goCmd(t, dir, []string{"GOOS=wasip1", "GOARCH=wasm"}, "build", "-buildmode=c-shared", "-trimpath", "-o", "my-policy.wasm", ".")
+	goCmd(t, dir, nil, "test", "./...")
+
+	wasm := filepath.Join(dir, "my-policy.wasm")
+	r = runCLI(t, "", "inspect", wasm)
+	require.Equal(t, exitOK, r.code, r.out+r.errOut)
+	assert.Contains(t, r.out, "handshake: my-policy 0.1.0 (abi 1)\n")
+
+	r = runCLI(t, "", "conformance", "-v", "--plugin", wasm, filepath.Join(dir, "golden"))
+	require.Equal(t, exitOK, r.code, r.out+r.errOut)
+	suites, err := conformance.Load(filepath.Join(dir, "golden"))
+	require.NoError(t, err)
+	n := 0
+	for _, s := range suites {
+		n += len(s.Cases)
+	}
+	l := lines(r.out)
+	assert.Len(t, l, n+1, "-v prints a line per case and the summary")
+	assert.Equal(t, fmt.Sprintf("%d passed, 0 failed", n), l[len(l)-1])
+	for _, kind := range []string{"canonical", "same", "differ", "project", "reject"} {
+		assert.Contains(t, r.out, "("+kind+")\n", "the example suite has a %s case", kind)
+	}
+}
+
+func TestNewPluginRefuses(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("x"), 0o644))
+	r := runCLI(t, "", "new-plugin", dir)
+	assert.Equal(t, exitFail, r.code)
+	assert.Contains(t, r.errOut, "exists and is not empty")
+	_, err := os.Stat(filepath.Join(dir, "go.mod"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+
+	r = runCLI(t, "", "new-plugin", "--name", "Bad Name", filepath.Join(t.TempDir(), "p"))
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, `plugin name "Bad Name"`)
+
+	r = runCLI(t, "", "new-plugin", "--module", "has space", filepath.Join(t.TempDir(), "p"))
+	assert.Equal(t, exitUsage, r.code)
+
+	r = runCLI(t, "", "new-plugin")
+	assert.Equal(t, exitUsage, r.code)
+}
+
+func TestNewPluginNamesAndModule(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "x")
+	r := runCLI(t, "", "new-plugin", "--name", "acme-allow", "--module", "github.com/acme/allow", dir)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(gomod), "module github.com/acme/allow\n"))
+	exportsGo, err := os.ReadFile(filepath.Join(dir, "exports.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(exportsGo), `Name: "acme-allow"`)
+
+	// The generated Go files are gofmt-clean.
+	goFiles, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	require.NoError(t, err)
+	assert.Len(t, goFiles, 5)
+	for _, f := range goFiles {
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		formatted, err := format.Source(src)
+		require.NoError(t, err, f)
+		assert.Equal(t, string(formatted), string(src), "%s is not gofmt-clean", f)
+	}
+
+	for in, want := range map[string]string{"My Policy": "my-policy", "__": "policy-plugin", "a.b_c": "a.b_c", "Ünï": "n"} {
+		assert.Equal(t, want, deriveName(in), in)
+	}
+}

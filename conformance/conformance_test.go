@@ -1,0 +1,67 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/host"
+	"github.com/wasmhost/wasmhost/metakey"
+)
+
+// The public suite of the default policy: the embedded wasm plugin and the
+// native reference must both pass every case.
+const defaultSuite = "golden/default"
+
+// TestMain gives the test binary one compilation cache (RunT reads it from
+// the environment), so each plugin compiles once.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "wasmhost-conformance-test-cache-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("WASMHOST_CACHE_DIR", dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func TestGoldenDefaultPlugin(t *testing.T) {
+	// A generous call timeout: this test is about answers, and -race on a
+	// shared machine slows the host side of every call.
+	p, err := host.LoadDefault(t.Context(), host.Options{CacheDir: os.Getenv("WASMHOST_CACHE_DIR"), CallTimeout: time.Minute})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close(context.Background())) })
+	RunPolicyT(t, p, defaultSuite)
+}
+
+func TestGoldenReference(t *testing.T) {
+	RunPolicyT(t, metakey.Reference{}, defaultSuite)
+}
+
+// pluginSuites are plugins built from testplugins/ with the suites they must
+// pass; a plugin that has not been built, or whose suite directory holds no
+// suite file yet, is skipped.
+var pluginSuites = []struct{ wasm, suite string }{
+	{"../testplugins/prefix-policy/prefix-policy.wasm", "../testplugins/prefix-policy/golden"},
+	{"../testplugins/policy-default-as/policy-default-as.wasm", defaultSuite},
+}
+
+func TestGoldenTestPlugins(t *testing.T) {
+	for _, ps := range pluginSuites {
+		t.Run(filepath.Base(ps.wasm), func(t *testing.T) {
+			if _, err := os.Stat(ps.wasm); err != nil {
+				t.Skipf("%s not built: %v", ps.wasm, err)
+			}
+			if _, err := Load(ps.suite); errors.Is(err, ErrNoSuites) {
+				t.Skipf("%s: no suite yet", ps.suite)
+			}
+			RunT(t, ps.wasm, ps.suite)
+		})
+	}
+}

@@ -1,0 +1,499 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/host"
+	"github.com/wasmhost/wasmhost/view"
+)
+
+// A Result is the outcome of one case.
+type Result struct {
+	// File is the suite file's path, Suite its "suite" name.
+	File  string `json:"file"`
+	Suite string `json:"suite,omitempty"`
+	// Case is the case's name ("#N" when it has none; for a file that could
+	// not be read as a suite, the file's path relative to the path given to
+	// Load).
+	Case   string `json:"case"`
+	Kind   Kind   `json:"kind"`
+	Passed bool   `json:"passed"`
+	// Message says what went wrong; empty when the case passed.
+	Message string `json:"message,omitempty"`
+	// Want and Got, when set, are what the case expected and what the
+	// policy gave, usually as compact JSON.
+	Want string `json:"want,omitempty"`
+	Got  string `json:"got,omitempty"`
+}
+
+// String returns the result as one report line:
+//
+//	PASS FILE: CASE (KIND)
+//	FAIL FILE: CASE (KIND): MESSAGE: want WANT; got GOT
+func (r Result) String() string {
+	if r.Passed {
+		return fmt.Sprintf("PASS %s: %s (%s)", r.File, r.Case, r.Kind)
+	}
+	line := fmt.Sprintf("FAIL %s: %s (%s): %s", r.File, r.Case, r.Kind, oneLine(r.Message))
+	if r.Want != "" || r.Got != "" {
+		line += fmt.Sprintf(": want %s; got %s", oneLine(r.Want), oneLine(r.Got))
+	}
+	return line
+}
+
+// A Report is the outcome of running suites against one policy.
+type Report struct {
+	// Policy is the policy's handshake.
+	Policy abi.Handshake `json:"policy"`
+	// Plugin and Digest name the plugin file and its SHA-256 when the
+	// caller knows them; Run leaves them empty.
+	Plugin string `json:"plugin,omitempty"`
+	Digest string `json:"digest,omitempty"`
+	// Results holds one entry per case, in suite and case order.
+	Results []Result `json:"results"`
+	Passed  int      `json:"passed"`
+	Failed  int      `json:"failed"`
+}
+
+// OK reports whether no case failed.
+func (r *Report) OK() bool { return r.Failed == 0 }
+
+// Summary returns the closing line, "N passed, N failed".
+func (r *Report) Summary() string {
+	return fmt.Sprintf("%d passed, %d failed", r.Passed, r.Failed)
+}
+
+// WriteText writes one line per failing case (per case when verbose) and
+// then the summary line alone.
+func (r *Report) WriteText(w io.Writer, verbose bool) error {
+	var b bytes.Buffer
+	for _, res := range r.Results {
+		if verbose || !res.Passed {
+			b.WriteString(res.String())
+			b.WriteByte('\n')
+		}
+	}
+	b.WriteString(r.Summary())
+	b.WriteByte('\n')
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+func (r *Report) add(res Result) {
+	r.Results = append(r.Results, res)
+	if res.Passed {
+		r.Passed++
+	} else {
+		r.Failed++
+	}
+}
+
+// Run runs every case of suites against p and reports each one. It never
+// stops early: policy errors, timeouts, traps and panics fail the case at
+// hand. A cancelled ctx fails the cases that remain.
+func Run(ctx context.Context, p abi.Policy, suites []*Suite) *Report {
+	r := &Report{Results: []Result{}}
+	func() {
+		defer func() { _ = recover() }() // a panicking Handshake leaves Policy empty
+		r.Policy = p.Handshake()
+	}()
+	for _, s := range suites {
+		if s.Err != nil {
+			r.add(fileResult(s))
+			continue
+		}
+		for _, c := range s.Cases {
+			r.add(RunCase(ctx, p, s, c))
+		}
+	}
+	return r
+}
+
+func fileResult(s *Suite) Result {
+	name := s.Rel
+	if name == "" {
+		name = s.File
+	}
+	return Result{File: s.File, Case: name, Kind: KindFile, Message: "not a valid suite file: " + s.Err.Error()}
+}
+
+// RunCase runs one case of suite s against p.
+func RunCase(ctx context.Context, p abi.Policy, s *Suite, c *Case) (res Result) {
+	res = Result{File: s.File, Suite: s.Name, Case: c.Name, Kind: c.Kind}
+	defer func() {
+		if v := recover(); v != nil {
+			res.Passed, res.Message, res.Want, res.Got = false, fmt.Sprintf("the policy panicked: %v", v), "", ""
+		}
+	}()
+	var f *failure
+	switch c.Kind {
+	case KindCanonical:
+		f = runCanonical(ctx, p, c)
+	case KindSame:
+		f = runSame(ctx, p, c)
+	case KindDiffer:
+		f = runDiffer(ctx, p, c)
+	case KindProject:
+		f = runProject(ctx, p, c)
+	case KindReject:
+		f = runReject(ctx, p, c)
+	case KindMalformed:
+		f = &failure{msg: "malformed case: " + c.Err.Error()}
+	default:
+		f = &failure{msg: fmt.Sprintf("unknown case kind %q", c.Kind)}
+	}
+	if f == nil {
+		res.Passed = true
+		return res
+	}
+	res.Message, res.Want, res.Got = f.msg, f.want, f.got
+	return res
+}
+
+// projectFunc is view.Project; tests replace it to check that the runner
+// catches a projection that breaks the view contract.
+var projectFunc = view.Project
+
+// A failure is why a case failed.
+type failure struct {
+	msg, want, got string
+}
+
+func fail(format string, args ...any) *failure {
+	return &failure{msg: fmt.Sprintf(format, args...)}
+}
+
+func (f *failure) wantGot(want, got string) *failure {
+	f.want, f.got = want, got
+	return f
+}
+
+// canonicalize sends one canonicalize call and checks the answer's shape,
+// which a hand-written abi.Policy may not have done.
+func canonicalize(ctx context.Context, p abi.Policy, settings []json.RawMessage) ([]abi.CanonicalResult, error) {
+	req := &abi.CanonicalizeRequest{Settings: settings}
+	resp, err := p.Canonicalize(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if resp == nil {
+		return nil, errors.New("canonicalize returned no response")
+	}
+	if err := abi.ValidateCanonicalize(req, resp); err != nil {
+		return nil, err
+	}
+	return resp.Results, nil
+}
+
+// keysTwice canonicalizes settings in two separate calls, the second with the
+// batch reversed, and returns both answers in the order of settings.
+func keysTwice(ctx context.Context, p abi.Policy, settings []json.RawMessage) (first, second []abi.CanonicalResult, f *failure) {
+	first, err := canonicalize(ctx, p, settings)
+	if err != nil {
+		return nil, nil, fail("canonicalize failed: %v", err)
+	}
+	reversed := slices.Clone(settings)
+	slices.Reverse(reversed)
+	second, err = canonicalize(ctx, p, reversed)
+	if err != nil {
+		return nil, nil, fail("second canonicalize call failed: %v", err)
+	}
+	slices.Reverse(second)
+	return first, second, nil
+}
+
+// deterministic checks that two answers for the same settings object agree.
+func deterministic(label string, a, b abi.CanonicalResult) *failure {
+	switch {
+	case (a.Error == "") != (b.Error == ""):
+		return fail("nondeterministic: %s was refused by one canonicalize call and accepted by the other", label).
+			wantGot(resultString(a), resultString(b))
+	case a.Key != b.Key:
+		return fail("nondeterministic: %s got two different keys from two canonicalize calls", label).
+			wantGot(showKey(a.Key), showKey(b.Key))
+	case a.Error != "" || bytes.Equal(a.Canonical, b.Canonical):
+		return nil
+	}
+	eq, err := jsonEqual(a.Canonical, b.Canonical)
+	switch {
+	case len(a.Canonical) == 0 || len(b.Canonical) == 0:
+		return fail("nondeterministic: %s got a canonical form from one canonicalize call and none from the other", label).
+			wantGot(resultString(a), resultString(b))
+	case err != nil:
+		return fail("%s: the policy's canonical form is not valid JSON: %v", label, err).
+			wantGot(compactJSON(a.Canonical), compactJSON(b.Canonical))
+	case !eq:
+		return fail("nondeterministic: %s got two different canonical forms from two canonicalize calls", label).
+			wantGot(compactJSON(a.Canonical), compactJSON(b.Canonical))
+	}
+	return nil
+}
+
+// showKey shows an opaque key in a report: between backquotes when that is
+// unambiguous, Go-quoted otherwise.
+func showKey(k string) string {
+	if strconv.CanBackquote(k) {
+		return "`" + k + "`"
+	}
+	return strconv.Quote(k)
+}
+
+// resultString shows a canonicalize result in a report.
+func resultString(r abi.CanonicalResult) string {
+	if r.Error != "" {
+		return "error " + strconv.Quote(r.Error)
+	}
+	if len(r.Canonical) > 0 {
+		return compactJSON(r.Canonical)
+	}
+	return "key " + showKey(r.Key)
+}
+
+func runCanonical(ctx context.Context, p abi.Policy, c *Case) *failure {
+	first, second, f := keysTwice(ctx, p, []json.RawMessage{c.Settings})
+	if f != nil {
+		return f
+	}
+	a := first[0]
+	if f := deterministic("the settings", a, second[0]); f != nil {
+		return f
+	}
+	want := compactJSON(c.Canonical)
+	if a.Error != "" {
+		return fail("the policy refused the settings").wantGot(want, resultString(a))
+	}
+	if len(a.Canonical) == 0 {
+		return fail("the policy returned a key but no canonical form").wantGot(want, "no canonical form")
+	}
+	eq, err := jsonEqual(c.Canonical, a.Canonical)
+	if err != nil {
+		return fail("the policy's canonical form is not valid JSON: %v", err).wantGot(want, compactJSON(a.Canonical))
+	}
+	if !eq {
+		return fail("canonical form differs").wantGot(want, compactJSON(a.Canonical))
+	}
+	return nil
+}
+
+// groupKeys computes the keys of a same or differ case, failing on any
+// refusal or nondeterminism.
+func groupKeys(ctx context.Context, p abi.Policy, c *Case) ([]string, *failure) {
+	first, second, f := keysTwice(ctx, p, c.Group)
+	if f != nil {
+		return nil, f
+	}
+	keys := make([]string, len(first))
+	for i := range first {
+		label := fmt.Sprintf("%s[%d]", c.Kind, i)
+		if first[i].Error != "" {
+			return nil, fail("the policy refused %s", label).
+				wantGot("a key for "+compactJSON(c.Group[i]), resultString(first[i]))
+		}
+		if f := deterministic(label, first[i], second[i]); f != nil {
+			return nil, f
+		}
+		keys[i] = first[i].Key
+	}
+	return keys, nil
+}
+
+func runSame(ctx context.Context, p abi.Policy, c *Case) *failure {
+	keys, f := groupKeys(ctx, p, c)
+	if f != nil {
+		return f
+	}
+	for i := 1; i < len(keys); i++ {
+		if keys[i] != keys[0] {
+			return fail("same[0] and same[%d] got different keys", i).
+				wantGot(showKey(keys[0]), showKey(keys[i]))
+		}
+	}
+	return nil
+}
+
+func runDiffer(ctx context.Context, p abi.Policy, c *Case) *failure {
+	keys, f := groupKeys(ctx, p, c)
+	if f != nil {
+		return f
+	}
+	firstIndex := make(map[string]int, len(keys))
+	for j, k := range keys {
+		if i, dup := firstIndex[k]; dup {
+			return fail("differ[%d] and differ[%d] got the same key", i, j).
+				wantGot("two different keys", showKey(k)+" for both")
+		}
+		firstIndex[k] = j
+	}
+	return nil
+}
+
+// isCrash reports whether err is a failure of the plugin itself rather than
+// a refusal.
+func isCrash(err error) bool {
+	for _, target := range []error{
+		host.ErrPluginTimeout, host.ErrPluginTrap, host.ErrBadOutput, host.ErrClosed,
+		context.DeadlineExceeded, context.Canceled,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+func runReject(ctx context.Context, p abi.Policy, c *Case) *failure {
+	first, second, f := keysTwice(ctx, p, []json.RawMessage{c.Settings})
+	if f != nil {
+		f.msg += " (a reject case needs a per-item error, not a failed call)"
+		return f
+	}
+	if first[0].Error == "" {
+		return fail("the policy accepted settings it must refuse").wantGot("an error", resultString(first[0]))
+	}
+	if second[0].Error == "" {
+		return fail("nondeterministic: the settings were refused by one canonicalize call and accepted by the other").
+			wantGot("an error", resultString(second[0]))
+	}
+	req := &abi.ProjectRequest{Settings: c.Settings, Tools: []string{}, Prompts: []string{}, Resources: []string{}}
+	resp, err := p.Project(ctx, req)
+	switch {
+	case err == nil:
+		return fail("canonicalize refused the settings but project accepted them").
+			wantGot("an error", marshalLine(resp))
+	case isCrash(err):
+		return fail("project failed instead of refusing the settings: %v", err)
+	}
+	return nil
+}
+
+func runProject(ctx context.Context, p abi.Policy, c *Case) *failure {
+	want := c.Project.String()
+	snap, err := DecodeSnapshot(c.Snapshot)
+	if err != nil {
+		return fail("snapshot: %v", err)
+	}
+	before, err := json.Marshal(snap)
+	if err != nil {
+		return fail("snapshot: %v", err)
+	}
+	proj, err := projectFunc(ctx, p, c.Settings, snap)
+	if err != nil {
+		return fail("projection failed: %v", err).wantGot(want, "an error")
+	}
+	if proj == nil {
+		return fail("projection returned nothing").wantGot(want, "nil")
+	}
+	got, err := Summarize(proj)
+	if err != nil {
+		return fail("projection: %v", err)
+	}
+	if !c.Project.equal(got) {
+		return fail("projection differs").wantGot(want, got.String())
+	}
+	if after, err := json.Marshal(snap); err != nil || !bytes.Equal(before, after) {
+		return fail("the snapshot passed to the projection was modified").wantGot(string(before), string(after))
+	}
+	if f := checkUnchanged("tools", snap.Tools, proj.Tools, func(t *mcp.Tool) string { return t.Name }, strippedTool); f != nil {
+		return f
+	}
+	if f := checkUnchanged("prompts", snap.Prompts, proj.Prompts, func(p *mcp.Prompt) string { return p.Name }, marshalItem); f != nil {
+		return f
+	}
+	if f := checkUnchanged("resources", snap.Resources, proj.Resources, func(r *mcp.Resource) string { return r.URI }, marshalItem); f != nil {
+		return f
+	}
+
+	// Project again from a fresh copy of the snapshot: a policy must give
+	// the same projection every time.
+	snap2, err := DecodeSnapshot(c.Snapshot)
+	if err != nil {
+		return fail("snapshot: %v", err)
+	}
+	proj2, err := projectFunc(ctx, p, c.Settings, snap2)
+	if err != nil {
+		return fail("nondeterministic: the second projection failed: %v", err).wantGot(got.String(), "an error")
+	}
+	if proj2 == nil {
+		return fail("second projection returned nothing").wantGot(got.String(), "nil")
+	}
+	got2, err := Summarize(proj2)
+	if err != nil {
+		return fail("second projection: %v", err)
+	}
+	if !got.equal(got2) {
+		return fail("nondeterministic: two projections of the same snapshot differ").wantGot(got.String(), got2.String())
+	}
+	return nil
+}
+
+func marshalItem[T any](v *T) ([]byte, error) { return json.Marshal(v) }
+
+// strippedTool marshals t without the two session flags in its _meta (and
+// without _meta when nothing else is left in it), which is what must be
+// identical between a snapshot tool and its projected clone.
+func strippedTool(t *mcp.Tool) ([]byte, error) {
+	c := *t
+	if c.Meta != nil {
+		m := maps.Clone(c.Meta)
+		delete(m, view.MetaTrust)
+		delete(m, view.MetaAlwaysLoad)
+		if len(m) == 0 {
+			m = nil
+		}
+		c.Meta = m
+	}
+	return json.Marshal(&c)
+}
+
+// checkUnchanged checks that each projected item is a copy of a snapshot
+// item, matched in snapshot order by name, equal under norm, and, for
+// tools, a clone rather than the snapshot's own object.
+func checkUnchanged[T any](list string, snap, proj []*T, name func(*T) string, norm func(*T) ([]byte, error)) *failure {
+	next := 0
+	for k, pt := range proj {
+		got, err := norm(pt)
+		if err != nil {
+			return fail("projected %s[%d]: %v", list, k, err)
+		}
+		match, sameName := -1, -1
+		var want []byte
+		for i := next; i < len(snap) && match < 0; i++ {
+			if name(snap[i]) != name(pt) {
+				continue
+			}
+			w, err := norm(snap[i])
+			if err != nil {
+				return fail("snapshot %s[%d]: %v", list, i, err)
+			}
+			if sameName < 0 {
+				sameName, want = i, w
+			}
+			if bytes.Equal(w, got) {
+				match = i
+			}
+		}
+		switch {
+		case sameName < 0:
+			return fail("projected %s[%d] %q is not in the snapshot after the previous item (order changed or item invented)", list, k, name(pt))
+		case match < 0:
+			return fail("projected %s[%d] %q differs from the snapshot in more than the session flags", list, k, name(pt)).
+				wantGot(string(want), string(got))
+		}
+		if list == "tools" && pt == snap[match] {
+			return fail("projected tools[%d] %q is the snapshot's own object, not a clone", k, name(pt))
+		}
+		next = match + 1
+	}
+	return nil
+}

@@ -1,0 +1,636 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/host"
+	"github.com/wasmhost/wasmhost/metakey"
+	"github.com/wasmhost/wasmhost/view"
+)
+
+func parseOne(t *testing.T, cases string) *Case {
+	t.Helper()
+	s := ParseSuite([]byte(`{"suite": "t", "cases": [` + cases + `]}`))
+	require.NoError(t, s.Err)
+	require.NotEmpty(t, s.Cases)
+	return s.Cases[len(s.Cases)-1]
+}
+
+func TestParseKinds(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		kind Kind
+	}{
+		{`{"name": "c", "settings": {}, "canonical": {"x": 1}}`, KindCanonical},
+		{`{"name": "s", "same": [{}, {"trust": null}]}`, KindSame},
+		{`{"name": "d", "differ": [{}, {"trust": true}, {"trust": false}]}`, KindDiffer},
+		{`{"name": "p", "settings": {}, "snapshot": {}, "project": {}}`, KindProject},
+		{`{"name": "r", "settings": {"trust": "x"}, "reject": true}`, KindReject},
+	} {
+		c := parseOne(t, tc.raw)
+		assert.Equal(t, tc.kind, c.Kind, "%s: %v", tc.raw, c.Err)
+		assert.NoError(t, c.Err)
+	}
+}
+
+func TestParseKeepsSettingsBytes(t *testing.T) {
+	settings := `{ "trust" : "false",  "trust": true, "includeTools": ["\u00e9", "a(b)"] }`
+	c := parseOne(t, `{"name": "r", "settings": `+settings+`, "reject": true}`)
+	require.Equal(t, KindReject, c.Kind, "%v", c.Err)
+	assert.Equal(t, settings, string(c.Settings))
+
+	c = parseOne(t, `{"name": "s", "same": [ {"a" :1}, [ ] ]}`)
+	require.Equal(t, KindSame, c.Kind, "%v", c.Err)
+	assert.Equal(t, `{"a" :1}`, string(c.Group[0]))
+	assert.Equal(t, `[ ]`, string(c.Group[1]))
+}
+
+func TestParseMalformedCases(t *testing.T) {
+	for _, tc := range []struct {
+		raw, msg string
+	}{
+		{`{"name": "typo", "settings": {}, "canonicl": {}}`, `unknown key "canonicl"`},
+		{`{"name": "none", "settings": {}}`, "keys of no kind"},
+		{`{"name": "two", "settings": {}, "canonical": {}, "reject": true}`, "several kinds: canonical, reject"},
+		{`{"name": "half project", "settings": {}, "project": {}}`, `needs "snapshot"`},
+		{`{"name": "no settings", "canonical": {}}`, `needs "settings"`},
+		{`{"name": "stray settings", "settings": {}, "same": [{}, {}]}`, `"settings" does not belong in a same case`},
+		{`{"name": "short same", "same": [{}]}`, "two or more"},
+		{`{"name": "differ not array", "differ": {}}`, "expected an array, got an object"},
+		{`{"name": "reject false", "settings": {}, "reject": false}`, "must be true"},
+		{`{"name": "dup key", "settings": {}, "canonical": {}, "canonical": {}}`, `duplicate key "canonical"`},
+		{`{"settings": {}, "canonical": {}}`, `missing "name"`},
+		{`{"name": 3, "settings": {}, "canonical": {}}`, "name: expected a string"},
+		{`{"name": "", "settings": {}, "canonical": {}}`, "name is empty"},
+		{`[1]`, "expected an object"},
+		{`{"name": "tool without name", "settings": {}, "snapshot": {"tools": [{"description": "x"}]}, "project": {}}`, `snapshot: tools[0]: missing "name"`},
+		{`{"name": "resource uri", "settings": {}, "snapshot": {"resources": [{"uri": 1}]}, "project": {}}`, "resources[0].uri: expected a string"},
+		{`{"name": "snapshot key", "settings": {}, "snapshot": {"tool": []}, "project": {}}`, `unknown key "tool"`},
+		{`{"name": "project key", "settings": {}, "snapshot": {}, "project": {"tool": []}}`, `project: unknown key "tool"`},
+		{`{"name": "project tool", "settings": {}, "snapshot": {}, "project": {"tools": [{"name": "a", "trust": true}]}}`, `missing "alwaysLoad"`},
+		{`{"name": "project flag", "settings": {}, "snapshot": {}, "project": {"tools": [{"name": "a", "trust": 1, "alwaysLoad": false}]}}`, "trust: expected a boolean"},
+		{`{"name": "project prompts", "settings": {}, "snapshot": {}, "project": {"prompts": ["a", 2]}}`, "prompts[1]: expected a string"},
+	} {
+		c := parseOne(t, tc.raw)
+		if assert.Equal(t, KindMalformed, c.Kind, tc.raw) {
+			assert.ErrorContains(t, c.Err, tc.msg, tc.raw)
+		}
+	}
+}
+
+func TestParseDuplicateNames(t *testing.T) {
+	s := ParseSuite([]byte(`{"suite": "t", "cases": [
+		{"name": "a", "settings": {}, "canonical": {}},
+		{"name": "b", "settings": {}, "canonical": {}},
+		{"name": "a", "settings": {}, "canonical": {}},
+		{"settings": {}, "canonical": {}}
+	]}`))
+	require.NoError(t, s.Err)
+	require.Len(t, s.Cases, 4)
+	assert.Equal(t, KindCanonical, s.Cases[0].Kind)
+	assert.Equal(t, KindCanonical, s.Cases[1].Kind)
+	assert.Equal(t, KindMalformed, s.Cases[2].Kind)
+	assert.ErrorContains(t, s.Cases[2].Err, "duplicate case name (first used by case #1)")
+	assert.Equal(t, "#4", s.Cases[3].Name)
+}
+
+func TestParseBadFiles(t *testing.T) {
+	for _, tc := range []struct {
+		data, msg string
+	}{
+		{"{\"suite\": \"x\",\n \"cases\": [,]}", "not valid JSON: line 2, column"},
+		{``, "not valid JSON"},
+		{`[]`, "not a suite object: expected an object, got an array"},
+		{`{"cases": []}`, `missing "suite"`},
+		{`{"suite": "x"}`, `missing "cases"`},
+		{`{"suite": 1, "cases": []}`, "suite: expected a string"},
+		{`{"suite": "x", "cases": {}}`, "cases: expected an array"},
+		{`{"suite": "x", "cases": [], "extra": 1}`, `unknown top-level key "extra"`},
+		{`{"suite": "x", "suite": "y", "cases": []}`, `duplicate key "suite"`},
+	} {
+		s := ParseSuite([]byte(tc.data))
+		assert.ErrorContains(t, s.Err, tc.msg, tc.data)
+		assert.Empty(t, s.Cases)
+	}
+}
+
+func TestLoadOrderAndErrors(t *testing.T) {
+	suites, err := Load("testdata/load", "testdata/runner/mixed.json")
+	require.NoError(t, err)
+	var got []string
+	for _, s := range suites {
+		got = append(got, s.Rel+"="+s.File)
+	}
+	want := []string{
+		"a/y.json=" + filepath.Join("testdata/load/a/y.json"),
+		"a/z.json=" + filepath.Join("testdata/load/a/z.json"),
+		"b.json=" + filepath.Join("testdata/load/b.json"),
+		"mixed.json=testdata/runner/mixed.json",
+	}
+	assert.Empty(t, cmp.Diff(want, got), "(-want +got)")
+
+	_, err = Load("testdata/does-not-exist")
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	assert.ErrorContains(t, err, "testdata/does-not-exist")
+
+	_, err = Load(t.TempDir())
+	assert.ErrorIs(t, err, ErrNoSuites)
+
+	_, err = Load()
+	assert.Error(t, err)
+}
+
+// caseOutcome is what a test expects of one result.
+type caseOutcome struct {
+	passed   bool
+	contains []string // substrings of Result.String()
+}
+
+func checkReport(t *testing.T, r *Report, want map[string]caseOutcome) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, res := range r.Results {
+		w, ok := want[res.Case]
+		if !ok {
+			continue
+		}
+		seen[res.Case] = true
+		assert.Equal(t, w.passed, res.Passed, "%s", res)
+		for _, s := range w.contains {
+			assert.Contains(t, res.String(), s)
+		}
+	}
+	for name := range want {
+		assert.True(t, seen[name], "no result for case %q", name)
+	}
+}
+
+func TestRunAgainstReference(t *testing.T) {
+	suites, err := Load("testdata/runner/mixed.json")
+	require.NoError(t, err)
+	r := Run(t.Context(), metakey.Reference{}, suites)
+	checkReport(t, r, map[string]caseOutcome{
+		"good canonical": {passed: true},
+		"good canonical, spacing and key order differ": {passed: true},
+		"wrong canonical": {contains: []string{
+			`FAIL testdata/runner/mixed.json: wrong canonical (canonical): canonical form differs: want {"trust":true,"alwaysLoadTools":false,"includeTools":null,"excludeTools":[]}; got {"trust":false,"alwaysLoadTools":false,"includeTools":null,"excludeTools":[]}`,
+		}},
+		"array order matters":             {contains: []string{`want {"trust":null,"alwaysLoadTools":false,"includeTools":null,"excludeTools":["b","a"]}`, `"excludeTools":["a","b"]}`}},
+		"good same":                       {passed: true},
+		"wrong same":                      {contains: []string{"same[0] and same[1] got different keys: want `{\"trust\":null,", "; got `{\"trust\":false,"}},
+		"good differ":                     {passed: true},
+		"wrong differ":                    {contains: []string{"differ[0] and differ[1] got the same key"}},
+		"good project":                    {passed: true},
+		"missing project keys mean empty": {passed: true},
+		"wrong project": {contains: []string{
+			`projection differs: want {"tools":[{"name":"read","trust":true,"alwaysLoad":false}],"prompts":[],"resources":[]}; got {"tools":[{"name":"read","trust":false,"alwaysLoad":false}],"prompts":[],"resources":[]}`,
+		}},
+		"good reject":           {passed: true},
+		"reject but accepted":   {contains: []string{"accepted settings it must refuse: want an error; got {"}},
+		"canonical but refused": {contains: []string{"refused the settings", "includeTools: expected"}},
+		"typo":                  {contains: []string{`(malformed): malformed case: unknown key "canonicl"`}},
+		"two kinds":             {contains: []string{"malformed case: the keys of several kinds"}},
+	})
+	assert.Equal(t, 7, r.Passed)
+	assert.Equal(t, 9, r.Failed)
+	assert.Equal(t, len(r.Results), r.Passed+r.Failed)
+	assert.Equal(t, "metakey-reference", r.Policy.Name)
+}
+
+func TestRunBrokenFileIsOneFailedCase(t *testing.T) {
+	suites, err := Load("testdata/broken")
+	require.NoError(t, err)
+	r := Run(t.Context(), metakey.Reference{}, suites)
+	require.Len(t, r.Results, 2)
+	broken := r.Results[0]
+	assert.False(t, broken.Passed)
+	assert.Equal(t, KindFile, broken.Kind)
+	assert.Equal(t, "broken.json", broken.Case)
+	assert.Equal(t, filepath.Join("testdata/broken/broken.json"), broken.File)
+	assert.Contains(t, broken.String(), "not a valid suite file: not valid JSON: line 3, column")
+	assert.True(t, r.Results[1].Passed, r.Results[1].String())
+	assert.Equal(t, "1 passed, 1 failed", r.Summary())
+}
+
+func TestReportText(t *testing.T) {
+	suites, err := Load("testdata/runner/mixed.json")
+	require.NoError(t, err)
+	r := Run(t.Context(), metakey.Reference{}, suites)
+
+	var quiet, verbose bytes.Buffer
+	require.NoError(t, r.WriteText(&quiet, false))
+	require.NoError(t, r.WriteText(&verbose, true))
+	ql := strings.Split(strings.TrimSuffix(quiet.String(), "\n"), "\n")
+	vl := strings.Split(strings.TrimSuffix(verbose.String(), "\n"), "\n")
+	assert.Len(t, ql, r.Failed+1)
+	assert.Len(t, vl, len(r.Results)+1)
+	assert.Equal(t, "7 passed, 9 failed", ql[len(ql)-1])
+	assert.Equal(t, ql[len(ql)-1], vl[len(vl)-1])
+	for _, l := range ql[:len(ql)-1] {
+		assert.True(t, strings.HasPrefix(l, "FAIL testdata/runner/mixed.json: "), l)
+	}
+	assert.Contains(t, vl, "PASS testdata/runner/mixed.json: good canonical (canonical)")
+
+	var decoded Report
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &decoded))
+	assert.Empty(t, cmp.Diff(*r, decoded), "(-want +got)")
+}
+
+// flakyKeys gives every key it computes a fresh suffix, as a plugin keying on
+// a clock or a counter would.
+type flakyKeys struct {
+	metakey.Reference
+	n atomic.Int64
+}
+
+func (f *flakyKeys) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	resp, err := f.Reference.Canonicalize(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	for i := range resp.Results {
+		if resp.Results[i].Key != "" {
+			resp.Results[i].Key += fmt.Sprintf("#%d", f.n.Add(1))
+		}
+	}
+	return resp, nil
+}
+
+// flakyCanonical keeps keys stable but numbers each canonical form.
+type flakyCanonical struct {
+	metakey.Reference
+	n atomic.Int64
+}
+
+func (f *flakyCanonical) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	resp, err := f.Reference.Canonicalize(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	for i := range resp.Results {
+		if resp.Results[i].Key != "" {
+			resp.Results[i].Canonical = json.RawMessage(fmt.Sprintf(`{"n": %d}`, f.n.Add(1)))
+		}
+	}
+	return resp, nil
+}
+
+// batchKeys makes each key depend on its position in the batch.
+type batchKeys struct{ metakey.Reference }
+
+func (b batchKeys) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	resp, err := b.Reference.Canonicalize(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	for i := range resp.Results {
+		if resp.Results[i].Key != "" {
+			resp.Results[i].Key += fmt.Sprintf("@%d", i)
+		}
+	}
+	return resp, nil
+}
+
+// flakyTrust trusts every tool on every other project call.
+type flakyTrust struct {
+	metakey.Reference
+	n atomic.Int64
+}
+
+func (f *flakyTrust) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.ProjectResponse, error) {
+	resp, err := f.Reference.Project(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if f.n.Add(1)%2 == 0 {
+		for i := range resp.Tools {
+			resp.Tools[i].Trust = !resp.Tools[i].Trust
+		}
+	}
+	return resp, nil
+}
+
+func TestRunDetectsNondeterminism(t *testing.T) {
+	suites, err := Load("testdata/runner/mixed.json")
+	require.NoError(t, err)
+
+	r := Run(t.Context(), &flakyKeys{}, suites)
+	checkReport(t, r, map[string]caseOutcome{
+		"good canonical": {contains: []string{"nondeterministic: the settings got two different keys from two canonicalize calls"}},
+		"good same":      {contains: []string{"nondeterministic: same[0] got two different keys"}},
+		"good differ":    {contains: []string{"nondeterministic: differ[0] got two different keys"}},
+		"good project":   {passed: true},
+		"good reject":    {passed: true},
+	})
+
+	r = Run(t.Context(), &flakyCanonical{}, suites)
+	checkReport(t, r, map[string]caseOutcome{
+		"good canonical": {contains: []string{"nondeterministic: the settings got two different canonical forms from two canonicalize calls: want {\"n\":1}; got {\"n\":2}"}},
+		"good same":      {contains: []string{"nondeterministic: same[0] got two different canonical forms"}},
+	})
+
+	r = Run(t.Context(), batchKeys{}, suites)
+	checkReport(t, r, map[string]caseOutcome{
+		"good canonical": {passed: true}, // a batch of one
+		"good same":      {contains: []string{"nondeterministic: same[0] got two different keys"}},
+		"wrong differ":   {contains: []string{"nondeterministic: differ[0]"}},
+	})
+
+	r = Run(t.Context(), &flakyTrust{}, suites)
+	checkReport(t, r, map[string]caseOutcome{
+		"good canonical":                  {passed: true},
+		"good project":                    {contains: []string{"nondeterministic: two projections of the same snapshot differ"}},
+		"missing project keys mean empty": {passed: true}, // no tool to flip
+	})
+}
+
+// failing is a policy whose calls fail the way a broken plugin's do.
+type failing struct {
+	metakey.Reference
+	canonErr, projErr error
+	canonResp         *abi.CanonicalizeResponse
+	projResp          *abi.ProjectResponse
+	panicMsg          string
+}
+
+func (f *failing) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	switch {
+	case f.panicMsg != "":
+		panic(f.panicMsg)
+	case f.canonErr != nil:
+		return nil, f.canonErr
+	case f.canonResp != nil:
+		return f.canonResp, nil
+	}
+	return f.Reference.Canonicalize(ctx, req)
+}
+
+func (f *failing) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.ProjectResponse, error) {
+	switch {
+	case f.projErr != nil:
+		return nil, f.projErr
+	case f.projResp != nil:
+		return f.projResp, nil
+	}
+	return f.Reference.Project(ctx, req)
+}
+
+func TestRunSurvivesBrokenPolicies(t *testing.T) {
+	suites, err := Load("testdata/runner/mixed.json")
+	require.NoError(t, err)
+	n := 0
+	for _, s := range suites {
+		n += len(s.Cases)
+	}
+
+	trap := fmt.Errorf("plugin x: canonicalize: %w: unreachable", host.ErrPluginTrap)
+	r := Run(t.Context(), &failing{canonErr: trap}, suites)
+	assert.Len(t, r.Results, n)
+	checkReport(t, r, map[string]caseOutcome{
+		"good canonical": {contains: []string{"canonicalize failed: plugin x: canonicalize: plugin trapped: unreachable"}},
+		"good reject":    {contains: []string{"canonicalize failed", "a reject case needs a per-item error"}},
+		"good project":   {passed: true}, // project alone does not canonicalize
+	})
+
+	r = Run(t.Context(), &failing{canonResp: &abi.CanonicalizeResponse{}}, suites)
+	checkReport(t, r, map[string]caseOutcome{
+		"good canonical": {contains: []string{"canonicalize: 0 results for 1 settings objects"}},
+	})
+
+	r = Run(t.Context(), &failing{panicMsg: "boom"}, suites)
+	assert.Len(t, r.Results, n)
+	checkReport(t, r, map[string]caseOutcome{
+		"good canonical": {contains: []string{"the policy panicked: boom"}},
+		"good project":   {passed: true},
+	})
+
+	timeout := fmt.Errorf("plugin x: project: %w", host.ErrPluginTimeout)
+	r = Run(t.Context(), &failing{projErr: timeout}, suites)
+	checkReport(t, r, map[string]caseOutcome{
+		"good reject":  {contains: []string{"project failed instead of refusing the settings: plugin x: project: plugin call timed out"}},
+		"good project": {contains: []string{"projection failed: plugin x: project: plugin call timed out"}},
+	})
+
+	r = Run(t.Context(), &failing{projErr: errors.New("plugin refused the input: bad settings")}, suites)
+	checkReport(t, r, map[string]caseOutcome{"good reject": {passed: true}})
+
+	r = Run(t.Context(), &failing{projResp: &abi.ProjectResponse{}}, suites)
+	checkReport(t, r, map[string]caseOutcome{
+		"good reject":  {contains: []string{"canonicalize refused the settings but project accepted them"}},
+		"good project": {contains: []string{"projection differs"}},
+	})
+
+	r = Run(t.Context(), &failing{projResp: &abi.ProjectResponse{Tools: []abi.ToolDecision{{Index: 7}}}}, suites)
+	checkReport(t, r, map[string]caseOutcome{
+		"good project": {contains: []string{"index 7 out of range"}},
+	})
+}
+
+func TestRunCancelledContext(t *testing.T) {
+	suites, err := Load("testdata/runner/mixed.json")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	r := Run(ctx, &failing{canonErr: context.Canceled, projErr: context.Canceled}, suites)
+	assert.Zero(t, r.Passed)
+}
+
+// TestRunCatchesViewContractBreaks replaces view.Project with projections
+// that break what the runner checks on its own.
+func TestRunCatchesViewContractBreaks(t *testing.T) {
+	suites, err := Load("testdata/runner/mixed.json")
+	require.NoError(t, err)
+	var good *Suite = suites[0]
+	var goodProject *Case
+	for _, c := range good.Cases {
+		if c.Name == "good project" {
+			goodProject = c
+		}
+	}
+	require.NotNil(t, goodProject)
+
+	for _, tc := range []struct {
+		name  string
+		alter func(snap *view.Snapshot, p *view.Projection)
+		msg   string
+	}{
+		{"mutates the snapshot", func(snap *view.Snapshot, p *view.Projection) {
+			snap.Tools[0].Description = "changed"
+		}, "the snapshot passed to the projection was modified"},
+		{"changes a clone", func(snap *view.Snapshot, p *view.Projection) {
+			p.Tools[0].Description = "changed"
+		}, `projected tools[0] "read" differs from the snapshot in more than the session flags: want {`},
+		{"drops other _meta", func(snap *view.Snapshot, p *view.Projection) {
+			delete(p.Tools[0].Meta, "vendor/x")
+		}, "differs from the snapshot in more than the session flags"},
+		{"shares the tool", func(snap *view.Snapshot, p *view.Projection) {
+			snap.Tools[0].Meta = p.Tools[0].Meta
+			p.Tools[0] = snap.Tools[0]
+		}, "the snapshot passed to the projection was modified"},
+		{"loses a flag", func(snap *view.Snapshot, p *view.Projection) {
+			delete(p.Tools[0].Meta, view.MetaAlwaysLoad)
+		}, `_meta lacks the session flag "wasmhost/alwaysLoad"`},
+		{"flag of the wrong type", func(snap *view.Snapshot, p *view.Projection) {
+			p.Tools[0].Meta[view.MetaTrust] = "true"
+		}, `_meta["wasmhost/trust"] is string, want a boolean`},
+		{"changes a prompt", func(snap *view.Snapshot, p *view.Projection) {
+			c := *p.Prompts[0]
+			c.Description = "new"
+			p.Prompts[0] = &c
+		}, `projected prompts[0] "read" differs`},
+		{"invents a resource", func(snap *view.Snapshot, p *view.Projection) {
+			p.Resources[0] = &mcp.Resource{URI: "file:///a", Name: "new"}
+		}, `projected resources[0] "file:///a" differs`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			projectFunc = func(ctx context.Context, p abi.Policy, settings json.RawMessage, snap *view.Snapshot) (*view.Projection, error) {
+				proj, err := view.Project(ctx, p, settings, snap)
+				if err == nil {
+					tc.alter(snap, proj)
+				}
+				return proj, err
+			}
+			t.Cleanup(func() { projectFunc = view.Project })
+			res := RunCase(t.Context(), metakey.Reference{}, good, goodProject)
+			assert.False(t, res.Passed)
+			assert.Contains(t, res.String(), tc.msg)
+		})
+	}
+}
+
+func TestCheckUnchanged(t *testing.T) {
+	name := func(tl *mcp.Tool) string { return tl.Name }
+	a := &mcp.Tool{Name: "a", Description: "A", Meta: mcp.Meta{"k": "v"}}
+	b := &mcp.Tool{Name: "b"}
+	dupA := &mcp.Tool{Name: "a", Description: "second a"}
+	clone := func(tl *mcp.Tool, trust bool) *mcp.Tool {
+		c := *tl
+		c.Meta = mcp.Meta{view.MetaTrust: trust, view.MetaAlwaysLoad: false}
+		for k, v := range tl.Meta {
+			c.Meta[k] = v
+		}
+		return &c
+	}
+	snap := []*mcp.Tool{a, b, dupA}
+
+	assert.Nil(t, checkUnchanged("tools", snap, []*mcp.Tool{clone(a, true), clone(dupA, false)}, name, strippedTool))
+	assert.Nil(t, checkUnchanged("tools", snap, []*mcp.Tool{clone(dupA, true)}, name, strippedTool))
+	assert.Nil(t, checkUnchanged("tools", snap, nil, name, strippedTool))
+
+	f := checkUnchanged("tools", snap, []*mcp.Tool{clone(dupA, true), clone(b, true)}, name, strippedTool)
+	require.NotNil(t, f)
+	assert.Contains(t, f.msg, `projected tools[1] "b" is not in the snapshot after the previous item`)
+
+	// After b only the second "a" is left, and it is not the first one.
+	f = checkUnchanged("tools", snap, []*mcp.Tool{clone(b, true), clone(a, true)}, name, strippedTool)
+	require.NotNil(t, f)
+	assert.Contains(t, f.msg, `projected tools[1] "a" differs from the snapshot in more than the session flags`)
+	assert.Contains(t, f.want, "second a")
+
+	f = checkUnchanged("tools", snap, []*mcp.Tool{a}, name, strippedTool)
+	require.NotNil(t, f)
+	assert.Contains(t, f.msg, "is the snapshot's own object, not a clone")
+
+	f = checkUnchanged("tools", snap, []*mcp.Tool{{Name: "c"}}, name, strippedTool)
+	require.NotNil(t, f)
+	assert.Contains(t, f.msg, "not in the snapshot")
+}
+
+func TestJSONEqual(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		eq   bool
+	}{
+		{`{"a": 1, "b": [1, 2]}`, `{"b":[1,2],"a":1}`, true},
+		{`{"a": 1}`, `{"a": 1.0}`, true},
+		{`{"a": 100}`, `{"a": 1e2}`, true},
+		{`[1, 2]`, `[2, 1]`, false},
+		{`{"a": null}`, `{}`, false},
+		{`{"a": []}`, `{"a": null}`, false},
+		{`"x"`, `"x"`, true},
+		{`"\u00e9"`, `"é"`, true},
+		{`true`, `"true"`, false},
+	} {
+		eq, err := jsonEqual([]byte(tc.a), []byte(tc.b))
+		require.NoError(t, err)
+		assert.Equal(t, tc.eq, eq, "%s vs %s", tc.a, tc.b)
+	}
+	_, err := jsonEqual([]byte(`{}`), []byte(`{} {}`))
+	assert.Error(t, err)
+}
+
+func TestDecodeSnapshot(t *testing.T) {
+	snap, err := DecodeSnapshot([]byte(`{
+		"tools": [{"name": "t", "description": "d", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}, "_meta": {"x": 1}}],
+		"prompts": [{"name": ""}],
+		"resources": [{"uri": "file:///r", "mimeType": "text/plain"}]
+	}`))
+	require.NoError(t, err)
+	require.Len(t, snap.Tools, 1)
+	assert.Equal(t, "d", snap.Tools[0].Description)
+	assert.True(t, snap.Tools[0].Annotations.ReadOnlyHint)
+	assert.Equal(t, "", snap.Prompts[0].Name)
+	assert.Equal(t, "text/plain", snap.Resources[0].MIMEType)
+
+	snap, err = DecodeSnapshot([]byte(`{}`))
+	require.NoError(t, err)
+	assert.Empty(t, snap.Tools)
+
+	_, err = DecodeSnapshot([]byte(`{"tools": [{"name": "a", "inputSchema": 3, "annotations": "x"}]}`))
+	assert.ErrorContains(t, err, "tools[0]")
+}
+
+// The child half of TestRunPolicyTReportsEachCase: it runs only when the
+// parent sets the variable, and is expected to fail.
+func TestRunPolicyTChild(t *testing.T) {
+	if os.Getenv("CONFORMANCE_CHILD") != "1" {
+		t.Skip("run by TestRunPolicyTReportsEachCase")
+	}
+	RunPolicyT(t, metakey.Reference{}, "testdata/runner/mixed.json", "testdata/broken")
+}
+
+func TestRunPolicyTReportsEachCase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the test binary again")
+	}
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run", "^TestRunPolicyTChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "CONFORMANCE_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "the child must fail:\n%s", out)
+	text := string(out)
+	for _, want := range []string{
+		"--- PASS: TestRunPolicyTChild/mixed.json/good_canonical ",
+		"--- FAIL: TestRunPolicyTChild/mixed.json/wrong_canonical ",
+		"--- FAIL: TestRunPolicyTChild/mixed.json/typo ",
+		"--- PASS: TestRunPolicyTChild/good.json/default ",
+		"--- FAIL: TestRunPolicyTChild/broken.json ",
+		"canonical form differs: want {",
+	} {
+		assert.Contains(t, text, want)
+	}
+}
+
+func TestShowKey(t *testing.T) {
+	assert.Equal(t, "`k{\"a\":1}`", showKey(`k{"a":1}`))
+	assert.Equal(t, `"a\nb"`, showKey("a\nb"))
+	assert.Equal(t, "\"a`b\"", showKey("a`b"))
+}

@@ -1,0 +1,277 @@
+package conformance
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wasmhost/wasmhost/view"
+)
+
+// A ProjectedTool is one tool a session sees, as a golden case states it:
+// its name and its two session flags.
+type ProjectedTool struct {
+	Name       string `json:"name"`
+	Trust      bool   `json:"trust"`
+	AlwaysLoad bool   `json:"alwaysLoad"`
+}
+
+// A Projected is the golden form of a projection: the visible tools with
+// their flags, the visible prompt names and the visible resource URIs, each
+// in snapshot order. It is the shape of a project case's "project" value and
+// of `wasmhost project` output.
+type Projected struct {
+	Tools     []ProjectedTool `json:"tools"`
+	Prompts   []string        `json:"prompts"`
+	Resources []string        `json:"resources"`
+}
+
+// normalized returns p with empty lists instead of nil ones, so that a key
+// left out of a golden case and an empty list compare (and print) alike.
+func (p Projected) normalized() Projected {
+	if p.Tools == nil {
+		p.Tools = []ProjectedTool{}
+	}
+	if p.Prompts == nil {
+		p.Prompts = []string{}
+	}
+	if p.Resources == nil {
+		p.Resources = []string{}
+	}
+	return p
+}
+
+func (p Projected) equal(q Projected) bool {
+	if len(p.Tools) != len(q.Tools) || len(p.Prompts) != len(q.Prompts) || len(p.Resources) != len(q.Resources) {
+		return false
+	}
+	for i := range p.Tools {
+		if p.Tools[i] != q.Tools[i] {
+			return false
+		}
+	}
+	for i := range p.Prompts {
+		if p.Prompts[i] != q.Prompts[i] {
+			return false
+		}
+	}
+	for i := range p.Resources {
+		if p.Resources[i] != q.Resources[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// String returns p as compact JSON with every list present.
+func (p Projected) String() string { return marshalLine(p.normalized()) }
+
+// Summarize reduces a projection to its golden form. It fails when a tool
+// does not carry both session flags as booleans in its _meta.
+func Summarize(p *view.Projection) (Projected, error) {
+	out := Projected{
+		Tools:     make([]ProjectedTool, 0, len(p.Tools)),
+		Prompts:   make([]string, 0, len(p.Prompts)),
+		Resources: make([]string, 0, len(p.Resources)),
+	}
+	for i, t := range p.Tools {
+		if t == nil {
+			return Projected{}, fmt.Errorf("projected tools[%d] is nil", i)
+		}
+		trust, err := flag(t, view.MetaTrust)
+		if err != nil {
+			return Projected{}, fmt.Errorf("projected tools[%d] (%q): %w", i, t.Name, err)
+		}
+		always, err := flag(t, view.MetaAlwaysLoad)
+		if err != nil {
+			return Projected{}, fmt.Errorf("projected tools[%d] (%q): %w", i, t.Name, err)
+		}
+		out.Tools = append(out.Tools, ProjectedTool{Name: t.Name, Trust: trust, AlwaysLoad: always})
+	}
+	for i, pr := range p.Prompts {
+		if pr == nil {
+			return Projected{}, fmt.Errorf("projected prompts[%d] is nil", i)
+		}
+		out.Prompts = append(out.Prompts, pr.Name)
+	}
+	for i, r := range p.Resources {
+		if r == nil {
+			return Projected{}, fmt.Errorf("projected resources[%d] is nil", i)
+		}
+		out.Resources = append(out.Resources, r.URI)
+	}
+	return out, nil
+}
+
+func flag(t *mcp.Tool, key string) (bool, error) {
+	v, ok := t.Meta[key]
+	if !ok {
+		return false, fmt.Errorf("_meta lacks the session flag %q", key)
+	}
+	b, ok := v.(bool)
+	if !ok {
+		return false, fmt.Errorf("_meta[%q] is %T, want a boolean", key, v)
+	}
+	return b, nil
+}
+
+// DecodeSnapshot decodes a golden snapshot, {"tools": [...], "prompts":
+// [...], "resources": [...]} with each list optional, into a view.Snapshot.
+// It is strict about the shape the golden format fixes: an unknown or
+// duplicated top-level key, a list that is not an array, an item that is not
+// an object, a tool or prompt without a string "name" or a resource without
+// a string "uri" is an error naming the JSON path. Other MCP fields of an
+// item are decoded as the MCP SDK decodes them.
+func DecodeSnapshot(raw []byte) (*view.Snapshot, error) {
+	fields, err := readObject(raw)
+	if err != nil {
+		return nil, err
+	}
+	snap := &view.Snapshot{}
+	for _, f := range fields {
+		var err error
+		switch f.key {
+		case "tools":
+			snap.Tools, err = decodeItems[mcp.Tool](f.key, f.value, "name")
+		case "prompts":
+			snap.Prompts, err = decodeItems[mcp.Prompt](f.key, f.value, "name")
+		case "resources":
+			snap.Resources, err = decodeItems[mcp.Resource](f.key, f.value, "uri")
+		default:
+			err = fmt.Errorf("unknown key %q (want tools, prompts, resources)", f.key)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return snap, nil
+}
+
+func decodeItems[T any](list string, raw json.RawMessage, required string) ([]*T, error) {
+	elems, err := readArray(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", list, err)
+	}
+	items := make([]*T, 0, len(elems))
+	for i, e := range elems {
+		fields, err := readObject(e)
+		if err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", list, i, err)
+		}
+		found := false
+		for _, f := range fields {
+			if f.key == required {
+				if jsonKind(f.value) != "a string" {
+					return nil, fmt.Errorf("%s[%d].%s: expected a string, got %s", list, i, required, jsonKind(f.value))
+				}
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("%s[%d]: missing %q", list, i, required)
+		}
+		item := new(T)
+		if err := json.Unmarshal(e, item); err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", list, i, err)
+		}
+		items = append(items, item)
+	}
+	return items, nil
+}
+
+// decodeProjected strictly decodes a project case's expected projection.
+func decodeProjected(raw []byte) (Projected, error) {
+	fields, err := readObject(raw)
+	if err != nil {
+		return Projected{}, err
+	}
+	var p Projected
+	for _, f := range fields {
+		switch f.key {
+		case "tools":
+			elems, err := readArray(f.value)
+			if err != nil {
+				return Projected{}, fmt.Errorf("tools: %w", err)
+			}
+			p.Tools = make([]ProjectedTool, 0, len(elems))
+			for i, e := range elems {
+				t, err := decodeProjectedTool(e)
+				if err != nil {
+					return Projected{}, fmt.Errorf("tools[%d]: %w", i, err)
+				}
+				p.Tools = append(p.Tools, t)
+			}
+		case "prompts", "resources":
+			names, err := decodeStrings(f.value)
+			if err != nil {
+				return Projected{}, fmt.Errorf("%s%w", f.key, err)
+			}
+			if f.key == "prompts" {
+				p.Prompts = names
+			} else {
+				p.Resources = names
+			}
+		default:
+			return Projected{}, fmt.Errorf("unknown key %q (want tools, prompts, resources)", f.key)
+		}
+	}
+	return p, nil
+}
+
+func decodeProjectedTool(raw []byte) (ProjectedTool, error) {
+	fields, err := readObject(raw)
+	if err != nil {
+		return ProjectedTool{}, err
+	}
+	var t ProjectedTool
+	have := map[string]bool{}
+	for _, f := range fields {
+		var err error
+		switch f.key {
+		case "name":
+			err = decodeTyped(f.value, "a string", &t.Name)
+		case "trust":
+			err = decodeTyped(f.value, "a boolean", &t.Trust)
+		case "alwaysLoad":
+			err = decodeTyped(f.value, "a boolean", &t.AlwaysLoad)
+		default:
+			err = fmt.Errorf("unknown key (want name, trust, alwaysLoad)")
+		}
+		if err != nil {
+			return ProjectedTool{}, fmt.Errorf("%s: %w", f.key, err)
+		}
+		have[f.key] = true
+	}
+	for _, k := range []string{"name", "trust", "alwaysLoad"} {
+		if !have[k] {
+			return ProjectedTool{}, fmt.Errorf("missing %q", k)
+		}
+	}
+	return t, nil
+}
+
+// decodeStrings decodes an array of strings; errors start with the index
+// path ("[2]: ...") or ": ..." so the caller can prefix the key.
+func decodeStrings(raw []byte) ([]string, error) {
+	elems, err := readArray(raw)
+	if err != nil {
+		return nil, fmt.Errorf(": %w", err)
+	}
+	out := make([]string, 0, len(elems))
+	for i, e := range elems {
+		var s string
+		if err := decodeTyped(e, "a string", &s); err != nil {
+			return nil, fmt.Errorf("[%d]: %w", i, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func decodeTyped(raw []byte, kind string, v any) error {
+	if got := jsonKind(raw); got != kind {
+		return fmt.Errorf("expected %s, got %s", kind, got)
+	}
+	return json.Unmarshal(raw, v)
+}

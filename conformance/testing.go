@@ -1,0 +1,55 @@
+package conformance
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/host"
+)
+
+// RunT loads the plugin at wasmPath with the host's default limits and runs
+// the suites at paths against it, each file as a subtest of t and each case
+// as a subtest of its file (TestX/FILE/CASE). A plugin that cannot be loaded
+// or a path that cannot be read stops the test with t.Fatal. The compiled
+// plugin is cached in $WASMHOST_CACHE_DIR when that is set.
+func RunT(t *testing.T, wasmPath string, paths ...string) {
+	t.Helper()
+	p, err := host.LoadFile(t.Context(), wasmPath, host.Options{CacheDir: os.Getenv("WASMHOST_CACHE_DIR")})
+	if err != nil {
+		t.Fatalf("conformance: load plugin: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(context.Background()); err != nil {
+			t.Errorf("conformance: close plugin %s: %v", wasmPath, err)
+		}
+	})
+	RunPolicyT(t, p, paths...)
+}
+
+// RunPolicyT runs the suites at paths against p, each file as a subtest of t
+// and each case as a subtest of its file. A path that cannot be read stops
+// the test with t.Fatal.
+func RunPolicyT(t *testing.T, p abi.Policy, paths ...string) {
+	t.Helper()
+	suites, err := Load(paths...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range suites {
+		t.Run(s.Rel, func(t *testing.T) {
+			if s.Err != nil {
+				t.Error(fileResult(s).String())
+				return
+			}
+			for _, c := range s.Cases {
+				t.Run(c.Name, func(t *testing.T) {
+					if res := RunCase(t.Context(), p, s, c); !res.Passed {
+						t.Error(res.String())
+					}
+				})
+			}
+		})
+	}
+}

@@ -1,0 +1,141 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/abi"
+	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
+)
+
+// The expectations below come from the contract's canonical form (key
+// order trust, alwaysLoadTools, includeTools, excludeTools; no spaces) and
+// policy-semantics.md.
+
+func TestDefaultPluginLoad(t *testing.T) {
+	p := loadDefault(t, Options{})
+	assert.Equal(t, DefaultName, p.Name())
+	assert.Equal(t, abi.Handshake{ABI: abi.Version, Name: "policy-default", Version: "1.0.0"}, p.Handshake())
+	sum := sha256.Sum256(policydefault.Wasm)
+	assert.Equal(t, hex.EncodeToString(sum[:]), p.Digest())
+
+	insp, err := inspect(context.Background(), policydefault.Wasm, Options{CacheDir: testCacheDir})
+	require.NoError(t, err)
+	assert.True(t, insp.Accepted, insp.Reason)
+	for _, imp := range insp.Imports {
+		assert.Contains(t, []string{moduleExtismEnv, moduleWASI}, imp.Module)
+	}
+}
+
+func TestDefaultPluginCanonicalize(t *testing.T) {
+	p := loadDefault(t, Options{})
+	const empty = `{"trust":null,"alwaysLoadTools":false,"includeTools":null,"excludeTools":[]}`
+	tests := []struct {
+		settings string
+		key      string // or
+		err      string
+	}{
+		{`{}`, empty, ""},
+		{`{"trust":null,"alwaysLoadTools":false,"excludeTools":null}`, empty, ""},
+		{`{"trust":false}`, `{"trust":false,"alwaysLoadTools":false,"includeTools":null,"excludeTools":[]}`, ""},
+		{`{"trust":true,"alwaysLoadTools":true}`, `{"trust":true,"alwaysLoadTools":true,"includeTools":null,"excludeTools":[]}`, ""},
+		{`{"includeTools":["b(x)","a","a","(y)"],"excludeTools":["z","z(1)","z"]}`,
+			`{"trust":null,"alwaysLoadTools":false,"includeTools":["","a","b"],"excludeTools":["z","z(1)"]}`, ""},
+		{`{"includeTools":[]}`, `{"trust":null,"alwaysLoadTools":false,"includeTools":[],"excludeTools":[]}`, ""},
+		{`{"includeTools":["<b>"]}`, `{"trust":null,"alwaysLoadTools":false,"includeTools":["\u003cb\u003e"],"excludeTools":[]}`, ""},
+		{`{"trust":"false"}`, "", "trust: expected a boolean or null, got a string"},
+		{`{"includeTools":["a",7]}`, "", "includeTools[1]: expected a string, got a number"},
+		{`[]`, "", "expected an object, got an array"},
+		{`{"trust":true,"trust":false}`, "", `duplicate key "trust"`},
+	}
+	req := &abi.CanonicalizeRequest{}
+	for _, tt := range tests {
+		req.Settings = append(req.Settings, json.RawMessage(tt.settings))
+	}
+	resp, err := p.Canonicalize(context.Background(), req)
+	require.NoError(t, err)
+	require.Len(t, resp.Results, len(tests))
+	for i, tt := range tests {
+		got := resp.Results[i]
+		if tt.err != "" {
+			assert.Contains(t, got.Error, tt.err, "settings %s", tt.settings)
+			assert.Empty(t, got.Key, "settings %s", tt.settings)
+			continue
+		}
+		assert.Empty(t, got.Error, "settings %s", tt.settings)
+		assert.Equal(t, tt.key, got.Key, "settings %s", tt.settings)
+	}
+}
+
+func TestDefaultPluginProject(t *testing.T) {
+	p := loadDefault(t, Options{})
+	ctx := context.Background()
+	resp, err := p.Project(ctx, &abi.ProjectRequest{
+		Settings:  json.RawMessage(`{"includeTools":["a","b(x)","p"],"excludeTools":["b"],"trust":true,"alwaysLoadTools":true}`),
+		Tools:     []string{"a", "b", "c", ""},
+		Prompts:   []string{"p", "x", "b"},
+		Resources: []string{"file:///1", "file:///2"},
+	})
+	require.NoError(t, err)
+	want := &abi.ProjectResponse{
+		Tools:     []abi.ToolDecision{{Index: 0, Trust: true, AlwaysLoad: true}},
+		Prompts:   []int{0},
+		Resources: []int{0, 1},
+	}
+	if diff := cmp.Diff(want, resp); diff != "" {
+		t.Errorf("projection (-want +got):\n%s", diff)
+	}
+
+	resp, err = p.Project(ctx, &abi.ProjectRequest{
+		Settings: json.RawMessage(`{"trust":false}`),
+		Tools:    []string{"x", "y"},
+	})
+	require.NoError(t, err)
+	want = &abi.ProjectResponse{
+		Tools:     []abi.ToolDecision{{Index: 0}, {Index: 1}},
+		Prompts:   []int{},
+		Resources: []int{},
+	}
+	if diff := cmp.Diff(want, resp); diff != "" {
+		t.Errorf("projection (-want +got):\n%s", diff)
+	}
+
+	_, err = p.Project(ctx, &abi.ProjectRequest{Settings: json.RawMessage(`{"excludeTools":{}}`), Tools: []string{"x"}})
+	require.ErrorIs(t, err, ErrPluginRefused)
+	assert.Contains(t, err.Error(), `plugin "embedded:policy-default": project: plugin refused the input: `)
+	assert.Contains(t, err.Error(), "excludeTools: expected")
+}
+
+func TestDefaultPluginHammer(t *testing.T) {
+	p := loadDefault(t, Options{MaxInstances: 2})
+	hammer(t, p, func(t *testing.T, g, i int) {
+		name := fmt.Sprintf("t%d", i%5)
+		if i%2 == 0 {
+			resp, err := p.Canonicalize(context.Background(), &abi.CanonicalizeRequest{Settings: raws(
+				fmt.Sprintf(`{"excludeTools":[%q]}`, name),
+			)})
+			if assert.NoError(t, err) {
+				assert.Equal(t, fmt.Sprintf(`{"trust":null,"alwaysLoadTools":false,"includeTools":null,"excludeTools":[%q]}`, name), resp.Results[0].Key)
+			}
+			return
+		}
+		resp, err := p.Project(context.Background(), &abi.ProjectRequest{
+			Settings: json.RawMessage(fmt.Sprintf(`{"excludeTools":[%q]}`, name)),
+			Tools:    []string{"t0", "t1", "t2", "t3", "t4"},
+		})
+		if assert.NoError(t, err) && assert.Len(t, resp.Tools, 4) {
+			for _, d := range resp.Tools {
+				assert.NotEqual(t, name, fmt.Sprintf("t%d", d.Index))
+			}
+		}
+	})
+	assert.LessOrEqual(t, p.stats.peak.Load(), int64(2))
+}

@@ -1,0 +1,61 @@
+package host
+
+import "errors"
+
+// Load refusals. Load, LoadFile, LoadDefault and Inspect wrap these; the
+// message names the plugin and the detail (digests, versions, imports,
+// exports).
+var (
+	// ErrNotWasm is returned when the bytes do not start with the
+	// WebAssembly magic number and binary version 1 (for example a text
+	// file, an empty file or a component-model binary).
+	ErrNotWasm = errors.New("not a WebAssembly module")
+	// ErrDigestMismatch is returned when Options.PinSHA256 is set and the
+	// SHA-256 of the bytes differs from it (or the pin is not a hex
+	// SHA-256). The check runs before the bytes are compiled.
+	ErrDigestMismatch = errors.New("wasm digest does not match the pinned SHA-256")
+	// ErrHandshake is returned when the handshake export fails (refusal,
+	// trap, timeout), or its output is not a well-formed ABI v1 handshake.
+	// A failing call also wraps the call error (ErrPluginRefused, ...).
+	ErrHandshake = errors.New("bad handshake")
+	// ErrABIVersion is returned when the handshake reports an ABI version
+	// other than abi.Version; the message names both versions.
+	ErrABIVersion = errors.New("unsupported ABI version")
+	// ErrMissingExport is returned when the module lacks one of the exports
+	// in abi.RequiredExports, or exports it with a signature other than
+	// () -> i32; the message names each of them.
+	ErrMissingExport = errors.New("missing required export")
+	// ErrUnknownImport is returned when the module imports something the
+	// host does not provide: any module other than "extism:host/env" and
+	// "wasi_snapshot_preview1", or a name those modules lack. The message
+	// names each module and name.
+	ErrUnknownImport = errors.New("unknown import")
+)
+
+// Call failures, returned by Plugin.Canonicalize and Plugin.Project (and
+// wrapped in ErrHandshake at load). Each message names the plugin and the
+// export.
+var (
+	// ErrPluginTimeout is returned when a call runs past the call timeout
+	// (Options.CallTimeout). The instance is discarded. When the caller's
+	// own context ends first, the call returns that context's error
+	// instead.
+	ErrPluginTimeout = errors.New("plugin call timed out")
+	// ErrPluginTrap is returned when a call traps (unreachable, out of
+	// bounds access, out of memory, a Go panic in the guest), calls a host
+	// function the sandbox refuses (HTTP, vars), or the guest runtime exits
+	// (WASI proc_exit with any code). The instance is discarded.
+	ErrPluginTrap = errors.New("plugin trapped")
+	// ErrBadOutput is returned when a call's output breaks ABI v1: more than
+	// abi.MaxOutputBytes, not a single JSON object of the export's output
+	// type, failing abi.ValidateCanonicalize or abi.ValidateProject, or a
+	// status and error message that disagree. The instance is discarded.
+	ErrBadOutput = errors.New("plugin returned bad output")
+	// ErrPluginRefused is returned when the plugin refuses the input: a
+	// non-zero status with an Extism error message, which the error quotes.
+	// The instance stays in the pool.
+	ErrPluginRefused = errors.New("plugin refused the input")
+	// ErrClosed is returned by calls made after Plugin.Close started, and by
+	// calls that Close terminated.
+	ErrClosed = errors.New("plugin is closed")
+)

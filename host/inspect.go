@@ -1,0 +1,61 @@
+package host
+
+import (
+	"context"
+
+	"github.com/wasmhost/wasmhost/abi"
+)
+
+// An Inspection is what Inspect learned about a wasm module and whether
+// Load would accept it.
+type Inspection struct {
+	// SHA256 is the hex SHA-256 of the bytes, the value for a pin.
+	SHA256 string `json:"sha256"`
+	// Size is the length of the bytes.
+	Size int `json:"size"`
+	// Imports and Exports are the module's, exports sorted by name; empty
+	// when the bytes did not compile.
+	Imports []Import `json:"imports"`
+	Exports []Export `json:"exports"`
+	// Handshake is the decoded handshake output, when the handshake export
+	// could be called and returned a JSON object.
+	Handshake *abi.Handshake `json:"handshake,omitempty"`
+	// Accepted reports whether Load (default Options, no pin) accepts the
+	// module; Reason says why not.
+	Accepted bool   `json:"accepted"`
+	Reason   string `json:"reason,omitempty"`
+	// Err is the error Load would return (it wraps the sentinel, e.g.
+	// ErrABIVersion); nil when accepted.
+	Err error `json:"-"`
+}
+
+// inspectName names the module in Inspect's messages.
+const inspectName = "inspected module"
+
+// Inspect runs Load's checks on wasm with default Options and reports what
+// it found, for `wasmhost inspect`. Refusals are reported in the
+// Inspection; the error is non-nil only when ctx ended.
+func Inspect(ctx context.Context, wasm []byte) (*Inspection, error) {
+	return inspect(ctx, wasm, Options{})
+}
+
+// inspect is Inspect with Options (tests pass a CacheDir).
+func inspect(ctx context.Context, wasm []byte, opts Options) (*Inspection, error) {
+	insp := &Inspection{}
+	p, err := load(ctx, inspectName, wasm, opts, insp)
+	if p != nil {
+		_ = p.Close(context.Background())
+	}
+	insp.Imports, insp.Exports = nonNil(insp.Imports), nonNil(insp.Exports)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		insp.Err, insp.Reason = err, err.Error()
+		return insp, nil
+	}
+	insp.Accepted = true
+	h := p.Handshake()
+	insp.Handshake = &h
+	return insp, nil
+}

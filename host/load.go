@@ -1,0 +1,204 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	extism "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero"
+
+	"github.com/wasmhost/wasmhost/abi"
+	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
+)
+
+// DefaultName is the Name of the plugin LoadDefault loads.
+const DefaultName = "embedded:policy-default"
+
+// Load checks, compiles and starts the plugin in wasm. name says where the
+// bytes came from, for messages and Plugin.Name. In order, Load refuses:
+// bytes whose SHA-256 differs from opts.PinSHA256 (ErrDigestMismatch,
+// before compiling), bytes that are not a core wasm module (ErrNotWasm), a
+// module that does not compile, imports the sandbox lacks
+// (ErrUnknownImport), missing exports (ErrMissingExport), a failing or
+// malformed handshake (ErrHandshake) and an ABI version other than
+// abi.Version (ErrABIVersion). The instance that answered the handshake is
+// kept for the first call.
+func Load(ctx context.Context, name string, wasm []byte, opts Options) (*Plugin, error) {
+	return load(ctx, name, wasm, opts, nil)
+}
+
+// LoadFile loads the plugin in the file at path; the path is its name.
+func LoadFile(ctx context.Context, path string, opts Options) (*Plugin, error) {
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %q: %w", path, err)
+	}
+	return Load(ctx, path, wasm, opts)
+}
+
+// LoadDefault loads the default policy plugin embedded in the binary
+// (package plugins/policy-default), named DefaultName.
+func LoadDefault(ctx context.Context, opts Options) (*Plugin, error) {
+	return Load(ctx, DefaultName, policydefault.Wasm, opts)
+}
+
+// extismLogs routes plugin log calls to the instances' loggers; see load.
+var extismLogs sync.Once
+
+// load runs the load pipeline. With insp non-nil (Inspect), it records what
+// it finds there and, when only exports are missing, still tries the
+// handshake; the error it returns is the first refusal either way.
+func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Inspection) (_ *Plugin, err error) {
+	start := time.Now()
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("plugin %q: %w", name, fmt.Errorf(format, args...))
+	}
+	cfg, err := opts.resolve()
+	if err != nil {
+		return nil, fail("%w", err)
+	}
+	sum := sha256.Sum256(wasm)
+	digest := hex.EncodeToString(sum[:])
+	if insp != nil {
+		insp.SHA256, insp.Size = digest, len(wasm)
+	}
+	if cfg.pin != "" && cfg.pin != digest {
+		return nil, fail("%w: the wasm has sha256 %s, the pin is %s", ErrDigestMismatch, digest, cfg.pin)
+	}
+	if err := checkHeader(wasm); err != nil {
+		return nil, fail("%w", err)
+	}
+
+	var cache wazero.CompilationCache
+	if cfg.cacheDir != "" {
+		if cache, err = wazero.NewCompilationCacheWithDir(cfg.cacheDir); err != nil {
+			return nil, fail("compilation cache %q: %w", cfg.cacheDir, err)
+		}
+	} else {
+		cache = wazero.NewCompilationCache()
+	}
+	rc := wazero.NewRuntimeConfig().
+		WithCompilationCache(cache).
+		WithMemoryLimitPages(cfg.pages).
+		WithCloseOnContextDone(true)
+	manifest := extism.Manifest{
+		Wasm: []extism.Wasm{extism.WasmData{Data: wasm, Name: "main"}},
+		// Vars and HTTP responses are disabled by their zero sizes; config,
+		// allowed hosts and allowed paths stay empty; the host applies its
+		// own per-call deadline instead of Manifest.Timeout.
+		Memory: &extism.ManifestMemory{MaxPages: cfg.pages, MaxHttpResponseBytes: 0, MaxVarBytes: 0},
+	}
+	compiled, err := extism.NewCompiledPlugin(ctx, manifest, extism.PluginConfig{RuntimeConfig: rc, EnableWasi: true}, nil)
+	if err != nil {
+		_ = cache.Close(context.Background())
+		return nil, fail("compile: %w", err)
+	}
+	p := &Plugin{
+		name:      name,
+		digest:    digest,
+		cfg:       cfg,
+		log:       cfg.log,
+		compiled:  compiled,
+		cache:     cache,
+		memoLimit: memoEntries,
+		slots:     make(chan struct{}, cfg.maxInstances),
+		idle:      make(chan *instance, cfg.maxInstances),
+		done:      make(chan struct{}),
+		memo:      map[string]abi.CanonicalResult{},
+	}
+	defer func() {
+		if err != nil {
+			_ = p.Close(context.Background())
+		}
+	}()
+
+	info, err := parseModule(wasm)
+	if err != nil {
+		return nil, fail("reading sections: %w", err)
+	}
+	if insp != nil {
+		insp.Imports, insp.Exports = info.imports, info.exports
+	}
+	if err := checkImports(info.imports); err != nil {
+		return nil, fail("%w", err)
+	}
+	exportErr := checkExports(info.exports, abi.RequiredExports)
+	if exportErr != nil && (insp == nil || checkExports(info.exports, []string{abi.ExportHandshake}) != nil) {
+		return nil, fail("%w", exportErr)
+	}
+
+	if cfg.log.Enabled(ctx, slog.LevelDebug) {
+		// extism drops plugin log calls below a process-wide level that
+		// defaults to off; a debug logger asks for debug and above. Not
+		// trace: extism logs its own trace messages while it creates an
+		// instance, before SetLogger can route them, to the log package.
+		extismLogs.Do(func() { extism.SetLogLevel(extism.LogLevelDebug) })
+	}
+	inst, err := p.newInstance(ctx)
+	if err != nil {
+		return nil, fail("instantiate: %w", err)
+	}
+	out, _, callErr := p.invoke(ctx, inst, abi.ExportHandshake, nil)
+	var h abi.Handshake
+	switch {
+	case callErr != nil && ctx.Err() != nil:
+		err = fail("handshake: %w", callErr)
+	case callErr != nil:
+		err = fail("%w: %w", ErrHandshake, callErr)
+	default:
+		if h, err = decodeHandshake(out, insp); err != nil {
+			err = fail("%w", err)
+		} else if exportErr != nil {
+			err = fail("%w", exportErr)
+		}
+	}
+	if err != nil {
+		p.closeInstance(inst)
+		return nil, err
+	}
+	p.handshake = h
+	p.idle <- inst
+	cfg.log.LogAttrs(ctx, slog.LevelInfo, "plugin loaded",
+		slog.String("plugin", name), slog.String("sha256", digest),
+		slog.String("policy", h.Name), slog.String("version", h.Version),
+		slog.Duration("took", time.Since(start)))
+	return p, nil
+}
+
+// decodeHandshake decodes and checks a handshake output. The ABI version is
+// read first, leniently, so a plugin of another ABI version is refused with
+// ErrABIVersion even if its handshake has fields v1 lacks.
+func decodeHandshake(out []byte, insp *Inspection) (abi.Handshake, error) {
+	var lenient abi.Handshake
+	lenientErr := json.Unmarshal(out, &lenient)
+	if insp != nil && lenientErr == nil {
+		insp.Handshake = &lenient
+	}
+	var probe map[string]json.RawMessage
+	if json.Unmarshal(out, &probe) == nil {
+		var version int
+		if json.Unmarshal(probe["abi"], &version) == nil && version != abi.Version {
+			var name string
+			_ = json.Unmarshal(probe["name"], &name)
+			return abi.Handshake{}, fmt.Errorf("%w: %w", ErrABIVersion, abi.ValidateHandshake(&abi.Handshake{ABI: version, Name: name}))
+		}
+	}
+	var h abi.Handshake
+	if err := decodeStrict(out, &h); err != nil {
+		return abi.Handshake{}, fmt.Errorf("%w: %w", ErrHandshake, err)
+	}
+	if _, ok := probe["abi"]; !ok {
+		return abi.Handshake{}, fmt.Errorf("%w: no \"abi\" field", ErrHandshake)
+	}
+	if err := abi.ValidateHandshake(&h); err != nil {
+		return abi.Handshake{}, fmt.Errorf("%w: %w", ErrHandshake, err)
+	}
+	return h, nil
+}

@@ -1,0 +1,75 @@
+package host
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// testCacheDir is a compilation cache shared by every test in the binary:
+// the default plugin compiles once (seconds, more under -race) and later
+// loads read the cache.
+var testCacheDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "wasmhost-host-test-cache-")
+	if err != nil {
+		panic(err)
+	}
+	testCacheDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			println("goleak:", err.Error())
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// watWasm returns testplugins/wat/<name>.wasm.
+func watWasm(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testplugins", "wat", name+".wasm"))
+	require.NoError(t, err)
+	return b
+}
+
+// loadWat loads testplugins/wat/<name>.wasm and closes it when t ends.
+func loadWat(t testing.TB, name string, opts Options) *Plugin {
+	t.Helper()
+	p, err := Load(context.Background(), name, watWasm(t, name), opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close(context.Background())) })
+	return p
+}
+
+// loadDefault loads the embedded default plugin through the shared cache
+// (with a one-minute call timeout unless opts sets one) and closes it when
+// t ends.
+func loadDefault(t testing.TB, opts Options) *Plugin {
+	t.Helper()
+	opts.CacheDir = testCacheDir
+	if opts.CallTimeout == 0 {
+		// These tests are not about timeouts; the machine is shared and
+		// -race slows the host side of each call.
+		opts.CallTimeout = time.Minute
+	}
+	p, err := LoadDefault(context.Background(), opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close(context.Background())) })
+	return p
+}
+
+// shortTimeout is the call timeout of tests that expect timeouts.
+const shortTimeout = 200 * time.Millisecond
+
+// timeoutMargin is how much later than its limit a timed-out call may
+// return in tests (the machine is shared and -race is slow).
+const timeoutMargin = 5 * time.Second

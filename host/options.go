@@ -1,0 +1,89 @@
+package host
+
+import (
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/wasmhost/wasmhost/abi"
+)
+
+// Options configure how a plugin is loaded and run. The zero value is the
+// ABI v1 defaults: abi.DefaultMemoryLimitBytes, abi.DefaultCallTimeoutMillis,
+// no pin, no disk cache, GOMAXPROCS instances, no logging.
+type Options struct {
+	// MemoryLimitBytes caps each linear memory of an instance (the plugin's
+	// own and the Extism kernel's), rounded down to whole 64 KiB pages.
+	// 0 means abi.DefaultMemoryLimitBytes; at most 4 GiB.
+	MemoryLimitBytes uint64
+	// CallTimeout bounds one export call, including the guest runtime's
+	// first-call initialization. 0 means abi.DefaultCallTimeoutMillis.
+	CallTimeout time.Duration
+	// PinSHA256, when non-empty, is the hex SHA-256 the wasm bytes must
+	// have (case-insensitive); other bytes are refused before compiling.
+	PinSHA256 string
+	// CacheDir, when non-empty, is a directory for wazero's compilation
+	// cache, so that loading the same wasm again (in this process or a later
+	// one) skips compiling it. "" keeps compiled code in memory only.
+	CacheDir string
+	// MaxInstances bounds the instances (and so the concurrent calls) of
+	// one Plugin. 0 means runtime.GOMAXPROCS(0).
+	MaxInstances int
+	// Logger receives load and instance events, and at debug level the
+	// plugin's own log and stdout/stderr output. nil discards everything.
+	Logger *slog.Logger
+}
+
+// settings are Options with the defaults applied and the values checked.
+type settings struct {
+	pages        uint32
+	timeout      time.Duration
+	pin          string
+	cacheDir     string
+	maxInstances int
+	log          *slog.Logger
+}
+
+const (
+	pageSize = 64 << 10
+	maxPages = 65536 // 4 GiB, the most a 32-bit memory can address
+)
+
+func (o Options) resolve() (settings, error) {
+	s := settings{
+		timeout:      o.CallTimeout,
+		pin:          strings.ToLower(strings.TrimSpace(o.PinSHA256)),
+		cacheDir:     o.CacheDir,
+		maxInstances: o.MaxInstances,
+		log:          o.Logger,
+	}
+	mem := o.MemoryLimitBytes
+	if mem == 0 {
+		mem = abi.DefaultMemoryLimitBytes
+	}
+	switch {
+	case mem < pageSize:
+		return s, fmt.Errorf("memory limit %d bytes is less than one 64 KiB page", mem)
+	case mem/pageSize > maxPages:
+		return s, fmt.Errorf("memory limit %d bytes is over the 4 GiB a wasm memory can address", mem)
+	}
+	s.pages = uint32(mem / pageSize)
+	if s.timeout <= 0 {
+		s.timeout = abi.DefaultCallTimeoutMillis * time.Millisecond
+	}
+	if s.maxInstances <= 0 {
+		s.maxInstances = runtime.GOMAXPROCS(0)
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.pin != "" {
+		if b, err := hex.DecodeString(s.pin); err != nil || len(b) != 32 {
+			return s, fmt.Errorf("%w: pin %q is not a hex SHA-256 (64 hex digits)", ErrDigestMismatch, o.PinSHA256)
+		}
+	}
+	return s, nil
+}

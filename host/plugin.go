@@ -1,0 +1,528 @@
+// Package host runs wasmhost policy plugins: WebAssembly modules speaking
+// ABI v1 (package abi, abi/SPEC.md) through Extism, in a sandbox without
+// filesystem, environment, network or real clock.
+//
+// Load checks a module before it runs anything else: the SHA-256 pin, the
+// wasm header, compilation, imports (only the Extism kernel and WASI) and
+// exports (handshake, canonicalize, project), then calls handshake and
+// refuses other ABI versions. A loaded Plugin keeps a bounded pool of
+// instances; each call runs on one instance under a memory cap and a
+// timeout, and an instance that timed out, trapped or produced bad output
+// is discarded. *Plugin implements abi.Policy.
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	extism "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/wasmhost/wasmhost/abi"
+)
+
+// memoEntries bounds the canonicalize memo of one Plugin; the memo is
+// cleared when it would grow past it.
+const memoEntries = 65536
+
+// maxRefusalText caps the plugin error message quoted in an error.
+const maxRefusalText = 1 << 10
+
+// A Plugin is one loaded policy plugin build: its compiled module and a pool
+// of instances. It is safe for concurrent use; calls beyond MaxInstances
+// wait for a free instance.
+type Plugin struct {
+	name      string
+	digest    string
+	handshake abi.Handshake
+	cfg       settings
+	log       *slog.Logger
+	compiled  *extism.CompiledPlugin
+	cache     wazero.CompilationCache
+	memoLimit int
+
+	// slots holds one token per instance in use (capacity MaxInstances).
+	slots chan struct{}
+	// idle holds healthy instances between calls.
+	idle chan *instance
+	// done is closed when Close starts.
+	done chan struct{}
+	// inflight counts acquired instances; Add happens under mu while open.
+	inflight sync.WaitGroup
+	nextID   atomic.Uint64
+	stats    stats
+
+	mu     sync.Mutex
+	closed bool
+	memo   map[string]abi.CanonicalResult
+}
+
+// stats count pool events (read by tests and logs).
+type stats struct {
+	calls, created, discarded atomic.Int64
+	// live is the number of instances not yet closed; peak its maximum.
+	live, peak atomic.Int64
+}
+
+// An instance is one Extism plugin instance, used by one call at a time.
+type instance struct {
+	id  uint64
+	ext *extism.Plugin
+	// exited is set when wazero closes one of the instance's modules: a
+	// WASI proc_exit, a context-done termination or Close.
+	exited   atomic.Bool
+	exitCode atomic.Uint32
+}
+
+// Name returns where the plugin came from: the file path, the name passed
+// to Load, or "embedded:policy-default".
+func (p *Plugin) Name() string { return p.name }
+
+// Digest returns the hex SHA-256 of the wasm bytes.
+func (p *Plugin) Digest() string { return p.digest }
+
+// Handshake returns what the plugin reported about itself at load.
+func (p *Plugin) Handshake() abi.Handshake {
+	h := p.handshake
+	h.Wants = append([]string(nil), h.Wants...)
+	return h
+}
+
+var _ abi.Policy = (*Plugin)(nil)
+
+// Canonicalize asks the plugin for the canonical form and key of each
+// settings object. Results already known for the same settings bytes come
+// from the memo; the rest go to the plugin in calls of at most abi.MaxBatch
+// settings, each response checked with abi.ValidateCanonicalize. An empty
+// settings object (nil) is sent as null.
+func (p *Plugin) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	const export = abi.ExportCanonicalize
+	if req == nil {
+		return nil, p.errorf(export, "nil request")
+	}
+	results := make([]abi.CanonicalResult, len(req.Settings))
+	var (
+		pending []json.RawMessage // distinct settings the memo lacks, in first-seen order
+		where   map[string][]int  // positions of each pending settings object
+	)
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, p.errorf(export, "%w", ErrClosed)
+	}
+	for i, s := range req.Settings {
+		if len(s) == 0 {
+			s = json.RawMessage("null")
+		}
+		if r, ok := p.memo[string(s)]; ok {
+			results[i] = cloneResult(r)
+			continue
+		}
+		if where == nil {
+			where = map[string][]int{}
+		}
+		k := string(s)
+		if _, seen := where[k]; !seen {
+			pending = append(pending, s)
+		}
+		where[k] = append(where[k], i)
+	}
+	p.mu.Unlock()
+	for _, s := range pending {
+		if !json.Valid(s) {
+			return nil, p.errorf(export, "settings[%d] is not valid JSON", where[string(s)][0])
+		}
+	}
+	for start := 0; start < len(pending); start += abi.MaxBatch {
+		batch := pending[start:min(start+abi.MaxBatch, len(pending))]
+		got, err := p.canonicalizeBatch(ctx, batch)
+		if err != nil {
+			if len(pending) > abi.MaxBatch {
+				return nil, p.errorf(export, "batch of %d settings from #%d: %w", len(batch), start, err)
+			}
+			return nil, p.errorf(export, "%w", err)
+		}
+		p.remember(batch, got)
+		for j, s := range batch {
+			for _, i := range where[string(s)] {
+				results[i] = cloneResult(got[j])
+			}
+		}
+	}
+	return &abi.CanonicalizeResponse{Results: results}, nil
+}
+
+// canonicalizeBatch makes one canonicalize call.
+func (p *Plugin) canonicalizeBatch(ctx context.Context, batch []json.RawMessage) ([]abi.CanonicalResult, error) {
+	req := &abi.CanonicalizeRequest{Settings: batch}
+	in, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the request: %w", err)
+	}
+	var resp abi.CanonicalizeResponse
+	err = p.call(ctx, abi.ExportCanonicalize, in, func(out []byte) error {
+		if err := decodeStrict(out, &resp); err != nil {
+			return err
+		}
+		return abi.ValidateCanonicalize(req, &resp)
+	})
+	return resp.Results, err
+}
+
+// remember stores one call's results in the memo.
+func (p *Plugin) remember(batch []json.RawMessage, results []abi.CanonicalResult) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	if len(p.memo)+len(batch) > p.memoLimit {
+		clear(p.memo)
+	}
+	for j, s := range batch {
+		if len(p.memo) >= p.memoLimit {
+			return
+		}
+		p.memo[string(s)] = results[j]
+	}
+}
+
+func cloneResult(r abi.CanonicalResult) abi.CanonicalResult {
+	r.Canonical = bytes.Clone(r.Canonical)
+	return r
+}
+
+// Project asks the plugin what one session sees of a snapshot. The response
+// is checked with abi.ValidateProject; its lists are never nil. An empty
+// settings object (nil) is sent as null.
+func (p *Plugin) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.ProjectResponse, error) {
+	const export = abi.ExportProject
+	if req == nil {
+		return nil, p.errorf(export, "nil request")
+	}
+	if n := len(req.ToolAnnotations); n != 0 && n != len(req.Tools) {
+		return nil, p.errorf(export, "request has %d toolAnnotations for %d tools", n, len(req.Tools))
+	}
+	wire := *req
+	if len(wire.Settings) == 0 {
+		wire.Settings = json.RawMessage("null")
+	}
+	wire.Tools = nonNil(wire.Tools)
+	wire.Prompts = nonNil(wire.Prompts)
+	wire.Resources = nonNil(wire.Resources)
+	in, err := json.Marshal(&wire)
+	if err != nil {
+		return nil, p.errorf(export, "encoding the request: %w", err)
+	}
+	var resp abi.ProjectResponse
+	err = p.call(ctx, export, in, func(out []byte) error {
+		if err := decodeStrict(out, &resp); err != nil {
+			return err
+		}
+		return abi.ValidateProject(req, &resp)
+	})
+	if err != nil {
+		return nil, p.errorf(export, "%w", err)
+	}
+	resp.Tools = nonNil(resp.Tools)
+	resp.Prompts = nonNil(resp.Prompts)
+	resp.Resources = nonNil(resp.Resources)
+	return &resp, nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// decodeStrict decodes out, which must be exactly one JSON object with no
+// fields v lacks, into v.
+func decodeStrict(out []byte, v any) error {
+	trimmed := bytes.TrimLeft(out, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return fmt.Errorf("output is not a JSON object: %s", quoteOutput(out))
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("decoding output: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("decoding output: data after the JSON object")
+	}
+	return nil
+}
+
+// quoteOutput quotes the start of a plugin's output for an error message.
+func quoteOutput(out []byte) string {
+	const max = 64
+	if len(out) > max {
+		return fmt.Sprintf("%q... (%d bytes)", out[:max], len(out))
+	}
+	return fmt.Sprintf("%q", out)
+}
+
+// call runs export with input on a pooled instance and, on success, hands
+// the output to decode. A decode error is reported as ErrBadOutput. The
+// returned error does not name the plugin or export; callers add both.
+func (p *Plugin) call(ctx context.Context, export string, input []byte, decode func([]byte) error) error {
+	inst, err := p.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	out, healthy, err := p.invoke(ctx, inst, export, input)
+	if err == nil {
+		if derr := decode(out); derr != nil {
+			healthy, err = false, fmt.Errorf("%w: %w", ErrBadOutput, derr)
+		}
+	}
+	p.release(inst, healthy, export, err)
+	return err
+}
+
+// acquire takes a free slot, then an idle instance or a new one.
+func (p *Plugin) acquire(ctx context.Context) (*instance, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for a free instance: %w", ctx.Err())
+	case <-p.done:
+		return nil, ErrClosed
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.slots
+		return nil, ErrClosed
+	}
+	p.inflight.Add(1)
+	p.mu.Unlock()
+	select {
+	case inst := <-p.idle:
+		return inst, nil
+	default:
+	}
+	inst, err := p.newInstance(ctx)
+	if err != nil {
+		<-p.slots
+		p.inflight.Done()
+		return nil, fmt.Errorf("creating an instance: %w", err)
+	}
+	return inst, nil
+}
+
+// release returns a healthy instance to the pool and closes any other.
+func (p *Plugin) release(inst *instance, healthy bool, export string, cause error) {
+	if healthy {
+		p.mu.Lock()
+		closed := p.closed
+		p.mu.Unlock()
+		if !closed {
+			select {
+			case p.idle <- inst:
+			default: // cannot happen: idle has room for every slot
+				p.discard(inst, export, errors.New("pool full"))
+			}
+		} else {
+			p.closeInstance(inst)
+		}
+	} else {
+		p.discard(inst, export, cause)
+	}
+	<-p.slots
+	p.inflight.Done()
+}
+
+// discard closes an instance that must not serve another call.
+func (p *Plugin) discard(inst *instance, export string, cause error) {
+	p.stats.discarded.Add(1)
+	p.log.LogAttrs(context.Background(), slog.LevelWarn, "plugin instance discarded",
+		slog.String("plugin", p.name), slog.Uint64("instance", inst.id),
+		slog.String("export", export), slog.Any("cause", cause))
+	p.closeInstance(inst)
+}
+
+func (p *Plugin) closeInstance(inst *instance) {
+	p.stats.live.Add(-1)
+	_ = inst.ext.Close(context.Background())
+}
+
+// newInstance creates an instance in the sandbox.
+func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
+	if wasiOutputSet() {
+		return nil, errWASIOutput
+	}
+	inst := &instance{id: p.nextID.Add(1)}
+	var stdout, stderr io.Writer = io.Discard, io.Discard
+	if p.log.Enabled(ctx, slog.LevelDebug) {
+		stdout = &lineLogger{log: p.log, plugin: p.name, stream: "stdout"}
+		stderr = &lineLogger{log: p.log, plugin: p.name, stream: "stderr"}
+	}
+	// The close notifier is wazero's only signal that a module exited
+	// (proc_exit) during a call that extism then reports as a success.
+	ictx := experimental.WithCloseNotifier(ctx, experimental.CloseNotifyFunc(func(_ context.Context, code uint32) {
+		inst.exitCode.Store(code)
+		inst.exited.Store(true)
+	}))
+	ext, err := p.compiled.Instance(ictx, extism.PluginInstanceConfig{ModuleConfig: sandboxConfig(stdout, stderr)})
+	if err != nil {
+		return nil, err
+	}
+	ext.SetLogger(func(level extism.LogLevel, msg string) {
+		p.log.LogAttrs(context.Background(), slog.LevelDebug, "plugin log",
+			slog.String("plugin", p.name), slog.String("level", level.String()), slog.String("message", msg))
+	})
+	inst.ext = ext
+	p.stats.created.Add(1)
+	live := p.stats.live.Add(1)
+	for peak := p.stats.peak.Load(); live > peak && !p.stats.peak.CompareAndSwap(peak, live); peak = p.stats.peak.Load() {
+	}
+	p.log.LogAttrs(ctx, slog.LevelDebug, "plugin instance created",
+		slog.String("plugin", p.name), slog.Uint64("instance", inst.id))
+	return inst, nil
+}
+
+// invoke makes one call on inst under the call timeout and classifies the
+// outcome. healthy reports whether inst may serve another call.
+func (p *Plugin) invoke(ctx context.Context, inst *instance, export string, input []byte) (out []byte, healthy bool, err error) {
+	callCtx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
+	defer cancel()
+	p.stats.calls.Add(1)
+	rc, out, callErr := inst.callSafe(callCtx, export, input)
+	exited := inst.exited.Load()
+	failed := callErr != nil || exited
+	switch {
+	case failed && ctx.Err() != nil:
+		return nil, false, ctx.Err()
+	case failed && callCtx.Err() != nil:
+		return nil, false, fmt.Errorf("%w (limit %s)", ErrPluginTimeout, p.cfg.timeout)
+	case failed && p.isClosed():
+		return nil, false, ErrClosed
+	case exited && callErr == nil:
+		return nil, false, fmt.Errorf("%w: the guest exited with code %d during the call", ErrPluginTrap, inst.exitCode.Load())
+	case callErr != nil:
+		var exit *sys.ExitError
+		if errors.As(callErr, &exit) {
+			return nil, false, fmt.Errorf("%w: the guest exited with code %d", ErrPluginTrap, exit.ExitCode())
+		}
+		msg := inst.errorMessage()
+		if msg == "" || msg != callErr.Error() {
+			return nil, false, fmt.Errorf("%w: %w", ErrPluginTrap, callErr)
+		}
+		if rc == 0 {
+			return nil, false, fmt.Errorf("%w: status 0 with an error message: %s", ErrBadOutput, refusalText(msg))
+		}
+		return nil, true, fmt.Errorf("%w: %s", ErrPluginRefused, refusalText(msg))
+	case rc != 0:
+		return nil, false, fmt.Errorf("%w: status %d without an error message", ErrBadOutput, rc)
+	case len(out) > abi.MaxOutputBytes:
+		return nil, false, fmt.Errorf("%w: %d bytes of output, limit %d", ErrBadOutput, len(out), abi.MaxOutputBytes)
+	}
+	return out, true, nil
+}
+
+// callSafe calls export, turning a panic in extism's host-side code into an
+// error.
+func (i *instance) callSafe(ctx context.Context, export string, input []byte) (rc uint32, out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			rc, out, err = 1, nil, fmt.Errorf("host panic during the call: %v", r)
+		}
+	}()
+	return i.ext.CallWithContext(ctx, export, input)
+}
+
+// errorMessage returns the Extism error the last call set, if any.
+func (i *instance) errorMessage() (msg string) {
+	defer func() {
+		if recover() != nil {
+			msg = ""
+		}
+	}()
+	return i.ext.GetErrorWithContext(context.Background())
+}
+
+// refusalText quotes a plugin's error message, cut at maxRefusalText bytes.
+func refusalText(msg string) string {
+	if len(msg) <= maxRefusalText {
+		return msg
+	}
+	cut := maxRefusalText
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", msg[:cut], len(msg))
+}
+
+func (p *Plugin) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// errorf formats an error naming the plugin and the export.
+func (p *Plugin) errorf(export, format string, args ...any) error {
+	return fmt.Errorf("plugin %q: %s: %w", p.name, export, fmt.Errorf(format, args...))
+}
+
+// Close stops new calls (they return ErrClosed), waits for the calls in
+// flight, then releases every instance and the compiled module. If ctx ends
+// first, Close terminates the calls still running (they return ErrClosed)
+// and returns ctx's error. Closing twice is a no-op.
+func (p *Plugin) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.memo = nil
+	close(p.done)
+	p.mu.Unlock()
+
+	var err error
+	waited := make(chan struct{})
+	go func() {
+		p.inflight.Wait()
+		close(waited)
+	}()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		err = fmt.Errorf("plugin %q: close: terminated the calls still running: %w", p.name, ctx.Err())
+	}
+	for drained := false; !drained; {
+		select {
+		case inst := <-p.idle:
+			p.closeInstance(inst)
+		default:
+			drained = true
+		}
+	}
+	bg := context.Background()
+	if cerr := p.compiled.Close(bg); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("plugin %q: close: %w", p.name, cerr))
+	}
+	if cerr := p.cache.Close(bg); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("plugin %q: close compilation cache: %w", p.name, cerr))
+	}
+	p.log.LogAttrs(bg, slog.LevelDebug, "plugin closed", slog.String("plugin", p.name),
+		slog.Int64("calls", p.stats.calls.Load()), slog.Int64("instances", p.stats.created.Load()),
+		slog.Int64("discarded", p.stats.discarded.Load()))
+	return err
+}

@@ -1,0 +1,376 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// An Import is one import of a module.
+type Import struct {
+	Module string `json:"module"`
+	Name   string `json:"name"`
+	// Kind is "func", "table", "memory", "global" or "tag".
+	Kind string `json:"kind"`
+	// Signature is the function type for a func import, e.g. "(i64) -> i32".
+	Signature string `json:"signature,omitempty"`
+}
+
+func (i Import) String() string {
+	s := fmt.Sprintf("%s %q %q", i.Kind, i.Module, i.Name)
+	if i.Signature != "" {
+		s += " " + i.Signature
+	}
+	return s
+}
+
+// An Export is one export of a module.
+type Export struct {
+	Name string `json:"name"`
+	// Kind is "func", "table", "memory", "global" or "tag".
+	Kind string `json:"kind"`
+	// Signature is the function type for a func export, e.g. "() -> i32".
+	Signature string `json:"signature,omitempty"`
+}
+
+// wasmHeader is the magic number and binary format version 1.
+var wasmHeader = []byte{0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00}
+
+// checkHeader reports whether b starts like a core WebAssembly module.
+func checkHeader(b []byte) error {
+	switch {
+	case len(b) < 4 || !bytes.Equal(b[:4], wasmHeader[:4]):
+		n := min(len(b), 4)
+		return fmt.Errorf("%w: starts with %q, not the magic \"\\x00asm\"", ErrNotWasm, b[:n])
+	case len(b) < 8:
+		return fmt.Errorf("%w: truncated after the magic number", ErrNotWasm)
+	case !bytes.Equal(b[4:8], wasmHeader[4:]):
+		return fmt.Errorf("%w: binary version/layer % x, want 01 00 00 00 (a core module, not a component)", ErrNotWasm, b[4:8])
+	}
+	return nil
+}
+
+// moduleInfo is what the host reads from a module's sections: its imports
+// and exports with function signatures.
+type moduleInfo struct {
+	imports []Import
+	exports []Export
+}
+
+// parseModule reads the type, import, function and export sections of a
+// module that wazero has already decoded and validated, so it only guards
+// against truncation, not every malformation.
+func parseModule(b []byte) (*moduleInfo, error) {
+	if err := checkHeader(b); err != nil {
+		return nil, err
+	}
+	r := &binReader{b: b, off: 8}
+	var (
+		info      moduleInfo
+		types     []string // signature of each type index
+		funcTypes []uint32 // type index of each function, imported first
+	)
+	sigOf := func(typeIdx uint32) string {
+		if int(typeIdx) < len(types) {
+			return types[typeIdx]
+		}
+		return "?"
+	}
+	for r.off < len(b) && r.err == nil {
+		id := r.byte()
+		size := r.u32()
+		end := r.off + int(size)
+		if r.err != nil || end > len(b) || end < r.off {
+			return nil, fmt.Errorf("section %d: truncated", id)
+		}
+		switch id {
+		case 1: // type
+			for n := r.u32(); n > 0 && r.err == nil; n-- {
+				if form := r.byte(); form != 0x60 {
+					return nil, fmt.Errorf("type section: unsupported form 0x%02x", form)
+				}
+				params := r.valTypes()
+				results := r.valTypes()
+				types = append(types, "("+strings.Join(params, ", ")+") -> "+resultText(results))
+			}
+		case 2: // import
+			for n := r.u32(); n > 0 && r.err == nil; n-- {
+				imp := Import{Module: r.name(), Name: r.name()}
+				switch kind := r.byte(); kind {
+				case 0x00:
+					t := r.u32()
+					imp.Kind, imp.Signature = "func", sigOf(t)
+					funcTypes = append(funcTypes, t)
+				case 0x01:
+					imp.Kind = "table"
+					r.byte()
+					r.limits()
+				case 0x02:
+					imp.Kind = "memory"
+					r.limits()
+				case 0x03:
+					imp.Kind = "global"
+					r.byte()
+					r.byte()
+				case 0x04:
+					imp.Kind = "tag"
+					r.byte()
+					r.u32()
+				default:
+					return nil, fmt.Errorf("import %q %q: unknown kind 0x%02x", imp.Module, imp.Name, kind)
+				}
+				info.imports = append(info.imports, imp)
+			}
+		case 3: // function
+			for n := r.u32(); n > 0 && r.err == nil; n-- {
+				funcTypes = append(funcTypes, r.u32())
+			}
+		case 7: // export
+			for n := r.u32(); n > 0 && r.err == nil; n-- {
+				exp := Export{Name: r.name()}
+				kind, idx := r.byte(), r.u32()
+				switch kind {
+				case 0x00:
+					exp.Kind = "func"
+					if int(idx) < len(funcTypes) {
+						exp.Signature = sigOf(funcTypes[idx])
+					}
+				case 0x01:
+					exp.Kind = "table"
+				case 0x02:
+					exp.Kind = "memory"
+				case 0x03:
+					exp.Kind = "global"
+				case 0x04:
+					exp.Kind = "tag"
+				default:
+					return nil, fmt.Errorf("export %q: unknown kind 0x%02x", exp.Name, kind)
+				}
+				info.exports = append(info.exports, exp)
+			}
+		}
+		if r.err == nil && r.off != end && (id >= 1 && id <= 3 || id == 7) {
+			return nil, fmt.Errorf("section %d: %d bytes left unread", id, end-r.off)
+		}
+		r.off = end
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	slices.SortFunc(info.exports, func(a, b Export) int { return strings.Compare(a.Name, b.Name) })
+	return &info, nil
+}
+
+func resultText(results []string) string {
+	switch len(results) {
+	case 0:
+		return "()"
+	case 1:
+		return results[0]
+	}
+	return "(" + strings.Join(results, ", ") + ")"
+}
+
+// binReader decodes the primitives of the wasm binary format, remembering
+// the first error.
+type binReader struct {
+	b   []byte
+	off int
+	err error
+}
+
+var errTruncated = errors.New("truncated module")
+
+func (r *binReader) byte() byte {
+	if r.err != nil {
+		return 0
+	}
+	if r.off >= len(r.b) {
+		r.err = errTruncated
+		return 0
+	}
+	c := r.b[r.off]
+	r.off++
+	return c
+}
+
+// uleb reads an unsigned LEB128 number of at most 64 bits.
+func (r *binReader) uleb() uint64 {
+	var v uint64
+	for shift := 0; shift < 64; shift += 7 {
+		c := r.byte()
+		if r.err != nil {
+			return 0
+		}
+		v |= uint64(c&0x7f) << shift
+		if c&0x80 == 0 {
+			return v
+		}
+	}
+	r.err = errors.New("LEB128 number too long")
+	return 0
+}
+
+func (r *binReader) u32() uint32 {
+	v := r.uleb()
+	if v > 1<<32-1 && r.err == nil {
+		r.err = errors.New("u32 out of range")
+	}
+	return uint32(v)
+}
+
+func (r *binReader) name() string {
+	n := int(r.u32())
+	if r.err != nil {
+		return ""
+	}
+	if n > len(r.b)-r.off {
+		r.err = errTruncated
+		return ""
+	}
+	s := string(r.b[r.off : r.off+n])
+	r.off += n
+	return s
+}
+
+func (r *binReader) limits() {
+	flags := r.byte()
+	r.uleb()
+	if flags&1 != 0 {
+		r.uleb()
+	}
+}
+
+func (r *binReader) valTypes() []string {
+	n := r.u32()
+	var out []string
+	for ; n > 0 && r.err == nil; n-- {
+		switch t := r.byte(); t {
+		case 0x7f:
+			out = append(out, "i32")
+		case 0x7e:
+			out = append(out, "i64")
+		case 0x7d:
+			out = append(out, "f32")
+		case 0x7c:
+			out = append(out, "f64")
+		case 0x7b:
+			out = append(out, "v128")
+		case 0x70:
+			out = append(out, "funcref")
+		case 0x6f:
+			out = append(out, "externref")
+		default:
+			out = append(out, fmt.Sprintf("0x%02x", t))
+		}
+	}
+	return out
+}
+
+// Host import modules the sandbox provides.
+const (
+	moduleExtismEnv = "extism:host/env"
+	moduleWASI      = "wasi_snapshot_preview1"
+)
+
+// extismEnvFuncs lists the functions extism go-sdk v1.7.1 exports from
+// "extism:host/env" (see instantiateEnvModule in its host.go). The memory
+// and I/O functions forward to the Extism kernel; config_get finds an empty
+// config, var_set panics (vars are disabled), http_request panics (no
+// allowed hosts), the log functions reach Options.Logger.
+var extismEnvFuncs = map[string]bool{
+	"alloc": true, "free": true, "load_u8": true, "input_load_u8": true,
+	"store_u64": true, "store_u8": true, "input_set": true, "output_set": true,
+	"input_length": true, "input_offset": true, "output_length": true,
+	"output_offset": true, "length": true, "length_unsafe": true, "reset": true,
+	"error_set": true, "error_get": true, "memory_bytes": true,
+	"input_load_u64": true, "load_u64": true, "config_get": true,
+	"var_get": true, "var_set": true, "http_request": true,
+	"http_status_code": true, "http_headers": true, "get_log_level": true,
+	"log_trace": true, "log_debug": true, "log_info": true, "log_warn": true,
+	"log_error": true,
+}
+
+// wasiFuncs lists the functions wazero's wasi_snapshot_preview1 exports,
+// read once from wazero itself.
+var wasiFuncs = sync.OnceValues(func() (map[string]bool, error) {
+	ctx := context.Background()
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer r.Close(ctx)
+	cm, err := wasi_snapshot_preview1.NewBuilder(r).Compile(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing WASI functions: %w", err)
+	}
+	names := map[string]bool{}
+	for name := range cm.ExportedFunctions() {
+		names[name] = true
+	}
+	return names, nil
+})
+
+// checkImports returns ErrUnknownImport naming every import the sandbox
+// does not provide.
+func checkImports(imports []Import) error {
+	wasi, err := wasiFuncs()
+	if err != nil {
+		return err
+	}
+	var bad []string
+	for _, imp := range imports {
+		var ok bool
+		switch imp.Module {
+		case moduleExtismEnv:
+			ok = imp.Kind == "func" && extismEnvFuncs[imp.Name]
+		case moduleWASI:
+			ok = imp.Kind == "func" && wasi[imp.Name]
+		}
+		if !ok {
+			what := "function"
+			if imp.Kind != "func" {
+				what = imp.Kind
+			}
+			bad = append(bad, fmt.Sprintf("module %q %s %q", imp.Module, what, imp.Name))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: %s (the host provides only %q and %q functions)",
+			ErrUnknownImport, strings.Join(bad, ", "), moduleExtismEnv, moduleWASI)
+	}
+	return nil
+}
+
+// exportSignature is the only signature the host calls an export with.
+const exportSignature = "() -> i32"
+
+// checkExports returns ErrMissingExport naming every required export that
+// is absent or not a () -> i32 function.
+func checkExports(exports []Export, required []string) error {
+	var missing, wrong []string
+	for _, name := range required {
+		i := slices.IndexFunc(exports, func(e Export) bool { return e.Name == name })
+		switch {
+		case i < 0:
+			missing = append(missing, name)
+		case exports[i].Kind != "func":
+			wrong = append(wrong, fmt.Sprintf("%s is a %s, not a function", name, exports[i].Kind))
+		case exports[i].Signature != exportSignature:
+			wrong = append(wrong, fmt.Sprintf("%s has signature %s, want %s", name, exports[i].Signature, exportSignature))
+		}
+	}
+	var parts []string
+	if len(missing) > 0 {
+		parts = append(parts, "missing "+strings.Join(missing, ", "))
+	}
+	parts = append(parts, wrong...)
+	if len(parts) > 0 {
+		return fmt.Errorf("%w: %s", ErrMissingExport, strings.Join(parts, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+// Rebuild policy-default.wasm (byte-reproducible, standard Go toolchain):
+//
+//	cd plugins/policy-default && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false -o policy-default.wasm .
+//
+// The output is byte-reproducible for a given Go toolchain and go.sum as long
+// as VCS stamping is off (GOFLAGS=-buildvcs=false): stamping would write the
+// commit into the module.
+
+//go:build wasip1
+
+// Command policy-default is the default wasmhost policy as an Extism plugin
+// speaking ABI v1. Each export is a thin wrapper: it reads the Extism input,
+// hands it to package internal/policy and writes the answer as the Extism
+// output, or sets the Extism error and returns 1.
+package main
+
+import (
+	"strconv"
+
+	"github.com/extism/go-pdk"
+	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/plugins/policy-default/internal/policy"
+)
+
+// handshakeJSON is the output of the handshake export (an abi.Handshake).
+var handshakeJSON = `{"abi":` + strconv.Itoa(abi.Version) + `,"name":"policy-default","version":"1.0.0"}`
+
+//lint:file-ignore U1000 the exports are called by the host through //go:wasmexport
+
+func main() {}
+
+//go:wasmexport handshake
+func handshake() int32 {
+	pdk.OutputString(handshakeJSON)
+	return 0
+}
+
+//go:wasmexport canonicalize
+func canonicalize() int32 {
+	return answer(policy.Canonicalize)
+}
+
+//go:wasmexport project
+func project() int32 {
+	return answer(policy.Project)
+}
+
+// answer runs fn on the call's input and sets the call's output or error.
+func answer(fn func([]byte) ([]byte, error)) int32 {
+	out, err := fn(pdk.Input())
+	if err != nil {
+		pdk.SetErrorString(err.Error())
+		return 1
+	}
+	pdk.Output(out)
+	return 0
+}

@@ -1,0 +1,47 @@
+// Rebuild prefix-policy.wasm (byte-reproducible, standard Go toolchain):
+//
+//	cd testplugins/prefix-policy && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false -o prefix-policy.wasm .
+//
+// The output is byte-reproducible for a given Go toolchain and go.sum as long
+// as VCS stamping is off (GOFLAGS=-buildvcs=false): stamping would write the
+// commit into the module.
+
+//go:build wasip1
+
+// Command prefix-policy is a test policy plugin with rules of its own (see
+// package internal/prefix): includeTools as name prefixes, deny by default,
+// read-only tools trusted. It speaks the same ABI v1 as the default policy.
+package main
+
+import (
+	"encoding/json"
+
+	"github.com/extism/go-pdk"
+	"github.com/wasmhost/wasmhost/testplugins/prefix-policy/internal/prefix"
+)
+
+//lint:file-ignore U1000 the exports are called by the host through //go:wasmexport
+
+func main() {}
+
+//go:wasmexport handshake
+func handshake() int32 {
+	return answer(func([]byte) ([]byte, error) { return json.Marshal(&prefix.Handshake) })
+}
+
+//go:wasmexport canonicalize
+func canonicalize() int32 { return answer(prefix.Canonicalize) }
+
+//go:wasmexport project
+func project() int32 { return answer(prefix.Project) }
+
+// answer runs fn on the call's input and sets the call's output or error.
+func answer(fn func([]byte) ([]byte, error)) int32 {
+	out, err := fn(pdk.Input())
+	if err != nil {
+		pdk.SetErrorString(err.Error())
+		return 1
+	}
+	pdk.Output(out)
+	return 0
+}
