@@ -1,0 +1,257 @@
+//go:build !wasip1
+
+package policydefault_test
+
+// The differential test: the embedded wasm default policy, run through the
+// real plugin runtime, against the native reference in package metakey.
+// Both must give byte-identical canonical forms and keys, the same
+// refusals with the same messages, and the same projections. The bounded
+// run below is part of make test; FuzzWasmAgainstReference explores
+// further with go test -fuzz.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/host"
+	"github.com/wasmhost/wasmhost/metakey"
+)
+
+// differentialRuns is how many generated settings objects, and how many
+// generated (settings, snapshot) pairs, the bounded run compares.
+const differentialRuns = 10_000
+
+var (
+	wasmOnce sync.Once
+	wasmP    *host.Plugin
+	wasmErr  error
+)
+
+// wasmPolicy loads the embedded default once per test binary, with a
+// compilation cache shared between runs (WASMHOST_CACHE_DIR, or the user
+// cache directory) and a call timeout generous enough for -race.
+func wasmPolicy(tb testing.TB) *host.Plugin {
+	tb.Helper()
+	wasmOnce.Do(func() {
+		dir := os.Getenv("WASMHOST_CACHE_DIR")
+		if dir == "" {
+			if ucd, err := os.UserCacheDir(); err == nil {
+				dir = filepath.Join(ucd, "wasmhost", "compile-cache")
+			}
+		}
+		wasmP, wasmErr = host.LoadDefault(context.Background(), host.Options{CacheDir: dir, CallTimeout: time.Minute})
+	})
+	require.NoError(tb, wasmErr)
+	return wasmP
+}
+
+// names exercises the rules: cutting at '(', case, white space, empty
+// names, HTML characters, escapes, non-ASCII text and invalid UTF-8.
+var names = []string{
+	"read_file", "read_file(path)", "write_file", "search", "Search", " search", "search ",
+	"", "(", "(x)", "a(b)(c)", "a", "b", "ab", "a(", "x<y>&z", `q"uote`, `back\slash`,
+	"é", "e\u0301", "日本", "😀", "\u2028", "tab\t", "\xff", "\xed\xa0\x80",
+}
+
+func genName(rng *rand.Rand) string { return names[rng.Intn(len(names))] }
+
+func quote(rng *rand.Rand, s string) string {
+	if rng.Intn(5) == 0 { // a \u-escaped spelling of the same string
+		var b strings.Builder
+		b.WriteByte('"')
+		for _, r := range s {
+			if r < 0x10000 {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			} else {
+				q, _ := json.Marshal(string(r))
+				b.Write(q[1 : len(q)-1])
+			}
+		}
+		b.WriteByte('"')
+		return b.String()
+	}
+	q, _ := json.Marshal(s)
+	return string(q)
+}
+
+// genValue returns a JSON value for one of the four settings: well-typed
+// most of the time, ill-typed often enough to exercise every refusal.
+func genValue(rng *rand.Rand, list bool) string {
+	switch n := rng.Intn(12); {
+	case n == 0:
+		return "null"
+	case n == 1:
+		return []string{"true", "false"}[rng.Intn(2)]
+	case n == 2:
+		return []string{`"false"`, `1`, `0`, `{}`, `{"a":1}`, `"x"`, `[null]`, `["a",7]`, `[true]`, `[[]]`}[rng.Intn(10)]
+	case !list:
+		return []string{"true", "false", "null"}[rng.Intn(3)]
+	default:
+		k := rng.Intn(6)
+		parts := make([]string, k)
+		for i := range parts {
+			parts[i] = quote(rng, genName(rng))
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+}
+
+var settingKeys = []string{"trust", "alwaysLoadTools", "includeTools", "excludeTools"}
+
+// genSettings returns one raw settings object (rarely not an object, or with
+// a duplicate or unknown key).
+func genSettings(rng *rand.Rand) json.RawMessage {
+	switch rng.Intn(60) {
+	case 0:
+		return json.RawMessage(`[]`)
+	case 1:
+		return json.RawMessage(`null`)
+	case 2:
+		return json.RawMessage(`"trust"`)
+	}
+	var parts []string
+	for i, k := range settingKeys {
+		if rng.Intn(3) == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%q:%s", k, genValue(rng, i >= 2)))
+	}
+	switch rng.Intn(30) {
+	case 0:
+		parts = append(parts, `"trust":true`)
+	case 1:
+		parts = append(parts, `"description":"ignored"`)
+	}
+	rng.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
+	sep := ","
+	if rng.Intn(4) == 0 {
+		sep = " ,\n "
+	}
+	return json.RawMessage("{" + strings.Join(parts, sep) + "}")
+}
+
+func genProject(rng *rand.Rand) *abi.ProjectRequest {
+	req := &abi.ProjectRequest{Settings: genSettings(rng), Tools: []string{}, Prompts: []string{}, Resources: []string{}}
+	for range rng.Intn(12) {
+		req.Tools = append(req.Tools, genName(rng))
+	}
+	for range rng.Intn(4) {
+		req.Prompts = append(req.Prompts, genName(rng))
+	}
+	for i := range rng.Intn(3) {
+		req.Resources = append(req.Resources, fmt.Sprintf("file:///r%d", i))
+	}
+	return req
+}
+
+// roundTrip gives the reference the strings the plugin actually receives:
+// a JSON round trip turns invalid UTF-8 into U+FFFD on the way in.
+func roundTrip(t testing.TB, req *abi.ProjectRequest) *abi.ProjectRequest {
+	b, err := json.Marshal(req)
+	require.NoError(t, err)
+	var out abi.ProjectRequest
+	require.NoError(t, json.Unmarshal(b, &out))
+	return &out
+}
+
+// compareCanonicalize compares one batch and returns how many settings
+// objects both sides refused.
+func compareCanonicalize(t testing.TB, settings []json.RawMessage) (refused int) {
+	t.Helper()
+	ctx := context.Background()
+	req := &abi.CanonicalizeRequest{Settings: settings}
+	got, err := wasmPolicy(t).Canonicalize(ctx, req)
+	require.NoError(t, err)
+	want, err := metakey.Reference{}.Canonicalize(ctx, req)
+	require.NoError(t, err)
+	for i := range settings {
+		w, g := want.Results[i], got.Results[i]
+		if w.Key != g.Key || w.Error != g.Error || string(w.Canonical) != string(g.Canonical) {
+			t.Fatalf("settings %s:\n reference: key=%q canonical=%s error=%q\n wasm:      key=%q canonical=%s error=%q",
+				settings[i], w.Key, w.Canonical, w.Error, g.Key, g.Canonical, g.Error)
+		}
+		if w.Error != "" {
+			refused++
+		}
+	}
+	return refused
+}
+
+// compareProject compares one projection and returns how many tools the
+// session sees (-1 when both sides refused the settings).
+func compareProject(t testing.TB, req *abi.ProjectRequest) (visible int) {
+	t.Helper()
+	ctx := context.Background()
+	got, gerr := wasmPolicy(t).Project(ctx, req)
+	want, werr := metakey.Reference{}.Project(ctx, roundTrip(t, req))
+	if (gerr != nil) != (werr != nil) {
+		t.Fatalf("settings %s: reference error %v, wasm error %v", req.Settings, werr, gerr)
+	}
+	if werr != nil {
+		require.ErrorIs(t, gerr, host.ErrPluginRefused, "settings %s", req.Settings)
+		return -1
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("project %s over tools %q prompts %q: (-reference +wasm)\n%s", req.Settings, req.Tools, req.Prompts, diff)
+	}
+	return len(got.Tools)
+}
+
+func TestWasmMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewSource(20261130))
+	settings := make([]json.RawMessage, differentialRuns)
+	for i := range settings {
+		settings[i] = genSettings(rng)
+	}
+	// One batch through the real host (split into ABI-sized calls there).
+	refused := compareCanonicalize(t, settings)
+	var projRefused, empty, shown int
+	for range differentialRuns {
+		switch n := compareProject(t, genProject(rng)); {
+		case n < 0:
+			projRefused++
+		case n == 0:
+			empty++
+		default:
+			shown++
+		}
+	}
+	// The generator must exercise both sides of every rule, or the
+	// comparison says little.
+	t.Logf("canonicalize: %d of %d refused; project: %d refused, %d empty, %d with visible tools",
+		refused, differentialRuns, projRefused, empty, shown)
+	require.Greater(t, refused, differentialRuns/10, "too few refused settings")
+	require.Less(t, refused, differentialRuns*9/10, "too few accepted settings")
+	require.Greater(t, shown, differentialRuns/5, "too few projections with visible tools")
+	require.Greater(t, empty+projRefused, differentialRuns/10, "too few projections hiding everything")
+}
+
+func FuzzWasmAgainstReference(f *testing.F) {
+	f.Add([]byte(`{}`), "read_file\x00b(x)\x00")
+	f.Add([]byte(`{"includeTools":["a(b)","a"],"excludeTools":["b"],"trust":true}`), "a\x00b\x00\x00")
+	f.Add([]byte(`{"includeTools":["a",7]}`), "a")
+	f.Add([]byte(`{"trust":true,"trust":false}`), "")
+	f.Fuzz(func(t *testing.T, settings []byte, tools string) {
+		if !json.Valid(settings) {
+			// The host only sends valid JSON; compare what it can send.
+			return
+		}
+		compareCanonicalize(t, []json.RawMessage{settings})
+		compareProject(t, &abi.ProjectRequest{
+			Settings: settings, Tools: strings.Split(tools, "\x00"),
+			Prompts: []string{}, Resources: []string{"file:///x"},
+		})
+	})
+}
