@@ -6,7 +6,7 @@ GO        ?= go
 BIN       := bin/wasmhost
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(HOME)/go/bin/staticcheck)
 STATICCHECK_VERSION := 2025.1.1
-FUZZTIME  ?= 10s
+FUZZTIME  ?= 5s
 
 # Plugins built with the standard Go toolchain (wasip1, c-shared). Each
 # .wasm is committed beside its source and must be byte-reproducible.
@@ -47,7 +47,7 @@ tools: ## install the build tools a fresh machine lacks (wat2wasm, staticcheck)
 	  (sudo apt-get update -qq && sudo apt-get install -y -qq wabt) >/dev/null; }
 	@[ -x "$(STATICCHECK)" ] || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
 
-test: gotest conformance ## go test -race ./... plus the golden suites
+test: gotest fuzz conformance ## go test -race ./..., a bounded run of each fuzz target, the golden suites
 
 gotest:
 	$(GO) test -race -count=1 ./...
