@@ -1,0 +1,4 @@
+package demoserver
+
+// ExitCode exposes exitCode to the external tests.
+var ExitCode = exitCode

@@ -1,0 +1,81 @@
+// Package reconcile turns the daemon's desired settings (a loaded
+// [config.Config], runtime overlays, a policy) into actions on the
+// transport pool ([pool.Pool]) and the session views ([view.View]), and
+// remembers which handle each (session, server) pair holds.
+//
+// # Bindings
+//
+// A binding is one session's use of one server: the [pool.Handle] it holds
+// (whose view projects the server into the session's [view.Registry]) and
+// the desired entry it was last reconciled against. For every session of
+// the config and every server that session uses ([config.Session.Effective]
+// reports it enabled), [Reconciler.Apply] decides:
+//
+//   - no binding yet (or the last acquire failed): create a view with the
+//     session's effective settings and acquire a handle;
+//   - a held handle whose captured transport identity ([pool.Handle.Identity])
+//     differs from the desired [pool.Spec.Fingerprint], or whose entry is
+//     failed or closed: release it first, then acquire again (the old view
+//     must leave the registry before a new one fills it);
+//   - a held handle with the desired identity: refresh its metadata
+//     ([pool.Handle.RefreshMetadata]); an equal metadata key changes nothing
+//     at all, a different key replays the entry's current snapshot;
+//   - a binding the session no longer wants (server removed, disabled for
+//     the session, dropped from its server list, or the session removed):
+//     release it.
+//
+// Identities are compared as captured by the entry when it was created,
+// never by the entry's lifecycle id (an unpooled entry's id is
+// "NAME::unpooled-N", which never equals a fingerprint), and never by
+// comparing config references: the desired side is computed afresh from the
+// config's current contents on every call, so a config mutated in place is
+// seen as changed where it did change.
+//
+// Apply keeps going when one binding fails: its error is recorded in the
+// [Summary] (naming session and server) and in [Reconciler.State]; a failed
+// acquire leaves the binding absent and the next Apply (or Teardown) tries
+// again. Within one call, acquires and refreshes run before the releases of
+// unwanted bindings, so a transport moving from one session to another is
+// joined before it could be closed.
+//
+// # Runtime overlays
+//
+// [Reconciler.PutOverlay] adds or replaces one server for one session at run
+// time. The overlay entry replaces the file's entry of the same name for
+// that session only, as is: its transport fields, its metadata settings and
+// its Disabled flag are the session's effective values (the session's file
+// overrides and server list do not apply to it). Overlays survive later
+// Apply calls until [Reconciler.DeleteOverlay] removes them, after which the
+// file's entry (if the session uses one) takes over. The overlay follows the
+// same rules as Apply: same identity refreshes, another identity
+// reacquires, a new server acquires. Overlays of a session that a later
+// Apply removes are dropped with the session.
+//
+// # Approval, restart, policy swap
+//
+// wasmhost's config has no approval concept of its own. An embedder that
+// gates servers behind an approval calls [Reconciler.Teardown] when an
+// approval changes: it releases the binding and acquires it afresh (the
+// teardown behaviour approval changes always had). [Reconciler.Restart]
+// restarts every entry held for a server ([pool.Entry.Restart]): handles
+// and views stay, the restart's fan-out replays the rediscovered snapshot.
+// [Reconciler.SetPolicy] re-keys every view with a new policy at once
+// ([view.View.SetPolicy]); no transport is touched.
+//
+// # Legacy single-session mode
+//
+// [Legacy] serves one session without the pool: each server gets its own
+// go-sdk client session, dialed through a [pool.Dialer] and listed with
+// [pool.Discover], projected through a view like the pooled path. Its
+// connected-config identity is the transport fingerprint followed by "#"
+// and the metadata key ([view.CanonicalKey]), so a metadata change there
+// reconnects and rediscovers, while canonical-equivalent settings change
+// nothing.
+//
+// # Concurrency
+//
+// A Reconciler is safe for concurrent use. Apply, SetPolicy, PutOverlay,
+// DeleteOverlay, Restart, Teardown and Close are serialised with one
+// another; the read accessors (Handle, State, Bindings, Policy) never wait
+// for them and see each binding either before or after its change.
+package reconcile

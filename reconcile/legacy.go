@@ -1,0 +1,633 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/view"
+)
+
+// LegacyOptions configure a Legacy reconciler.
+type LegacyOptions struct {
+	// Dialer makes transports; nil means pool.DefaultDialer.
+	Dialer pool.Dialer
+	// Policy is the initial policy. Required.
+	Policy abi.Policy
+	// Registry is the one session's registry. Required.
+	Registry view.Registry
+	// Counters receives the churn (connects and disconnects included);
+	// nil means a fresh set (see Legacy.Counters).
+	Counters *churn.Counters
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+	// Client is the implementation announced upstream; nil means
+	// {Name: "wasmhost", Version: "dev"}.
+	Client *mcp.Implementation
+	// Timeout bounds connect plus discovery (and each rediscovery) for
+	// servers whose own timeout is 0; 0 means pool.DefaultTimeout.
+	Timeout time.Duration
+}
+
+// A Legacy reconciler serves one session without the pool: each enabled
+// server gets its own upstream connection, discovered with pool.Discover
+// and projected through a view into the session's registry. A connection's
+// identity is its transport fingerprint, "#", and the metadata key of its
+// settings, so Apply reconnects and rediscovers a server whose metadata
+// changed, and leaves alone one whose settings are canonical-equivalent.
+// Upstream list_changed notifications rediscover the lists (coalesced, off
+// the notification goroutine). A connection that ends by itself is
+// withdrawn (its view shows nothing and records ErrDisconnected) and the
+// next Apply or Restart reconnects it. A Legacy is safe for concurrent use;
+// its mutating methods are serialised.
+type Legacy struct {
+	dial     pool.Dialer
+	client   *mcp.Implementation
+	reg      *trackedRegistry
+	counters *churn.Counters
+	log      *slog.Logger
+	timeout  time.Duration
+
+	// mu serialises the mutating methods.
+	mu      sync.Mutex
+	closed  bool
+	applied bool
+
+	// smu guards what the read accessors look at; mutators hold mu and take
+	// smu only to write.
+	smu     sync.RWMutex
+	session string
+	policy  abi.Policy
+	conns   map[string]*legacyConn
+}
+
+// A legacyWant is the desired connection of one server.
+type legacyWant struct {
+	spec     pool.Spec
+	settings json.RawMessage
+	identity string // fingerprint "#" key; "" when keyErr is set
+	keyErr   error
+}
+
+// A legacyConn is one server's connection, or the failure to make it.
+type legacyConn struct {
+	l      *Legacy
+	server string
+	want   *legacyWant
+	view   *view.View       // nil when the connect failed
+	att    *view.Attachment // nil when the connect failed
+	err    error            // why there is no connection; fixed at creation
+
+	mu         sync.Mutex
+	identity   string // want.identity, re-keyed by SetPolicy
+	cs         *mcp.ClientSession
+	lost       error // set when the upstream went away by itself
+	closed     bool
+	version    uint64
+	dirty      bool
+	refreshing bool
+	wg         sync.WaitGroup // watch and refresh goroutines
+}
+
+// NewLegacy returns a Legacy reconciler with no connections. It panics if
+// Policy or Registry is nil.
+func NewLegacy(opts LegacyOptions) *Legacy {
+	if opts.Policy == nil || opts.Registry == nil {
+		panic("reconcile.NewLegacy: Policy and Registry are required")
+	}
+	l := &Legacy{
+		dial:     opts.Dialer,
+		client:   opts.Client,
+		reg:      &trackedRegistry{inner: opts.Registry},
+		counters: opts.Counters,
+		log:      opts.Logger,
+		timeout:  opts.Timeout,
+		policy:   opts.Policy,
+		conns:    make(map[string]*legacyConn),
+	}
+	if l.dial == nil {
+		l.dial = pool.DefaultDialer
+	}
+	if l.client == nil {
+		l.client = &mcp.Implementation{Name: "wasmhost", Version: "dev"}
+	}
+	if l.counters == nil {
+		l.counters = &churn.Counters{}
+	}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
+	if l.timeout <= 0 {
+		l.timeout = pool.DefaultTimeout
+	}
+	return l
+}
+
+// Counters returns the churn counters.
+func (l *Legacy) Counters() *churn.Counters { return l.counters }
+
+// Apply connects, reconnects or disconnects each server of cfg as session
+// sees it ([config.Session.Effective]); session "" means every server that
+// is not disabled, with its own settings (for a config without sessions).
+// A server whose connected identity (fingerprint "#" key) equals the
+// desired one is left alone; one whose identity differs, or whose
+// connection is gone, is closed and connected afresh (a reconnect and a
+// rediscovery); one no longer enabled is closed. Settings the policy
+// refuses leave that server unconnected with the refusal as its error.
+// Failures are per server, as in Reconciler.Apply. It returns
+// ErrUnknownSession if cfg has no such session. Switching to another
+// session name reconnects everything.
+func (l *Legacy) Apply(ctx context.Context, cfg *config.Config, sessionName string) (Summary, error) {
+	if cfg == nil {
+		return Summary{}, errors.New("reconcile: legacy apply: nil config")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return Summary{}, fmt.Errorf("reconcile: legacy apply %s: %w", cfg.File, ErrClosed)
+	}
+	var sess *config.Session
+	if sessionName != "" {
+		if sess = cfg.Sessions[sessionName]; sess == nil {
+			return Summary{}, fmt.Errorf("reconcile: legacy apply %s: session %q: %w", cfg.File, sessionName, ErrUnknownSession)
+		}
+	}
+	o := l.begin()
+	policy := l.Policy()
+	desired := make(map[string]*legacyWant)
+	for name, base := range cfg.Servers {
+		var srv *config.Server
+		var settings json.RawMessage
+		if sess != nil {
+			var ok bool
+			if srv, settings, ok = sess.Effective(name); !ok {
+				continue
+			}
+		} else {
+			if base == nil || base.Disabled {
+				continue
+			}
+			srv, settings = base.Clone(), base.Metadata()
+		}
+		desired[name] = l.newWant(ctx, policy, pool.FromConfig(srv), settings)
+	}
+	if err := ctx.Err(); err != nil {
+		// Keys computed under a dead context are not refusals: change nothing.
+		return Summary{}, fmt.Errorf("reconcile: legacy apply %s: %w", cfg.File, err)
+	}
+	reconnectAll := l.applied && sessionName != l.session
+	l.smu.Lock()
+	l.session = sessionName
+	l.smu.Unlock()
+	l.applied = true
+
+	servers := slices.Sorted(maps.Keys(desired))
+	var drop []string
+	for name := range l.conns {
+		if desired[name] == nil {
+			drop = append(drop, name)
+		}
+	}
+	slices.Sort(drop)
+	parallel(len(servers), func(i int) {
+		name := servers[i]
+		w := desired[name]
+		cur := l.conn(name)
+		if cur != nil && !reconnectAll && w.keyErr == nil && cur.live() && cur.currentIdentity() == w.identity {
+			return
+		}
+		l.replace(ctx, o, name, cur, w)
+	})
+	parallel(len(drop), func(i int) { l.replace(ctx, o, drop[i], l.conn(drop[i]), nil) })
+	return o.finish()
+}
+
+// Restart closes server's connection and connects it afresh with the same
+// desired settings (a reconnect and a rediscovery). It returns ErrNotBound
+// when the last Apply did not want the server.
+func (l *Legacy) Restart(ctx context.Context, server string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return fmt.Errorf("reconcile: legacy restart %q: %w", server, ErrClosed)
+	}
+	cur := l.conn(server)
+	if cur == nil {
+		return fmt.Errorf("reconcile: legacy restart: server %q: %w", server, ErrNotBound)
+	}
+	o := l.begin()
+	// The key is computed again: a policy failure may have been passing.
+	l.replace(ctx, o, server, cur, l.newWant(ctx, l.Policy(), cur.want.spec, cur.want.settings))
+	_, err := o.finish()
+	return err
+}
+
+// newWant computes the desired identity of spec with settings under
+// policy.
+func (l *Legacy) newWant(ctx context.Context, policy abi.Policy, spec pool.Spec, settings json.RawMessage) *legacyWant {
+	w := &legacyWant{spec: spec, settings: slices.Clone(settings)}
+	key, err := view.CanonicalKey(ctx, countedPolicy{policy, l.counters}, settings)
+	if err != nil {
+		w.keyErr = fmt.Errorf("metadata key: %w", err)
+	} else {
+		w.identity = legacyIdentity(spec, key)
+	}
+	return w
+}
+
+// SetPolicy re-keys every connected view with p ([view.View.SetPolicy]) and
+// stores the new keys in the connections' identities; no connection is
+// touched. Later connects use p too.
+func (l *Legacy) SetPolicy(ctx context.Context, p abi.Policy) (Summary, error) {
+	if p == nil {
+		return Summary{}, errors.New("reconcile: legacy set policy: nil policy")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return Summary{}, fmt.Errorf("reconcile: legacy set policy: %w", ErrClosed)
+	}
+	o := l.begin()
+	l.smu.Lock()
+	l.policy = p
+	l.smu.Unlock()
+	servers := slices.Sorted(maps.Keys(l.conns))
+	parallel(len(servers), func(i int) {
+		c := l.conn(servers[i])
+		if c.view == nil {
+			return
+		}
+		o.count(&o.sum.Refreshed)
+		err := c.view.SetPolicy(ctx, p)
+		c.mu.Lock()
+		c.identity = legacyIdentity(c.want.spec, c.view.Key())
+		c.mu.Unlock()
+		o.fail(l.sessionName(), servers[i], err)
+	})
+	return o.finish()
+}
+
+// Session returns server's upstream client session for forwarding calls,
+// or nil when it is not connected. Fetch it for each call: Apply and
+// Restart replace it.
+func (l *Legacy) Session(server string) *mcp.ClientSession {
+	c := l.conn(server)
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cs
+}
+
+// Policy returns the current policy.
+func (l *Legacy) Policy() abi.Policy {
+	l.smu.RLock()
+	defer l.smu.RUnlock()
+	return l.policy
+}
+
+// State describes the session's connections. Desired and Identity are
+// "fingerprint#key"; EntryID is the server name (there are no pool
+// entries); EntryState is "ready", "failed" or "closed".
+func (l *Legacy) State() State {
+	l.smu.RLock()
+	p, name := l.policy, l.session
+	conns := maps.Clone(l.conns)
+	l.smu.RUnlock()
+	ss := SessionState{Name: name, Servers: make([]BindingState, 0, len(conns))}
+	for _, server := range slices.Sorted(maps.Keys(conns)) {
+		c := conns[server]
+		st := BindingState{Server: server, Desired: c.want.identity, EntryState: "failed"}
+		if c.want.keyErr != nil {
+			st.Desired = legacyIdentity(c.want.spec, "")
+		}
+		if c.err != nil {
+			st.Error = c.err.Error()
+		}
+		c.mu.Lock()
+		if c.cs != nil {
+			st.Identity, st.EntryID, st.EntryState = c.identity, server, "ready"
+		} else if c.closed {
+			st.EntryState = "closed"
+		}
+		if c.lost != nil && st.Error == "" {
+			st.Error = c.lost.Error()
+		}
+		c.mu.Unlock()
+		if c.view != nil {
+			describeView(&st, c.view)
+		}
+		ss.Servers = append(ss.Servers, st)
+	}
+	return State{Policy: policyName(p), Sessions: []SessionState{ss}}
+}
+
+// Close closes every connection (deleting the views' registrations) and
+// makes later mutating calls fail with ErrClosed.
+func (l *Legacy) Close(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	o := l.begin()
+	servers := slices.Sorted(maps.Keys(l.conns))
+	parallel(len(servers), func(i int) { l.replace(ctx, o, servers[i], l.conn(servers[i]), nil) })
+	_, err := o.finish()
+	return err
+}
+
+// legacyIdentity is the connected-config identity of a legacy connection.
+func legacyIdentity(spec pool.Spec, key string) string {
+	return spec.Fingerprint() + "#" + key
+}
+
+func (l *Legacy) conn(server string) *legacyConn {
+	l.smu.RLock()
+	defer l.smu.RUnlock()
+	return l.conns[server]
+}
+
+func (l *Legacy) sessionName() string {
+	l.smu.RLock()
+	defer l.smu.RUnlock()
+	return l.session
+}
+
+func (l *Legacy) setConn(server string, c *legacyConn) {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	if c == nil {
+		delete(l.conns, server)
+	} else {
+		l.conns[server] = c
+	}
+}
+
+// begin starts an op over the session's registry and live connections.
+// l.mu is held.
+func (l *Legacy) begin() *op {
+	state := func() (map[string]*trackedRegistry, map[any]struct{}) {
+		held := make(map[any]struct{})
+		l.smu.RLock()
+		name := l.session
+		for _, c := range l.conns {
+			if c.live() {
+				held[c] = struct{}{}
+			}
+		}
+		l.smu.RUnlock()
+		return map[string]*trackedRegistry{name: l.reg}, held
+	}
+	regs, held := state()
+	return newOp(l.counters, l.counters, regs, held, state)
+}
+
+// replace closes cur (if any) and, when w is non-nil, connects server
+// afresh for w.
+func (l *Legacy) replace(ctx context.Context, o *op, server string, cur *legacyConn, w *legacyWant) {
+	if cur != nil {
+		if cur.close(ctx) {
+			o.count(&o.sum.Released)
+		}
+		if w == nil {
+			l.setConn(server, nil)
+			return
+		}
+	}
+	if w == nil {
+		return
+	}
+	if w.keyErr != nil {
+		l.setConn(server, &legacyConn{l: l, server: server, want: w, err: w.keyErr, closed: true})
+		o.fail(l.sessionName(), server, w.keyErr)
+		return
+	}
+	c, err := l.connect(ctx, server, w)
+	if err != nil {
+		l.setConn(server, &legacyConn{l: l, server: server, want: w, err: err, closed: true})
+		o.fail(l.sessionName(), server, err)
+		l.log.Warn("legacy connect failed", "server", server, "err", err)
+		return
+	}
+	o.count(&o.sum.Acquired)
+	l.setConn(server, c)
+	if err := c.view.Err(); err != nil {
+		o.fail(l.sessionName(), server, err)
+	}
+}
+
+// connect dials server, discovers its lists and projects them into a new
+// view.
+func (l *Legacy) connect(ctx context.Context, server string, w *legacyWant) (*legacyConn, error) {
+	timeout := w.spec.Timeout
+	if timeout <= 0 {
+		timeout = l.timeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c := &legacyConn{l: l, server: server, want: w, identity: w.identity}
+	t, err := l.dial(cctx, w.spec.Clone())
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", w.spec, err)
+	}
+	client := mcp.NewClient(l.client, &mcp.ClientOptions{
+		Logger:                     l.log,
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { c.listChanged() },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { c.listChanged() },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { c.listChanged() },
+	})
+	cs, err := client.Connect(cctx, t, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", w.spec, err)
+	}
+	l.counters.Connects.Add(1)
+	l.counters.Discoveries.Add(1)
+	snap, err := pool.Discover(cctx, cs)
+	if err != nil {
+		l.closeSession(cs)
+		return nil, fmt.Errorf("discover %s: %w", w.spec, err)
+	}
+	c.view = view.New(view.Config{
+		Session:  l.sessionName(),
+		Server:   server,
+		Registry: l.reg,
+		Counters: l.counters,
+		Policy:   l.Policy(),
+		Settings: w.settings,
+		Logger:   l.log,
+	})
+	c.att, err = c.view.Attach(nil)
+	if err != nil {
+		l.closeSession(cs)
+		return nil, err
+	}
+	c.mu.Lock()
+	c.cs = cs
+	c.version = 1
+	snap.Version = 1
+	c.wg.Add(1)
+	go c.watch(cs)
+	c.mu.Unlock()
+	// A policy failure leaves the view failed closed; replace reports it.
+	_ = c.att.Apply(cctx, snap)
+	c.mu.Lock()
+	c.startRefreshLocked()
+	c.mu.Unlock()
+	return c, nil
+}
+
+// closeSession closes cs and counts the disconnect.
+func (l *Legacy) closeSession(cs *mcp.ClientSession) {
+	l.counters.Disconnects.Add(1)
+	if err := cs.Close(); err != nil {
+		l.log.Debug("closing upstream session", "err", err)
+	}
+}
+
+// live reports whether c holds an open connection.
+func (c *legacyConn) live() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cs != nil && !c.closed
+}
+
+func (c *legacyConn) currentIdentity() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.identity
+}
+
+// close detaches the view, closes the connection and waits for c's
+// goroutines (within ctx). It reports whether a connection was open.
+func (c *legacyConn) close(ctx context.Context) bool {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return false
+	}
+	c.closed = true
+	cs := c.cs
+	c.cs = nil
+	c.mu.Unlock()
+	if c.att != nil {
+		c.att.Detach()
+	}
+	if cs != nil {
+		c.l.closeSession(cs)
+	}
+	done := make(chan struct{})
+	go func() {
+		c.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return cs != nil
+}
+
+// watch withdraws the view when session cs ends without c closing it.
+func (c *legacyConn) watch(cs *mcp.ClientSession) {
+	defer c.wg.Done()
+	err := cs.Wait()
+	c.mu.Lock()
+	if c.closed || c.cs != cs {
+		c.mu.Unlock()
+		return
+	}
+	c.cs = nil
+	c.lost = fmt.Errorf("server %s: %w", c.server, ErrDisconnected)
+	if err != nil {
+		c.lost = fmt.Errorf("server %s: %w: %w", c.server, ErrDisconnected, err)
+	}
+	lost := c.lost
+	c.mu.Unlock()
+	c.l.log.Warn("legacy upstream went away", "server", c.server, "err", err)
+	c.att.Withdraw(lost)
+	c.l.closeSession(cs)
+}
+
+// listChanged records an upstream list change and makes sure a refresh
+// runs.
+func (c *legacyConn) listChanged() {
+	c.l.counters.Notifications.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dirty = true
+	c.startRefreshLocked()
+}
+
+// startRefreshLocked starts the refresh loop when something is dirty, the
+// connection is up and no loop runs. c.mu is held.
+func (c *legacyConn) startRefreshLocked() {
+	if !c.dirty || c.refreshing || c.closed || c.cs == nil {
+		return
+	}
+	c.refreshing = true
+	c.wg.Add(1)
+	go c.refreshLoop()
+}
+
+// refreshLoop rediscovers every list and applies it until nothing is
+// dirty; notifications arriving meanwhile coalesce into one more round.
+func (c *legacyConn) refreshLoop() {
+	defer c.wg.Done()
+	for {
+		c.mu.Lock()
+		if !c.dirty || c.closed || c.cs == nil {
+			c.refreshing = false
+			c.mu.Unlock()
+			return
+		}
+		c.dirty = false
+		cs := c.cs
+		c.mu.Unlock()
+
+		timeout := c.want.spec.Timeout
+		if timeout <= 0 {
+			timeout = c.l.timeout
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		c.l.counters.Discoveries.Add(1)
+		snap, err := pool.Discover(ctx, cs)
+		if err != nil {
+			cancel()
+			c.l.log.Warn("legacy snapshot refresh failed", "server", c.server, "err", err)
+			continue
+		}
+		c.mu.Lock()
+		c.version++
+		snap.Version = c.version
+		c.mu.Unlock()
+		if err := c.att.Apply(ctx, snap); err != nil {
+			c.l.log.Warn("legacy view failed closed on snapshot", "server", c.server, "err", err)
+		}
+		cancel()
+	}
+}
+
+// countedPolicy counts each call of a policy in PolicyCalls.
+type countedPolicy struct {
+	abi.Policy
+	c *churn.Counters
+}
+
+func (p countedPolicy) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	p.c.PolicyCalls.Add(1)
+	return p.Policy.Canonicalize(ctx, req)
+}

@@ -1,0 +1,239 @@
+package reconcile_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/reconcile"
+	"github.com/wasmhost/wasmhost/view"
+	"github.com/wasmhost/wasmhost/view/viewtest"
+)
+
+// A legacyEnv is a Legacy reconciler over in-memory upstreams.
+type legacyEnv struct {
+	*env // for dial, failing and upstreams; its pool stays unused
+	leg  *reconcile.Legacy
+	lreg *viewtest.Registry
+	lc   *churn.Counters
+}
+
+func newLegacyEnv(t *testing.T, ups ...*upstream) *legacyEnv {
+	t.Helper()
+	e := &legacyEnv{env: newEnv(t, ups...), lreg: viewtest.NewRegistry(), lc: &churn.Counters{}}
+	e.leg = reconcile.NewLegacy(reconcile.LegacyOptions{
+		Dialer: e.dial, Policy: ref, Registry: e.lreg, Counters: e.lc, Logger: quiet,
+	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, e.leg.Close(ctx))
+	})
+	return e
+}
+
+func (e *legacyEnv) apply(c *config.Config, session string) reconcile.Summary {
+	e.t.Helper()
+	sum, err := e.leg.Apply(context.Background(), c, session)
+	require.NoError(e.t, err)
+	return sum
+}
+
+func (e *legacyEnv) binding(server string) reconcile.BindingState {
+	e.t.Helper()
+	st := e.leg.State()
+	require.Len(e.t, st.Sessions, 1)
+	for _, b := range st.Sessions[0].Servers {
+		if b.Server == server {
+			return b
+		}
+	}
+	e.t.Fatalf("no legacy binding for %q in %+v", server, st)
+	return reconcile.BindingState{}
+}
+
+// legacyIdentity is what the legacy connection identity must be: the
+// fingerprint, "#", and the reference key of the session's settings.
+func legacyIdentity(t *testing.T, c *config.Config, session, server string) string {
+	t.Helper()
+	srv, settings, ok := c.Sessions[session].Effective(server)
+	require.True(t, ok)
+	key, err := view.CanonicalKey(context.Background(), ref, settings)
+	require.NoError(t, err)
+	return pool.FromConfig(srv).Fingerprint() + "#" + key
+}
+
+func callText(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) string {
+	t.Helper()
+	require.NotNil(t, cs)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%v", res.Content)
+	require.Len(t, res.Content, 1)
+	return res.Content[0].(*mcp.TextContent).Text
+}
+
+func TestLegacyReconnectKeys(t *testing.T) {
+	up := newUpstream("fs", "read", "write", "list")
+	e := newLegacyEnv(t, up)
+	mk := func(settings string) *config.Config {
+		return newCfg().server("fs").session("alice", "overrides", override("fs", settings)).build(t)
+	}
+	c := mk(`{"includeTools":["read"]}`)
+	before := e.lc.Snapshot()
+	sum := e.apply(c, "alice")
+	d := e.lc.Snapshot().Sub(before)
+	assert.Equal(t, int64(1), d.Connects)
+	assert.Equal(t, int64(1), d.Discoveries)
+	assert.Equal(t, 1, sum.Acquired)
+	assert.Equal(t, []string{"alice"}, sum.Changed)
+	b := e.binding("fs")
+	assert.Equal(t, legacyIdentity(t, c, "alice", "fs"), b.Identity, "fingerprint#key")
+	assert.Equal(t, b.Desired, b.Identity)
+	assert.Equal(t, pool.FromConfig(c.Servers["fs"]).Fingerprint()+`#{"trust":null,"alwaysLoadTools":false,"includeTools":["read"],"excludeTools":[]}`, b.Identity)
+	assert.Equal(t, []string{"read"}, e.lreg.ToolNames("fs"))
+	first := e.leg.Session("fs")
+	assert.Equal(t, "fs/read", callText(t, first, "read", nil))
+
+	t.Run("metadata change reconnects and rediscovers", func(t *testing.T) {
+		c := mk(`{"includeTools":["read","write"],"trust":true}`)
+		before := e.lc.Snapshot()
+		dials := up.dialCount()
+		sum := e.apply(c, "alice")
+		d := e.lc.Snapshot().Sub(before)
+		assert.Equal(t, int64(1), d.Connects)
+		assert.Equal(t, int64(1), d.Disconnects)
+		assert.Equal(t, int64(1), d.Discoveries)
+		assert.Equal(t, dials+1, up.dialCount())
+		assert.Equal(t, 1, sum.Released)
+		assert.Equal(t, 1, sum.Acquired)
+		assert.Equal(t, legacyIdentity(t, c, "alice", "fs"), e.binding("fs").Identity)
+		assert.NotSame(t, first, e.leg.Session("fs"))
+		assert.Equal(t, []string{"read", "write"}, e.lreg.ToolNames("fs"))
+		assert.Equal(t, true, e.lreg.Tool("fs", "write").Meta[view.MetaTrust])
+	})
+
+	t.Run("canonical-equivalent change does nothing", func(t *testing.T) {
+		cs := e.leg.Session("fs")
+		c := mk(`{"trust":true,"includeTools":["write(path)","read","read"],"excludeTools":[],"alwaysLoadTools":false}`)
+		before := e.lc.Snapshot()
+		ops := e.lreg.OpCount()
+		sum := e.apply(c, "alice")
+		d := e.lc.Snapshot().Sub(before)
+		assert.Equal(t, churn.Values{PolicyCalls: 1}, d, "one key computation, nothing else")
+		assert.Equal(t, ops, e.lreg.OpCount())
+		assert.Empty(t, sum.Changed)
+		assert.Equal(t, 1, sum.TransportsReused)
+		assert.Same(t, cs, e.leg.Session("fs"))
+	})
+
+	t.Run("transport change reconnects", func(t *testing.T) {
+		c := newCfg().server("fs", "args", []string{"-v"}).
+			session("alice", "overrides", override("fs", `{"includeTools":["read","write"],"trust":true}`)).build(t)
+		before := e.lc.Snapshot()
+		e.apply(c, "alice")
+		assert.Equal(t, int64(1), e.lc.Snapshot().Sub(before).Connects)
+		assert.Equal(t, legacyIdentity(t, c, "alice", "fs"), e.binding("fs").Identity)
+	})
+
+	t.Run("disabled server disconnects", func(t *testing.T) {
+		c := newCfg().server("fs", "disabled", true).session("alice").build(t)
+		before := e.lc.Snapshot()
+		sum := e.apply(c, "alice")
+		assert.Equal(t, int64(1), e.lc.Snapshot().Sub(before).Disconnects)
+		assert.Equal(t, 1, sum.Released)
+		assert.Nil(t, e.leg.Session("fs"))
+		assert.Empty(t, e.lreg.Servers())
+		assert.Empty(t, e.leg.State().Sessions[0].Servers)
+	})
+}
+
+func TestLegacyListChangedAndLoss(t *testing.T) {
+	up := newUpstream("fs", "read")
+	e := newLegacyEnv(t, up)
+	c := newCfg().server("fs").session("alice").build(t)
+	e.apply(c, "alice")
+	require.Equal(t, []string{"read"}, e.lreg.ToolNames("fs"))
+
+	up.addTool("late")
+	require.Eventually(t, func() bool { return len(e.lreg.ToolNames("fs")) == 2 }, 5*time.Second, 5*time.Millisecond)
+	assert.Equal(t, []string{"late", "read"}, e.lreg.ToolNames("fs"))
+
+	up.kill()
+	require.Eventually(t, func() bool { return e.leg.Session("fs") == nil }, 5*time.Second, 5*time.Millisecond)
+	assert.Empty(t, e.lreg.Servers(), "withdrawn")
+	b := e.binding("fs")
+	assert.Contains(t, b.Error, reconcile.ErrDisconnected.Error())
+	assert.Empty(t, b.Identity)
+
+	before := e.lc.Snapshot()
+	e.apply(c, "alice")
+	assert.Equal(t, int64(1), e.lc.Snapshot().Sub(before).Connects, "the next Apply reconnects")
+	assert.Equal(t, []string{"late", "read"}, e.lreg.ToolNames("fs"))
+
+	before = e.lc.Snapshot()
+	require.NoError(t, e.leg.Restart(context.Background(), "fs"))
+	assert.Equal(t, int64(1), e.lc.Snapshot().Sub(before).Connects)
+	require.ErrorIs(t, e.leg.Restart(context.Background(), "nope"), reconcile.ErrNotBound)
+}
+
+func TestLegacySetPolicyAndErrors(t *testing.T) {
+	e := newLegacyEnv(t, newUpstream("fs", "read", "wipe"), newUpstream("broken", "x"))
+	e.setFailing("broken", errDial)
+	c := newCfg().server("fs").server("broken").session("alice").build(t)
+	sum, err := e.leg.Apply(context.Background(), c, "alice")
+	require.ErrorIs(t, err, errDial)
+	require.Len(t, sum.Errors, 1)
+	assert.Equal(t, "broken", sum.Errors[0].Server)
+	assert.Equal(t, []string{"read", "wipe"}, e.lreg.ToolNames("fs"), "the other server connected")
+	assert.Contains(t, e.binding("broken").Error, errDial.Error())
+
+	e.setFailing("broken", nil)
+	e.apply(c, "alice")
+	assert.Equal(t, []string{"x"}, e.lreg.ToolNames("broken"), "retried")
+
+	cs := e.leg.Session("fs")
+	before := e.lc.Snapshot()
+	sum, err = e.leg.SetPolicy(context.Background(), altPolicy{})
+	require.NoError(t, err)
+	assert.Zero(t, e.lc.Snapshot().Sub(before).Connects)
+	assert.Equal(t, 2, sum.Refreshed)
+	assert.Equal(t, []string{"read"}, e.lreg.ToolNames("fs"))
+	assert.Same(t, cs, e.leg.Session("fs"))
+	_, settings, _ := c.Sessions["alice"].Effective("fs")
+	key, err := view.CanonicalKey(context.Background(), altPolicy{}, settings)
+	require.NoError(t, err)
+	assert.Equal(t, pool.FromConfig(c.Servers["fs"]).Fingerprint()+"#"+key, e.binding("fs").Identity)
+
+	// The re-keyed identity is what the next Apply compares against.
+	before = e.lc.Snapshot()
+	e.apply(c, "alice")
+	assert.Zero(t, e.lc.Snapshot().Sub(before).Connects)
+
+	_, err = e.leg.Apply(context.Background(), c, "zed")
+	require.ErrorIs(t, err, reconcile.ErrUnknownSession)
+}
+
+func TestLegacyWithoutSessions(t *testing.T) {
+	e := newLegacyEnv(t, newUpstream("fs", "read", "write"), newUpstream("git", "log"))
+	data := []byte(`{"mcpServers": {
+		"fs": {"command": "fs-server", "includeTools": ["write"]},
+		"git": {"command": "git-server", "disabled": true}
+	}}`)
+	c, _, err := config.Parse("nosessions.json", data, nil, nil)
+	require.NoError(t, err)
+	e.apply(c, "")
+	assert.Equal(t, []string{"fs"}, e.lreg.Servers())
+	assert.Equal(t, []string{"write"}, e.lreg.ToolNames("fs"))
+	key, err := view.CanonicalKey(context.Background(), ref, json.RawMessage(`{"includeTools":["write"]}`))
+	require.NoError(t, err)
+	assert.Equal(t, pool.FromConfig(c.Servers["fs"]).Fingerprint()+"#"+key, e.binding("fs").Identity)
+}

@@ -1,0 +1,125 @@
+package reconcile
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+
+	"github.com/wasmhost/wasmhost/internal/churn"
+)
+
+// An op accumulates the Summary of one reconciling call.
+type op struct {
+	counters   *churn.Counters // views' churn
+	conns      *churn.Counters // connects and disconnects
+	before     churn.Values
+	connBefore churn.Values
+	regs       map[string]*trackedRegistry // registries at the start
+	regOps     map[*trackedRegistry]int64  // their op counts at the start
+	held       map[any]struct{}            // connections held at the start
+	// after reports the registries and connections at the end.
+	after func() (map[string]*trackedRegistry, map[any]struct{})
+
+	mu  sync.Mutex
+	sum Summary
+}
+
+func newOp(counters, conns *churn.Counters, regs map[string]*trackedRegistry, held map[any]struct{}, after func() (map[string]*trackedRegistry, map[any]struct{})) *op {
+	o := &op{
+		counters: counters,
+		conns:    conns,
+		regs:     regs,
+		regOps:   make(map[*trackedRegistry]int64, len(regs)),
+		held:     held,
+		after:    after,
+	}
+	for _, reg := range regs {
+		o.regOps[reg] = reg.ops.Load()
+	}
+	o.before = counters.Snapshot()
+	o.connBefore = conns.Snapshot()
+	return o
+}
+
+// begin starts an op over the current sessions. r.mu is held.
+func (r *Reconciler) begin() *op {
+	state := func() (map[string]*trackedRegistry, map[any]struct{}) {
+		regs := make(map[string]*trackedRegistry, len(r.sessions))
+		held := make(map[any]struct{})
+		r.smu.RLock()
+		defer r.smu.RUnlock()
+		for name, s := range r.sessions {
+			regs[name] = s.reg
+			for _, b := range s.bindings {
+				if b.handle != nil && !b.handle.Released() {
+					held[b.handle.Entry()] = struct{}{}
+				}
+			}
+		}
+		return regs, held
+	}
+	regs, held := state()
+	return newOp(r.counters, r.pool.Counters(), regs, held, state)
+}
+
+// count adds one to a field of o.sum.
+func (o *op) count(field *int) {
+	o.mu.Lock()
+	*field++
+	o.mu.Unlock()
+}
+
+// fail records err for (session, server); nil is ignored.
+func (o *op) fail(session, server string, err error) {
+	if err == nil {
+		return
+	}
+	o.mu.Lock()
+	o.sum.Errors = append(o.sum.Errors, &BindingError{Session: session, Server: server, Err: err})
+	o.mu.Unlock()
+}
+
+// finish completes the Summary and returns it with its joined errors.
+func (o *op) finish() (Summary, error) {
+	regs, held := o.after()
+	delta := o.counters.Snapshot().Sub(o.before)
+	conns := o.conns.Snapshot().Sub(o.connBefore)
+
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := o.sum
+	s.Replayed = int(delta.Replays)
+	s.RegistryOps = int(delta.RegistryOps)
+	s.TransportsStarted = int(conns.Connects)
+	s.TransportsStopped = int(conns.Disconnects)
+	for c := range held {
+		if _, ok := o.held[c]; ok {
+			s.TransportsReused++
+		}
+	}
+	// Registries are told apart by identity, named by their session at the
+	// end (or at the start for sessions that went away).
+	changed := make(map[string]bool)
+	seen := make(map[*trackedRegistry]bool)
+	for name, reg := range regs {
+		seen[reg] = true
+		if reg.ops.Load() != o.regOps[reg] {
+			changed[name] = true
+		}
+	}
+	for name, reg := range o.regs {
+		if !seen[reg] && reg.ops.Load() != o.regOps[reg] {
+			changed[name] = true
+		}
+	}
+	s.Changed = nil
+	for name := range changed {
+		s.Changed = append(s.Changed, name)
+	}
+	slices.Sort(s.Changed)
+	s.Errors = slices.Clone(s.Errors)
+	slices.SortStableFunc(s.Errors, func(a, b *BindingError) int {
+		return cmp.Or(cmp.Compare(a.Session, b.Session), cmp.Compare(a.Server, b.Server))
+	})
+	return s, s.Err()
+}

@@ -1,0 +1,699 @@
+package reconcile
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/view"
+)
+
+// Errors returned by the reconcilers, wrapped with the session or server
+// they concern; test them with errors.Is.
+var (
+	// ErrClosed is returned by every mutating method after Close.
+	ErrClosed = errors.New("reconciler closed")
+	// ErrUnknownSession is returned by PutOverlay, DeleteOverlay and
+	// Teardown for a session that the last applied config does not have
+	// (or before the first Apply), and by Legacy.Apply for a session the
+	// config does not have.
+	ErrUnknownSession = errors.New("unknown session")
+	// ErrNotBound is returned by Teardown for a server the session does
+	// not use, and by Restart for a server no session holds.
+	ErrNotBound = errors.New("no binding for server")
+	// ErrNoOverlay is returned by DeleteOverlay when the session has no
+	// overlay for the server.
+	ErrNoOverlay = errors.New("no runtime overlay for server")
+	// ErrDisconnected is recorded (Legacy) when an upstream connection
+	// ended without the reconciler closing it; the next Apply reconnects.
+	ErrDisconnected = errors.New("upstream disconnected")
+)
+
+// maxParallel bounds how many bindings one call works on at once.
+const maxParallel = 8
+
+// Options configure a Reconciler.
+type Options struct {
+	// Pool shares the upstream connections. Required. The Reconciler does
+	// not close it.
+	Pool *pool.Pool
+	// Policy is the initial policy for every view. Required.
+	Policy abi.Policy
+	// Registry returns the registry of a session. It is called once when a
+	// session first appears in an applied config (again if the session is
+	// removed and comes back), outside the read accessors' lock; the
+	// returned registry must be non-nil and safe for concurrent use.
+	// Required.
+	Registry func(session string) view.Registry
+	// Counters receives the views' churn; nil means Pool.Counters(), which
+	// is what it should be so that Summary counts are complete.
+	Counters *churn.Counters
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// A Reconciler holds the bindings of every session of a daemon and brings
+// them in line with the desired settings. See the package documentation.
+type Reconciler struct {
+	pool     *pool.Pool
+	registry func(session string) view.Registry
+	counters *churn.Counters
+	log      *slog.Logger
+
+	// mu serialises the mutating methods.
+	mu       sync.Mutex
+	closed   bool
+	file     map[string]map[string]*want // desired by the last Apply: session -> server
+	overlays map[string]map[string]*want // runtime overlays: session -> server
+
+	// smu guards what the read accessors look at. Mutators hold mu and take
+	// smu only to write.
+	smu      sync.RWMutex
+	policy   abi.Policy
+	sessions map[string]*session
+}
+
+// A want is the desired binding of one server in one session, computed
+// (and copied) when the desired settings were given.
+type want struct {
+	spec     pool.Spec
+	identity string
+	settings json.RawMessage
+	disabled bool // overlays only: the overlay disables the server
+	overlay  bool
+}
+
+func newWant(srv *config.Server, settings json.RawMessage, overlay bool) *want {
+	spec := pool.FromConfig(srv)
+	return &want{
+		spec:     spec,
+		identity: spec.Fingerprint(),
+		settings: slices.Clone(settings),
+		disabled: srv.Disabled,
+		overlay:  overlay,
+	}
+}
+
+// A binding is what one session holds for one server. It is replaced, never
+// modified, once published in session.bindings.
+type binding struct {
+	handle *pool.Handle // nil when the last acquire failed
+	want   *want
+	err    error // why handle is nil
+}
+
+// A session is one session's registry and bindings.
+type session struct {
+	name     string
+	reg      *trackedRegistry
+	bindings map[string]*binding // guarded by Reconciler.smu
+}
+
+// New returns a Reconciler with no bindings. It panics if Pool, Policy or
+// Registry is nil.
+func New(opts Options) *Reconciler {
+	if opts.Pool == nil || opts.Policy == nil || opts.Registry == nil {
+		panic("reconcile.New: Pool, Policy and Registry are required")
+	}
+	r := &Reconciler{
+		pool:     opts.Pool,
+		registry: opts.Registry,
+		counters: opts.Counters,
+		log:      opts.Logger,
+		file:     make(map[string]map[string]*want),
+		overlays: make(map[string]map[string]*want),
+		policy:   opts.Policy,
+		sessions: make(map[string]*session),
+	}
+	if r.counters == nil {
+		r.counters = opts.Pool.Counters()
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	return r
+}
+
+// Apply brings every binding in line with cfg (and the runtime overlays):
+// it acquires what is missing, reacquires what changed transport, refreshes
+// the metadata of what kept its transport, and releases what is no longer
+// wanted, as described in the package documentation. Bindings are handled
+// independently: a failure of one is recorded in the Summary (and in the
+// returned error, which joins them) and the others go on. Apply reads cfg
+// only during the call; it keeps private copies.
+func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, error) {
+	if cfg == nil {
+		return Summary{}, errors.New("reconcile: apply: nil config")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return Summary{}, fmt.Errorf("reconcile: apply %s: %w", cfg.File, ErrClosed)
+	}
+	o := r.begin()
+
+	file := make(map[string]map[string]*want, len(cfg.Sessions))
+	for name, sess := range cfg.Sessions {
+		if sess == nil {
+			continue
+		}
+		m := make(map[string]*want)
+		for server := range cfg.Servers {
+			if srv, settings, ok := sess.Effective(server); ok {
+				m[server] = newWant(srv, settings, false)
+			}
+		}
+		file[name] = m
+	}
+	for name := range r.overlays {
+		if _, ok := file[name]; !ok {
+			delete(r.overlays, name)
+		}
+	}
+	r.file = file
+
+	var tasks []task
+	for _, name := range slices.Sorted(maps.Keys(file)) {
+		s, err := r.sessionFor(name)
+		if err != nil {
+			for _, server := range slices.Sorted(maps.Keys(r.desired(name))) {
+				o.fail(name, server, err)
+			}
+			continue
+		}
+		tasks = append(tasks, r.plan(s, r.desired(name))...)
+	}
+	var removed []*session
+	for name, s := range r.sessions {
+		if _, ok := file[name]; !ok {
+			removed = append(removed, s)
+			tasks = append(tasks, r.plan(s, nil)...)
+		}
+	}
+	r.run(ctx, o, tasks)
+	if len(removed) > 0 {
+		r.smu.Lock()
+		for _, s := range removed {
+			delete(r.sessions, s.name)
+		}
+		r.smu.Unlock()
+	}
+	return o.finish()
+}
+
+// SetPolicy makes p the policy of every view, re-keying and re-projecting
+// each held view with it at once ([view.View.SetPolicy]); later acquires
+// use p too. No transport is touched. A view whose policy call fails fails
+// closed; its error is in the Summary. Summary.Refreshed counts the views
+// re-keyed.
+func (r *Reconciler) SetPolicy(ctx context.Context, p abi.Policy) (Summary, error) {
+	if p == nil {
+		return Summary{}, errors.New("reconcile: set policy: nil policy")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return Summary{}, fmt.Errorf("reconcile: set policy: %w", ErrClosed)
+	}
+	o := r.begin()
+	r.smu.Lock()
+	r.policy = p
+	r.smu.Unlock()
+	type held struct {
+		session, server string
+		h               *pool.Handle
+	}
+	var hs []held
+	for _, s := range r.sessions {
+		for server, b := range s.bindings {
+			if b.handle != nil {
+				hs = append(hs, held{s.name, server, b.handle})
+			}
+		}
+	}
+	parallel(len(hs), func(i int) {
+		o.count(&o.sum.Refreshed)
+		if err := hs[i].h.View().SetPolicy(ctx, p); err != nil {
+			o.fail(hs[i].session, hs[i].server, err)
+		}
+	})
+	return o.finish()
+}
+
+// PutOverlay adds or replaces, for session only, the server srv.Name with
+// srv (copied), layered over the file config until DeleteOverlay; srv's
+// settings and Disabled flag are the session's effective values. The
+// binding is then reconciled at once: the same transport identity refreshes
+// the held handle, another identity releases and reacquires, a new server
+// acquires, a disabled one releases. It returns ErrUnknownSession for a
+// session the last applied config lacks; an overlay whose transport is
+// invalid (and which is not disabled) is refused with pool.ErrInvalidSpec
+// and not stored. A failure to acquire is reported like Apply's, and the
+// overlay stays for the next Apply to retry.
+func (r *Reconciler) PutOverlay(ctx context.Context, sessionName string, srv *config.Server) (Summary, error) {
+	if srv == nil || srv.Name == "" {
+		return Summary{}, fmt.Errorf("reconcile: put overlay for session %q: server without a name", sessionName)
+	}
+	srv = srv.Clone()
+	if !srv.Disabled {
+		if err := pool.FromConfig(srv).Validate(); err != nil {
+			return Summary{}, fmt.Errorf("reconcile: put overlay for session %q: %w", sessionName, err)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return Summary{}, fmt.Errorf("reconcile: put overlay %q for session %q: %w", srv.Name, sessionName, ErrClosed)
+	}
+	if _, ok := r.file[sessionName]; !ok {
+		return Summary{}, fmt.Errorf("reconcile: put overlay %q: session %q: %w", srv.Name, sessionName, ErrUnknownSession)
+	}
+	if r.overlays[sessionName] == nil {
+		r.overlays[sessionName] = make(map[string]*want)
+	}
+	r.overlays[sessionName][srv.Name] = newWant(srv, srv.Metadata(), true)
+	return r.reconcileOne(ctx, sessionName, srv.Name)
+}
+
+// DeleteOverlay removes session's runtime overlay for server and reconciles
+// the binding against the file config: the file's entry, if the session
+// uses one, takes over (refresh or reacquire as in Apply); otherwise the
+// binding is released. It returns ErrNoOverlay if there is no such overlay.
+func (r *Reconciler) DeleteOverlay(ctx context.Context, sessionName, server string) (Summary, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return Summary{}, fmt.Errorf("reconcile: delete overlay %q for session %q: %w", server, sessionName, ErrClosed)
+	}
+	if _, ok := r.overlays[sessionName][server]; !ok {
+		return Summary{}, fmt.Errorf("reconcile: delete overlay %q for session %q: %w", server, sessionName, ErrNoOverlay)
+	}
+	delete(r.overlays[sessionName], server)
+	if len(r.overlays[sessionName]) == 0 {
+		delete(r.overlays, sessionName)
+	}
+	return r.reconcileOne(ctx, sessionName, server)
+}
+
+// reconcileOne converges one binding. r.mu is held.
+func (r *Reconciler) reconcileOne(ctx context.Context, sessionName, server string) (Summary, error) {
+	o := r.begin()
+	w := r.desired(sessionName)[server]
+	s, err := r.sessionFor(sessionName)
+	if err != nil {
+		o.fail(sessionName, server, err)
+		return o.finish()
+	}
+	r.run(ctx, o, []task{{s: s, server: server, cur: s.bindings[server], want: w}})
+	return o.finish()
+}
+
+// Restart restarts every connection held for server, in every session
+// ([pool.Entry.Restart]): handles and views stay, and the restart's
+// fan-out replays the rediscovered snapshot into each view with its current
+// settings. Bindings without a live connection (a failed acquire, a failed
+// entry, or a restart that failed to reconnect) are released and acquired
+// afresh instead. It returns ErrNotBound if no session wants the server,
+// and otherwise the joined failures.
+func (r *Reconciler) Restart(ctx context.Context, server string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return fmt.Errorf("reconcile: restart %q: %w", server, ErrClosed)
+	}
+	o := r.begin()
+	byEntry := make(map[*pool.Entry][]task)
+	var reacquire []task
+	for _, name := range slices.Sorted(maps.Keys(r.sessions)) {
+		s := r.sessions[name]
+		w := r.desired(name)[server]
+		if w == nil {
+			continue
+		}
+		t := task{s: s, server: server, cur: s.bindings[server], want: w, force: true}
+		if t.cur == nil || t.cur.handle == nil || t.cur.handle.Entry().State().Terminal() {
+			reacquire = append(reacquire, t)
+			continue
+		}
+		e := t.cur.handle.Entry()
+		byEntry[e] = append(byEntry[e], t)
+	}
+	if len(byEntry) == 0 && len(reacquire) == 0 {
+		return fmt.Errorf("reconcile: restart %q: %w", server, ErrNotBound)
+	}
+	entries := slices.Collect(maps.Keys(byEntry))
+	var mu sync.Mutex
+	parallel(len(entries), func(i int) {
+		e := entries[i]
+		err := e.Restart(ctx)
+		if err == nil {
+			return
+		}
+		for _, t := range byEntry[e] {
+			o.fail(t.s.name, server, err)
+		}
+		if errors.Is(err, pool.ErrTerminal) {
+			mu.Lock()
+			reacquire = append(reacquire, byEntry[e]...)
+			mu.Unlock()
+		}
+	})
+	r.run(ctx, o, reacquire)
+	_, err := o.finish()
+	return err
+}
+
+// Teardown releases session's binding for server and acquires it afresh
+// with the desired settings: the transport teardown an approval change has
+// always caused. wasmhost's config has no approval concept of its own;
+// Teardown is the hook for an embedder that has one. A pooled connection
+// that other sessions still hold stays up (this session rejoins it); one
+// held by this session alone is closed and reconnected. It returns
+// ErrUnknownSession or ErrNotBound when the session does not want the
+// server, and the acquire's failure (the binding then stays absent until the
+// next Apply or Teardown).
+func (r *Reconciler) Teardown(ctx context.Context, sessionName, server string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return fmt.Errorf("reconcile: teardown %q for session %q: %w", server, sessionName, ErrClosed)
+	}
+	if _, ok := r.file[sessionName]; !ok {
+		return fmt.Errorf("reconcile: teardown %q: session %q: %w", server, sessionName, ErrUnknownSession)
+	}
+	w := r.desired(sessionName)[server]
+	if w == nil {
+		return fmt.Errorf("reconcile: teardown: session %q, server %q: %w", sessionName, server, ErrNotBound)
+	}
+	o := r.begin()
+	s, err := r.sessionFor(sessionName)
+	if err != nil {
+		return fmt.Errorf("reconcile: teardown: %w", &BindingError{sessionName, server, err})
+	}
+	r.run(ctx, o, []task{{s: s, server: server, cur: s.bindings[server], want: w, force: true}})
+	_, err = o.finish()
+	return err
+}
+
+// Handle returns the handle session holds for server, or nil if none (not
+// wanted, or the last acquire failed). The handle may be released by a
+// later reconciling call; fetch it for each use.
+func (r *Reconciler) Handle(sessionName, server string) *pool.Handle {
+	r.smu.RLock()
+	defer r.smu.RUnlock()
+	if s := r.sessions[sessionName]; s != nil {
+		if b := s.bindings[server]; b != nil {
+			return b.handle
+		}
+	}
+	return nil
+}
+
+// Policy returns the current policy.
+func (r *Reconciler) Policy() abi.Policy {
+	r.smu.RLock()
+	defer r.smu.RUnlock()
+	return r.policy
+}
+
+// Sessions returns the names of the sessions of the last applied config,
+// sorted.
+func (r *Reconciler) Sessions() []string {
+	r.smu.RLock()
+	defer r.smu.RUnlock()
+	return slices.Sorted(maps.Keys(r.sessions))
+}
+
+// Bindings describes session's bindings, sorted by server; nil for an
+// unknown session.
+func (r *Reconciler) Bindings(sessionName string) []BindingState {
+	r.smu.RLock()
+	s := r.sessions[sessionName]
+	var bs map[string]*binding
+	if s != nil {
+		bs = maps.Clone(s.bindings)
+	}
+	r.smu.RUnlock()
+	if s == nil {
+		return nil
+	}
+	return describe(bs)
+}
+
+// State describes every session's bindings, sessions sorted by name.
+func (r *Reconciler) State() State {
+	r.smu.RLock()
+	p := r.policy
+	all := make(map[string]map[string]*binding, len(r.sessions))
+	for name, s := range r.sessions {
+		all[name] = maps.Clone(s.bindings)
+	}
+	r.smu.RUnlock()
+	st := State{Policy: policyName(p), Sessions: []SessionState{}}
+	for _, name := range slices.Sorted(maps.Keys(all)) {
+		st.Sessions = append(st.Sessions, SessionState{Name: name, Servers: describe(all[name])})
+	}
+	return st
+}
+
+// Close releases every handle (deleting the views' registrations) and
+// makes later mutating calls fail with ErrClosed. It does not close the
+// pool. It returns the joined release failures.
+func (r *Reconciler) Close(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	o := r.begin()
+	var tasks []task
+	for _, s := range r.sessions {
+		tasks = append(tasks, r.plan(s, nil)...)
+	}
+	r.run(ctx, o, tasks)
+	r.smu.Lock()
+	clear(r.sessions)
+	r.smu.Unlock()
+	_, err := o.finish()
+	return err
+}
+
+// desired returns session's desired bindings: the file's, with the
+// overlays layered over them (a disabled overlay removes the server).
+// r.mu is held.
+func (r *Reconciler) desired(sessionName string) map[string]*want {
+	out := maps.Clone(r.file[sessionName])
+	if out == nil {
+		out = make(map[string]*want)
+	}
+	for server, w := range r.overlays[sessionName] {
+		if w.disabled {
+			delete(out, server)
+		} else {
+			out[server] = w
+		}
+	}
+	return out
+}
+
+// sessionFor returns the session named name, creating it (and asking for
+// its registry) if needed. r.mu is held.
+func (r *Reconciler) sessionFor(name string) (*session, error) {
+	if s := r.sessions[name]; s != nil {
+		return s, nil
+	}
+	reg := r.registry(name)
+	if reg == nil {
+		return nil, errors.New("no registry for the session")
+	}
+	s := &session{name: name, reg: &trackedRegistry{inner: reg}, bindings: make(map[string]*binding)}
+	r.smu.Lock()
+	r.sessions[name] = s
+	r.smu.Unlock()
+	return s, nil
+}
+
+// A task converges one binding from cur to want (nil: not wanted). force
+// reacquires even when the identity matches.
+type task struct {
+	s      *session
+	server string
+	cur    *binding
+	want   *want
+	force  bool
+}
+
+// plan lists the tasks bringing s to desired. r.mu is held.
+func (r *Reconciler) plan(s *session, desired map[string]*want) []task {
+	var tasks []task
+	for server, cur := range s.bindings {
+		tasks = append(tasks, task{s: s, server: server, cur: cur, want: desired[server]})
+	}
+	for server, w := range desired {
+		if _, ok := s.bindings[server]; !ok {
+			tasks = append(tasks, task{s: s, server: server, want: w})
+		}
+	}
+	return tasks
+}
+
+// run performs tasks: first everything that keeps or gains a binding, then
+// the releases, so a transport moving between sessions is joined before its
+// last holder lets go. r.mu is held.
+func (r *Reconciler) run(ctx context.Context, o *op, tasks []task) {
+	slices.SortFunc(tasks, func(a, b task) int {
+		return cmp.Or(cmp.Compare(a.s.name, b.s.name), cmp.Compare(a.server, b.server))
+	})
+	var keep, drop []task
+	for _, t := range tasks {
+		if t.want == nil {
+			drop = append(drop, t)
+		} else {
+			keep = append(keep, t)
+		}
+	}
+	parallel(len(keep), func(i int) { r.converge(ctx, o, keep[i]) })
+	parallel(len(drop), func(i int) { r.converge(ctx, o, drop[i]) })
+}
+
+// converge performs one task.
+func (r *Reconciler) converge(ctx context.Context, o *op, t task) {
+	var held *pool.Handle
+	if t.cur != nil {
+		held = t.cur.handle
+	}
+	if t.want == nil {
+		r.setBinding(t.s, t.server, nil)
+		r.release(ctx, o, t, held)
+		return
+	}
+	if held != nil && !t.force && held.Identity() == t.want.identity && !held.Entry().State().Terminal() {
+		o.count(&o.sum.Refreshed)
+		_, err := held.RefreshMetadata(ctx, t.want.settings)
+		if err == nil || !(errors.Is(err, pool.ErrTerminal) || errors.Is(err, pool.ErrReleased)) {
+			r.setBinding(t.s, t.server, &binding{handle: held, want: t.want})
+			if err != nil {
+				o.fail(t.s.name, t.server, err)
+			}
+			return
+		}
+		// The entry turned terminal since we looked: replace it.
+	}
+	if held != nil {
+		// Release first: the old view must leave the registry before the
+		// new one fills it.
+		r.setBinding(t.s, t.server, &binding{want: t.want, err: errors.New("reacquiring")})
+		r.release(ctx, o, t, held)
+	}
+	v := view.New(view.Config{
+		Session:  t.s.name,
+		Server:   t.server,
+		Registry: t.s.reg,
+		Counters: r.counters,
+		Policy:   r.Policy(),
+		Settings: t.want.settings,
+		Logger:   r.log,
+	})
+	h, err := r.pool.Acquire(ctx, t.want.spec, v)
+	if err != nil {
+		r.setBinding(t.s, t.server, &binding{want: t.want, err: err})
+		o.fail(t.s.name, t.server, err)
+		r.log.Warn("acquire failed", "session", t.s.name, "server", t.server, "err", err)
+		return
+	}
+	o.count(&o.sum.Acquired)
+	r.setBinding(t.s, t.server, &binding{handle: h, want: t.want})
+	if err := v.Err(); err != nil {
+		o.fail(t.s.name, t.server, err)
+	}
+}
+
+func (r *Reconciler) release(ctx context.Context, o *op, t task, h *pool.Handle) {
+	if h == nil {
+		return
+	}
+	if err := h.Release(ctx); err != nil {
+		o.fail(t.s.name, t.server, err)
+		return
+	}
+	o.count(&o.sum.Released)
+}
+
+// setBinding publishes b (nil: none) for server in s.
+func (r *Reconciler) setBinding(s *session, server string, b *binding) {
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	if b == nil {
+		delete(s.bindings, server)
+	} else {
+		s.bindings[server] = b
+	}
+}
+
+// describe turns bindings into sorted BindingStates.
+func describe(bs map[string]*binding) []BindingState {
+	out := make([]BindingState, 0, len(bs))
+	for _, server := range slices.Sorted(maps.Keys(bs)) {
+		b := bs[server]
+		st := BindingState{Server: server, Desired: b.want.identity, Overlay: b.want.overlay}
+		if b.err != nil {
+			st.Error = b.err.Error()
+		}
+		if h := b.handle; h != nil {
+			info := h.Entry().Info()
+			st.Identity, st.EntryID, st.EntryState = info.Identity, info.ID, info.State.String()
+			describeView(&st, h.View())
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// describeView fills the view's part of st.
+func describeView(st *BindingState, v *view.View) {
+	st.Key = v.Key()
+	if err := v.Err(); err != nil && st.Error == "" {
+		st.Error = err.Error()
+	}
+	if p := v.Applied(); p != nil {
+		st.Tools, st.Prompts, st.Resources = len(p.Tools), len(p.Prompts), len(p.Resources)
+	}
+}
+
+func policyName(p abi.Policy) string {
+	if p == nil {
+		return ""
+	}
+	hs := p.Handshake()
+	return hs.Name + " " + hs.Version
+}
+
+// parallel calls f(0..n-1) with at most maxParallel calls at once and
+// returns when all are done.
+func parallel(n int, f func(i int)) {
+	if n == 1 {
+		f(0)
+		return
+	}
+	sem := make(chan struct{}, maxParallel)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(i)
+		})
+	}
+	wg.Wait()
+}

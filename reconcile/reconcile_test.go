@@ -1,0 +1,675 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/metakey"
+	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/reconcile"
+	"github.com/wasmhost/wasmhost/view"
+)
+
+var ref = metakey.Reference{}
+
+// twoSessions is the config most tests start from: server fs (pooled)
+// used by alice (trusted) and bob (only read and write).
+func twoSessions() *cfg {
+	return newCfg().
+		server("fs", "trust", true).
+		session("alice").
+		session("bob", "overrides", override("fs", `{"trust":null,"includeTools":["read","write"]}`))
+}
+
+func TestApplyAcquiresAndProjects(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read", "write", "list"))
+	c := twoSessions().build(t)
+	before := e.snap()
+	sum := e.apply(c)
+	d := e.delta(before)
+	assert.Equal(t, int64(1), d.Connects, "one pooled transport for both sessions")
+	assert.Equal(t, int64(2), d.Acquires)
+	assert.Equal(t, 2, sum.Acquired)
+	assert.Equal(t, 1, sum.TransportsStarted)
+	assert.Equal(t, []string{"alice", "bob"}, sum.Changed)
+	e.requireProjected(c, ref)
+	assert.Equal(t, []string{"list", "read", "write"}, e.reg("alice").ToolNames("fs"))
+	assert.Equal(t, []string{"read", "write"}, e.reg("bob").ToolNames("fs"))
+	assert.Equal(t, true, e.reg("alice").Tool("fs", "read").Meta[view.MetaTrust])
+	assert.Equal(t, false, e.reg("bob").Tool("fs", "read").Meta[view.MetaTrust])
+	assert.Same(t, e.handle("alice", "fs").Entry(), e.handle("bob", "fs").Entry())
+	e.requireRefsMatch()
+
+	// Applying the same config again does nothing at all.
+	before = e.snap()
+	sum = e.apply(c)
+	d = e.delta(before)
+	assert.Equal(t, churn.Values{Refreshes: 2, PolicyCalls: 2}, d, "only the two key computations")
+	assert.Empty(t, sum.Changed)
+	assert.Equal(t, 1, sum.TransportsReused)
+	assert.Equal(t, 2, sum.Refreshed)
+	assert.Equal(t, 1, e.rec.State().Sessions[0].Servers[0].Prompts)
+}
+
+func TestApplyPooledRefresh(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read", "write", "list"))
+	e.apply(twoSessions().build(t))
+	alice, bob := e.handle("alice", "fs"), e.handle("bob", "fs")
+	aliceOps := e.reg("alice").OpCount()
+
+	// Metadata-only change in bob's override: a refresh, not a reconnect.
+	next := twoSessions()
+	next.session("bob", "overrides", override("fs", `{"trust":null,"includeTools":["read","list"],"alwaysLoadTools":true}`))
+	c := next.build(t)
+	before := e.snap()
+	sum := e.apply(c)
+	d := e.delta(before)
+	assert.Zero(t, d.Connects)
+	assert.Zero(t, d.Disconnects)
+	assert.Zero(t, d.Acquires)
+	assert.Zero(t, d.Releases)
+	assert.Equal(t, int64(1), d.Replays, "only bob's view replays")
+	assert.Equal(t, int64(2), d.RegistryOps, "bob: delete write, put list and read with alwaysLoad")
+	assert.Equal(t, []string{"bob"}, sum.Changed)
+	assert.Equal(t, 1, sum.TransportsReused)
+	assert.Equal(t, aliceOps, e.reg("alice").OpCount())
+	assert.Same(t, alice, e.handle("alice", "fs"))
+	assert.Same(t, bob, e.handle("bob", "fs"))
+	assert.Equal(t, true, e.reg("bob").Tool("fs", "list").Meta[view.MetaAlwaysLoad])
+	assert.Equal(t, false, e.reg("alice").Tool("fs", "list").Meta[view.MetaAlwaysLoad], "per-session alwaysLoadTools")
+	e.requireProjected(c, ref)
+	e.requireRefsMatch()
+}
+
+func TestApplyTransportChange(t *testing.T) {
+	up := newUpstream("fs", "read", "write", "list")
+	e := newEnv(t, up)
+	e.apply(twoSessions().build(t))
+	oldAlice, oldBob := e.handle("alice", "fs"), e.handle("bob", "fs")
+
+	next := twoSessions()
+	next.server("fs", "trust", true, "args", []string{"--root", "/other"})
+	c := next.build(t)
+	before := e.snap()
+	sum := e.apply(c)
+	d := e.delta(before)
+	assert.Equal(t, int64(1), d.Connects)
+	assert.Equal(t, int64(1), d.Disconnects)
+	assert.Equal(t, int64(2), d.Releases)
+	assert.Equal(t, int64(2), d.Acquires)
+	assert.Equal(t, 2, sum.Acquired)
+	assert.Equal(t, 2, sum.Released)
+	assert.Equal(t, 1, sum.TransportsStarted)
+	assert.Equal(t, 1, sum.TransportsStopped)
+	assert.Zero(t, sum.TransportsReused)
+	assert.True(t, oldAlice.Released())
+	assert.True(t, oldBob.Released())
+	want := pool.FromConfig(c.Servers["fs"]).Fingerprint()
+	assert.Equal(t, want, e.handle("alice", "fs").Identity())
+	assert.NotEqual(t, oldAlice.Identity(), want)
+	assert.Equal(t, 2, up.dialCount())
+	e.requireProjected(c, ref)
+	e.requireRefsMatch()
+}
+
+func TestApplyUnpooledIdentity(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read", "write", "list"))
+	base := twoSessions()
+	base.server("fs", "trust", true, "pooled", false)
+	c := base.build(t)
+	before := e.snap()
+	e.apply(c)
+	assert.Equal(t, int64(2), e.delta(before).Connects, "one connection per session")
+	alice, bob := e.handle("alice", "fs"), e.handle("bob", "fs")
+	fp := pool.FromConfig(c.Servers["fs"]).Fingerprint()
+	for _, h := range []*pool.Handle{alice, bob} {
+		assert.True(t, strings.HasPrefix(h.ID(), "fs::unpooled-"), h.ID())
+		assert.NotEqual(t, fp, h.ID(), "the lifecycle id is not the fingerprint")
+		assert.Equal(t, fp, h.Identity(), "the captured identity is")
+	}
+
+	for _, tc := range []struct {
+		name     string
+		settings string
+		ops      int64
+	}{
+		{"metadata-only change", `{"trust":false,"includeTools":["list"]}`, 2},
+		{"canonical-equivalent change", `{"trust":false,"includeTools":["list(x)","list"],"excludeTools":[]}`, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			next := base.clone()
+			next.session("bob", "overrides", override("fs", tc.settings))
+			c := next.build(t)
+			before := e.snap()
+			e.apply(c)
+			d := e.delta(before)
+			assert.Zero(t, d.Connects, "no replacement")
+			assert.Zero(t, d.Disconnects)
+			assert.Zero(t, d.Acquires)
+			assert.Equal(t, tc.ops, d.RegistryOps)
+			assert.Same(t, alice, e.handle("alice", "fs"))
+			assert.Same(t, bob, e.handle("bob", "fs"))
+			e.requireProjected(c, ref)
+			e.requireRefsMatch()
+		})
+	}
+}
+
+func TestApplyEquivalentFilterNormalization(t *testing.T) {
+	for _, tc := range []struct{ name, from, to string }{
+		{"include order, duplicates and (args)", `{"includeTools":["b","a","a"]}`, `{"includeTools":["a","b(x)"]}`},
+		{"include (args) only", `{"includeTools":["read(path)","write"]}`, `{"includeTools":["write(a)(b)","read"]}`},
+		{"exclude missing versus empty", `{}`, `{"excludeTools":[]}`},
+		{"exclude null versus empty", `{"excludeTools":null}`, `{"excludeTools":[]}`},
+		{"exclude order and duplicates", `{"excludeTools":["b","a","b"]}`, `{"excludeTools":["a","b"]}`},
+		{"alwaysLoadTools missing versus false", `{}`, `{"alwaysLoadTools":false}`},
+		{"alwaysLoadTools null versus false", `{"alwaysLoadTools":null}`, `{"alwaysLoadTools":false}`},
+		{"trust missing versus null", `{}`, `{"trust":null}`},
+		{"include null versus missing", `{"includeTools":null}`, `{}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, newUpstream("fs", "a", "b", "read", "write"))
+			mk := func(settings string) *config.Config {
+				return newCfg().server("fs").session("alice", "overrides", override("fs", settings)).build(t)
+			}
+			e.apply(mk(tc.from))
+			h := e.handle("alice", "fs")
+			key := h.View().Key()
+			before := e.snap()
+			sum := e.apply(mk(tc.to))
+			d := e.delta(before)
+			assert.Zero(t, d.RegistryOps)
+			assert.Zero(t, d.Replays)
+			assert.Zero(t, d.Connects)
+			assert.Zero(t, d.Acquires)
+			assert.Empty(t, sum.Changed)
+			assert.Same(t, h, e.handle("alice", "fs"))
+			assert.Equal(t, key, h.View().Key())
+		})
+	}
+}
+
+func TestApplyAbsentVersusEmptyInclude(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read", "write"))
+	mk := func(settings string) *config.Config {
+		return newCfg().server("fs").session("alice", "overrides", override("fs", settings)).build(t)
+	}
+	reg := e.reg("alice")
+
+	e.apply(mk(`{}`))
+	assert.Equal(t, []string{"read", "write"}, reg.ToolNames("fs"), "absent: every tool")
+	assert.Equal(t, []string{"greet"}, reg.PromptNames("fs"))
+
+	sum := e.apply(mk(`{"includeTools":[]}`))
+	assert.Empty(t, reg.ToolNames("fs"), "[]: no tool")
+	assert.Empty(t, reg.PromptNames("fs"), "[]: no prompt")
+	assert.Equal(t, []string{"file:///fs"}, reg.ResourceURIs("fs"), "resources are never filtered")
+	assert.Equal(t, []string{"alice"}, sum.Changed)
+
+	e.apply(mk(`{"includeTools":null}`))
+	assert.Equal(t, []string{"read", "write"}, reg.ToolNames("fs"), "null: every tool again")
+}
+
+func TestApplyInPlaceConfigMutation(t *testing.T) {
+	up := newUpstream("fs", "aa", "bb")
+	e := newEnv(t, up)
+	c := newCfg().server("fs", "includeTools", []string{"aa"}).session("alice").build(t)
+	e.apply(c)
+	reg := e.reg("alice")
+	h := e.handle("alice", "fs")
+	require.Equal(t, []string{"aa"}, reg.ToolNames("fs"))
+
+	// Same *config.Config, settings bytes edited in place.
+	inc := c.Servers["fs"].Settings.IncludeTools
+	require.Equal(t, `["aa"]`, string(inc))
+	copy(inc, `["bb"]`)
+	before := e.snap()
+	sum := e.apply(c)
+	assert.Equal(t, []string{"bb"}, reg.ToolNames("fs"), "the captured key is compared, not the config reference")
+	assert.Equal(t, []string{"alice"}, sum.Changed)
+	assert.Zero(t, e.delta(before).Connects)
+	assert.Same(t, h, e.handle("alice", "fs"))
+
+	// Transport slice edited in place: the entry's captured identity no
+	// longer matches, so the binding is reacquired.
+	oldIdentity := h.Identity()
+	c.Servers["fs"].Args[1] = "/elsewhere"
+	assert.Equal(t, oldIdentity, h.Identity(), "mutating the config does not move the captured identity")
+	before = e.snap()
+	e.apply(c)
+	d := e.delta(before)
+	assert.Equal(t, int64(1), d.Connects)
+	assert.Equal(t, int64(1), d.Releases)
+	assert.True(t, h.Released())
+	assert.Equal(t, pool.FromConfig(c.Servers["fs"]).Fingerprint(), e.handle("alice", "fs").Identity())
+	e.requireProjected(c, ref)
+}
+
+func TestApplyDisabledServer(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read", "write"), newUpstream("git", "log"))
+	base := twoSessions()
+	base.server("git")
+	e.apply(base.build(t))
+	require.Len(t, e.pool.Entries(), 2)
+
+	// Disabled for bob only, by an override.
+	next := base.clone()
+	next.session("bob", "overrides", map[string]any{"fs": map[string]any{"disabled": true}})
+	c := next.build(t)
+	before := e.snap()
+	sum := e.apply(c)
+	d := e.delta(before)
+	assert.Equal(t, int64(1), d.Releases)
+	assert.Zero(t, d.Disconnects, "alice still holds the transport")
+	assert.Equal(t, 1, sum.Released)
+	assert.Nil(t, e.rec.Handle("bob", "fs"))
+	assert.Empty(t, e.reg("bob").ToolNames("fs"))
+	assert.Equal(t, []string{"bob"}, sum.Changed)
+	e.requireProjected(c, ref)
+	e.requireRefsMatch()
+
+	// Disabled for everyone: the transport closes.
+	next.server("fs", "disabled", true)
+	c = next.build(t)
+	before = e.snap()
+	e.apply(c)
+	d = e.delta(before)
+	assert.Equal(t, int64(1), d.Releases)
+	assert.Equal(t, int64(1), d.Disconnects)
+	assert.Nil(t, e.rec.Handle("alice", "fs"))
+	e.requireProjected(c, ref)
+	e.requireRefsMatch()
+	require.Len(t, e.pool.Entries(), 1)
+}
+
+func TestApplyRemovedSessionAndServer(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read"), newUpstream("git", "log"))
+	base := twoSessions()
+	base.server("git")
+	e.apply(base.build(t))
+	bobFS, bobGit := e.handle("bob", "fs"), e.handle("bob", "git")
+
+	// Bob goes away: all his handles are released.
+	next := base.clone()
+	delete(next.Sessions, "bob")
+	c := next.build(t)
+	sum := e.apply(c)
+	assert.Equal(t, 2, sum.Released)
+	assert.True(t, bobFS.Released())
+	assert.True(t, bobGit.Released())
+	assert.Empty(t, e.reg("bob").Servers())
+	assert.Equal(t, []string{"bob"}, sum.Changed)
+	assert.Equal(t, []string{"alice"}, e.rec.Sessions())
+	assert.Nil(t, e.rec.Bindings("bob"))
+	e.requireProjected(c, ref)
+	e.requireRefsMatch()
+
+	// git leaves alice's server list, then leaves the config.
+	next.session("alice", "servers", []string{"fs"})
+	c = next.build(t)
+	before := e.snap()
+	e.apply(c)
+	assert.Equal(t, int64(1), e.delta(before).Disconnects)
+	e.requireProjected(c, ref)
+	delete(next.Servers, "git")
+	next.session("alice")
+	c = next.build(t)
+	sum = e.apply(c)
+	assert.Zero(t, sum.Released+sum.Acquired)
+	e.requireProjected(c, ref)
+	e.requireRefsMatch()
+
+	// Bob comes back: a fresh registry request and a fresh binding joining
+	// the live transport.
+	before = e.snap()
+	sum = e.apply(twoSessions().build(t))
+	assert.Zero(t, e.delta(before).Connects)
+	assert.Equal(t, 1, sum.TransportsReused)
+	assert.Equal(t, []string{"read"}, e.reg("bob").ToolNames("fs"))
+	e.mu.Lock()
+	assert.Equal(t, 2, e.regCall["bob"])
+	e.mu.Unlock()
+}
+
+func TestRestart(t *testing.T) {
+	up := newUpstream("fs", "read", "write")
+	e := newEnv(t, up)
+	c := twoSessions().build(t)
+	e.apply(c)
+	alice, bob := e.handle("alice", "fs"), e.handle("bob", "fs")
+	before := e.snap()
+	require.NoError(t, e.rec.Restart(context.Background(), "fs"))
+	e.settleAll()
+	d := e.delta(before)
+	assert.Equal(t, int64(1), d.Connects)
+	assert.Equal(t, int64(1), d.Disconnects)
+	assert.Zero(t, d.Acquires+d.Releases, "handles stay")
+	assert.Equal(t, 2, up.dialCount())
+	assert.Same(t, alice, e.handle("alice", "fs"))
+	assert.Same(t, bob, e.handle("bob", "fs"))
+	e.requireProjected(c, ref)
+
+	err := e.rec.Restart(context.Background(), "nope")
+	require.ErrorIs(t, err, reconcile.ErrNotBound)
+}
+
+func TestRestartReplacesFailedEntry(t *testing.T) {
+	up := newUpstream("fs", "read")
+	e := newEnv(t, up)
+	c := twoSessions().build(t)
+	e.apply(c)
+	h := e.handle("alice", "fs")
+	up.kill()
+	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, 5*time.Second, 5*time.Millisecond)
+	assert.Empty(t, e.reg("alice").ToolNames("fs"), "withdrawn")
+	assert.NotEmpty(t, e.rec.Bindings("alice")[0].Error)
+
+	// The failed entry is replaced by the next reconciling call.
+	before := e.snap()
+	sum := e.apply(c)
+	assert.Equal(t, int64(1), e.delta(before).Connects)
+	assert.Equal(t, 2, sum.Acquired)
+	assert.NotSame(t, h, e.handle("alice", "fs"))
+	e.requireProjected(c, ref)
+	e.requireRefsMatch()
+
+	// Restart does the same for a failed entry.
+	up.kill()
+	h = e.handle("alice", "fs")
+	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, e.rec.Restart(context.Background(), "fs"))
+	assert.NotSame(t, h, e.handle("alice", "fs"))
+	e.requireProjected(c, ref)
+	e.requireRefsMatch()
+}
+
+func TestTeardown(t *testing.T) {
+	up := newUpstream("fs", "read", "write")
+	e := newEnv(t, up, newUpstream("git", "log"))
+	base := twoSessions()
+	base.server("git")
+	base.session("alice", "servers", []string{"fs", "git"})
+	base.session("bob", "servers", []string{"fs"}, "overrides", override("fs", `{"includeTools":["read"]}`))
+	c := base.build(t)
+	e.apply(c)
+	alice, bob := e.handle("alice", "fs"), e.handle("bob", "fs")
+
+	// A shared transport: alice's binding is torn down and rejoins it.
+	before := e.snap()
+	require.NoError(t, e.rec.Teardown(context.Background(), "alice", "fs"))
+	d := e.delta(before)
+	assert.Equal(t, int64(1), d.Releases)
+	assert.Equal(t, int64(1), d.Acquires)
+	assert.Zero(t, d.Connects)
+	assert.True(t, alice.Released())
+	assert.NotSame(t, alice, e.handle("alice", "fs"))
+	assert.Same(t, bob, e.handle("bob", "fs"))
+	e.requireProjected(c, ref)
+
+	// A transport held by alice alone is closed and reconnected.
+	git := e.handle("alice", "git")
+	before = e.snap()
+	require.NoError(t, e.rec.Teardown(context.Background(), "alice", "git"))
+	d = e.delta(before)
+	assert.Equal(t, int64(1), d.Connects)
+	assert.Equal(t, int64(1), d.Disconnects)
+	assert.NotSame(t, git, e.handle("alice", "git"))
+	e.requireProjected(c, ref)
+	e.requireRefsMatch()
+
+	require.ErrorIs(t, e.rec.Teardown(context.Background(), "bob", "git"), reconcile.ErrNotBound)
+	require.ErrorIs(t, e.rec.Teardown(context.Background(), "zed", "fs"), reconcile.ErrUnknownSession)
+}
+
+func TestSetPolicyRekeysWithoutReconnect(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read", "write", "wipe"))
+	c := twoSessions().build(t)
+	e.apply(c)
+	alice := e.handle("alice", "fs")
+	oldKey := alice.View().Key()
+
+	before := e.snap()
+	sum, err := e.rec.SetPolicy(context.Background(), altPolicy{})
+	require.NoError(t, err)
+	d := e.delta(before)
+	assert.Zero(t, d.Connects+d.Disconnects+d.Acquires+d.Releases, "no transport touched")
+	assert.Equal(t, 2, sum.Refreshed)
+	assert.Equal(t, []string{"alice", "bob"}, sum.Changed)
+	assert.Equal(t, "alt:"+oldKey, alice.View().Key())
+	assert.Same(t, alice, e.handle("alice", "fs"))
+	assert.Equal(t, []string{"read"}, e.reg("alice").ToolNames("fs"))
+	assert.Equal(t, []string{"read"}, e.reg("bob").ToolNames("fs"))
+	e.requireProjected(c, altPolicy{})
+	assert.Equal(t, "alt 2.0.0", e.rec.State().Policy)
+
+	// New bindings use the new policy too.
+	next := twoSessions()
+	next.session("carol")
+	c = next.build(t)
+	e.apply(c)
+	assert.True(t, strings.HasPrefix(e.handle("carol", "fs").View().Key(), "alt:"))
+	e.requireProjected(c, altPolicy{})
+
+	_, err = e.rec.SetPolicy(context.Background(), ref)
+	require.NoError(t, err)
+	e.requireProjected(c, ref)
+}
+
+func TestErrorsDoNotBlockOthers(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read"), newUpstream("broken", "x"))
+	e.setFailing("broken", errDial)
+	base := twoSessions()
+	base.server("broken")
+	c := base.build(t)
+	sum, err := e.rec.Apply(context.Background(), c)
+	require.Error(t, err)
+	require.ErrorIs(t, err, errDial)
+	require.Len(t, sum.Errors, 2)
+	assert.Equal(t, [2]string{"alice", "broken"}, [2]string{sum.Errors[0].Session, sum.Errors[0].Server})
+	assert.Equal(t, [2]string{"bob", "broken"}, [2]string{sum.Errors[1].Session, sum.Errors[1].Server})
+	assert.Contains(t, err.Error(), `session "alice", server "broken"`)
+	assert.Contains(t, sum.String(), "2 errors: session \"alice\", server \"broken\"")
+	assert.Nil(t, e.rec.Handle("alice", "broken"))
+	assert.NotNil(t, e.rec.Handle("alice", "fs"), "the other server is bound")
+	assert.Equal(t, []string{"read"}, e.reg("bob").ToolNames("fs"))
+	for _, b := range e.rec.Bindings("alice") {
+		if b.Server == "broken" {
+			assert.Contains(t, b.Error, errDial.Error())
+			assert.Empty(t, b.Identity)
+			assert.Equal(t, pool.FromConfig(c.Servers["broken"]).Fingerprint(), b.Desired)
+		} else {
+			assert.Empty(t, b.Error)
+		}
+	}
+	e.requireRefsMatch()
+
+	// Fixed: the next Apply retries the absent bindings only.
+	e.setFailing("broken", nil)
+	before := e.snap()
+	sum = e.apply(c)
+	assert.Equal(t, 2, sum.Acquired)
+	assert.Equal(t, int64(1), e.delta(before).Connects)
+	e.requireProjected(c, ref)
+
+	// Settings the policy refuses (an overlay bypasses the config loader's
+	// type checks) fail that view closed, and nothing else.
+	bad := c.Servers["fs"].Clone()
+	bad.Settings.IncludeTools = raw(`7`)
+	sum, err = e.rec.PutOverlay(context.Background(), "alice", bad)
+	require.ErrorIs(t, err, view.ErrRefused)
+	require.Len(t, sum.Errors, 1)
+	assert.Empty(t, e.reg("alice").ToolNames("fs"), "alice's fs view failed closed")
+	assert.Equal(t, []string{"read"}, e.reg("bob").ToolNames("fs"), "bob untouched")
+	assert.Equal(t, []string{"x"}, e.reg("alice").ToolNames("broken"), "alice's other server untouched")
+	assert.Contains(t, e.rec.Bindings("alice")[1].Error, "includeTools")
+
+	// Good settings again restore the view, on the same handle.
+	h := e.handle("alice", "fs")
+	_, err = e.rec.DeleteOverlay(context.Background(), "alice", "fs")
+	require.NoError(t, err)
+	assert.Same(t, h, e.handle("alice", "fs"))
+	e.requireProjected(c, ref)
+	assert.Empty(t, e.rec.Bindings("alice")[1].Error)
+}
+
+func TestPutOverlaySameFingerprint(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read", "write", "list"))
+	c := twoSessions().build(t)
+	e.apply(c)
+	alice, bob := e.handle("alice", "fs"), e.handle("bob", "fs")
+	bobOps := e.reg("bob").OpCount()
+
+	// Same transport, other settings: refresh, no reconnect.
+	ov := c.Servers["fs"].Clone()
+	ov.Settings = config.Settings{Trust: raw(`false`), IncludeTools: raw(`["list"]`)}
+	before := e.snap()
+	sum, err := e.rec.PutOverlay(context.Background(), "alice", ov)
+	require.NoError(t, err)
+	d := e.delta(before)
+	assert.Zero(t, d.Connects+d.Acquires+d.Releases)
+	assert.Equal(t, 1, sum.Refreshed)
+	assert.Equal(t, []string{"alice"}, sum.Changed)
+	assert.Same(t, alice, e.handle("alice", "fs"))
+	assert.Equal(t, []string{"list"}, e.reg("alice").ToolNames("fs"))
+	assert.Equal(t, false, e.reg("alice").Tool("fs", "list").Meta[view.MetaTrust])
+	assert.Equal(t, bobOps, e.reg("bob").OpCount())
+	assert.True(t, e.rec.Bindings("alice")[0].Overlay)
+
+	// The overlay survives a later Apply of the unchanged file.
+	before = e.snap()
+	sum = e.apply(c)
+	assert.Zero(t, e.delta(before).RegistryOps)
+	assert.Empty(t, sum.Changed)
+	assert.Equal(t, []string{"list"}, e.reg("alice").ToolNames("fs"))
+
+	// Deleting it brings the file's settings back, still without reconnect.
+	before = e.snap()
+	_, err = e.rec.DeleteOverlay(context.Background(), "alice", "fs")
+	require.NoError(t, err)
+	assert.Zero(t, e.delta(before).Connects)
+	assert.Same(t, alice, e.handle("alice", "fs"))
+	assert.Same(t, bob, e.handle("bob", "fs"))
+	e.requireProjected(c, ref)
+
+	_, err = e.rec.DeleteOverlay(context.Background(), "alice", "fs")
+	require.ErrorIs(t, err, reconcile.ErrNoOverlay)
+	_, err = e.rec.PutOverlay(context.Background(), "zed", ov)
+	require.ErrorIs(t, err, reconcile.ErrUnknownSession)
+	ov.Command = ""
+	_, err = e.rec.PutOverlay(context.Background(), "alice", ov)
+	require.ErrorIs(t, err, pool.ErrInvalidSpec)
+}
+
+func TestPutOverlayDifferentTransport(t *testing.T) {
+	up := newUpstream("fs", "read", "write")
+	e := newEnv(t, up, newUpstream("extra", "e1"))
+	c := twoSessions().build(t)
+	e.apply(c)
+	alice, bob := e.handle("alice", "fs"), e.handle("bob", "fs")
+
+	ov := c.Servers["fs"].Clone()
+	ov.Args = []string{"--root", "/alice-only"}
+	before := e.snap()
+	sum, err := e.rec.PutOverlay(context.Background(), "alice", ov)
+	require.NoError(t, err)
+	d := e.delta(before)
+	assert.Equal(t, int64(1), d.Connects)
+	assert.Zero(t, d.Disconnects, "bob still holds the old transport")
+	assert.Equal(t, 1, sum.Released)
+	assert.Equal(t, 1, sum.Acquired)
+	assert.True(t, alice.Released())
+	assert.Same(t, bob, e.handle("bob", "fs"))
+	assert.Equal(t, pool.FromConfig(ov).Fingerprint(), e.handle("alice", "fs").Identity())
+	assert.NotSame(t, bob.Entry(), e.handle("alice", "fs").Entry())
+	e.requireProjected(c, ref) // same settings as the file
+	e.requireRefsMatch()
+
+	// A server the file does not have: acquired for alice only.
+	extra := &config.Server{Name: "extra", Command: "/usr/bin/extra", Pooled: true, Settings: config.Settings{IncludeTools: raw(`["e1"]`)}}
+	sum, err = e.rec.PutOverlay(context.Background(), "alice", extra)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Acquired)
+	assert.Equal(t, []string{"e1"}, e.reg("alice").ToolNames("extra"))
+	assert.Empty(t, e.reg("bob").ToolNames("extra"))
+
+	// A disabled overlay releases the file's binding for the session.
+	dis := c.Servers["fs"].Clone()
+	dis.Disabled = true
+	sum, err = e.rec.PutOverlay(context.Background(), "alice", dis)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Released)
+	assert.Nil(t, e.rec.Handle("alice", "fs"))
+
+	// Deleting the overlays: fs comes back from the file, extra goes.
+	_, err = e.rec.DeleteOverlay(context.Background(), "alice", "fs")
+	require.NoError(t, err)
+	before = e.snap()
+	_, err = e.rec.DeleteOverlay(context.Background(), "alice", "extra")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), e.delta(before).Disconnects)
+	assert.Same(t, bob.Entry(), e.handle("alice", "fs").Entry(), "rejoined the shared transport")
+	e.requireProjected(c, ref)
+	e.requireRefsMatch()
+
+	// Overlays of a removed session are dropped with it.
+	_, err = e.rec.PutOverlay(context.Background(), "bob", extra)
+	require.NoError(t, err)
+	next := twoSessions()
+	delete(next.Sessions, "bob")
+	e.apply(next.build(t))
+	sum = e.apply(twoSessions().build(t))
+	assert.Nil(t, e.rec.Handle("bob", "extra"))
+	assert.Zero(t, sum.Released)
+}
+
+func TestCloseReleasesEverything(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read"))
+	c := twoSessions().build(t)
+	e.apply(c)
+	h := e.handle("alice", "fs")
+	require.NoError(t, e.rec.Close(context.Background()))
+	assert.True(t, h.Released())
+	assert.Empty(t, e.pool.Entries())
+	assert.Empty(t, e.reg("alice").Servers())
+	assert.Nil(t, e.rec.Handle("alice", "fs"))
+	_, err := e.rec.Apply(context.Background(), c)
+	require.ErrorIs(t, err, reconcile.ErrClosed)
+	_, err = e.rec.SetPolicy(context.Background(), ref)
+	require.ErrorIs(t, err, reconcile.ErrClosed)
+	require.NoError(t, e.rec.Close(context.Background()), "a second Close is a no-op")
+}
+
+func TestForwardedCallThroughHandle(t *testing.T) {
+	e := newEnv(t, newUpstream("demo"))
+	c := newCfg().server("demo").session("alice").build(t)
+	e.apply(c)
+	res, err := e.handle("alice", "demo").Session().CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hello"}})
+	require.NoError(t, err)
+	require.Len(t, res.Content, 1)
+	assert.Equal(t, "hello", res.Content[0].(*mcp.TextContent).Text)
+}
+
+func TestSummaryString(t *testing.T) {
+	s := reconcile.Summary{
+		Changed:          []string{"alice", "bob"},
+		TransportsReused: 3, TransportsStarted: 1, TransportsStopped: 2,
+		Acquired: 4, Released: 5, Refreshed: 6, Replayed: 7, RegistryOps: 1,
+		Errors: []*reconcile.BindingError{{Session: "bob", Server: "fs", Err: errors.New("boom")}},
+	}
+	assert.Equal(t, `2 sessions changed; transports 3 reused, 1 started, 2 stopped; 4 acquired, 5 released, 6 refreshed, 7 replayed, 1 registry op; 1 error: session "bob", server "fs": boom`, s.String())
+	assert.Equal(t, 2, s.SessionsChanged())
+	assert.True(t, s.SessionChanged("bob"))
+	assert.False(t, s.SessionChanged("carol"))
+	assert.EqualError(t, s.Err(), `session "bob", server "fs": boom`)
+	assert.NoError(t, reconcile.Summary{}.Err())
+	assert.Equal(t, "0 sessions changed; transports 0 reused, 0 started, 0 stopped; 0 acquired, 0 released, 0 refreshed, 0 replayed, 0 registry ops; 0 errors", reconcile.Summary{}.String())
+}

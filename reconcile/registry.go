@@ -1,0 +1,47 @@
+package reconcile
+
+import (
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/wasmhost/wasmhost/view"
+)
+
+// A trackedRegistry counts the operations one session's registry receives,
+// so a reconciling call can tell which sessions saw a change.
+type trackedRegistry struct {
+	inner view.Registry
+	ops   atomic.Int64
+}
+
+var _ view.Registry = (*trackedRegistry)(nil)
+
+func (r *trackedRegistry) PutTools(server string, tools []*mcp.Tool) {
+	r.ops.Add(1)
+	r.inner.PutTools(server, tools)
+}
+
+func (r *trackedRegistry) DeleteTools(server string, names []string) {
+	r.ops.Add(1)
+	r.inner.DeleteTools(server, names)
+}
+
+func (r *trackedRegistry) PutPrompts(server string, prompts []*mcp.Prompt) {
+	r.ops.Add(1)
+	r.inner.PutPrompts(server, prompts)
+}
+
+func (r *trackedRegistry) DeletePrompts(server string, names []string) {
+	r.ops.Add(1)
+	r.inner.DeletePrompts(server, names)
+}
+
+func (r *trackedRegistry) PutResources(server string, resources []*mcp.Resource) {
+	r.ops.Add(1)
+	r.inner.PutResources(server, resources)
+}
+
+func (r *trackedRegistry) DeleteResources(server string, uris []string) {
+	r.ops.Add(1)
+	r.inner.DeleteResources(server, uris)
+}
