@@ -79,4 +79,4 @@ check: tools plugins ## fail when make plugins or go mod tidy would change a tra
 	@git diff --exit-code --stat -- . ':!BENCHMARKS.md' || { echo "make check: the files above differ from what is committed (rebuild with make plugins / go mod tidy and commit)"; exit 1; }
 
 run: build ## start the daemon on the example config (embedded default policy)
-	$(BIN) run --config examples/demo.json
+	$(BIN) run --config examples/demo.json --print-tokens

@@ -11,6 +11,9 @@
 //	wasmhost digest      FILE
 //	wasmhost inspect     [--json] FILE
 //	wasmhost new-plugin  [--name NAME] [--module PATH] DIR
+//	wasmhost run         --config FILE [--listen ADDR] [--allow-remote] [--allow-host HOST]... [--print-tokens]
+//	wasmhost stdio       --config FILE --session NAME
+//	wasmhost demo-server
 //
 // PLUGIN FLAGS are --plugin FILE (default: the embedded default policy),
 // --pin SHA256 (refuse a plugin whose SHA-256 differs), --memory-mib N
@@ -77,6 +80,9 @@ func init() {
 		{"digest", "print the SHA-256 of a plugin file, as a config pins it", runDigest},
 		{"inspect", "print a plugin's handshake, exports and imports, and whether the host accepts it", runInspect},
 		{"new-plugin", "create a Go policy plugin project that builds and passes its own golden suite", runNewPlugin},
+		{"run", "run the daemon: serve each session of a config over streamable HTTP", runRun},
+		{"stdio", "serve one session of a config over standard input and output (no pool)", runStdio},
+		{"demo-server", "serve the built-in demo MCP server over standard input and output", runDemoServer},
 	}
 }
 

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wasmhost/wasmhost/internal/demoserver"
+)
+
+// runDemoServer is `wasmhost demo-server`: the demo upstream MCP server
+// (package internal/demoserver) over standard input and output, so that an
+// example config can use this binary as its upstream and needs nothing
+// installed.
+func runDemoServer(ctx context.Context, args []string, s stdio) int {
+	fs := newFlagSet("demo-server", "", s)
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return parseStatus(err)
+	}
+	if len(rest) > 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	t := &mcp.IOTransport{Reader: io.NopCloser(s.in), Writer: nopWriteCloser{s.out}}
+	err = demoserver.New().MCP().Run(ctx, t)
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) && !errors.Is(err, mcp.ErrConnectionClosed) {
+		s.errorf("demo-server", "%v", err)
+		return exitFail
+	}
+	return exitOK
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/daemon"
+)
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// parseLevel parses a --log-level value.
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	err := l.UnmarshalText([]byte(s))
+	return l, err
+}
+
+// runRun is `wasmhost run`: the daemon.
+func runRun(ctx context.Context, args []string, s stdio) int {
+	fs := newFlagSet("run", "--config FILE [--listen ADDR] [--allow-remote] [--allow-host HOST]... [--print-tokens]", s)
+	var (
+		configPath  = fs.String("config", "", "config `FILE` (required)")
+		listen      = fs.String("listen", "", "listen `ADDR` (host:port), replacing the config's \"listen\"")
+		allowRemote = fs.Bool("allow-remote", false, "allow listening on a non-loopback address")
+		printTokens = fs.Bool("print-tokens", false, "print the session tokens written inline in the config (demo only)")
+		cacheDir    = fs.String("cache-dir", defaultCacheDir(), "compilation cache `DIR` for the policy plugin (empty: none)")
+		logLevel    = fs.String("log-level", "info", "log `LEVEL`: debug, info, warn or error")
+		debounce    = fs.Duration("debounce", daemon.DefaultDebounce, "how long file-watch and SIGHUP reloads wait for more changes")
+		allowHosts  stringList
+	)
+	fs.Var(&allowHosts, "allow-host", "also accept `HOST` in Host and Origin headers (repeatable; for remote clients)")
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return parseStatus(err)
+	}
+	if *configPath == "" || len(rest) > 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	level, err := parseLevel(*logLevel)
+	if err != nil {
+		s.errorf("run", "--log-level: %v", err)
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
+
+	d, err := daemon.New(daemon.Options{
+		ConfigPath:   *configPath,
+		Logger:       log,
+		Listen:       *listen,
+		AllowRemote:  *allowRemote,
+		AllowedHosts: allowHosts,
+		CacheDir:     *cacheDir,
+		Debounce:     *debounce,
+	})
+	if err != nil {
+		s.errorf("run", "%v", err)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			return exitOK
+		}
+		s.errorf("run", "%v", err)
+		if errors.Is(err, daemon.ErrNotLoopback) || errors.Is(err, config.ErrInvalid) {
+			return exitUsage
+		}
+		return exitFail
+	case <-d.Ready():
+	}
+	printSessions(s, d, *printTokens)
+	if err := <-done; err != nil {
+		s.errorf("run", "%v", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// printSessions prints each session's URL (and, with printTokens, the
+// tokens written inline in the config) to stdout.
+func printSessions(s stdio, d *daemon.Daemon, printTokens bool) {
+	fmt.Fprintf(s.out, "wasmhost listening on %s\n", d.URL())
+	for _, info := range d.Sessions() {
+		tok := "token from " + info.TokenSource
+		if printTokens && info.InlineToken != "" {
+			tok = "token " + info.InlineToken
+		}
+		fmt.Fprintf(s.out, "  session %-12s %s   (%s)\n", info.Name, info.URL, tok)
+	}
+	fmt.Fprintf(s.out, "  admin            %s/v1/state   /metrics   /healthz\n", d.URL())
+	fmt.Fprintf(s.out, "Connect an MCP client with the header \"Authorization: Bearer <token>\". Ctrl-C stops.\n")
+}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/config"
+)
+
+// TestHelperDemoServer is not a test: run with WASMHOST_CLI_DEMO_HELPER=1
+// it is the upstream the tests below configure (the demo-server command
+// of this very binary), and it exits when its client disconnects.
+func TestHelperDemoServer(t *testing.T) {
+	if os.Getenv("WASMHOST_CLI_DEMO_HELPER") != "1" {
+		t.Skip("helper process for the stdio and run tests")
+	}
+	code := run(context.Background(), []string{"demo-server"}, os.Stdin, os.Stdout, os.Stderr)
+	os.Exit(code)
+}
+
+// demoConfig writes a config whose one upstream is this test binary running
+// the demo server, with sessions alice (three tools) and bob (all but
+// write_note and add_tool).
+func demoConfig(t *testing.T) string {
+	t.Helper()
+	cfg := map[string]any{
+		"admin": map[string]any{"token": "admin-token-0123456789abcdef"},
+		"mcpServers": map[string]any{
+			"demo": map[string]any{
+				"command": os.Args[0],
+				"args":    []string{"-test.run=^TestHelperDemoServer$"},
+				"env":     map[string]any{"WASMHOST_CLI_DEMO_HELPER": "1"},
+			},
+		},
+		"sessions": map[string]any{
+			"alice": map[string]any{"token": "alice-token-0123456789abcdef", "overrides": map[string]any{"demo": map[string]any{"includeTools": []string{"echo", "add", "pid"}}}},
+			"bob":   map[string]any{"tokenEnv": "WASMHOST_TEST_BOB_TOKEN", "overrides": map[string]any{"demo": map[string]any{"excludeTools": []string{"write_note", "add_tool"}}}},
+		},
+	}
+	t.Setenv("WASMHOST_TEST_BOB_TOKEN", "bob-token-0123456789abcdef")
+	b, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "wasmhost.json")
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	return path
+}
+
+// pipeClient runs the command line with args in the background, speaking
+// MCP to it over its standard input and output, and returns a connected
+// client session plus a func that ends the session and returns the exit
+// status and standard error.
+func pipeClient(t *testing.T, args ...string) (*mcp.ClientSession, func() (int, string)) {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		code := run(t.Context(), args, inR, outW, &errOut)
+		outW.Close()
+		done <- code
+	}()
+	cl := mcp.NewClient(&mcp.Implementation{Name: "cli-test", Version: "1"}, &mcp.ClientOptions{Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cs, err := cl.Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	require.NoError(t, err, "stderr:\n%s", errOut.String())
+	finish := func() (int, string) {
+		_ = cs.Close()
+		_ = inW.Close()
+		select {
+		case code := <-done:
+			return code, errOut.String()
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%v did not exit; stderr:\n%s", args, errOut.String())
+			return -1, ""
+		}
+	}
+	return cs, finish
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	res, err := cs.ListTools(t.Context(), nil)
+	require.NoError(t, err)
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func TestDemoServerCommand(t *testing.T) {
+	cs, finish := pipeClient(t, "demo-server")
+	assert.Contains(t, toolNames(t, cs), "pid")
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
+	require.NoError(t, err)
+	assert.Equal(t, "x", res.Content[0].(*mcp.TextContent).Text)
+	code, _ := finish()
+	assert.Equal(t, exitOK, code)
+}
+
+func TestStdioServesOneSessionWithoutPool(t *testing.T) {
+	path := demoConfig(t)
+	cs, finish := pipeClient(t, "stdio", "--config", path, "--session", "alice", "--log-level", "info")
+	require.Eventually(t, func() bool { return len(toolNames(t, cs)) == 3 }, 20*time.Second, 20*time.Millisecond)
+	assert.Equal(t, []string{"demo__add", "demo__echo", "demo__pid"}, toolNames(t, cs))
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "demo__add", Arguments: map[string]any{"a": 1, "b": 2}})
+	require.NoError(t, err)
+	assert.Equal(t, "3", res.Content[0].(*mcp.TextContent).Text)
+	_, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "demo__write_note", Arguments: map[string]any{"name": "x"}})
+	require.Error(t, err, "hidden tools are refused")
+	code, stderr := finish()
+	assert.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stderr, "started: 1 session changed", "logs go to standard error")
+}
+
+func TestStdioRefusals(t *testing.T) {
+	path := demoConfig(t)
+	r := runCLI(t, "", "stdio", "--config", path, "--session", "carol")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, `no session named "carol"`)
+	assert.Empty(t, r.out, "standard output is reserved for MCP")
+
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"mcpServers": {"x": {"command": ""}}}`), 0o600))
+	r = runCLI(t, "", "stdio", "--config", bad, "--session", "a")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, bad+": mcpServers.x.command")
+
+	r = runCLI(t, "", "stdio", "--config", path)
+	assert.Equal(t, exitUsage, r.code)
+}
+
+func TestRunPrintsSessionsAndStops(t *testing.T) {
+	path := demoConfig(t)
+	for _, print := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(t.Context())
+		var out, errOut syncBuffer
+		done := make(chan int, 1)
+		args := []string{"run", "--config", path, "--listen", "127.0.0.1:0"}
+		if print {
+			args = append(args, "--print-tokens")
+		}
+		go func() { done <- run(ctx, args, strings.NewReader(""), &out, &errOut) }()
+		require.Eventually(t, func() bool { return strings.Contains(out.String(), "session bob") }, 30*time.Second, 20*time.Millisecond, "stderr:\n%s", errOut.String())
+		cancel()
+		select {
+		case code := <-done:
+			assert.Equal(t, exitOK, code, errOut.String())
+		case <-time.After(20 * time.Second):
+			t.Fatal("run did not stop")
+		}
+		got := out.String()
+		assert.Contains(t, got, "/mcp/alice")
+		assert.Contains(t, got, "/mcp/bob")
+		assert.NotContains(t, got, "bob-token-0123456789abcdef", "a token from the environment is never printed")
+		assert.Contains(t, got, "token from tokenEnv WASMHOST_TEST_BOB_TOKEN")
+		if print {
+			assert.Contains(t, got, "token alice-token-0123456789abcdef")
+		} else {
+			assert.NotContains(t, got, "alice-token-0123456789abcdef")
+		}
+		assert.NotContains(t, errOut.String(), "alice-token-0123456789abcdef", "tokens are never logged")
+	}
+}
+
+func TestRunRefusals(t *testing.T) {
+	path := demoConfig(t)
+	r := runCLI(t, "", "run", "--config", path, "--listen", "0.0.0.0:0")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, "--allow-remote")
+
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"listen": "nowhere"}`), 0o600))
+	r = runCLI(t, "", "run", "--config", bad)
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, bad+": listen: expected host:port")
+
+	r = runCLI(t, "", "run")
+	assert.Equal(t, exitUsage, r.code)
+}
+
+func TestExampleConfigIsValid(t *testing.T) {
+	cfg, warnings, err := config.Load("../../examples/demo.json")
+	require.NoError(t, err)
+	assert.Empty(t, warnings)
+	assert.Equal(t, []string{"alice", "bob"}, cfg.SessionNames())
+	require.Equal(t, []string{"demo"}, cfg.ServerNames())
+	demo := cfg.Servers["demo"]
+	assert.Equal(t, "./bin/wasmhost", demo.Command, "make run starts it from the repository root")
+	assert.Equal(t, []string{"demo-server"}, demo.Args)
+	assert.True(t, demo.Pooled, "both sessions share one process")
+	_, a, _ := cfg.Sessions["alice"].Effective("demo")
+	_, b, _ := cfg.Sessions["bob"].Effective("demo")
+	assert.NotEqual(t, string(a), string(b), "the sessions have different policies")
+	assert.Equal(t, "token", cfg.Sessions["alice"].TokenSource, "inline demo tokens, printed by make run")
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/host"
+	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/reconcile"
+	"github.com/wasmhost/wasmhost/session"
+)
+
+// Backoff bounds for reconnecting a lost upstream in stdio mode.
+const (
+	stdioRetryMin = time.Second
+	stdioRetryMax = 30 * time.Second
+)
+
+// runStdio is `wasmhost stdio`: one session served over standard input and
+// output with no pool (the legacy single-session mode), so a desktop client
+// can launch wasmhost as a plain stdio MCP server. Standard output carries
+// only the MCP stream; logs go to standard error.
+func runStdio(ctx context.Context, args []string, s stdio) int {
+	fs := newFlagSet("stdio", "--config FILE --session NAME", s)
+	var (
+		configPath  = fs.String("config", "", "config `FILE` (required)")
+		sessionName = fs.String("session", "", "the session `NAME` to serve (required)")
+		cacheDir    = fs.String("cache-dir", defaultCacheDir(), "compilation cache `DIR` for the policy plugin (empty: none)")
+		logLevel    = fs.String("log-level", "warn", "log `LEVEL` (to standard error): debug, info, warn or error")
+	)
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return parseStatus(err)
+	}
+	if *configPath == "" || *sessionName == "" || len(rest) > 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	level, err := parseLevel(*logLevel)
+	if err != nil {
+		s.errorf("stdio", "--log-level: %v", err)
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
+
+	cfg, warnings, err := config.Load(*configPath)
+	if err != nil {
+		s.errorf("stdio", "%v", err)
+		return exitUsage
+	}
+	for _, w := range warnings {
+		log.Warn("config: " + w.String())
+	}
+	if cfg.Sessions[*sessionName] == nil {
+		s.errorf("stdio", "%s: no session named %q (sessions: %v)", *configPath, *sessionName, cfg.SessionNames())
+		return exitUsage
+	}
+	opts := host.Options{
+		MemoryLimitBytes: cfg.Policy.MemoryLimitBytes(),
+		CallTimeout:      cfg.Policy.Timeout,
+		PinSHA256:        cfg.Policy.SHA256,
+		CacheDir:         *cacheDir,
+		Logger:           log.With("component", "plugin"),
+	}
+	var plugin *host.Plugin
+	if cfg.Policy.Path == "" {
+		plugin, err = host.LoadDefault(ctx, opts)
+	} else {
+		plugin, err = host.LoadFile(ctx, cfg.Policy.Path, opts)
+	}
+	if err != nil {
+		s.errorf("stdio", "%s: policy: %v", *configPath, err)
+		return exitUsage
+	}
+	defer plugin.Close(context.Background())
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
+	defer stop()
+
+	relay := session.NewProgressRelay()
+	var leg *reconcile.Legacy
+	ep := session.New(session.Options{
+		Name:           *sessionName,
+		Progress:       relay,
+		Implementation: &mcp.Implementation{Name: "wasmhost", Title: "wasmhost session " + *sessionName, Version: "dev"},
+		Logger:         log.With("component", "session"),
+		Upstream: func(server string) session.Target {
+			return session.Target{Session: leg.Session(server)}
+		},
+	})
+	leg = reconcile.NewLegacy(reconcile.LegacyOptions{
+		Dialer:   relay.Dialer(stderrDialer(s.err)),
+		Policy:   plugin,
+		Registry: ep,
+		Logger:   log.With("component", "reconcile"),
+	})
+	sum, err := leg.Apply(ctx, cfg, *sessionName)
+	log.Info("started: " + sum.String())
+	if err != nil {
+		log.Warn("some servers could not be started; retrying with backoff", "err", err)
+	}
+
+	bg, stopBG := context.WithCancel(ctx)
+	supervised := make(chan struct{})
+	go func() {
+		defer close(supervised)
+		superviseLegacy(bg, leg, log)
+	}()
+
+	transport := &mcp.IOTransport{Reader: io.NopCloser(s.in), Writer: nopWriteCloser{s.out}}
+	err = ep.Server().Run(ctx, transport)
+	stopBG()
+	<-supervised
+	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if cerr := leg.Close(cctx); cerr != nil {
+		log.Warn("closing upstream connections", "err", cerr)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) && !errors.Is(err, mcp.ErrConnectionClosed) {
+		s.errorf("stdio", "%v", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// stderrDialer is pool.DefaultDialer with each stdio upstream's standard
+// error sent to w (never to standard output, which is the MCP stream).
+func stderrDialer(w io.Writer) pool.Dialer {
+	return func(ctx context.Context, spec pool.Spec) (mcp.Transport, error) {
+		t, err := pool.DefaultDialer(ctx, spec)
+		if ct, ok := t.(*mcp.CommandTransport); ok && ct.Command.Stderr == nil {
+			ct.Command.Stderr = w
+			ct.Command.WaitDelay = 2 * time.Second
+		}
+		return t, err
+	}
+}
+
+// superviseLegacy reconnects servers whose connection failed or was lost,
+// with exponential backoff, until ctx ends.
+func superviseLegacy(ctx context.Context, leg *reconcile.Legacy, log *slog.Logger) {
+	type retry struct {
+		next  time.Time
+		delay time.Duration
+	}
+	retries := make(map[string]*retry)
+	t := time.NewTicker(stdioRetryMin / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		down := make(map[string]bool)
+		for _, ss := range leg.State().Sessions {
+			for _, b := range ss.Servers {
+				if b.EntryState == "ready" {
+					continue
+				}
+				down[b.Server] = true
+				r := retries[b.Server]
+				if r == nil {
+					retries[b.Server] = &retry{next: now.Add(stdioRetryMin), delay: stdioRetryMin}
+					log.Warn("upstream down; retrying with backoff", "server", b.Server, "err", b.Error)
+					continue
+				}
+				if now.Before(r.next) {
+					continue
+				}
+				if err := leg.Restart(ctx, b.Server); err != nil {
+					r.delay = min(2*r.delay, stdioRetryMax)
+					r.next = time.Now().Add(r.delay)
+					log.Warn("upstream retry failed", "server", b.Server, "next in", r.delay, "err", err)
+					continue
+				}
+				log.Info("upstream reconnected", "server", b.Server)
+			}
+		}
+		for server := range retries {
+			if !down[server] {
+				delete(retries, server)
+			}
+		}
+	}
+}

@@ -1,0 +1,467 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/reconcile"
+	"github.com/wasmhost/wasmhost/session"
+	"github.com/wasmhost/wasmhost/view"
+)
+
+// Version is announced to clients and upstreams.
+const Version = "dev"
+
+// Defaults for Options.
+const (
+	DefaultDebounce      = 200 * time.Millisecond
+	DefaultCrashRestarts = 3
+	DefaultRetryMin      = time.Second
+	DefaultRetryMax      = 30 * time.Second
+	shutdownGrace        = 5 * time.Second
+)
+
+// ErrNotLoopback is returned by Run when the listen address is not a
+// loopback address and Options.AllowRemote is false.
+var ErrNotLoopback = errors.New("refusing to listen on a non-loopback address without AllowRemote (--allow-remote)")
+
+// Options configure a Daemon.
+type Options struct {
+	// ConfigPath is the config file. Required.
+	ConfigPath string
+	// Logger receives every log line; nil means slog.Default().
+	Logger *slog.Logger
+	// Listen, when non-empty, replaces the config's listen address (tests
+	// use "127.0.0.1:0"; see Daemon.Addr).
+	Listen string
+	// AllowRemote allows a listen address that is not loopback.
+	AllowRemote bool
+	// AllowedHosts are extra host names (or IPs) accepted in Host and
+	// Origin headers, for clients that reach a remote daemon by name.
+	AllowedHosts []string
+	// CacheDir is the policy plugin's compilation cache directory; ""
+	// means no disk cache.
+	CacheDir string
+	// Debounce is how long watch and SIGHUP triggers wait for more before
+	// reloading; 0 means DefaultDebounce.
+	Debounce time.Duration
+	// CrashRestarts is how many immediate restarts the pool makes after an
+	// upstream ends by itself (see pool.Options); 0 means
+	// DefaultCrashRestarts, negative means none.
+	CrashRestarts int
+	// RetryMin and RetryMax bound the backoff between retries of a binding
+	// whose upstream could not be started; 0 means the defaults.
+	RetryMin, RetryMax time.Duration
+	// Dialer makes upstream transports; nil means pool.DefaultDialer.
+	Dialer pool.Dialer
+}
+
+// A Daemon is one running wasmhost gateway. Create it with New and run it
+// with Run, once.
+type Daemon struct {
+	opts     Options
+	file     string // config path as given, for messages
+	path     string // absolute config path, for watching
+	log      *slog.Logger
+	counters *churn.Counters
+	relay    *session.ProgressRelay
+	metrics  *metrics
+	pids     *pidTable
+	ready    chan struct{}
+	trigger  chan string // debounced reload requests (source name)
+
+	// reloadMu serialises reloads, policy swaps and admin mutations.
+	reloadMu sync.Mutex
+	// policy is the running plugin: written with reloadMu held, read
+	// anywhere.
+	policy atomic.Pointer[loadedPolicy]
+
+	// Set once in Run before ready is closed, then read-only.
+	pool     *pool.Pool
+	rec      *reconcile.Reconciler
+	addr     net.Addr
+	allowed  map[string]bool
+	admin    *config.Admin
+	listenAt string
+
+	mu         sync.Mutex
+	cfg        *config.Config
+	endpoints  map[string]*endpoint
+	lastReload *ReloadResult
+	running    bool
+}
+
+// An endpoint is one session's MCP endpoint and its HTTP handler.
+type endpoint struct {
+	ep    *session.Endpoint
+	http  http.Handler
+	token string // the token it was created with, to notice a change
+}
+
+// New checks opts and returns a daemon ready to Run.
+func New(opts Options) (*Daemon, error) {
+	if opts.ConfigPath == "" {
+		return nil, errors.New("daemon: no config path")
+	}
+	path, err := filepath.Abs(opts.ConfigPath)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: config path %q: %w", opts.ConfigPath, err)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Debounce <= 0 {
+		opts.Debounce = DefaultDebounce
+	}
+	if opts.CrashRestarts == 0 {
+		opts.CrashRestarts = DefaultCrashRestarts
+	}
+	if opts.RetryMin <= 0 {
+		opts.RetryMin = DefaultRetryMin
+	}
+	if opts.RetryMax < opts.RetryMin {
+		opts.RetryMax = max(DefaultRetryMax, opts.RetryMin)
+	}
+	d := &Daemon{
+		opts:      opts,
+		file:      opts.ConfigPath,
+		path:      path,
+		log:       opts.Logger,
+		counters:  &churn.Counters{},
+		relay:     session.NewProgressRelay(),
+		pids:      newPIDTable(),
+		ready:     make(chan struct{}),
+		trigger:   make(chan string, 1),
+		endpoints: make(map[string]*endpoint),
+	}
+	d.metrics = newMetrics(d)
+	return d, nil
+}
+
+// Ready is closed once Run serves: the listener is bound, the config is
+// applied, and Addr and Sessions answer.
+func (d *Daemon) Ready() <-chan struct{} { return d.ready }
+
+// Addr returns the address the daemon listens on (host:port, the bound
+// port when the config asked for port 0). It is "" before Ready.
+func (d *Daemon) Addr() string {
+	select {
+	case <-d.ready:
+		return d.addr.String()
+	default:
+		return ""
+	}
+}
+
+// URL returns the base URL, e.g. "http://127.0.0.1:8750". It is "" before
+// Ready.
+func (d *Daemon) URL() string {
+	if a := d.Addr(); a != "" {
+		return "http://" + a
+	}
+	return ""
+}
+
+// SessionInfo describes one session's endpoint for the operator.
+type SessionInfo struct {
+	Name string
+	// URL is the session's MCP endpoint.
+	URL string
+	// TokenSource says where the token comes from, without its value.
+	TokenSource string
+	// InlineToken is the token itself, set only when it is written inline
+	// in the config file (demo setups): a token from a file or the
+	// environment is never handed out.
+	InlineToken string
+}
+
+// Sessions describes the configured sessions, sorted by name.
+func (d *Daemon) Sessions() []SessionInfo {
+	d.mu.Lock()
+	cfg := d.cfg
+	d.mu.Unlock()
+	if cfg == nil {
+		return nil
+	}
+	var out []SessionInfo
+	for _, name := range cfg.SessionNames() {
+		s := cfg.Sessions[name]
+		info := SessionInfo{Name: name, URL: d.URL() + "/mcp/" + name, TokenSource: s.TokenSource}
+		if s.TokenSource == "token" {
+			info.InlineToken = s.Token
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// Run loads the config and the policy plugin, starts the pool, the
+// sessions and the HTTP server, and serves until ctx is done; then it shuts
+// everything down (clients, HTTP server, upstream connections, plugin) and
+// returns nil. It returns an error, without serving, when the config is
+// invalid (the error names the file and JSON path), the policy plugin
+// cannot be loaded, or the address cannot be bound.
+func (d *Daemon) Run(ctx context.Context) error {
+	d.mu.Lock()
+	if d.running {
+		d.mu.Unlock()
+		return errors.New("daemon: Run called twice")
+	}
+	d.running = true
+	d.mu.Unlock()
+
+	cfg, warnings, err := config.Load(d.file)
+	if err != nil {
+		return fmt.Errorf("daemon: %w", err)
+	}
+	logWarnings(d.log, warnings)
+
+	listen := cfg.Listen
+	if d.opts.Listen != "" {
+		listen = d.opts.Listen
+	}
+	if err := checkListen(listen, d.opts.AllowRemote); err != nil {
+		return fmt.Errorf("daemon: listen %q: %w", listen, err)
+	}
+
+	pol, err := d.loadPolicy(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("daemon: %s: policy: %w", d.file, err)
+	}
+	d.policy.Store(pol)
+
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		_ = pol.close(context.Background())
+		return fmt.Errorf("daemon: %w", err)
+	}
+	d.addr = ln.Addr()
+	d.listenAt = cfg.Listen
+	d.allowed = allowedHosts(listen, d.opts.AllowedHosts)
+	d.admin = cfg.Admin
+
+	dialer := d.opts.Dialer
+	if dialer == nil {
+		dialer = pool.DefaultDialer
+	}
+	crashes := d.opts.CrashRestarts
+	if crashes < 0 {
+		crashes = 0
+	}
+	d.pool = pool.New(pool.Options{
+		Dialer:        d.dial(dialer),
+		Counters:      d.counters,
+		Logger:        d.log.With("component", "pool"),
+		Client:        &mcp.Implementation{Name: "wasmhost", Version: Version},
+		CrashRestarts: crashes,
+	})
+	d.rec = reconcile.New(reconcile.Options{
+		Pool:     d.pool,
+		Policy:   pol.policy,
+		Registry: d.registry,
+		Counters: d.counters,
+		Logger:   d.log.With("component", "reconcile"),
+	})
+	d.mu.Lock()
+	d.cfg = cfg
+	d.mu.Unlock()
+
+	srv := &http.Server{
+		Handler:           d.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	sum, applyErr := d.rec.Apply(ctx, cfg)
+	d.log.Info("started: "+describeSummary(sum, d.clientsNotified(sum), "policy "+pol.describe()),
+		"config", d.file, "listen", d.addr.String())
+	if applyErr != nil {
+		d.log.Warn("some servers could not be started; retrying with backoff", "err", applyErr)
+	}
+	close(d.ready)
+
+	var wg sync.WaitGroup
+	bg, stopBG := context.WithCancel(context.Background())
+	watchErr := d.startWatcher(bg, &wg)
+	if watchErr != nil {
+		d.log.Warn("config file watching disabled", "err", watchErr)
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	wg.Go(func() {
+		for {
+			select {
+			case <-hup:
+				d.requestReload("SIGHUP")
+			case <-bg.Done():
+				return
+			}
+		}
+	})
+	wg.Go(func() { d.debounceLoop(bg) })
+	wg.Go(func() { d.supervise(bg) })
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		runErr = fmt.Errorf("daemon: serve: %w", err)
+	}
+
+	// Shutdown: stop triggers, disconnect clients, stop HTTP, release
+	// upstreams, close the plugin.
+	signal.Stop(hup)
+	stopBG()
+	wg.Wait()
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	d.mu.Lock()
+	eps := slices.Collect(maps.Values(d.endpoints))
+	d.mu.Unlock()
+	for _, e := range eps {
+		e.ep.Close()
+	}
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	if runErr == nil {
+		<-serveErr
+	}
+	if err := d.rec.Close(sctx); err != nil {
+		d.log.Warn("releasing sessions", "err", err)
+	}
+	if err := d.pool.Close(sctx); err != nil {
+		d.log.Warn("closing upstream connections", "err", err)
+	}
+	d.reloadMu.Lock()
+	if err := d.policy.Load().close(sctx); err != nil {
+		d.log.Warn("closing policy plugin", "err", err)
+	}
+	d.reloadMu.Unlock()
+	d.log.Info("stopped")
+	return runErr
+}
+
+// registry is the reconciler's Registry callback: it creates the session's
+// endpoint.
+func (d *Daemon) registry(name string) view.Registry {
+	ep := session.New(session.Options{
+		Name:           name,
+		Upstream:       d.upstreamFor(name),
+		Progress:       d.relay,
+		Implementation: &mcp.Implementation{Name: "wasmhost", Title: "wasmhost session " + name, Version: Version},
+		Logger:         d.log.With("component", "session"),
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.Server() }, &mcp.StreamableHTTPOptions{
+		Logger: d.log.With("component", "http", "session", name),
+		// checkHostOrigin already applies the same rule (and the operator's
+		// AllowedHosts, which the go-sdk's own check would refuse behind a
+		// local reverse proxy).
+		DisableLocalhostProtection: true,
+	})
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var token string
+	if s := d.cfg.Sessions[name]; s != nil {
+		token = s.Token
+	}
+	d.endpoints[name] = &endpoint{ep: ep, http: h, token: token}
+	return ep
+}
+
+// upstreamFor resolves a session's calls through its own handles, looked
+// up at call time.
+func (d *Daemon) upstreamFor(name string) func(string) session.Target {
+	return func(server string) session.Target {
+		h := d.rec.Handle(name, server)
+		if h == nil {
+			return session.Target{}
+		}
+		return session.Target{Session: h.Session(), Timeout: h.Spec().Timeout}
+	}
+}
+
+// syncEndpoints drops the endpoints of sessions cfg no longer has, and
+// disconnects the clients of sessions whose token changed (they must
+// reconnect with the new one).
+func (d *Daemon) syncEndpoints(cfg *config.Config) {
+	d.mu.Lock()
+	var drop []*endpoint
+	for name, e := range d.endpoints {
+		s := cfg.Sessions[name]
+		switch {
+		case s == nil:
+			delete(d.endpoints, name)
+			drop = append(drop, e)
+		case s.Token != e.token:
+			e.token = s.Token
+			drop = append(drop, e)
+		}
+	}
+	d.mu.Unlock()
+	for _, e := range drop {
+		e.ep.Close()
+	}
+}
+
+// clientsNotified counts the clients connected to the sessions sum reports
+// changed: each got (or is about to get) a list_changed.
+func (d *Daemon) clientsNotified(sum reconcile.Summary) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, name := range sum.Changed {
+		if e := d.endpoints[name]; e != nil {
+			n += e.ep.Clients()
+		}
+	}
+	return n
+}
+
+// checkListen refuses a non-loopback address unless remote is allowed.
+func checkListen(listen string, allowRemote bool) error {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return err
+	}
+	if allowRemote || isLoopback(host) {
+		return nil
+	}
+	return ErrNotLoopback
+}
+
+// isLoopback reports whether host is "localhost" or a loopback IP.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+func logWarnings(log *slog.Logger, ws []config.Warning) {
+	for _, w := range ws {
+		log.Warn("config: " + w.String())
+	}
+}

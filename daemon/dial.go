@@ -1,0 +1,108 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wasmhost/wasmhost/pool"
+)
+
+// stderrWaitDelay bounds how long closing a stdio upstream waits for its
+// stderr to be drained (a grandchild process may hold it open).
+const stderrWaitDelay = 2 * time.Second
+
+// A pidTable remembers the process id of the newest stdio upstream started
+// for each transport identity, for /v1/state.
+type pidTable struct {
+	mu   sync.Mutex
+	pids map[string]int
+}
+
+func newPIDTable() *pidTable { return &pidTable{pids: make(map[string]int)} }
+
+func (t *pidTable) set(identity string, pid int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pids[identity] = pid
+}
+
+// get returns the pid recorded for identity, or 0.
+func (t *pidTable) get(identity string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pids[identity]
+}
+
+// dial wraps base: stdio upstreams get their stderr logged line by line and
+// their pid recorded, and every transport the progress relay can wrap is
+// wrapped.
+func (d *Daemon) dial(base pool.Dialer) pool.Dialer {
+	return func(ctx context.Context, spec pool.Spec) (mcp.Transport, error) {
+		t, err := base(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		ct, ok := t.(*mcp.CommandTransport)
+		if !ok {
+			return d.relay.WrapTransport(t), nil
+		}
+		detach(ct.Command)
+		if ct.Command.Stderr == nil {
+			ct.Command.Stderr = &lineLogger{log: d.log.With("component", "upstream", "server", spec.Name)}
+			if ct.Command.WaitDelay == 0 {
+				ct.Command.WaitDelay = stderrWaitDelay
+			}
+		}
+		return &pidTransport{Transport: d.relay.WrapTransport(ct), cmd: ct, identity: spec.Fingerprint(), pids: d.pids}, nil
+	}
+}
+
+// A pidTransport records the process id once the command started.
+type pidTransport struct {
+	mcp.Transport
+	cmd      *mcp.CommandTransport
+	identity string
+	pids     *pidTable
+}
+
+func (t *pidTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err == nil && t.cmd.Command.Process != nil {
+		t.pids.set(t.identity, t.cmd.Command.Process.Pid)
+	}
+	return c, err
+}
+
+// A lineLogger logs each line an upstream writes to its stderr.
+type lineLogger struct {
+	log *slog.Logger
+
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (w *lineLogger) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		if line := string(w.buf[:i]); line != "" {
+			w.log.Info("upstream stderr: " + line)
+		}
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > 4096 { // a very long line without newline
+		w.log.Info("upstream stderr: " + string(w.buf))
+		w.buf = w.buf[:0]
+	}
+	return len(p), nil
+}

@@ -1,0 +1,62 @@
+// Package daemon runs wasmhost as a long-lived MCP gateway: it loads a
+// config file, loads the policy plugin, shares upstream MCP connections
+// between sessions through a transport pool, and serves each session to MCP
+// clients over streamable HTTP.
+//
+// # Endpoints
+//
+// Everything is served on the config's "listen" address (loopback by
+// default; a non-loopback address needs [Options.AllowRemote]):
+//
+//	POST, GET, DELETE /mcp/{session}    the session's MCP endpoint (go-sdk streamable HTTP)
+//	GET    /healthz                     "ok" (no authentication)
+//	GET    /metrics                     Prometheus metrics               (admin token)
+//	GET    /v1/state                    pool, sessions, counters as JSON (admin token)
+//	POST   /v1/reload                   reload the config file now       (admin token)
+//	PUT    /v1/sessions/{session}/servers/{server}   add or replace a runtime overlay; the
+//	                                    JSON body is one "mcpServers" entry (admin token)
+//	DELETE /v1/sessions/{session}/servers/{server}   remove that overlay (admin token)
+//	POST   /v1/servers/{server}/restart restart the server's connections (admin token)
+//
+// A session endpoint takes "Authorization: Bearer <token>" with that
+// session's token; the admin endpoints take the admin token (the config's
+// "admin" block; without it they answer 404). Tokens are compared in
+// constant time and never logged; a wrong token, another session's token
+// and an unknown session name all get the same 401.
+//
+// Every request's Host header must name the daemon: "localhost",
+// "127.0.0.1", "::1", the listen host, the local IP address the request
+// arrived on, or a name in [Options.AllowedHosts]. An Origin header, when
+// present, must name one of those hosts too. Anything else gets 403: this
+// defeats DNS rebinding, where a web page on an attacker's domain resolves
+// that domain to 127.0.0.1 to reach a local server from the browser.
+//
+// What a client sees is described in package session: tools and prompts
+// named "<server>__<name>", resources by URI, and the session flags in each
+// tool's _meta under "wasmhost/trust" and "wasmhost/alwaysLoad".
+//
+// # Reloads
+//
+// The config file's directory is watched (editors replace files rather than
+// write them in place, so creates and renames count), and so is the policy
+// plugin file's; SIGHUP and POST /v1/reload reload too. Watch and signal
+// triggers are debounced ([Options.Debounce]). A reload parses and validates
+// the whole file first, and loads and checks a changed policy plugin; if
+// anything is wrong it is logged with its file and JSON path, nothing is
+// touched, and the running config keeps serving. Otherwise the new policy
+// (if any) re-keys every view at once, then the config is applied, and one
+// line sums the reload up: sessions changed, transports reused, started
+// and stopped, views replayed, clients notified, policy swapped or not.
+// The listen address and the admin block's absence or presence are read at
+// start-up only (a changed listen address is reported, not applied).
+//
+// # Supervision
+//
+// The pool restarts an upstream whose connection ends by itself
+// ([Options.CrashRestarts] times in a row, at once); views keep what they
+// show during the restart and replay the rediscovered snapshot, and calls
+// in flight get an error result. A binding whose upstream could not be
+// (re)started is retried with exponential backoff, from
+// [Options.RetryMin] to [Options.RetryMax], until it connects; /v1/state
+// shows its error meanwhile.
+package daemon

@@ -1,0 +1,364 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/wasmhost/wasmhost/daemon"
+	"github.com/wasmhost/wasmhost/internal/demoserver"
+)
+
+// TestMain doubles as the demo upstream: with WASMHOST_DEMO_SERVER=1 the
+// test binary serves internal/demoserver over stdio, so the end-to-end
+// tests need nothing installed. Otherwise it runs the tests with a shared
+// compilation cache and checks for leaked goroutines.
+func TestMain(m *testing.M) {
+	if os.Getenv("WASMHOST_DEMO_SERVER") == "1" {
+		if err := demoserver.ServeStdio(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "demo server:", err)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// cacheDir is the compilation cache the tests share with the CLI.
+func cacheDir() string {
+	if d := os.Getenv("WASMHOST_CACHE_DIR"); d != "" {
+		return d
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "wasmhost", "compile-cache")
+	}
+	return ""
+}
+
+const (
+	aliceToken = "alice-token-0123456789abcdef"
+	bobToken   = "bob-token-0123456789abcdef"
+	adminToken = "admin-token-0123456789abcdef"
+)
+
+// baseConfig is a config with two sessions over one shared demo upstream
+// (this test binary). Keys can be replaced with set.
+func baseConfig() map[string]any {
+	self, err := os.Executable()
+	if err != nil {
+		self = os.Args[0]
+	}
+	return map[string]any{
+		"listen": "127.0.0.1:0",
+		"admin":  map[string]any{"token": adminToken},
+		"mcpServers": map[string]any{
+			"demo": map[string]any{
+				"command": self,
+				"env":     map[string]any{"WASMHOST_DEMO_SERVER": "1"},
+			},
+		},
+		"sessions": map[string]any{
+			"alice": map[string]any{
+				"token":     aliceToken,
+				"overrides": map[string]any{"demo": map[string]any{"trust": true, "includeTools": []string{"echo", "add", "pid"}}},
+			},
+			"bob": map[string]any{
+				"token":     bobToken,
+				"overrides": map[string]any{"demo": map[string]any{"excludeTools": []string{"write_note", "add_tool"}}},
+			},
+		},
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A running daemon and its config file.
+type running struct {
+	t    *testing.T
+	d    *daemon.Daemon
+	path string
+	logs *syncBuffer
+	http *http.Client
+}
+
+// writeConfig replaces the config file the way editors do: write a
+// temporary file, then rename it over the old one.
+func writeConfig(t *testing.T, path string, cfg any) {
+	t.Helper()
+	var data []byte
+	switch c := cfg.(type) {
+	case string:
+		data = []byte(c)
+	default:
+		var err error
+		data, err = json.MarshalIndent(c, "", "  ")
+		require.NoError(t, err)
+	}
+	tmp := path + ".tmp"
+	require.NoError(t, os.WriteFile(tmp, data, 0o600))
+	require.NoError(t, os.Rename(tmp, path))
+}
+
+func start(t *testing.T, cfg map[string]any, opts ...func(*daemon.Options)) *running {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "wasmhost.json")
+	writeConfig(t, path, cfg)
+	logs := &syncBuffer{}
+	o := daemon.Options{
+		ConfigPath: path,
+		Logger:     slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Listen:     "127.0.0.1:0",
+		CacheDir:   cacheDir(),
+		Debounce:   50 * time.Millisecond,
+		RetryMin:   100 * time.Millisecond,
+		RetryMax:   time.Second,
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	d, err := daemon.New(o)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case <-d.Ready():
+	case err := <-done:
+		cancel()
+		t.Fatalf("daemon did not start: %v\nlogs:\n%s", err, logs)
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatalf("daemon not ready in 30s; logs:\n%s", logs)
+	}
+	r := &running{t: t, d: d, path: path, logs: logs, http: &http.Client{Transport: &http.Transport{}}}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Errorf("daemon did not stop in 15s")
+		}
+		r.http.CloseIdleConnections()
+		if t.Failed() {
+			t.Logf("daemon logs:\n%s", logs)
+		}
+	})
+	return r
+}
+
+// bearerTransport adds a bearer token (and optional headers) to requests.
+type bearerTransport struct {
+	token   string
+	headers map[string]string
+	base    http.RoundTripper
+}
+
+func (b *bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	if b.token != "" {
+		req.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	for k, v := range b.headers {
+		req.Header.Set(k, v)
+	}
+	return b.base.RoundTrip(req)
+}
+
+// A client is a go-sdk MCP client of one session over HTTP.
+type client struct {
+	cs      *mcp.ClientSession
+	changed chan struct{}
+}
+
+func (r *running) dial(session, token string, opts ...func(*mcp.ClientOptions)) (*client, error) {
+	c := &client{changed: make(chan struct{}, 100)}
+	tr := &http.Transport{}
+	o := &mcp.ClientOptions{
+		Logger:                 slog.New(slog.DiscardHandler),
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { c.changed <- struct{}{} },
+	}
+	for _, f := range opts {
+		f(o)
+	}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "e2e-" + session, Version: "1"}, o)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   r.d.URL() + "/mcp/" + session,
+		HTTPClient: &http.Client{Transport: &bearerTransport{token: token, base: tr}},
+	}, nil)
+	if err != nil {
+		tr.CloseIdleConnections()
+		return nil, err
+	}
+	c.cs = cs
+	r.t.Cleanup(func() {
+		_ = cs.Close()
+		tr.CloseIdleConnections()
+	})
+	return c, nil
+}
+
+func (r *running) connect(session, token string) *client {
+	r.t.Helper()
+	c, err := r.dial(session, token)
+	require.NoError(r.t, err)
+	return c
+}
+
+func (r *running) connectWith(session, token string, opts ...func(*mcp.ClientOptions)) *client {
+	r.t.Helper()
+	c, err := r.dial(session, token, opts...)
+	require.NoError(r.t, err)
+	return c
+}
+
+func (c *client) tools(t *testing.T) []string {
+	t.Helper()
+	res, err := c.cs.ListTools(t.Context(), nil)
+	require.NoError(t, err)
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (c *client) call(t *testing.T, name string, args any) (*mcp.CallToolResult, error) {
+	t.Helper()
+	return c.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	if res == nil || len(res.Content) == 0 {
+		return ""
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+		return tc.Text
+	}
+	return ""
+}
+
+// pid asks the shared upstream, through c, for its process id.
+func (c *client) pid(t *testing.T) int {
+	t.Helper()
+	res, err := c.call(t, "demo__pid", map[string]any{})
+	require.NoError(t, err)
+	require.False(t, res.IsError, resultText(res))
+	pid, err := strconv.Atoi(resultText(res))
+	require.NoError(t, err)
+	return pid
+}
+
+func (c *client) waitChanged(t *testing.T) {
+	t.Helper()
+	select {
+	case <-c.changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no tools/list_changed within 10s")
+	}
+}
+
+// quiet reports how many list_changed arrived within d.
+func (c *client) countChanged(d time.Duration) int {
+	deadline := time.After(d)
+	n := 0
+	for {
+		select {
+		case <-c.changed:
+			n++
+		case <-deadline:
+			return n
+		}
+	}
+}
+
+// do sends an HTTP request to the daemon and returns status and body.
+func (r *running) do(method, path, token string, body io.Reader, headers map[string]string) (int, string) {
+	r.t.Helper()
+	req, err := http.NewRequest(method, r.d.URL()+path, body)
+	require.NoError(r.t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range headers {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := r.http.Do(req)
+	require.NoError(r.t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// state fetches /v1/state.
+func (r *running) state() daemon.State {
+	r.t.Helper()
+	code, body := r.do("GET", "/v1/state", adminToken, nil, nil)
+	require.Equal(r.t, http.StatusOK, code, body)
+	var st daemon.State
+	require.NoError(r.t, json.Unmarshal([]byte(body), &st))
+	return st
+}
+
+// waitLog waits until the logs contain s.
+func (r *running) waitLog(s string) {
+	r.t.Helper()
+	require.Eventually(r.t, func() bool { return strings.Contains(r.logs.String(), s) }, 10*time.Second, 20*time.Millisecond, "log %q", s)
+}
+
+// countLog counts the log lines containing s.
+func (r *running) countLog(s string) int {
+	return strings.Count(r.logs.String(), s)
+}
+
+// set returns cfg with the value at the dotted path replaced.
+func set(cfg map[string]any, path string, v any) map[string]any {
+	keys := strings.Split(path, ".")
+	m := cfg
+	for _, k := range keys[:len(keys)-1] {
+		m = m[k].(map[string]any)
+	}
+	m[keys[len(keys)-1]] = v
+	return cfg
+}

@@ -1,0 +1,264 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/reconcile"
+)
+
+// maxAdminBody bounds an admin request body.
+const maxAdminBody = 1 << 20
+
+// routes returns the daemon's HTTP handler (see the package documentation
+// for the endpoints).
+func (d *Daemon) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/mcp/{session}", d.serveMCP)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.Handle("GET /metrics", d.adminOnly(d.metrics.handler()))
+	mux.Handle("GET /v1/state", d.adminOnly(http.HandlerFunc(d.serveState)))
+	mux.Handle("POST /v1/reload", d.adminOnly(http.HandlerFunc(d.serveReload)))
+	mux.Handle("PUT /v1/sessions/{session}/servers/{server}", d.adminOnly(http.HandlerFunc(d.servePutOverlay)))
+	mux.Handle("DELETE /v1/sessions/{session}/servers/{server}", d.adminOnly(http.HandlerFunc(d.serveDeleteOverlay)))
+	mux.Handle("POST /v1/servers/{server}/restart", d.adminOnly(http.HandlerFunc(d.serveRestart)))
+	return d.checkHostOrigin(mux)
+}
+
+// allowedHosts is the set of host names a Host or Origin header may name:
+// the loopback names, the listen host (unless it is a wildcard) and the
+// extra names.
+func allowedHosts(listen string, extra []string) map[string]bool {
+	m := map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}
+	if host, _, err := net.SplitHostPort(listen); err == nil && host != "" {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+			m[strings.ToLower(host)] = true
+		}
+	}
+	for _, h := range extra {
+		m[strings.ToLower(strings.Trim(h, "[]"))] = true
+	}
+	return m
+}
+
+// hostAllowed reports whether hostname (no port) may be named by a request
+// that arrived on local address local.
+func (d *Daemon) hostAllowed(hostname string, local net.Addr) bool {
+	hostname = strings.ToLower(strings.Trim(hostname, "[]"))
+	if d.allowed[hostname] {
+		return true
+	}
+	// The IP address the request arrived on: a DNS rebinding request
+	// always names the attacker's domain, never a bare IP.
+	if ip := net.ParseIP(hostname); ip != nil && local != nil {
+		if la, ok := local.(*net.TCPAddr); ok && la.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkHostOrigin refuses requests whose Host, or Origin when present,
+// names a host other than the daemon (DNS rebinding protection).
+func (d *Daemon) checkHostOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if !d.hostAllowed(host, local) {
+			d.log.Warn("refused request: Host not allowed", "host", r.Host, "path", r.URL.Path, "remote", r.RemoteAddr)
+			http.Error(w, fmt.Sprintf("Forbidden: Host %q is not allowed", r.Host), http.StatusForbidden)
+			return
+		}
+		if origin := r.Header.Get("Origin"); origin != "" {
+			u, err := url.Parse(origin)
+			if err != nil || u.Host == "" || !d.hostAllowed(u.Hostname(), local) {
+				d.log.Warn("refused request: Origin not allowed", "origin", origin, "path", r.URL.Path, "remote", r.RemoteAddr)
+				http.Error(w, fmt.Sprintf("Forbidden: Origin %q is not allowed", origin), http.StatusForbidden)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bearer returns the request's bearer token, or "".
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	const prefix = "bearer "
+	if len(h) > len(prefix) && strings.EqualFold(h[:len(prefix)], prefix) {
+		return strings.TrimSpace(h[len(prefix):])
+	}
+	return ""
+}
+
+func unauthorized(w http.ResponseWriter, realm string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
+	http.Error(w, "Unauthorized", http.StatusUnauthorized)
+}
+
+// serveMCP serves /mcp/{session} behind the session's token.
+func (d *Daemon) serveMCP(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("session")
+	d.mu.Lock()
+	var sess *config.Session
+	if d.cfg != nil {
+		sess = d.cfg.Sessions[name]
+	}
+	e := d.endpoints[name]
+	d.mu.Unlock()
+	// One answer for an unknown session and a wrong token: the response
+	// does not tell which session names exist.
+	if sess == nil || e == nil || !sess.TokenMatches(bearer(r)) {
+		d.log.Debug("refused MCP request: bad or missing token", "session", name, "remote", r.RemoteAddr)
+		unauthorized(w, "wasmhost")
+		return
+	}
+	e.http.ServeHTTP(w, r)
+}
+
+// adminOnly guards an admin endpoint with the admin token.
+func (d *Daemon) adminOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.mu.Lock()
+		admin := d.admin
+		d.mu.Unlock()
+		if admin == nil {
+			http.Error(w, "admin API disabled: the config has no admin block", http.StatusNotFound)
+			return
+		}
+		if !admin.TokenMatches(bearer(r)) {
+			d.log.Debug("refused admin request: bad or missing token", "path", r.URL.Path, "remote", r.RemoteAddr)
+			unauthorized(w, "wasmhost-admin")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+type errorBody struct {
+	Error   string `json:"error"`
+	Summary any    `json:"summary,omitempty"`
+}
+
+func (d *Daemon) serveState(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, d.State())
+}
+
+func (d *Daemon) serveReload(w http.ResponseWriter, r *http.Request) {
+	res, err := d.Reload(r.Context(), "admin")
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, res)
+	case !res.Applied:
+		writeJSON(w, http.StatusUnprocessableEntity, res)
+	default:
+		writeJSON(w, http.StatusBadGateway, res)
+	}
+}
+
+// An overlayResult is the answer to an overlay PUT or DELETE.
+type overlayResult struct {
+	Session string `json:"session"`
+	Server  string `json:"server"`
+	Summary string `json:"summary"`
+	Error   string `json:"error,omitempty"`
+}
+
+// parseServerEntry parses body as one "mcpServers" entry named name, with
+// the config loader's rules and messages; relative paths resolve against
+// the config file's directory.
+func (d *Daemon) parseServerEntry(name string, body []byte) (*config.Server, error) {
+	if !json.Valid(body) {
+		return nil, errors.New("request body: not a JSON value")
+	}
+	key, _ := json.Marshal(name)
+	doc := append(append(append([]byte(`{"mcpServers":{`), key...), ':'), body...)
+	doc = append(doc, "}}"...)
+	file := filepath.Join(filepath.Dir(d.path), "request body")
+	cfg, _, err := config.Parse(file, doc, nil, nil)
+	if err != nil {
+		return nil, errors.New(strings.ReplaceAll(err.Error(), file+": ", "request body: "))
+	}
+	return cfg.Servers[name], nil
+}
+
+func (d *Daemon) servePutOverlay(w http.ResponseWriter, r *http.Request) {
+	sessionName, server := r.PathValue("session"), r.PathValue("server")
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
+	if err != nil || len(body) > maxAdminBody {
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: "request body unreadable or larger than 1 MiB"})
+		return
+	}
+	srv, err := d.parseServerEntry(server, body)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
+		return
+	}
+	d.reloadMu.Lock()
+	sum, err := d.rec.PutOverlay(r.Context(), sessionName, srv)
+	d.reloadMu.Unlock()
+	d.answerOverlay(w, "put", sessionName, server, sum, err)
+}
+
+func (d *Daemon) serveDeleteOverlay(w http.ResponseWriter, r *http.Request) {
+	sessionName, server := r.PathValue("session"), r.PathValue("server")
+	d.reloadMu.Lock()
+	sum, err := d.rec.DeleteOverlay(r.Context(), sessionName, server)
+	d.reloadMu.Unlock()
+	d.answerOverlay(w, "delete", sessionName, server, sum, err)
+}
+
+func (d *Daemon) answerOverlay(w http.ResponseWriter, verb, sessionName, server string, sum reconcile.Summary, err error) {
+	res := overlayResult{Session: sessionName, Server: server, Summary: describeSummary(sum, d.clientsNotified(sum), "policy unchanged")}
+	status := http.StatusOK
+	if err != nil {
+		res.Error = err.Error()
+		switch {
+		case errors.Is(err, reconcile.ErrUnknownSession), errors.Is(err, reconcile.ErrNoOverlay):
+			status = http.StatusNotFound
+		case errors.Is(err, pool.ErrInvalidSpec):
+			status = http.StatusBadRequest
+		default:
+			status = http.StatusBadGateway
+		}
+	}
+	d.log.Info("overlay "+verb+": "+res.Summary, "session", sessionName, "server", server, "err", res.Error)
+	writeJSON(w, status, res)
+}
+
+func (d *Daemon) serveRestart(w http.ResponseWriter, r *http.Request) {
+	server := r.PathValue("server")
+	err := d.rec.Restart(r.Context(), server)
+	switch {
+	case err == nil:
+		d.log.Info("restarted by admin request", "server", server)
+		writeJSON(w, http.StatusOK, map[string]string{"server": server, "result": "restarted"})
+	case errors.Is(err, reconcile.ErrNotBound):
+		writeJSON(w, http.StatusNotFound, errorBody{Error: err.Error()})
+	default:
+		writeJSON(w, http.StatusBadGateway, errorBody{Error: err.Error()})
+	}
+}

@@ -1,0 +1,121 @@
+package daemon
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/pool"
+)
+
+// metrics are the daemon's Prometheus metrics, in a registry of its own
+// (nothing is registered globally).
+type metrics struct {
+	reg      *prometheus.Registry
+	reloads  *prometheus.CounterVec
+	swaps    *prometheus.CounterVec
+	retries  *prometheus.CounterVec
+	policyMs *prometheus.HistogramVec
+}
+
+func newMetrics(d *Daemon) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmhost_reloads_total",
+			Help: "Config reloads by result: ok, partial (some bindings failed), invalid (config refused), policy_refused.",
+		}, []string{"result"}),
+		swaps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmhost_policy_swaps_total",
+			Help: "Policy plugin swaps by result: ok or refused.",
+		}, []string{"result"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmhost_upstream_retries_total",
+			Help: "Backoff retries of bindings whose upstream could not be started, by result.",
+		}, []string{"result"}),
+		policyMs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "wasmhost_policy_call_duration_seconds",
+			Help:    "Duration of policy plugin calls by export and outcome.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"export", "outcome"}),
+	}
+	m.reg.MustRegister(m.reloads, m.swaps, m.retries, m.policyMs)
+	for _, r := range []string{"ok", "partial", "invalid", "policy_refused"} {
+		m.reloads.WithLabelValues(r)
+	}
+	for _, r := range []string{"ok", "refused"} {
+		m.swaps.WithLabelValues(r)
+	}
+
+	c := d.counters
+	churnCounter := func(name, help string, read func(churn.Values) int64) {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "wasmhost_" + name + "_total", Help: help},
+			func() float64 { return float64(read(c.Snapshot())) }))
+	}
+	churnCounter("upstream_connects", "Upstream MCP sessions established.", func(v churn.Values) int64 { return v.Connects })
+	churnCounter("upstream_disconnects", "Upstream MCP sessions ended.", func(v churn.Values) int64 { return v.Disconnects })
+	churnCounter("handle_acquires", "Pool handles acquired by sessions.", func(v churn.Values) int64 { return v.Acquires })
+	churnCounter("handle_releases", "Pool handles released.", func(v churn.Values) int64 { return v.Releases })
+	churnCounter("view_refreshes", "Settings refreshes of session views.", func(v churn.Values) int64 { return v.Refreshes })
+	churnCounter("view_replays", "Projections applied to session registries.", func(v churn.Values) int64 { return v.Replays })
+	churnCounter("registry_ops", "Put or delete batches sent to session registries.", func(v churn.Values) int64 { return v.RegistryOps })
+	churnCounter("policy_calls", "Calls into the policy (canonicalize or project).", func(v churn.Values) int64 { return v.PolicyCalls })
+	churnCounter("upstream_notifications", "list_changed notifications received from upstreams.", func(v churn.Values) int64 { return v.Notifications })
+	churnCounter("upstream_discoveries", "Snapshot listings of upstream servers.", func(v churn.Values) int64 { return v.Discoveries })
+
+	m.reg.MustRegister(&poolCollector{d: d, desc: prometheus.NewDesc("wasmhost_pool_entries",
+		"Upstream connections in the pool, by state.", []string{"state"}, nil)})
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wasmhost_sessions", Help: "Configured sessions."},
+		func() float64 {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			return float64(len(d.endpoints))
+		}))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wasmhost_clients", Help: "MCP clients connected to session endpoints."},
+		func() float64 {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			n := 0
+			for _, e := range d.endpoints {
+				n += e.ep.Clients()
+			}
+			return float64(n)
+		}))
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// observePolicy records one policy call.
+func (m *metrics) observePolicy(export string, took time.Duration, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	m.policyMs.WithLabelValues(export, outcome).Observe(took.Seconds())
+}
+
+// A poolCollector reports the pool's entries by state at scrape time.
+type poolCollector struct {
+	d    *Daemon
+	desc *prometheus.Desc
+}
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := make(map[pool.State]int)
+	if p := c.d.pool; p != nil {
+		for _, e := range p.Entries() {
+			counts[e.State]++
+		}
+	}
+	for _, s := range []pool.State{pool.StateConnecting, pool.StateReady, pool.StateRestarting, pool.StateFailed, pool.StateClosed} {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), s.String())
+	}
+}

@@ -1,0 +1,141 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/host"
+	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
+	"github.com/wasmhost/wasmhost/view"
+)
+
+// A policySource is everything that decides which plugin runs and how: a
+// change of any field means loading a new plugin.
+type policySource struct {
+	path      string // "" = embedded default
+	pin       string
+	memoryMiB int
+	timeout   time.Duration
+	digest    string // SHA-256 of the wasm bytes
+}
+
+// A loadedPolicy is a checked plugin and the instrumented policy views use.
+type loadedPolicy struct {
+	src    policySource
+	plugin *host.Plugin
+	policy abi.Policy // plugin, timed
+}
+
+func (p *loadedPolicy) close(ctx context.Context) error {
+	if p == nil {
+		return nil
+	}
+	return p.plugin.Close(ctx)
+}
+
+// describe names the plugin for logs, e.g. `policy-default 1.0.0
+// (embedded:policy-default, sha256 ab12cd34…)`.
+func (p *loadedPolicy) describe() string {
+	hs := p.plugin.Handshake()
+	return fmt.Sprintf("%s %s (%s, sha256 %.12s…)", hs.Name, hs.Version, p.plugin.Name(), p.plugin.Digest())
+}
+
+// readPolicy reads the plugin bytes cfg names and returns them with their
+// source description.
+func readPolicy(cfg *config.Config) (name string, wasm []byte, src policySource, err error) {
+	src = policySource{
+		path:      cfg.Policy.Path,
+		pin:       cfg.Policy.SHA256,
+		memoryMiB: cfg.Policy.MemoryMiB,
+		timeout:   cfg.Policy.Timeout,
+	}
+	if src.path == "" {
+		name, wasm = host.DefaultName, policydefault.Wasm
+	} else {
+		name = src.path
+		if wasm, err = os.ReadFile(src.path); err != nil {
+			return "", nil, src, fmt.Errorf("plugin %q: %w", src.path, err)
+		}
+	}
+	sum := sha256.Sum256(wasm)
+	src.digest = hex.EncodeToString(sum[:])
+	return name, wasm, src, nil
+}
+
+// loadPolicy loads and checks the plugin cfg names: the host checks the
+// pin, the imports and exports and the handshake; then a smoke run
+// canonicalizes {} and projects a tiny snapshot.
+func (d *Daemon) loadPolicy(ctx context.Context, cfg *config.Config) (*loadedPolicy, error) {
+	name, wasm, src, err := readPolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return d.loadPolicyBytes(ctx, name, wasm, src)
+}
+
+func (d *Daemon) loadPolicyBytes(ctx context.Context, name string, wasm []byte, src policySource) (*loadedPolicy, error) {
+	start := time.Now()
+	p, err := host.Load(ctx, name, wasm, host.Options{
+		MemoryLimitBytes: uint64(src.memoryMiB) << 20,
+		CallTimeout:      src.timeout,
+		PinSHA256:        src.pin,
+		CacheDir:         d.opts.CacheDir,
+		Logger:           d.log.With("component", "plugin"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	timed := &timedPolicy{Policy: p, m: d.metrics}
+	if err := smoke(ctx, timed); err != nil {
+		_ = p.Close(context.Background())
+		return nil, fmt.Errorf("plugin %q: smoke run: %w", name, err)
+	}
+	d.log.Debug("policy plugin loaded", "plugin", name, "took", time.Since(start))
+	return &loadedPolicy{src: src, plugin: p, policy: timed}, nil
+}
+
+// smoke checks that p answers the two calls every view makes.
+func smoke(ctx context.Context, p abi.Policy) error {
+	if _, err := view.CanonicalKey(ctx, p, json.RawMessage(`{}`)); err != nil {
+		return err
+	}
+	snap := &view.Snapshot{
+		Tools:     []*mcp.Tool{{Name: "smoke_tool", InputSchema: map[string]any{"type": "object"}}},
+		Prompts:   []*mcp.Prompt{{Name: "smoke_prompt"}},
+		Resources: []*mcp.Resource{{URI: "smoke://resource", Name: "smoke"}},
+	}
+	if _, err := view.Project(ctx, p, json.RawMessage(`{}`), snap); err != nil {
+		return fmt.Errorf("project: %w", err)
+	}
+	return nil
+}
+
+// A timedPolicy records each call's duration in the metrics. It forwards
+// Handshake, so views see the plugin's wants.
+type timedPolicy struct {
+	abi.Policy
+	m *metrics
+}
+
+func (t *timedPolicy) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	start := time.Now()
+	resp, err := t.Policy.Canonicalize(ctx, req)
+	t.m.observePolicy(abi.ExportCanonicalize, time.Since(start), err)
+	return resp, err
+}
+
+func (t *timedPolicy) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.ProjectResponse, error) {
+	start := time.Now()
+	resp, err := t.Policy.Project(ctx, req)
+	t.m.observePolicy(abi.ExportProject, time.Since(start), err)
+	return resp, err
+}

@@ -1,0 +1,312 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/reconcile"
+)
+
+// Errors a reload reports, wrapped with the details.
+var (
+	// ErrConfigInvalid: the config file could not be read or is invalid;
+	// nothing was changed.
+	ErrConfigInvalid = errors.New("config refused")
+	// ErrPolicyRefused: the changed policy plugin failed to load or its
+	// checks; nothing was changed and the old plugin keeps running.
+	ErrPolicyRefused = errors.New("policy plugin refused")
+)
+
+// A ReloadResult reports one reload.
+type ReloadResult struct {
+	// Trigger says what started it: "watch", "SIGHUP", "admin", ...
+	Trigger string    `json:"trigger"`
+	At      time.Time `json:"at"`
+	// OK is false when the reload was refused (Error says why) or some
+	// bindings failed (Error lists them; the rest was applied).
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+	// Applied is false when nothing was touched (a refused reload).
+	Applied bool `json:"applied"`
+	// Summary is the one-line human summary that was logged.
+	Summary string `json:"summary"`
+	// Changed lists the sessions whose view changed.
+	Changed         []string `json:"changed,omitempty"`
+	ClientsNotified int      `json:"clientsNotified"`
+	PolicySwapped   bool     `json:"policySwapped"`
+}
+
+// Reload reloads the config file now (the debounce is skipped) and returns
+// what happened. The error wraps ErrConfigInvalid or ErrPolicyRefused when
+// nothing was changed, or joins the failed bindings when the rest was
+// applied. Reload must be called while Run serves.
+func (d *Daemon) Reload(ctx context.Context, trigger string) (*ReloadResult, error) {
+	select {
+	case <-d.ready:
+	default:
+		return nil, errors.New("daemon: reload before the daemon is ready")
+	}
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	res, err := d.reload(ctx, trigger)
+	d.mu.Lock()
+	d.lastReload = res
+	d.mu.Unlock()
+	return res, err
+}
+
+// reload does one reload. d.reloadMu is held.
+func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, error) {
+	res := &ReloadResult{Trigger: trigger, At: time.Now()}
+	refuse := func(kind error, err error) (*ReloadResult, error) {
+		err = fmt.Errorf("%w: %w", kind, err)
+		res.Error = err.Error()
+		res.Summary = "reload refused, the running config keeps serving: " + err.Error()
+		d.log.Error(res.Summary, "trigger", trigger)
+		d.metrics.reloads.WithLabelValues(reloadLabel(kind)).Inc()
+		return res, err
+	}
+
+	cfg, warnings, err := config.Load(d.file)
+	if err != nil {
+		return refuse(ErrConfigInvalid, err)
+	}
+	logWarnings(d.log, warnings)
+
+	// A changed policy is loaded and checked before anything is touched.
+	var next *loadedPolicy
+	name, wasm, src, err := readPolicy(cfg)
+	if err != nil {
+		d.metrics.swaps.WithLabelValues("refused").Inc()
+		return refuse(ErrPolicyRefused, err)
+	}
+	if src != d.policy.Load().src {
+		if next, err = d.loadPolicyBytes(ctx, name, wasm, src); err != nil {
+			d.metrics.swaps.WithLabelValues("refused").Inc()
+			return refuse(ErrPolicyRefused, err)
+		}
+	}
+
+	// Validated: apply.
+	if cfg.Listen != d.listenAt {
+		d.log.Warn("config: listen changed; restart the daemon to apply it", "running", d.listenAt, "file", cfg.Listen)
+	}
+	if (cfg.Admin == nil) != (d.admin == nil) {
+		d.log.Warn("config: the admin block was added or removed; restart the daemon to apply it")
+	}
+	d.mu.Lock()
+	d.cfg = cfg
+	if cfg.Admin != nil && d.admin != nil {
+		d.admin = cfg.Admin // a changed admin token applies at once
+	}
+	d.mu.Unlock()
+
+	var total reconcile.Summary
+	var errs []error
+	policyNote := "policy unchanged"
+	if next != nil {
+		old := d.policy.Load()
+		sum, err := d.rec.SetPolicy(ctx, next.policy)
+		d.policy.Store(next)
+		res.PolicySwapped = true
+		policyNote = "policy swapped to " + next.describe()
+		merge(&total, sum)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if err := old.close(ctx); err != nil {
+			d.log.Warn("closing the old policy plugin", "err", err)
+		}
+		d.metrics.swaps.WithLabelValues("ok").Inc()
+	}
+	sum, err := d.rec.Apply(ctx, cfg)
+	merge(&total, sum)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	d.syncEndpoints(cfg)
+
+	res.Applied = true
+	res.Changed = total.Changed
+	res.ClientsNotified = d.clientsNotified(total)
+	res.Summary = "reload (" + trigger + "): " + describeSummary(total, res.ClientsNotified, policyNote)
+	joined := errors.Join(errs...)
+	if joined != nil {
+		res.Error = joined.Error()
+		d.log.Warn(res.Summary, "config", d.file)
+		d.metrics.reloads.WithLabelValues("partial").Inc()
+		return res, joined
+	}
+	res.OK = true
+	d.log.Info(res.Summary, "config", d.file)
+	d.metrics.reloads.WithLabelValues("ok").Inc()
+	return res, nil
+}
+
+func reloadLabel(kind error) string {
+	if errors.Is(kind, ErrPolicyRefused) {
+		return "policy_refused"
+	}
+	return "invalid"
+}
+
+// merge adds b's counts to a and unions the changed sessions.
+func merge(a *reconcile.Summary, b reconcile.Summary) {
+	for _, s := range b.Changed {
+		if !slices.Contains(a.Changed, s) {
+			a.Changed = append(a.Changed, s)
+		}
+	}
+	slices.Sort(a.Changed)
+	a.TransportsReused = b.TransportsReused // the last call's view (Apply comes last)
+	a.TransportsStarted += b.TransportsStarted
+	a.TransportsStopped += b.TransportsStopped
+	a.Acquired += b.Acquired
+	a.Released += b.Released
+	a.Refreshed += b.Refreshed
+	a.Replayed += b.Replayed
+	a.RegistryOps += b.RegistryOps
+	a.Errors = append(a.Errors, b.Errors...)
+}
+
+// describeSummary is the one human line a reload (or start-up) logs.
+func describeSummary(s reconcile.Summary, clients int, policyNote string) string {
+	changed := "no session changed"
+	switch len(s.Changed) {
+	case 0:
+	case 1:
+		changed = "1 session changed (" + s.Changed[0] + ")"
+	default:
+		changed = fmt.Sprintf("%d sessions changed (%s)", len(s.Changed), strings.Join(s.Changed, ", "))
+	}
+	line := fmt.Sprintf("%s; transports %d reused, %d started, %d stopped; %d views replayed; %d %s notified; %s",
+		changed, s.TransportsReused, s.TransportsStarted, s.TransportsStopped, s.Replayed,
+		clients, plural(clients, "client", "clients"), policyNote)
+	if n := len(s.Errors); n > 0 {
+		line += fmt.Sprintf("; %d %s", n, plural(n, "binding failed", "bindings failed"))
+	}
+	return line
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// requestReload asks the debounce loop for a reload.
+func (d *Daemon) requestReload(source string) {
+	select {
+	case d.trigger <- source:
+	default: // one is pending already
+	}
+}
+
+// debounceLoop turns bursts of triggers into one reload, Debounce after
+// the last trigger of the burst.
+func (d *Daemon) debounceLoop(ctx context.Context) {
+	var timer *time.Timer
+	var fire <-chan time.Time
+	var sources []string
+	for {
+		select {
+		case <-ctx.Done():
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		case s := <-d.trigger:
+			if !slices.Contains(sources, s) {
+				sources = append(sources, s)
+			}
+			if timer == nil {
+				timer = time.NewTimer(d.opts.Debounce)
+			} else {
+				timer.Reset(d.opts.Debounce)
+			}
+			fire = timer.C
+		case <-fire:
+			fire = nil
+			trigger := strings.Join(sources, "+")
+			sources = nil
+			_, _ = d.Reload(ctx, trigger)
+		}
+	}
+}
+
+// startWatcher watches the config file's directory and the policy plugin's,
+// and requests a reload when either file is written, created, renamed or
+// removed. The goroutine it starts ends with ctx.
+func (d *Daemon) startWatcher(ctx context.Context, wg *sync.WaitGroup) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	watched := make(map[string]bool)
+	watch := func(dir string) {
+		if watched[dir] {
+			return
+		}
+		if err := w.Add(dir); err != nil {
+			d.log.Warn("cannot watch directory", "dir", dir, "err", err)
+			return
+		}
+		watched[dir] = true
+	}
+	// targets returns the files whose changes trigger a reload, watching
+	// their directories.
+	targets := func() map[string]string {
+		t := map[string]string{d.path: "config"}
+		d.mu.Lock()
+		cfg := d.cfg
+		d.mu.Unlock()
+		if cfg != nil && cfg.Policy.Path != "" {
+			if p, err := filepath.Abs(cfg.Policy.Path); err == nil {
+				t[p] = "policy"
+			}
+		}
+		for p := range t {
+			watch(filepath.Dir(p))
+		}
+		return t
+	}
+	files := targets()
+	wg.Go(func() {
+		defer w.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if ev.Op == fsnotify.Chmod {
+					continue
+				}
+				if what, ok := files[filepath.Clean(ev.Name)]; ok {
+					d.log.Debug("file changed", "file", ev.Name, "op", ev.Op.String())
+					d.requestReload("watch " + what)
+				}
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				d.log.Warn("file watcher", "err", err)
+			}
+			// The policy path may have moved to another directory.
+			files = targets()
+		}
+	})
+	return nil
+}

@@ -1,0 +1,118 @@
+package daemon
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/reconcile"
+)
+
+// A State is what GET /v1/state returns.
+type State struct {
+	Config     string        `json:"config"`
+	Listen     string        `json:"listen"`
+	Policy     PolicyState   `json:"policy"`
+	LastReload *ReloadResult `json:"lastReload,omitempty"`
+	Pool       []EntryState  `json:"pool"`
+	Sessions   []SessionView `json:"sessions"`
+	Counters   churn.Values  `json:"counters"`
+}
+
+// A PolicyState describes the running policy plugin.
+type PolicyState struct {
+	// Name and Version are what the plugin's handshake reports.
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	// Source is the plugin file, or "embedded:policy-default".
+	Source string `json:"source"`
+	SHA256 string `json:"sha256"`
+}
+
+// An EntryState describes one upstream connection of the pool.
+type EntryState struct {
+	ID       string `json:"id"`
+	Identity string `json:"identity"`
+	Server   string `json:"server"`
+	Pooled   bool   `json:"pooled"`
+	State    string `json:"state"`
+	// PID is the upstream process id of a pooled stdio upstream (its
+	// newest process); 0 when unknown or not a process.
+	PID     int    `json:"pid,omitempty"`
+	Refs    int    `json:"refcount"`
+	Views   int    `json:"views"`
+	Version uint64 `json:"snapshotVersion"`
+	Error   string `json:"error,omitempty"`
+}
+
+// A SessionView describes one session: its endpoint and its bindings.
+type SessionView struct {
+	Name        string                   `json:"name"`
+	URL         string                   `json:"url"`
+	TokenSource string                   `json:"tokenSource"`
+	Clients     int                      `json:"clients"`
+	Tools       []string                 `json:"tools"`
+	Prompts     []string                 `json:"prompts"`
+	Resources   []string                 `json:"resources"`
+	Servers     []reconcile.BindingState `json:"servers"`
+}
+
+// State describes the daemon at one instant.
+func (d *Daemon) State() State {
+	pol := d.policy.Load()
+	st := State{
+		Config:   d.file,
+		Listen:   d.Addr(),
+		Pool:     []EntryState{},
+		Sessions: []SessionView{},
+		Counters: d.counters.Snapshot(),
+	}
+	if pol != nil {
+		hs := pol.plugin.Handshake()
+		st.Policy = PolicyState{Name: hs.Name, Version: hs.Version, Source: pol.plugin.Name(), SHA256: pol.plugin.Digest()}
+	}
+	for _, e := range d.pool.Entries() {
+		es := EntryState{
+			ID: e.ID, Identity: e.Identity, Server: e.Server, Pooled: e.Pooled, State: e.State.String(),
+			Refs: e.Refs, Views: e.Views, Version: e.Version,
+		}
+		if e.Pooled {
+			es.PID = d.pids.get(e.Identity)
+		}
+		if e.Err != nil {
+			es.Error = e.Err.Error()
+		}
+		st.Pool = append(st.Pool, es)
+	}
+	rs := d.rec.State()
+	d.mu.Lock()
+	st.LastReload = d.lastReload
+	cfg := d.cfg
+	eps := make(map[string]*endpoint, len(d.endpoints))
+	for k, v := range d.endpoints {
+		eps[k] = v
+	}
+	d.mu.Unlock()
+	for _, s := range rs.Sessions {
+		sv := SessionView{Name: s.Name, URL: d.URL() + "/mcp/" + s.Name, Servers: s.Servers, Tools: []string{}, Prompts: []string{}, Resources: []string{}}
+		if cs := cfg.Sessions[s.Name]; cs != nil {
+			sv.TokenSource = cs.TokenSource
+		}
+		if e := eps[s.Name]; e != nil {
+			sv.Clients = e.ep.Clients()
+			sv.Tools = nonNil(e.ep.Tools())
+			sv.Prompts = nonNil(e.ep.Prompts())
+			sv.Resources = nonNil(e.ep.Resources())
+		}
+		st.Sessions = append(st.Sessions, sv)
+	}
+	slices.SortFunc(st.Sessions, func(a, b SessionView) int { return strings.Compare(a.Name, b.Name) })
+	return st
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

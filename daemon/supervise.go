@@ -1,0 +1,100 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/wasmhost/wasmhost/reconcile"
+)
+
+// backoffMemory is how long a binding must stay healthy after a retry
+// brought it back before its backoff starts from RetryMin again.
+const backoffMemory = time.Minute
+
+// A retry is the backoff state of one unhealthy binding.
+type retry struct {
+	next      time.Time
+	delay     time.Duration
+	recovered time.Time // when a retry last brought it back; zero while down
+}
+
+// unhealthy reports whether a binding holds no live connection: its
+// acquire failed, or its entry failed or closed (the pool gave up
+// restarting it).
+func unhealthy(b reconcile.BindingState) bool {
+	if b.Identity == "" {
+		return true
+	}
+	return b.EntryState == "failed" || b.EntryState == "closed"
+}
+
+// supervise retries unhealthy bindings with exponential backoff until ctx
+// ends. A retry releases the binding and acquires it afresh
+// (reconcile.Teardown); a pooled connection other sessions share is joined,
+// not duplicated.
+func (d *Daemon) supervise(ctx context.Context) {
+	tick := max(d.opts.RetryMin/2, 50*time.Millisecond)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	type key struct{ session, server string }
+	retries := make(map[key]*retry)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		seen := make(map[key]bool)
+		for _, s := range d.rec.State().Sessions {
+			for _, b := range s.Servers {
+				if !unhealthy(b) {
+					continue
+				}
+				k := key{s.Name, b.Server}
+				seen[k] = true
+				r := retries[k]
+				scheduled := true
+				switch {
+				case r == nil:
+					r = &retry{next: now.Add(d.opts.RetryMin), delay: d.opts.RetryMin}
+					retries[k] = r
+				case !r.recovered.IsZero():
+					// Down again soon after a retry: back off further.
+					r.recovered = time.Time{}
+					r.delay = min(2*r.delay, d.opts.RetryMax)
+					r.next = now.Add(r.delay)
+				default:
+					scheduled = false
+				}
+				if scheduled {
+					d.log.Warn("upstream down; retrying with backoff", "session", s.Name, "server", b.Server, "in", r.delay, "err", b.Error)
+					continue
+				}
+				if now.Before(r.next) {
+					continue
+				}
+				err := d.rec.Teardown(ctx, s.Name, b.Server)
+				switch {
+				case err == nil:
+					d.metrics.retries.WithLabelValues("ok").Inc()
+					d.log.Info("upstream reconnected", "session", s.Name, "server", b.Server)
+					r.recovered = time.Now()
+				case errors.Is(err, reconcile.ErrNotBound), errors.Is(err, reconcile.ErrUnknownSession), errors.Is(err, reconcile.ErrClosed), ctx.Err() != nil:
+					delete(retries, k)
+				default:
+					d.metrics.retries.WithLabelValues("failed").Inc()
+					r.delay = min(2*r.delay, d.opts.RetryMax)
+					r.next = time.Now().Add(r.delay)
+					d.log.Warn("upstream retry failed", "session", s.Name, "server", b.Server, "next in", r.delay, "err", err)
+				}
+			}
+		}
+		for k, r := range retries {
+			if !seen[k] && (r.recovered.IsZero() || now.Sub(r.recovered) > backoffMemory) {
+				delete(retries, k)
+			}
+		}
+	}
+}

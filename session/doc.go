@@ -1,0 +1,64 @@
+// Package session serves one wasmhost session to MCP clients: an
+// [Endpoint] is a go-sdk *mcp.Server whose tools, prompts and resources are
+// exactly the session's current projection, and whose handlers forward each
+// call to the shared upstream connection.
+//
+// # Registry
+//
+// An Endpoint implements [view.Registry]: the session's views put and delete
+// items as their projections change, and the Endpoint adds them to or removes
+// them from its mcp.Server, which tells connected clients with
+// notifications/tools/list_changed (and the prompt and resource ones). The
+// views only call when what a session sees actually changed, so clients are
+// notified when, and only when, their list changed. The Endpoint never calls
+// back into a view.
+//
+// # Names
+//
+// Several upstream servers share one session namespace. Tools and prompts
+// are exposed as "<server>__<name>" ([Separator], [ExposedName]), for
+// example "demo__echo" for the tool "echo" of the server "demo". The prefix
+// keeps two servers that both offer, say, "search" apart, tells the client
+// (and the model) where a tool comes from, and is stable across reloads and
+// restarts, unlike a suffix added only on collision, which would rename a
+// tool when another server appears. Server names are config keys and tool
+// names come from the upstream, so a rare ambiguous pair (server "a" with
+// tool "b__c" against server "a__b" with tool "c") is possible: the first
+// registration keeps the name and the other is left out, with a warning.
+//
+// Resources keep their URIs, because tool results and clients refer to
+// resources by URI; the Endpoint records which server owns each URI and
+// forwards reads there. Two servers publishing the same URI in one session
+// collide the same way: the first keeps it.
+//
+// The session flags set by the view are left in each tool's _meta, under
+// "wasmhost/trust" ([view.MetaTrust]) and "wasmhost/alwaysLoad"
+// ([view.MetaAlwaysLoad]).
+//
+// # Forwarding
+//
+// Each handler looks the upstream up at call time through
+// [Options.Upstream], so a call made after a transport restart uses the new
+// connection. tools/call forwards the arguments unchanged and the request's
+// _meta minus the protocol's reserved per-request keys; a progress token is
+// replaced by one unique to the upstream connection and the upstream's
+// notifications/progress are relayed back to the caller with the client's
+// own token (through a [ProgressRelay], for upstreams whose transport it
+// wraps). A tool result with isError is relayed as is, and so is a JSON-RPC
+// error from the upstream. When the upstream is restarting or gone, or the
+// connection breaks during the call, the client gets a tool result with
+// isError set and a message naming the server (prompts/get and
+// resources/read, which have no such result, get a JSON-RPC error).
+// prompts/get and resources/read are forwarded the same way.
+//
+// # Enforcement
+//
+// A call is served only if its name (or URI) is in the session's projection
+// at the moment the call starts; otherwise it is refused exactly like an
+// unknown name (invalid params for tools and prompts, resource not found for
+// resources), so a client guessing a hidden tool learns nothing. The check
+// reads the Endpoint's own registrations, which are this session's views'
+// doing only: a call racing with a reload that hides the tool is either
+// refused or completed through this session's upstream handle, never routed
+// through another session. No policy (wasm) call is made on the call path.
+package session

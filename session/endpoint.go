@@ -1,0 +1,552 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wasmhost/wasmhost/view"
+)
+
+// Separator joins a server name and an upstream tool or prompt name into the
+// name a session exposes.
+const Separator = "__"
+
+// ExposedName returns the name under which a session exposes the tool or
+// prompt name of server: server + Separator + name.
+func ExposedName(server, name string) string { return server + Separator + name }
+
+// ErrUnavailable is wrapped by the error (or the isError tool result text)
+// a forwarded call gets when the server's upstream connection is not ready:
+// connecting, restarting after a crash, or failed.
+var ErrUnavailable = errors.New("upstream unavailable")
+
+// A Target is the upstream a call is forwarded to.
+type Target struct {
+	// Session is the upstream connection; nil when it is not ready.
+	Session *mcp.ClientSession
+	// Timeout bounds the forwarded call; 0 means only the client's own
+	// cancellation bounds it.
+	Timeout time.Duration
+}
+
+// Options configure an Endpoint.
+type Options struct {
+	// Name is the session's name, used in logs and errors.
+	Name string
+	// Upstream returns the upstream for one of the session's servers. It is
+	// called for every forwarded call, so it must be cheap, and it must
+	// resolve through this session's own handles. Required.
+	Upstream func(server string) Target
+	// Progress relays upstream progress notifications back to clients; nil
+	// means progress tokens are dropped from forwarded requests.
+	Progress *ProgressRelay
+	// Implementation is what the endpoint announces to clients; nil means
+	// {Name: "wasmhost", Version: "dev"}.
+	Implementation *mcp.Implementation
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// A route is where an exposed name leads.
+type route struct {
+	server string
+	name   string // upstream tool or prompt name, or resource URI
+}
+
+// An Endpoint is one session's MCP server. It implements view.Registry and is
+// safe for concurrent use. See the package documentation.
+type Endpoint struct {
+	name     string
+	srv      *mcp.Server
+	upstream func(string) Target
+	relay    *ProgressRelay
+	log      *slog.Logger
+
+	mu        sync.Mutex
+	tools     map[string]route // exposed name -> upstream
+	prompts   map[string]route // exposed name -> upstream
+	resources map[string]route // URI -> upstream
+	changes   uint64           // registrations added, replaced or removed
+}
+
+var _ view.Registry = (*Endpoint)(nil)
+
+// New returns an endpoint with nothing registered. It panics if
+// opts.Upstream is nil.
+func New(opts Options) *Endpoint {
+	if opts.Upstream == nil {
+		panic("session.New: Upstream is required")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	impl := opts.Implementation
+	if impl == nil {
+		impl = &mcp.Implementation{Name: "wasmhost", Version: "dev"}
+	}
+	e := &Endpoint{
+		name:      opts.Name,
+		upstream:  opts.Upstream,
+		relay:     opts.Progress,
+		log:       log.With("session", opts.Name),
+		tools:     make(map[string]route),
+		prompts:   make(map[string]route),
+		resources: make(map[string]route),
+	}
+	e.srv = mcp.NewServer(impl, &mcp.ServerOptions{
+		// The go-sdk logs every client connect at info level; keep its
+		// warnings and errors only.
+		Logger: slog.New(minLevel{e.log.Handler(), slog.LevelWarn}),
+		// Announce the three lists (with list_changed) even while the
+		// projection is empty: a reload may fill them later.
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:     &mcp.ToolCapabilities{ListChanged: true},
+			Prompts:   &mcp.PromptCapabilities{ListChanged: true},
+			Resources: &mcp.ResourceCapabilities{ListChanged: true},
+		},
+	})
+	return e
+}
+
+// Name returns the session name.
+func (e *Endpoint) Name() string { return e.name }
+
+// Server returns the endpoint's MCP server, for a transport or an HTTP
+// handler to serve.
+func (e *Endpoint) Server() *mcp.Server { return e.srv }
+
+// Changes counts the registrations added, replaced or removed so far; each
+// change is (after the go-sdk's short debounce) a list_changed sent to every
+// connected client. Compare two readings to see whether clients were
+// notified in between.
+func (e *Endpoint) Changes() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.changes
+}
+
+// Clients returns how many client sessions are connected.
+func (e *Endpoint) Clients() int {
+	n := 0
+	for range e.srv.Sessions() {
+		n++
+	}
+	return n
+}
+
+// Tools returns the exposed tool names, sorted.
+func (e *Endpoint) Tools() []string { return e.names(e.tools) }
+
+// Prompts returns the exposed prompt names, sorted.
+func (e *Endpoint) Prompts() []string { return e.names(e.prompts) }
+
+// Resources returns the exposed resource URIs, sorted.
+func (e *Endpoint) Resources() []string { return e.names(e.resources) }
+
+func (e *Endpoint) names(m map[string]route) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Sorted(maps.Keys(m))
+}
+
+// Close closes every connected client session. Registrations stay; the
+// endpoint can still be served again.
+func (e *Endpoint) Close() {
+	for ss := range e.srv.Sessions() {
+		_ = ss.Close()
+	}
+}
+
+// taken reports (and logs) whether another server than server already holds
+// exposed in m, one of e's maps. e.mu is held.
+func (e *Endpoint) taken(m map[string]route, kind, exposed, server string) bool {
+	old, ok := m[exposed]
+	if !ok || old.server == server {
+		return false
+	}
+	e.log.Warn("name collision: "+kind+" left out", "name", exposed, "server", server, "owner", old.server)
+	return true
+}
+
+// release removes the exposed names server owns from m and returns them. e.mu
+// is held.
+func release(m map[string]route, server string, exposed []string) []string {
+	var out []string
+	for _, x := range exposed {
+		if r, ok := m[x]; ok && r.server == server {
+			delete(m, x)
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// PutTools implements view.Registry: it registers each tool as
+// ExposedName(server, tool.Name), replacing an earlier registration.
+func (e *Endpoint) PutTools(server string, tools []*mcp.Tool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, t := range tools {
+		exposed := ExposedName(server, t.Name)
+		if e.taken(e.tools, "tool", exposed, server) {
+			continue
+		}
+		c, err := exposedTool(t, exposed)
+		if err == nil {
+			err = addTool(e.srv, c, e.forwardTool)
+		}
+		if err != nil {
+			e.log.Warn("upstream tool cannot be served, left out", "server", server, "tool", t.Name, "err", err)
+			if _, ok := e.tools[exposed]; ok {
+				delete(e.tools, exposed)
+				e.srv.RemoveTools(exposed)
+				e.changes++
+			}
+			continue
+		}
+		e.tools[exposed] = route{server, t.Name}
+		e.changes++
+	}
+}
+
+// DeleteTools implements view.Registry.
+func (e *Endpoint) DeleteTools(server string, names []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	exposed := make([]string, len(names))
+	for i, n := range names {
+		exposed[i] = ExposedName(server, n)
+	}
+	if gone := release(e.tools, server, exposed); len(gone) > 0 {
+		e.srv.RemoveTools(gone...)
+		e.changes += uint64(len(gone))
+	}
+}
+
+// PutPrompts implements view.Registry: it registers each prompt as
+// ExposedName(server, prompt.Name).
+func (e *Endpoint) PutPrompts(server string, prompts []*mcp.Prompt) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, p := range prompts {
+		exposed := ExposedName(server, p.Name)
+		if e.taken(e.prompts, "prompt", exposed, server) {
+			continue
+		}
+		c := *p
+		c.Name = exposed
+		e.srv.AddPrompt(&c, e.forwardPrompt)
+		e.prompts[exposed] = route{server, p.Name}
+		e.changes++
+	}
+}
+
+// DeletePrompts implements view.Registry.
+func (e *Endpoint) DeletePrompts(server string, names []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	exposed := make([]string, len(names))
+	for i, n := range names {
+		exposed[i] = ExposedName(server, n)
+	}
+	if gone := release(e.prompts, server, exposed); len(gone) > 0 {
+		e.srv.RemovePrompts(gone...)
+		e.changes += uint64(len(gone))
+	}
+}
+
+// PutResources implements view.Registry: resources keep their URIs.
+func (e *Endpoint) PutResources(server string, resources []*mcp.Resource) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, r := range resources {
+		if e.taken(e.resources, "resource", r.URI, server) {
+			continue
+		}
+		if err := addResource(e.srv, r, e.forwardResource); err != nil {
+			e.log.Warn("upstream resource cannot be served, left out", "server", server, "uri", r.URI, "err", err)
+			continue
+		}
+		e.resources[r.URI] = route{server, r.URI}
+		e.changes++
+	}
+}
+
+// DeleteResources implements view.Registry.
+func (e *Endpoint) DeleteResources(server string, uris []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if gone := release(e.resources, server, uris); len(gone) > 0 {
+		e.srv.RemoveResources(gone...)
+		e.changes += uint64(len(gone))
+	}
+}
+
+// exposedTool returns a copy of t named exposed, with an input schema the
+// go-sdk server accepts: a missing schema or one without "type" becomes an
+// object schema. The projection's tool is never modified.
+func exposedTool(t *mcp.Tool, exposed string) (*mcp.Tool, error) {
+	c := *t
+	c.Name = exposed
+	switch s := t.InputSchema.(type) {
+	case nil:
+		c.InputSchema = map[string]any{"type": "object"}
+	case map[string]any:
+		if _, ok := s["type"]; !ok {
+			m := maps.Clone(s)
+			m["type"] = "object"
+			c.InputSchema = m
+		} else if s["type"] != "object" {
+			return nil, fmt.Errorf("input schema type is %v, not \"object\"", s["type"])
+		}
+	}
+	return &c, nil
+}
+
+// addTool calls srv.AddTool, turning its panics (an input schema it
+// refuses) into errors.
+func addTool(srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	srv.AddTool(t, h)
+	return nil
+}
+
+// addResource calls srv.AddResource, turning its panic (an unparsable URI)
+// into an error.
+func addResource(srv *mcp.Server, r *mcp.Resource, h mcp.ResourceHandler) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+	}()
+	srv.AddResource(r, h)
+	return nil
+}
+
+// lookup returns the route of exposed in m at this instant.
+func (e *Endpoint) lookup(m map[string]route, exposed string) (route, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r, ok := m[exposed]
+	return r, ok
+}
+
+// target returns the upstream for server and a context bounded by its
+// timeout, or an error wrapping ErrUnavailable.
+func (e *Endpoint) target(ctx context.Context, server string) (*mcp.ClientSession, context.Context, context.CancelFunc, error) {
+	t := e.upstream(server)
+	if t.Session == nil {
+		return nil, nil, nil, fmt.Errorf("session %q, server %q: %w (connecting or restarting; try again)", e.name, server, ErrUnavailable)
+	}
+	if t.Timeout > 0 {
+		ctx, cancel := context.WithTimeout(ctx, t.Timeout)
+		return t.Session, ctx, cancel, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	return t.Session, ctx, cancel, nil
+}
+
+// forwardTool serves tools/call.
+func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	exposed := req.Params.Name
+	r, ok := e.lookup(e.tools, exposed)
+	if !ok {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", exposed)}
+	}
+	cs, ctx, cancel, err := e.target(ctx, r.server)
+	if err != nil {
+		return errorResult(err), nil
+	}
+	defer cancel()
+	params := &mcp.CallToolParams{Name: r.name, Meta: relayMeta(req.Params.Meta)}
+	if len(req.Params.Arguments) > 0 {
+		params.Arguments = req.Params.Arguments
+	}
+	end := e.relayProgress(ctx, req.Session, req.Params.GetProgressToken(), params)
+	res, err := cs.CallTool(ctx, params)
+	end()
+	if err != nil {
+		if werr := upstreamError(err); werr != nil {
+			return nil, werr
+		}
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, err // the client went away or cancelled
+		}
+		return errorResult(fmt.Errorf("session %q, server %q: tool %q: %w: %v", e.name, r.server, r.name, ErrUnavailable, err)), nil
+	}
+	res.Meta = dropReserved(res.Meta)
+	return res, nil
+}
+
+// forwardPrompt serves prompts/get.
+func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	exposed := req.Params.Name
+	r, ok := e.lookup(e.prompts, exposed)
+	if !ok {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", exposed)}
+	}
+	cs, ctx, cancel, err := e.target(ctx, r.server)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	params := &mcp.GetPromptParams{Name: r.name, Arguments: req.Params.Arguments, Meta: relayMeta(req.Params.Meta)}
+	end := e.relayProgress(ctx, req.Session, req.Params.GetProgressToken(), params)
+	res, err := cs.GetPrompt(ctx, params)
+	end()
+	if err != nil {
+		if werr := upstreamError(err); werr != nil {
+			return nil, werr
+		}
+		return nil, fmt.Errorf("session %q, server %q: prompt %q: %w: %v", e.name, r.server, r.name, ErrUnavailable, err)
+	}
+	res.Meta = dropReserved(res.Meta)
+	return res, nil
+}
+
+// forwardResource serves resources/read.
+func (e *Endpoint) forwardResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	r, ok := e.lookup(e.resources, uri)
+	if !ok {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	cs, ctx, cancel, err := e.target(ctx, r.server)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	params := &mcp.ReadResourceParams{URI: uri, Meta: relayMeta(req.Params.Meta)}
+	end := e.relayProgress(ctx, req.Session, req.Params.GetProgressToken(), params)
+	res, err := cs.ReadResource(ctx, params)
+	end()
+	if err != nil {
+		if werr := upstreamError(err); werr != nil {
+			return nil, werr
+		}
+		return nil, fmt.Errorf("session %q, server %q: resource %q: %w: %v", e.name, r.server, uri, ErrUnavailable, err)
+	}
+	res.Meta = dropReserved(res.Meta)
+	return res, nil
+}
+
+// progressParams are request params that carry a progress token.
+type progressParams interface {
+	SetProgressToken(any)
+}
+
+// relayProgress, when the client asked for progress (token != nil) and a
+// relay is configured, gives params a fresh upstream token whose progress
+// notifications are sent to ss with the client's token. The returned func
+// ends the relay after the call, once every notification received before
+// the response has been passed on.
+func (e *Endpoint) relayProgress(ctx context.Context, ss *mcp.ServerSession, token any, params progressParams) func() {
+	if token == nil || e.relay == nil || ss == nil {
+		return func() {}
+	}
+	upTok, end := e.relay.begin(func(p *mcp.ProgressNotificationParams) {
+		err := ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+			ProgressToken: token,
+			Progress:      p.Progress,
+			Total:         p.Total,
+			Message:       p.Message,
+		})
+		if err != nil {
+			e.log.Debug("relaying progress", "err", err)
+		}
+	})
+	params.SetProgressToken(upTok)
+	return end
+}
+
+// reservedMeta starts the _meta keys the protocol reserves for a
+// connection itself (protocol version, client and server info and
+// capabilities, log level, subscription id): they describe one hop, the
+// client's connection to wasmhost or wasmhost's to the upstream, and are
+// never relayed across.
+const reservedMeta = "io.modelcontextprotocol/"
+
+// relayMeta returns the request _meta to forward: everything the client
+// sent except the progress token (the relay sets its own) and the reserved
+// keys.
+func relayMeta(m mcp.Meta) mcp.Meta {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(mcp.Meta, len(m))
+	for k, v := range m {
+		if k == "progressToken" || strings.HasPrefix(k, reservedMeta) {
+			continue
+		}
+		out[k] = v
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// dropReserved removes the reserved keys from an upstream result's _meta
+// (the result is the endpoint's own copy).
+func dropReserved(m mcp.Meta) mcp.Meta {
+	for k := range m {
+		if strings.HasPrefix(k, reservedMeta) {
+			delete(m, k)
+		}
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// upstreamError returns the upstream's own JSON-RPC error inside err, to be
+// relayed unchanged, or nil when err is a transport failure.
+func upstreamError(err error) *jsonrpc.Error {
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) {
+		return werr
+	}
+	return nil
+}
+
+// minLevel drops records below level.
+type minLevel struct {
+	slog.Handler
+	level slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.level && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(attrs), h.level}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.level}
+}
+
+// errorResult is a tool result reporting err to the client (and its model).
+func errorResult(err error) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		IsError: true,
+		Content: []mcp.Content{&mcp.TextContent{Text: "wasmhost: " + err.Error()}},
+	}
+}

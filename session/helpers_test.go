@@ -1,0 +1,243 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/metakey"
+	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/session"
+	"github.com/wasmhost/wasmhost/view"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// An upstream is a go-sdk MCP server reached over in-memory transports,
+// one server session per dial.
+type upstream struct {
+	server *mcp.Server
+
+	mu       sync.Mutex
+	sessions []*mcp.ServerSession
+	metas    []mcp.Meta // _meta of each "meta" call
+	release  chan struct{}
+	started  chan struct{}
+}
+
+type textIn struct {
+	Text string `json:"text"`
+}
+
+// newUpstream returns the demo server plus test tools: "progress" (three
+// progress notifications, then "done"), "meta" (records the request _meta),
+// "block" (waits for release or cancellation) and "fail" (an isError
+// result).
+func newUpstream() *upstream {
+	u := &upstream{release: make(chan struct{}), started: make(chan struct{}, 16)}
+	u.server = demoserver.New().MCP()
+	mcp.AddTool(u.server, &mcp.Tool{Name: "progress"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		tok := req.Params.GetProgressToken()
+		for i := 1; i <= 3; i++ {
+			if tok != nil {
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3, Message: fmt.Sprintf("step %d", i)}); err != nil {
+					return nil, nil, err
+				}
+			}
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+	})
+	mcp.AddTool(u.server, &mcp.Tool{Name: "meta"}, func(_ context.Context, req *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, any, error) {
+		u.mu.Lock()
+		u.metas = append(u.metas, req.Params.Meta)
+		u.mu.Unlock()
+		return &mcp.CallToolResult{Meta: mcp.Meta{"example.com/answer": 42.0}, Content: []mcp.Content{&mcp.TextContent{Text: "got " + in.Text}}}, nil, nil
+	})
+	mcp.AddTool(u.server, &mcp.Tool{Name: "block"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		u.started <- struct{}{}
+		select {
+		case <-u.release:
+		case <-ctx.Done():
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil, nil
+	})
+	u.server.AddTool(&mcp.Tool{Name: "fail", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "it failed upstream"}}}, nil
+	})
+	return u
+}
+
+// dialer connects a fresh server session of u for each dial.
+func (u *upstream) dialer() pool.Dialer {
+	return func(ctx context.Context, _ pool.Spec) (mcp.Transport, error) {
+		ct, st := mcp.NewInMemoryTransports()
+		ss, err := u.server.Connect(ctx, st, nil)
+		if err != nil {
+			return nil, err
+		}
+		u.mu.Lock()
+		u.sessions = append(u.sessions, ss)
+		u.mu.Unlock()
+		return ct, nil
+	}
+}
+
+// dropAll closes every upstream server session (the upstream "crashes").
+func (u *upstream) dropAll() {
+	u.mu.Lock()
+	ss := slices.Clone(u.sessions)
+	u.mu.Unlock()
+	for _, s := range ss {
+		_ = s.Close()
+	}
+}
+
+func (u *upstream) lastMeta() mcp.Meta {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.metas) == 0 {
+		return nil
+	}
+	return u.metas[len(u.metas)-1]
+}
+
+// A fixture is a pool on one upstream ("demo") and sessions served by
+// endpoints, each with a connected client.
+type fixture struct {
+	t        *testing.T
+	up       *upstream
+	pool     *pool.Pool
+	relay    *session.ProgressRelay
+	counters *churn.Counters
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{t: t, up: newUpstream(), relay: session.NewProgressRelay(), counters: &churn.Counters{}}
+	f.pool = pool.New(pool.Options{Dialer: f.relay.Dialer(f.up.dialer()), Counters: f.counters, Logger: quiet})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = f.pool.Close(ctx)
+	})
+	return f
+}
+
+// A client is one session's endpoint, view and handle, and a go-sdk client
+// connected to the endpoint.
+type client struct {
+	ep      *session.Endpoint
+	view    *view.View
+	handle  *pool.Handle
+	cs      *mcp.ClientSession
+	changed chan struct{} // one value per tools/list_changed
+	mu      sync.Mutex
+	prog    []*mcp.ProgressNotificationParams
+}
+
+// connect makes session name with the given settings for "demo".
+func (f *fixture) connect(name, settings string) *client {
+	t := f.t
+	t.Helper()
+	c := &client{changed: make(chan struct{}, 100)}
+	c.ep = session.New(session.Options{
+		Name:     name,
+		Progress: f.relay,
+		Logger:   quiet,
+		Upstream: func(server string) session.Target {
+			if server != "demo" || c.handle == nil {
+				return session.Target{}
+			}
+			return session.Target{Session: c.handle.Session(), Timeout: 10 * time.Second}
+		},
+	})
+	c.view = view.New(view.Config{Session: name, Server: "demo", Registry: c.ep, Counters: f.counters, Policy: metakey.Reference{}, Settings: json.RawMessage(settings), Logger: quiet})
+	h, err := f.pool.Acquire(t.Context(), pool.Spec{Name: "demo", Command: "in-memory", Pooled: true}, c.view)
+	require.NoError(t, err)
+	c.handle = h
+
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := c.ep.Server().Connect(t.Context(), st, nil)
+	require.NoError(t, err)
+	cl := mcp.NewClient(&mcp.Implementation{Name: "test-" + name, Version: "1"}, &mcp.ClientOptions{
+		Logger:                 quiet,
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { c.changed <- struct{}{} },
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			c.mu.Lock()
+			c.prog = append(c.prog, req.Params)
+			c.mu.Unlock()
+		},
+	})
+	cs, err := cl.Connect(t.Context(), ct, nil)
+	require.NoError(t, err)
+	c.cs = cs
+	t.Cleanup(func() {
+		_ = cs.Close()
+		_ = ss.Wait()
+	})
+	return c
+}
+
+// toolNames lists what the client sees.
+func (c *client) toolNames(t *testing.T) []string {
+	t.Helper()
+	res, err := c.cs.ListTools(t.Context(), nil)
+	require.NoError(t, err)
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (c *client) call(t *testing.T, name string, args any) (*mcp.CallToolResult, error) {
+	t.Helper()
+	return c.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
+}
+
+func text(res *mcp.CallToolResult) string {
+	if res == nil || len(res.Content) == 0 {
+		return ""
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+		return tc.Text
+	}
+	return ""
+}
+
+// waitChanged waits for one tools/list_changed.
+func (c *client) waitChanged(t *testing.T) {
+	t.Helper()
+	select {
+	case <-c.changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no tools/list_changed within 5s")
+	}
+}
+
+// drainChanged discards pending list_changed notifications after the
+// go-sdk's debounce has passed.
+func (c *client) drainChanged() int {
+	time.Sleep(100 * time.Millisecond)
+	n := 0
+	for {
+		select {
+		case <-c.changed:
+			n++
+		default:
+			return n
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wasmhost/wasmhost/pool"
+)
+
+// progressBuffer is how many progress notifications of one call may wait
+// to be passed on; more are dropped (progress is advisory).
+const progressBuffer = 64
+
+// tokenPrefix starts every progress token a relay hands to an upstream.
+const tokenPrefix = "wasmhost-progress-"
+
+// A ProgressRelay routes upstream notifications/progress back to the client
+// request that asked for them. A forwarded request carries a token unique to
+// the relay instead of the client's (clients of different sessions may pick
+// the same token, and they share one upstream connection); the relay reads
+// the upstream connection's incoming messages, recognises its tokens, and
+// hands each notification to the waiting call, which sends it to its client
+// with the client's token.
+//
+// The relay sees an upstream's messages only through a transport it wrapped
+// ([ProgressRelay.WrapTransport], [ProgressRelay.Dialer]). It wraps stdio,
+// IO and in-memory transports; streamable HTTP and SSE upstreams are
+// returned unwrapped (their connections carry session state the go-sdk
+// passes through an unexported interface a wrapper cannot forward), so
+// their progress is not relayed. A ProgressRelay is safe for concurrent use
+// and may be shared by every endpoint of a daemon.
+type ProgressRelay struct {
+	mu    sync.Mutex
+	seq   uint64
+	calls map[string]chan *mcp.ProgressNotificationParams
+}
+
+// NewProgressRelay returns an empty relay.
+func NewProgressRelay() *ProgressRelay {
+	return &ProgressRelay{calls: make(map[string]chan *mcp.ProgressNotificationParams)}
+}
+
+// begin registers one call: notifications for the returned token are passed
+// to send, in order, on a goroutine of the call's own. end unregisters the
+// token and returns once every notification already received was sent.
+func (r *ProgressRelay) begin(send func(*mcp.ProgressNotificationParams)) (token string, end func()) {
+	ch := make(chan *mcp.ProgressNotificationParams, progressBuffer)
+	r.mu.Lock()
+	r.seq++
+	token = tokenPrefix + strconv.FormatUint(r.seq, 10)
+	r.calls[token] = ch
+	r.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for p := range ch {
+			send(p)
+		}
+	}()
+	var once sync.Once
+	return token, func() {
+		once.Do(func() {
+			r.mu.Lock()
+			delete(r.calls, token)
+			close(ch)
+			r.mu.Unlock()
+			<-done
+		})
+	}
+}
+
+// Pending returns how many calls wait for progress (for tests and state).
+func (r *ProgressRelay) Pending() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.calls)
+}
+
+// deliver hands p to its call and reports whether the token was the
+// relay's (then the message is consumed, whether or not a call still waits).
+func (r *ProgressRelay) deliver(p *mcp.ProgressNotificationParams) bool {
+	tok, ok := p.ProgressToken.(string)
+	if !ok || len(tok) <= len(tokenPrefix) || tok[:len(tokenPrefix)] != tokenPrefix {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ch, ok := r.calls[tok]; ok {
+		select {
+		case ch <- p:
+		default: // the client is slow; drop this update
+		}
+	}
+	return true
+}
+
+// WrapTransport returns t wrapped so that the relay sees the progress
+// notifications arriving on its connection, or t itself for transports it
+// does not wrap (see the type documentation).
+func (r *ProgressRelay) WrapTransport(t mcp.Transport) mcp.Transport {
+	switch t.(type) {
+	case *mcp.CommandTransport, *mcp.IOTransport, *mcp.InMemoryTransport:
+		return &relayTransport{Transport: t, relay: r}
+	}
+	return t
+}
+
+// Dialer returns a pool dialer that dials with base (nil meaning
+// pool.DefaultDialer) and wraps the transport with WrapTransport.
+func (r *ProgressRelay) Dialer(base pool.Dialer) pool.Dialer {
+	if base == nil {
+		base = pool.DefaultDialer
+	}
+	return func(ctx context.Context, spec pool.Spec) (mcp.Transport, error) {
+		t, err := base(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		return r.WrapTransport(t), nil
+	}
+}
+
+// Unwrap returns the transport WrapTransport wrapped, or t itself.
+func Unwrap(t mcp.Transport) mcp.Transport {
+	if rt, ok := t.(*relayTransport); ok {
+		return rt.Transport
+	}
+	return t
+}
+
+type relayTransport struct {
+	mcp.Transport
+	relay *ProgressRelay
+}
+
+func (t *relayTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &relayConn{Connection: c, relay: t.relay}, nil
+}
+
+type relayConn struct {
+	mcp.Connection
+	relay *ProgressRelay
+}
+
+// Read passes every message on except the progress notifications that
+// carry the relay's tokens, which go to their calls.
+func (c *relayConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return msg, err
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok || req.IsCall() || req.Method != "notifications/progress" {
+			return msg, nil
+		}
+		var p mcp.ProgressNotificationParams
+		if json.Unmarshal(req.Params, &p) != nil || !c.relay.deliver(&p) {
+			return msg, nil
+		}
+	}
+}
+
+// String names the wrapped transport, for logs.
+func (t *relayTransport) String() string { return fmt.Sprintf("progress relay over %T", t.Transport) }
