@@ -273,6 +273,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Logger:        d.log.With("component", "pool"),
 		Client:        &mcp.Implementation{Name: "wasmhost", Version: Version},
 		CrashRestarts: crashes,
+		OnProgress:    d.relay.Handle,
 	})
 	d.rec = reconcile.New(reconcile.Options{
 		Pool:     d.pool,

@@ -252,10 +252,11 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 		return nil, nil, fmt.Errorf("dial %s: %w", e.id, err)
 	}
 	client := mcp.NewClient(e.pool.client, &mcp.ClientOptions{
-		Logger:                     e.log,
-		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { e.listChanged(gen, kindTools) },
-		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { e.listChanged(gen, kindPrompts) },
-		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { e.listChanged(gen, kindResources) },
+		Logger:                      e.log,
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { e.listChanged(gen, kindTools) },
+		PromptListChangedHandler:    func(context.Context, *mcp.PromptListChangedRequest) { e.listChanged(gen, kindPrompts) },
+		ResourceListChangedHandler:  func(context.Context, *mcp.ResourceListChangedRequest) { e.listChanged(gen, kindResources) },
+		ProgressNotificationHandler: e.pool.progress,
 	})
 	cs, err := client.Connect(ctx, t, nil)
 	if err != nil {

@@ -119,6 +119,10 @@ type Options struct {
 	// minute resets the count). 0 means never: the entry fails and the
 	// caller reacquires.
 	CrashRestarts int
+	// OnProgress, when set, receives every notifications/progress an
+	// upstream sends, from any transport kind (the daemon routes them back
+	// to the calls that asked for progress).
+	OnProgress func(context.Context, *mcp.ProgressNotificationClientRequest)
 }
 
 // A Pool shares upstream MCP connections between session views. It is safe
@@ -130,6 +134,7 @@ type Pool struct {
 	client   *mcp.Implementation
 	timeout  time.Duration
 	crashes  int
+	progress func(context.Context, *mcp.ProgressNotificationClientRequest)
 
 	mu       sync.Mutex
 	closed   bool
@@ -147,6 +152,7 @@ func New(opts Options) *Pool {
 		client:   opts.Client,
 		timeout:  opts.Timeout,
 		crashes:  opts.CrashRestarts,
+		progress: opts.OnProgress,
 		pooled:   make(map[string]*Entry),
 		all:      make(map[*Entry]struct{}),
 		unpooled: make(map[string]int),

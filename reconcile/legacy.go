@@ -38,6 +38,9 @@ type LegacyOptions struct {
 	// Timeout bounds connect plus discovery (and each rediscovery) for
 	// servers whose own timeout is 0; 0 means pool.DefaultTimeout.
 	Timeout time.Duration
+	// OnProgress, when set, receives every notifications/progress an
+	// upstream sends (see pool.Options.OnProgress).
+	OnProgress func(context.Context, *mcp.ProgressNotificationClientRequest)
 }
 
 // A Legacy reconciler serves one session without the pool: each enabled
@@ -58,6 +61,7 @@ type Legacy struct {
 	counters *churn.Counters
 	log      *slog.Logger
 	timeout  time.Duration
+	progress func(context.Context, *mcp.ProgressNotificationClientRequest)
 
 	// mu serialises the mutating methods.
 	mu      sync.Mutex
@@ -113,6 +117,7 @@ func NewLegacy(opts LegacyOptions) *Legacy {
 		counters: opts.Counters,
 		log:      opts.Logger,
 		timeout:  opts.Timeout,
+		progress: opts.OnProgress,
 		policy:   opts.Policy,
 		conns:    make(map[string]*legacyConn),
 	}
@@ -445,10 +450,11 @@ func (l *Legacy) connect(ctx context.Context, server string, w *legacyWant) (*le
 		return nil, fmt.Errorf("dial %s: %w", w.spec, err)
 	}
 	client := mcp.NewClient(l.client, &mcp.ClientOptions{
-		Logger:                     l.log,
-		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { c.listChanged() },
-		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { c.listChanged() },
-		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { c.listChanged() },
+		Logger:                      l.log,
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { c.listChanged() },
+		PromptListChangedHandler:    func(context.Context, *mcp.PromptListChangedRequest) { c.listChanged() },
+		ResourceListChangedHandler:  func(context.Context, *mcp.ResourceListChangedRequest) { c.listChanged() },
+		ProgressNotificationHandler: l.progress,
 	})
 	cs, err := client.Connect(cctx, t, nil)
 	if err != nil {

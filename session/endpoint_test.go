@@ -104,7 +104,12 @@ func TestMetaRelayedWithoutReservedKeys(t *testing.T) {
 }
 
 func TestProgressRelayedWithClientToken(t *testing.T) {
-	f := newFixture(t)
+	for name, fixture := range map[string]func(*testing.T) *fixture{"in-memory": newFixture, "streamable-http": newHTTPFixture} {
+		t.Run(name, func(t *testing.T) { testProgressRelayed(t, fixture(t)) })
+	}
+}
+
+func testProgressRelayed(t *testing.T, f *fixture) {
 	a := f.connect("alice", `{}`)
 	b := f.connect("bob", `{}`)
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sort"
 	"sync"
@@ -56,6 +58,10 @@ func newUpstream() *upstream {
 				}
 			}
 		}
+		// Over streamable HTTP the relay hears progress through the go-sdk's
+		// asynchronous notification handler; a slow tool (as real ones that
+		// report progress are) gives it time to run before the result.
+		time.Sleep(200 * time.Millisecond)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
 	})
 	mcp.AddTool(u.server, &mcp.Tool{Name: "meta"}, func(_ context.Context, req *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, any, error) {
@@ -124,8 +130,27 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{t: t, up: newUpstream(), relay: session.NewProgressRelay(), counters: &churn.Counters{}}
-	f.pool = pool.New(pool.Options{Dialer: f.relay.Dialer(f.up.dialer()), Counters: f.counters, Logger: quiet})
+	up := newUpstream()
+	relay := session.NewProgressRelay()
+	return newFixtureWith(t, up, relay, relay.Dialer(up.dialer()))
+}
+
+// newHTTPFixture is newFixture with the upstream served over streamable
+// HTTP on loopback instead of in-memory transports.
+func newHTTPFixture(t *testing.T) *fixture {
+	t.Helper()
+	up := newUpstream()
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up.server }, nil))
+	t.Cleanup(srv.Close)
+	return newFixtureWith(t, up, session.NewProgressRelay(), func(context.Context, pool.Spec) (mcp.Transport, error) {
+		return &mcp.StreamableClientTransport{Endpoint: srv.URL}, nil
+	})
+}
+
+func newFixtureWith(t *testing.T, up *upstream, relay *session.ProgressRelay, dial pool.Dialer) *fixture {
+	t.Helper()
+	f := &fixture{t: t, up: up, relay: relay, counters: &churn.Counters{}}
+	f.pool = pool.New(pool.Options{Dialer: dial, OnProgress: f.relay.Handle, Counters: f.counters, Logger: quiet})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

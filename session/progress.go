@@ -28,13 +28,17 @@ const tokenPrefix = "wasmhost-progress-"
 // hands each notification to the waiting call, which sends it to its client
 // with the client's token.
 //
-// The relay sees an upstream's messages only through a transport it wrapped
-// ([ProgressRelay.WrapTransport], [ProgressRelay.Dialer]). It wraps stdio,
-// IO and in-memory transports; streamable HTTP and SSE upstreams are
-// returned unwrapped (their connections carry session state the go-sdk
-// passes through an unexported interface a wrapper cannot forward), so
-// their progress is not relayed. A ProgressRelay is safe for concurrent use
-// and may be shared by every endpoint of a daemon.
+// The relay hears an upstream's progress in two ways. Stdio, IO and
+// in-memory transports are wrapped ([ProgressRelay.WrapTransport],
+// [ProgressRelay.Dialer]): the wrapper reads progress in wire order, before
+// the result of the call it belongs to, so none is lost. Streamable HTTP and
+// SSE connections cannot be wrapped (the go-sdk passes their session state
+// through an unexported interface), so for them the relay is also the
+// upstream client's progress handler ([ProgressRelay.Handle]); the go-sdk
+// runs notification handlers asynchronously, so there a notification that
+// is handled only after its call returned is dropped (progress is
+// advisory). A ProgressRelay is safe for concurrent use and may be shared by
+// every endpoint of a daemon.
 type ProgressRelay struct {
 	mu    sync.Mutex
 	seq   uint64
@@ -98,6 +102,17 @@ func (r *ProgressRelay) deliver(p *mcp.ProgressNotificationParams) bool {
 		}
 	}
 	return true
+}
+
+// Handle is a go-sdk ProgressNotificationHandler for upstream clients
+// (pool.Options.OnProgress, reconcile.LegacyOptions.OnProgress): it passes a
+// notification carrying one of the relay's tokens to the call still waiting
+// for it. Wrapped transports never reach it (their wrapper consumes the
+// relay's notifications), so nothing is delivered twice.
+func (r *ProgressRelay) Handle(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	if req != nil && req.Params != nil {
+		r.deliver(req.Params)
+	}
 }
 
 // WrapTransport returns t wrapped so that the relay sees the progress

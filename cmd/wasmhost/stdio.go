@@ -97,8 +97,9 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 		},
 	})
 	leg = reconcile.NewLegacy(reconcile.LegacyOptions{
-		Dialer:   relay.Dialer(stderrDialer(s.err)),
-		Policy:   plugin,
+		Dialer:     relay.Dialer(stderrDialer(s.err)),
+		OnProgress: relay.Handle,
+		Policy:     plugin,
 		Registry: ep,
 		Logger:   log.With("component", "reconcile"),
 	})
