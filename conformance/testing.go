@@ -16,7 +16,7 @@ import (
 // plugin is cached in $WASMHOST_CACHE_DIR when that is set.
 func RunT(t *testing.T, wasmPath string, paths ...string) {
 	t.Helper()
-	p, err := host.LoadFile(t.Context(), wasmPath, host.Options{CacheDir: os.Getenv("WASMHOST_CACHE_DIR")})
+	p, err := host.LoadFile(t.Context(), wasmPath, host.Options{CacheDir: os.Getenv(host.CacheDirEnv)})
 	if err != nil {
 		t.Fatalf("conformance: load plugin: %v", err)
 	}

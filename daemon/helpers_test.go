@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wasmhost/wasmhost/daemon"
+	"github.com/wasmhost/wasmhost/host"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
 )
 
@@ -40,15 +41,7 @@ func TestMain(m *testing.M) {
 }
 
 // cacheDir is the compilation cache the tests share with the CLI.
-func cacheDir() string {
-	if d := os.Getenv("WASMHOST_CACHE_DIR"); d != "" {
-		return d
-	}
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "wasmhost", "compile-cache")
-	}
-	return ""
-}
+func cacheDir() string { return host.DefaultCacheDir() }
 
 const (
 	aliceToken = "alice-token-0123456789abcdef"

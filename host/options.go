@@ -4,6 +4,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -86,4 +88,22 @@ func (o Options) resolve() (settings, error) {
 		}
 	}
 	return s, nil
+}
+
+// CacheDirEnv names the environment variable that overrides
+// DefaultCacheDir.
+const CacheDirEnv = "WASMHOST_CACHE_DIR"
+
+// DefaultCacheDir is where wasmhost's commands and tests keep compiled
+// plugins between runs, so a second start does not recompile: the
+// directory $WASMHOST_CACHE_DIR names when set, else wasmhost/compile-cache
+// in the user's cache directory, else "" (no disk cache).
+func DefaultCacheDir() string {
+	if d := os.Getenv(CacheDirEnv); d != "" {
+		return d
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "wasmhost", "compile-cache")
+	}
+	return ""
 }

@@ -3,7 +3,6 @@ package reconcile_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -22,16 +21,12 @@ import (
 )
 
 // compileCacheDir is where the default plugin's compiled form is cached
-// between runs: $WASMHOST_CACHE_DIR, else the user cache directory.
+// between runs (host.DefaultCacheDir, else a temporary directory).
 func compileCacheDir(t *testing.T) string {
-	if dir := os.Getenv("WASMHOST_CACHE_DIR"); dir != "" {
+	if dir := host.DefaultCacheDir(); dir != "" {
 		return dir
 	}
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		return t.TempDir()
-	}
-	return filepath.Join(dir, "wasmhost", "compile-cache")
+	return t.TempDir()
 }
 
 // TestStdioHarness runs the demo server built from this repo as a real

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -24,25 +23,12 @@ type pluginFlags struct {
 	cacheDir  string
 }
 
-// defaultCacheDir is where compiled plugins are cached between runs:
-// $WASMHOST_CACHE_DIR when set, else wasmhost/compile-cache in the user's
-// cache directory, else nowhere.
-func defaultCacheDir() string {
-	if d := os.Getenv("WASMHOST_CACHE_DIR"); d != "" {
-		return d
-	}
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "wasmhost", "compile-cache")
-	}
-	return ""
-}
-
 func (pf *pluginFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&pf.plugin, "plugin", "", "policy plugin `FILE` (.wasm); default: the embedded default policy")
 	fs.Uint64Var(&pf.memoryMiB, "memory-mib", 0, "memory cap per plugin instance in `MiB` (0: the host default)")
 	fs.DurationVar(&pf.timeout, "timeout", 0, "time limit per plugin call, e.g. 500ms (0: the host default)")
 	fs.StringVar(&pf.pin, "pin", "", "refuse the plugin unless its SHA-256 is this hex `DIGEST`")
-	fs.StringVar(&pf.cacheDir, "cache-dir", defaultCacheDir(), "compilation cache `DIR`, so a later run does not recompile the plugin (empty: none)")
+	fs.StringVar(&pf.cacheDir, "cache-dir", host.DefaultCacheDir(), "compilation cache `DIR`, so a later run does not recompile the plugin (empty: none)")
 }
 
 func (pf *pluginFlags) options(stderr io.Writer) host.Options {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/daemon"
+	"github.com/wasmhost/wasmhost/host"
 )
 
 // stringList is a repeatable string flag.
@@ -34,7 +35,7 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		listen      = fs.String("listen", "", "listen `ADDR` (host:port), replacing the config's \"listen\"")
 		allowRemote = fs.Bool("allow-remote", false, "allow listening on a non-loopback address")
 		printTokens = fs.Bool("print-tokens", false, "print the session tokens written inline in the config (demo only)")
-		cacheDir    = fs.String("cache-dir", defaultCacheDir(), "compilation cache `DIR` for the policy plugin (empty: none)")
+		cacheDir    = fs.String("cache-dir", host.DefaultCacheDir(), "compilation cache `DIR` for the policy plugin (empty: none)")
 		logLevel    = fs.String("log-level", "info", "log `LEVEL`: debug, info, warn or error")
 		debounce    = fs.Duration("debounce", daemon.DefaultDebounce, "how long file-watch and SIGHUP reloads wait for more changes")
 		allowHosts  stringList

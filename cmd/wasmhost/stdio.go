@@ -33,7 +33,7 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 	var (
 		configPath  = fs.String("config", "", "config `FILE` (required)")
 		sessionName = fs.String("session", "", "the session `NAME` to serve (required)")
-		cacheDir    = fs.String("cache-dir", defaultCacheDir(), "compilation cache `DIR` for the policy plugin (empty: none)")
+		cacheDir    = fs.String("cache-dir", host.DefaultCacheDir(), "compilation cache `DIR` for the policy plugin (empty: none)")
 		logLevel    = fs.String("log-level", "warn", "log `LEVEL` (to standard error): debug, info, warn or error")
 	)
 	rest, err := parseArgs(fs, args)
@@ -100,8 +100,8 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 		Dialer:     relay.Dialer(stderrDialer(s.err)),
 		OnProgress: relay.Handle,
 		Policy:     plugin,
-		Registry: ep,
-		Logger:   log.With("component", "reconcile"),
+		Registry:   ep,
+		Logger:     log.With("component", "reconcile"),
 	})
 	sum, err := leg.Apply(ctx, cfg, *sessionName)
 	log.Info("started: " + sum.String())

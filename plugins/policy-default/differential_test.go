@@ -14,8 +14,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -40,18 +38,11 @@ var (
 )
 
 // wasmPolicy loads the embedded default once per test binary, with a
-// compilation cache shared between runs (WASMHOST_CACHE_DIR, or the user
-// cache directory) and a call timeout generous enough for -race.
+// compilation cache shared between runs (host.DefaultCacheDir) and a call timeout generous enough for -race.
 func wasmPolicy(tb testing.TB) *host.Plugin {
 	tb.Helper()
 	wasmOnce.Do(func() {
-		dir := os.Getenv("WASMHOST_CACHE_DIR")
-		if dir == "" {
-			if ucd, err := os.UserCacheDir(); err == nil {
-				dir = filepath.Join(ucd, "wasmhost", "compile-cache")
-			}
-		}
-		wasmP, wasmErr = host.LoadDefault(context.Background(), host.Options{CacheDir: dir, CallTimeout: time.Minute})
+		wasmP, wasmErr = host.LoadDefault(context.Background(), host.Options{CacheDir: host.DefaultCacheDir(), CallTimeout: time.Minute})
 	})
 	require.NoError(tb, wasmErr)
 	return wasmP
