@@ -197,14 +197,23 @@ func canonicalize(ctx context.Context, p abi.Policy, settings []json.RawMessage)
 }
 
 // keysTwice canonicalizes settings in two separate calls, the second with the
-// batch reversed, and returns both answers in the order of settings.
+// batch reversed, and returns both answers in the order of settings. The
+// second call sends each settings object with a trailing space: the same
+// JSON value in other bytes, so that a policy memoizing results by the exact
+// settings bytes (host.Plugin does) asks its plugin again rather than
+// answering from its memo, which would hide a nondeterministic plugin.
 func keysTwice(ctx context.Context, p abi.Policy, settings []json.RawMessage) (first, second []abi.CanonicalResult, f *failure) {
 	first, err := canonicalize(ctx, p, settings)
 	if err != nil {
 		return nil, nil, fail("canonicalize failed: %v", err)
 	}
-	reversed := slices.Clone(settings)
-	slices.Reverse(reversed)
+	reversed := make([]json.RawMessage, len(settings))
+	for i, s := range settings {
+		if len(s) > 0 {
+			s = append(s[:len(s):len(s)], ' ')
+		}
+		reversed[len(settings)-1-i] = s
+	}
 	second, err = canonicalize(ctx, p, reversed)
 	if err != nil {
 		return nil, nil, fail("second canonicalize call failed: %v", err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/demoserver"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
@@ -242,5 +243,6 @@ func settle(t *testing.T, h *pool.Handle) {
 }
 
 func TestMain(m *testing.M) {
+	demoserver.RunIfChild() // kill_test.go starts this binary as a real stdio upstream
 	goleak.VerifyTestMain(m)
 }
