@@ -27,8 +27,11 @@
 package abi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 )
 
 // Version is the ABI version this package describes. A plugin's handshake
@@ -155,4 +158,25 @@ type Policy interface {
 	Handshake() Handshake
 	Canonicalize(ctx context.Context, req *CanonicalizeRequest) (*CanonicalizeResponse, error)
 	Project(ctx context.Context, req *ProjectRequest) (*ProjectResponse, error)
+}
+
+// UnmarshalJSON decodes a decision strictly: "i" is required (a missing
+// index would otherwise read as tool 0 and expose it), and unknown members
+// are refused. A missing flag reads as false, the restrictive value.
+func (d *ToolDecision) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Index      *int `json:"i"`
+		Trust      bool `json:"trust"`
+		AlwaysLoad bool `json:"alwaysLoad"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return fmt.Errorf("tool decision: %w", err)
+	}
+	if raw.Index == nil {
+		return errors.New(`tool decision: "i" is missing`)
+	}
+	*d = ToolDecision{Index: *raw.Index, Trust: raw.Trust, AlwaysLoad: raw.AlwaysLoad}
+	return nil
 }

@@ -160,6 +160,8 @@ func TestProjectBadOutput(t *testing.T) {
 		{"unknown field", `{"tools":[],"extra":true}`, `unknown field "extra"`},
 		{"wrong type", `{"tools":{"i":0}}`, "cannot unmarshal"},
 		{"fractional index", `{"prompts":[0.5]}`, "cannot unmarshal"},
+		{"decision without index", `{"tools":[{"trust":true}],"prompts":[],"resources":[]}`, `"i" is missing`},
+		{"unknown decision field", `{"tools":[{"i":0,"hidden":true}],"prompts":[],"resources":[]}`, `unknown field "hidden"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
