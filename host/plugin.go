@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
@@ -422,7 +423,10 @@ func (p *Plugin) invoke(ctx context.Context, inst *instance, export string, inpu
 		}
 		msg := inst.errorMessage()
 		if msg == "" || msg != callErr.Error() {
-			return nil, false, fmt.Errorf("%w: %w", ErrPluginTrap, callErr)
+			// wazero appends a multi-line wasm stack trace: keep the error
+			// to one line for views, state and logs; the trace goes to debug.
+			p.log.Debug("plugin trapped", "plugin", p.name, "export", export, "detail", callErr.Error())
+			return nil, false, fmt.Errorf("%w: %s", ErrPluginTrap, firstLine(callErr.Error()))
 		}
 		if rc == 0 {
 			return nil, false, fmt.Errorf("%w: status 0 with an error message: %s", ErrBadOutput, refusalText(msg))
@@ -455,6 +459,14 @@ func (i *instance) errorMessage() (msg string) {
 		}
 	}()
 	return i.ext.GetErrorWithContext(context.Background())
+}
+
+// firstLine returns s up to its first line break.
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return strings.TrimRight(s[:i], " \r:")
+	}
+	return s
 }
 
 // refusalText quotes a plugin's error message, cut at maxRefusalText bytes.
