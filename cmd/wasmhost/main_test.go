@@ -22,6 +22,11 @@ import (
 // TestMain points the compilation cache at a directory shared by the whole
 // test binary, so the default plugin compiles once, not once per command.
 func TestMain(m *testing.M) {
+	if os.Getenv("WASMHOST_CLI_DEMO_HELPER") == "1" {
+		// This binary is a child serving as an upstream (TestHelperDemoServer
+		// exits the process): it needs no cache and must leave none behind.
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "wasmhost-cli-test-cache-")
 	if err != nil {
 		panic(err)
