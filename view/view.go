@@ -206,14 +206,15 @@ func (v *View) Attached() bool {
 }
 
 // SetSettings replaces the view's settings with a private copy of settings
-// (nil or empty meaning {}) and recomputes the metadata key with one canonicalize call. If the key
-// equals the captured one it returns changed=false and touches nothing
-// else. Otherwise it captures the new key and replays the current snapshot
-// through the new projection (immediately, or at the next Apply when the
-// view holds no snapshot or is held during a restart), and returns
-// changed=true. If the policy fails, the view fails closed: it deletes its
-// registrations, records the error (also returned) and reports
-// changed=false.
+// (nil or empty meaning {}) and recomputes the metadata key with one
+// canonicalize call. If the key equals the captured one it returns
+// changed=false and touches nothing else. Otherwise it captures the new key
+// and replays the current snapshot through the new projection
+// (immediately, or at the next Apply when the view holds no snapshot or is
+// held during a restart), and returns changed=true. If the policy fails,
+// the view fails closed: it deletes its registrations and records the
+// error, which it also returns; changed is false when canonicalize failed
+// and true when the key changed but the projection failed.
 func (v *View) SetSettings(ctx context.Context, settings json.RawMessage) (changed bool, err error) {
 	v.counters.Refreshes.Add(1)
 	cp := cloneSettings(settings)
