@@ -90,6 +90,29 @@ func TestTwoSessionsShareOneUpstream(t *testing.T) {
 	assert.Contains(t, body, `wasmhost_policy_call_duration_seconds_count{export="project",outcome="ok"}`)
 }
 
+// TestShutdownLeavesNothingBehind stops a daemon that had a live upstream
+// and a connected client: the upstream process is gone (reaped, so ESRCH),
+// no temporary file is left, and TestMain's goleak finds no goroutine.
+func TestShutdownLeavesNothingBehind(t *testing.T) {
+	// The test's temp root is made before TMPDIR moves, so the config
+	// start writes does not count.
+	tmp := filepath.Join(t.TempDir(), "tmp")
+	require.NoError(t, os.Mkdir(tmp, 0o700))
+	t.Setenv("TMPDIR", tmp)
+
+	r := start(t, baseConfig())
+	c := r.connect("alice", aliceToken)
+	pid := c.pid(t)
+	require.NoError(t, syscall.Kill(pid, 0), "the upstream runs")
+	r.stop()
+
+	require.Eventually(t, func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) },
+		10*time.Second, 20*time.Millisecond, "upstream pid %d outlived the daemon", pid)
+	entries, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "temporary files left behind")
+}
+
 func TestConfigEditNotifiesOnlyTheAffectedSession(t *testing.T) {
 	cfg := baseConfig()
 	r := start(t, cfg)

@@ -103,6 +103,9 @@ type running struct {
 	path string
 	logs *syncBuffer
 	http *http.Client
+	// stop cancels Run and waits for it to return (once; later calls
+	// return at once).
+	stop func()
 }
 
 // writeConfig replaces the config file the way editors do: write a
@@ -156,16 +159,22 @@ func start(t *testing.T, cfg map[string]any, opts ...func(*daemon.Options)) *run
 		t.Fatalf("daemon not ready in 30s; logs:\n%s", logs)
 	}
 	r := &running{t: t, d: d, path: path, logs: logs, http: &http.Client{Transport: &http.Transport{}}}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
+	var once sync.Once
+	r.stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(15 * time.Second):
+				t.Errorf("daemon did not stop in 15s")
 			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("daemon did not stop in 15s")
-		}
+		})
+	}
+	t.Cleanup(func() {
+		r.stop()
 		r.http.CloseIdleConnections()
 		if t.Failed() {
 			t.Logf("daemon logs:\n%s", logs)
