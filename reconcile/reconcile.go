@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
@@ -80,6 +81,7 @@ type Reconciler struct {
 	// smu only to write.
 	smu      sync.RWMutex
 	policy   abi.Policy
+	keys     *keyMemo // policy as the views use it
 	sessions map[string]*session
 }
 
@@ -133,6 +135,7 @@ func New(opts Options) *Reconciler {
 		file:     make(map[string]map[string]*want),
 		overlays: make(map[string]map[string]*want),
 		policy:   opts.Policy,
+		keys:     newKeyMemo(opts.Policy),
 		sessions: make(map[string]*session),
 	}
 	if r.counters == nil {
@@ -163,15 +166,37 @@ func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, er
 	o := r.begin()
 
 	file := make(map[string]map[string]*want, len(cfg.Sessions))
+	// A session override changes settings and Disabled only, never the
+	// transport: each server's spec and identity are computed once, and
+	// equal settings bytes are shared (wants are never modified).
+	type transport struct {
+		spec     pool.Spec
+		identity string
+	}
+	transports := make(map[string]transport, len(cfg.Servers))
+	interned := make(map[string]json.RawMessage)
 	for name, sess := range cfg.Sessions {
 		if sess == nil {
 			continue
 		}
 		m := make(map[string]*want)
-		for server := range cfg.Servers {
-			if srv, settings, ok := sess.Effective(server); ok {
-				m[server] = newWant(srv, settings, false)
+		for server, base := range cfg.Servers {
+			srv, settings, ok := sess.Effective(server)
+			if !ok {
+				continue
 			}
+			t, seen := transports[server]
+			if !seen {
+				t.spec = pool.FromConfig(base)
+				t.identity = t.spec.Fingerprint()
+				transports[server] = t
+			}
+			if s, seen := interned[string(settings)]; seen {
+				settings = s
+			} else {
+				interned[string(settings)] = settings
+			}
+			m[server] = &want{spec: t.spec, identity: t.identity, settings: settings, disabled: srv.Disabled}
 		}
 		file[name] = m
 	}
@@ -200,6 +225,7 @@ func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, er
 			tasks = append(tasks, r.plan(s, nil)...)
 		}
 	}
+	r.warmKeys(ctx, tasks)
 	r.run(ctx, o, tasks)
 	if len(removed) > 0 {
 		r.smu.Lock()
@@ -226,8 +252,10 @@ func (r *Reconciler) SetPolicy(ctx context.Context, p abi.Policy) (Summary, erro
 		return Summary{}, fmt.Errorf("reconcile: set policy: %w", ErrClosed)
 	}
 	o := r.begin()
+	keys := newKeyMemo(p)
 	r.smu.Lock()
 	r.policy = p
+	r.keys = keys
 	r.smu.Unlock()
 	type held struct {
 		session, server string
@@ -243,7 +271,7 @@ func (r *Reconciler) SetPolicy(ctx context.Context, p abi.Policy) (Summary, erro
 	}
 	parallel(len(hs), func(i int) {
 		o.count(&o.sum.Refreshed)
-		if err := hs[i].h.View().SetPolicy(ctx, p); err != nil {
+		if err := hs[i].h.View().SetPolicy(ctx, keys); err != nil {
 			o.fail(hs[i].session, hs[i].server, err)
 		}
 	})
@@ -426,6 +454,37 @@ func (r *Reconciler) Policy() abi.Policy {
 	return r.policy
 }
 
+// viewPolicy returns the current policy as views use it: with its
+// canonicalize results remembered (see keyMemo).
+func (r *Reconciler) viewPolicy() *keyMemo {
+	r.smu.RLock()
+	defer r.smu.RUnlock()
+	return r.keys
+}
+
+// warmKeys canonicalizes, in one policy call, the distinct settings of the
+// tasks that keep or gain a binding and that the views' policy has not
+// seen, so that the views' own key computations are answered from memory.
+// r.mu is held.
+func (r *Reconciler) warmKeys(ctx context.Context, tasks []task) {
+	seen := make(map[string]struct{})
+	var settings []json.RawMessage
+	for _, t := range tasks {
+		if t.want == nil {
+			continue
+		}
+		s := t.want.settings
+		if len(s) == 0 {
+			s = json.RawMessage("{}") // what a view sends for empty settings
+		}
+		if _, ok := seen[string(s)]; !ok {
+			seen[string(s)] = struct{}{}
+			settings = append(settings, s)
+		}
+	}
+	r.viewPolicy().warm(ctx, settings)
+}
+
 // Sessions returns the names of the sessions of the last applied config,
 // sorted.
 func (r *Reconciler) Sessions() []string {
@@ -601,7 +660,7 @@ func (r *Reconciler) converge(ctx context.Context, o *op, t task) {
 		Server:   t.server,
 		Registry: t.s.reg,
 		Counters: r.counters,
-		Policy:   r.Policy(),
+		Policy:   r.viewPolicy(),
 		Settings: t.want.settings,
 		Logger:   r.log,
 	})
@@ -679,20 +738,22 @@ func policyName(p abi.Policy) string {
 	return hs.Name + " " + hs.Version
 }
 
-// parallel calls f(0..n-1) with at most maxParallel calls at once and
-// returns when all are done.
+// parallel calls f(0..n-1), in that order, with at most maxParallel calls
+// at once and returns when all are done. A few workers take the indexes in
+// turn, rather than a goroutine per call: a reload of 100,000 bindings
+// would otherwise start (and grow the stacks of) 100,000 goroutines.
 func parallel(n int, f func(i int)) {
 	if n == 1 {
 		f(0)
 		return
 	}
-	sem := make(chan struct{}, maxParallel)
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	for i := range n {
-		sem <- struct{}{}
+	for range min(n, maxParallel) {
 		wg.Go(func() {
-			defer func() { <-sem }()
-			f(i)
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
+			}
 		})
 	}
 	wg.Wait()

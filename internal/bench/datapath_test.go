@@ -1,0 +1,200 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/session"
+	"github.com/wasmhost/wasmhost/view"
+)
+
+// A dataPath is a connected MCP client and the tool call to make through
+// it.
+type dataPath struct {
+	cs    *mcp.ClientSession
+	tool  string
+	args  map[string]any
+	want  string // the text the tool answers
+	close func()
+}
+
+// An upstreamKind is how the data path benchmark reaches its upstream:
+// "memory" is a go-sdk server in this process behind in-memory transports
+// (each hop is pure MCP overhead); "stdio" is the repository's demo server
+// as a real subprocess (this test binary, see TestMain) spoken to over
+// stdin and stdout, as wasmhost reaches most servers.
+type upstreamKind string
+
+// stdioServer is the config entry of the stdio upstream.
+func stdioServer() string {
+	return fmt.Sprintf(`{"command":%q,"env":{%q:"1"}}`, os.Args[0], demoserver.ChildEnv)
+}
+
+func (k upstreamKind) call() (tool string, args map[string]any, want string) {
+	if k == "stdio" {
+		return "echo", map[string]any{"text": "hello through the data path"}, "hello through the data path"
+	}
+	return ToolName(1), map[string]any{"path": "/srv/data/notes.txt", "limit": 10}, ServerName(0) + "/" + ToolName(1)
+}
+
+// wasmhostPath serves one session through a session.Endpoint (the daemon's
+// registry and MCP server for a session, resolving each call through the
+// session's own pool handle, with the pool and reconciler in between) and
+// connects a client to it over in-memory transports. The session uses one
+// server, reached as kind says.
+func wasmhostPath(tb testing.TB, kind upstreamKind, policy *CountingPolicy) *dataPath {
+	tb.Helper()
+	ctx := context.Background()
+	var w *World
+	opts := WorldOptions{Registry: func(name string) view.Registry {
+		return session.New(session.Options{
+			Name:   name,
+			Logger: quiet,
+			Upstream: func(server string) session.Target {
+				h := w.Rec.Handle(name, server)
+				if h == nil {
+					return session.Target{}
+				}
+				return session.Target{Session: h.Session()}
+			},
+		})
+	}}
+	topo := Topology{Sessions: 1, Servers: 1, ToolsPerServer: 10}
+	var cfg *config.Config
+	var err error
+	if kind == "stdio" {
+		opts.Dialer = pool.DefaultDialer
+		data := fmt.Sprintf(`{"mcpServers":{%q:%s},"sessions":{%q:{"token":"token-for-the-data-path-0123"}}}`, ServerName(0), stdioServer(), SessionName(0))
+		cfg, _, err = config.Parse("bench.json", []byte(data), func(string) (string, bool) { return "", false }, nil)
+	} else {
+		cfg, err = topo.Config(nil, nil)
+	}
+	require.NoError(tb, err)
+	w = NewWorld(topo, policy, opts)
+	mustApply(tb, w, cfg)
+	ep := w.Registry(SessionName(0)).(*session.Endpoint)
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := ep.Server().Connect(ctx, st, nil)
+	require.NoError(tb, err)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench-client", Version: "1"}, nil).Connect(ctx, ct, nil)
+	require.NoError(tb, err)
+	tool, args, want := kind.call()
+	return &dataPath{cs: cs, tool: session.ExposedName(ServerName(0), tool), args: args, want: want, close: func() {
+		_ = cs.Close()
+		_ = ss.Wait()
+		require.NoError(tb, w.Close())
+	}}
+}
+
+// directPath connects a go-sdk client straight to an upstream of the same
+// kind as wasmhostPath reaches.
+func directPath(tb testing.TB, kind upstreamKind) *dataPath {
+	tb.Helper()
+	ctx := context.Background()
+	var t mcp.Transport
+	if kind == "stdio" {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), demoserver.ChildEnv+"=1")
+		t = &mcp.CommandTransport{Command: cmd}
+	} else {
+		var err error
+		t, err = NewUpstream(ServerName(0), 10).Transport(ctx)
+		require.NoError(tb, err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench-client", Version: "1"}, nil).Connect(ctx, t, nil)
+	require.NoError(tb, err)
+	tool, args, want := kind.call()
+	return &dataPath{cs: cs, tool: tool, args: args, want: want, close: func() { _ = cs.Close() }}
+}
+
+func (d *dataPath) call(ctx context.Context) error {
+	res, err := d.cs.CallTool(ctx, &mcp.CallToolParams{Name: d.tool, Arguments: d.args})
+	if err != nil {
+		return err
+	}
+	if res.IsError || len(res.Content) != 1 {
+		return fmt.Errorf("tool %s: unexpected result %+v", d.tool, res)
+	}
+	if text, ok := res.Content[0].(*mcp.TextContent); !ok || text.Text != d.want {
+		return fmt.Errorf("tool %s: answered %+v, want %q", d.tool, res.Content[0], d.want)
+	}
+	return nil
+}
+
+// BenchmarkToolCall makes tool calls one after another through a wasmhost
+// session (client -> session endpoint -> pooled upstream connection ->
+// upstream; the endpoint, pool and reconciler are the daemon's own, the
+// client's leg is in memory) and, as the baseline, through a go-sdk client
+// connected directly to the same kind of upstream. With upstream=memory the
+// tool answers at once and both legs are in memory, so the ratio is
+// wasmhost's forwarding plus one more MCP hop against one hop, the worst
+// case; with upstream=stdio the upstream is a real subprocess. It reports
+// the latency percentiles of single calls; the wasmhost side also checks
+// that no policy call is made on the call path.
+func BenchmarkToolCall(b *testing.B) {
+	for _, kind := range []upstreamKind{"memory", "stdio"} {
+		for _, path := range []string{"wasmhost", "direct"} {
+			b.Run(fmt.Sprintf("upstream=%s/%s", kind, path), func(b *testing.B) {
+				ctx := context.Background()
+				var d *dataPath
+				var policy *CountingPolicy
+				if path == "wasmhost" {
+					policy = Count(wasmPolicy(b))
+					d = wasmhostPath(b, kind, policy)
+				} else {
+					d = directPath(b, kind)
+				}
+				defer d.close()
+				for range 100 { // warm up both ends
+					if err := d.call(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				var before PolicyCalls
+				if policy != nil {
+					before = policy.Calls()
+				}
+				lat := make([]time.Duration, 0, 1<<16)
+				b.ReportAllocs()
+				for b.Loop() {
+					start := time.Now()
+					if err := d.call(ctx); err != nil {
+						b.Fatal(err)
+					}
+					lat = append(lat, time.Since(start))
+				}
+				if policy != nil {
+					if calls := policy.Calls().Sub(before); calls.Total() != 0 {
+						b.Fatalf("policy calls on the call path: %+v", calls)
+					}
+				}
+				slices.Sort(lat)
+				b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+			})
+		}
+	}
+}
+
+// TestToolCallPaths checks the paths of BenchmarkToolCall: each reaches the
+// upstream tool and gets its answer.
+func TestToolCallPaths(t *testing.T) {
+	ctx := context.Background()
+	for _, kind := range []upstreamKind{"memory", "stdio"} {
+		for _, d := range []*dataPath{wasmhostPath(t, kind, Count(wasmPolicy(t))), directPath(t, kind)} {
+			require.NoError(t, d.call(ctx), "upstream=%s, tool %s", kind, d.tool)
+			d.close()
+		}
+	}
+}
