@@ -50,7 +50,7 @@ tools: ## install the build tools a fresh machine lacks (wat2wasm, staticcheck)
 test: gotest fuzz conformance ## go test -race ./..., a bounded run of each fuzz target, the golden suites
 
 gotest:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 conformance: build ## run the golden suites against the default, native-equivalent and test plugins
 	$(BIN) conformance conformance/golden/default
