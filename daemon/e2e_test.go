@@ -21,6 +21,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/daemon"
+	"github.com/wasmhost/wasmhost/host"
 	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
 	"github.com/wasmhost/wasmhost/view"
 )
@@ -253,6 +254,12 @@ func TestPolicySwapRekeysViewsWithoutReconnect(t *testing.T) {
 	require.NoError(t, os.WriteFile(plugin, policydefault.Wasm, 0o644))
 	prefixWasm, err := os.ReadFile("../testplugins/prefix-policy/prefix-policy.wasm")
 	require.NoError(t, err)
+	// Compile the prefix policy into the shared cache first: a cold compile
+	// under -race on a busy machine can take longer than the waits below,
+	// and this test is about re-keying, not compile time.
+	warm, err := host.Load(t.Context(), "prefix-policy", prefixWasm, host.Options{CacheDir: cacheDir()})
+	require.NoError(t, err)
+	require.NoError(t, warm.Close(t.Context()))
 
 	cfg := set(baseConfig(), "policy", map[string]any{"path": plugin})
 	r := start(t, cfg)
