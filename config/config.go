@@ -270,13 +270,35 @@ func (s *Session) Effective(server string) (srv *Server, settings json.RawMessag
 		return nil, nil, false
 	}
 	srv = base.Clone()
+	srv.Settings, srv.Disabled = s.merge(server, srv)
+	return srv, srv.Metadata(), s.uses(server) && !srv.Disabled
+}
+
+// EffectiveSettings is Effective without the copy of the server entry:
+// the settings object the session's policy sees for server, and whether
+// the session uses it. A reload asks for every (session, server) pair, and
+// only the transport fields, shared by all sessions, need the copy.
+func (s *Session) EffectiveSettings(server string) (settings json.RawMessage, enabled bool) {
+	base, ok := s.servers[server]
+	if !ok {
+		return nil, false
+	}
+	set, disabled := s.merge(server, base)
+	return set.JSON(), s.uses(server) && !disabled
+}
+
+// merge applies the session's override for server to base's settings and
+// disabled flag. The returned Settings share no bytes with base's that an
+// overlay could write.
+func (s *Session) merge(server string, base *Server) (Settings, bool) {
+	set, disabled := base.Settings, base.Disabled
 	if o, ok := s.Overrides[server]; ok {
-		srv.Settings.overlay(o.Settings)
+		set.overlay(o.Settings)
 		if o.Disabled != nil {
-			srv.Disabled = *o.Disabled
+			disabled = *o.Disabled
 		}
 	}
-	return srv, srv.Metadata(), s.uses(server) && !srv.Disabled
+	return set, disabled
 }
 
 // uses reports whether server is in the session's server list.

@@ -234,8 +234,14 @@ func TestEffective(t *testing.T) {
 			assert.Equal(t, base.Command, srv.Command)
 			assert.Equal(t, base.Args, srv.Args)
 			assert.Equal(t, base.HTTPURL, srv.HTTPURL)
+			// EffectiveSettings agrees, without the server copy.
+			only, onlyEnabled := cfg.Sessions[tt.session].EffectiveSettings(tt.server)
+			assert.Equal(t, string(settings), string(only))
+			assert.Equal(t, enabled, onlyEnabled)
 		})
 	}
+	_, ok := cfg.Sessions["alice"].EffectiveSettings("nope")
+	assert.False(t, ok)
 
 	srv, settings, enabled := cfg.Sessions["alice"].Effective("nope")
 	assert.Nil(t, srv)

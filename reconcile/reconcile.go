@@ -182,7 +182,7 @@ func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, er
 		}
 		m := make(map[string]*want)
 		for server, base := range cfg.Servers {
-			srv, settings, ok := sess.Effective(server)
+			settings, ok := sess.EffectiveSettings(server)
 			if !ok {
 				continue
 			}
@@ -197,7 +197,7 @@ func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, er
 			} else {
 				interned[string(settings)] = settings
 			}
-			m[server] = &want{spec: t.spec, identity: t.identity, settings: settings, disabled: srv.Disabled}
+			m[server] = &want{spec: t.spec, identity: t.identity, settings: settings}
 		}
 		file[name] = m
 	}
