@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/wasmhost/wasmhost/view"
@@ -37,6 +38,11 @@ func (h *Handle) ID() string { return h.entry.id }
 
 // Spec returns a copy of the spec the entry captured.
 func (h *Handle) Spec() Spec { return h.entry.Spec() }
+
+// CallTimeout returns the configured timeout of the captured spec (0: none
+// configured), without copying the spec: forwarded calls read it on the
+// call path.
+func (h *Handle) CallTimeout() time.Duration { return h.entry.spec.Timeout }
 
 // Entry returns the entry the handle holds.
 func (h *Handle) Entry() *Entry { return h.entry }
