@@ -369,9 +369,11 @@ func TestRestartReplacesFailedEntry(t *testing.T) {
 	e.apply(c)
 	h := e.handle("alice", "fs")
 	up.kill()
-	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, 5*time.Second, 5*time.Millisecond)
-	assert.Empty(t, e.reg("alice").ToolNames("fs"), "withdrawn")
-	assert.NotEmpty(t, e.rec.Bindings("alice")[0].Error)
+	// The entry turns failed, then withdraws its views: wait for both.
+	require.Eventually(t, func() bool {
+		return h.Entry().State() == pool.StateFailed && len(e.reg("alice").ToolNames("fs")) == 0 &&
+			e.rec.Bindings("alice")[0].Error != ""
+	}, 5*time.Second, 5*time.Millisecond, "failed, withdrawn, and the error shown")
 
 	// The failed entry is replaced by the next reconciling call.
 	before := e.snap()
