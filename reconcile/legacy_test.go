@@ -168,8 +168,11 @@ func TestLegacyListChangedAndLoss(t *testing.T) {
 	assert.Equal(t, []string{"late", "read"}, e.lreg.ToolNames("fs"))
 
 	up.kill()
-	require.Eventually(t, func() bool { return e.leg.Session("fs") == nil }, 5*time.Second, 5*time.Millisecond)
-	assert.Empty(t, e.lreg.Servers(), "withdrawn")
+	// The connection is dropped first, then the view withdrawn and the
+	// error recorded: wait for all three.
+	require.Eventually(t, func() bool {
+		return e.leg.Session("fs") == nil && len(e.lreg.Servers()) == 0 && e.binding("fs").Error != ""
+	}, 5*time.Second, 5*time.Millisecond, "disconnected, withdrawn, error shown")
 	b := e.binding("fs")
 	assert.Contains(t, b.Error, reconcile.ErrDisconnected.Error())
 	assert.Empty(t, b.Identity)
