@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -38,7 +39,7 @@ type upstream struct {
 
 	mu       sync.Mutex
 	tools    map[string]bool
-	sessions []*mcp.ServerSession
+	sessions []net.Conn // the server ends of the connections
 	dials    int
 }
 
@@ -111,14 +112,18 @@ func (u *upstream) kill() {
 	_ = ss.Close()
 }
 
+// transport connects a new server session over a pipe. (Not go-sdk's
+// in-memory transports: kill must break the connection the way a crash
+// does. ServerSession.Close waits for in-flight requests, and a client's
+// subscriptions/listen request in flight keeps it waiting for good.)
 func (u *upstream) transport(ctx context.Context) (mcp.Transport, error) {
-	ct, st := mcp.NewInMemoryTransports()
-	ss, err := u.server.Connect(ctx, st, nil)
-	if err != nil {
+	cc, sc := net.Pipe()
+	if _, err := u.server.Connect(ctx, &mcp.IOTransport{Reader: sc, Writer: sc}, nil); err != nil {
 		return nil, err
 	}
+	ct := &mcp.IOTransport{Reader: cc, Writer: cc}
 	u.mu.Lock()
-	u.sessions = append(u.sessions, ss)
+	u.sessions = append(u.sessions, sc)
 	u.dials++
 	u.mu.Unlock()
 	return ct, nil

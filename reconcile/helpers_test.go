@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"slices"
 	"sync"
@@ -51,7 +52,7 @@ type upstream struct {
 	server *mcp.Server
 
 	mu       sync.Mutex
-	sessions []*mcp.ServerSession
+	sessions []net.Conn // the server ends of the live connections
 	dials    int
 }
 
@@ -88,14 +89,18 @@ func (u *upstream) addTool(name string) {
 	})
 }
 
+// transport connects a new server session over a pipe. (Not go-sdk's
+// in-memory transports: kill must break the connection the way a crash
+// does. ServerSession.Close waits for in-flight requests, and a client's
+// subscriptions/listen request in flight keeps it waiting for good.)
 func (u *upstream) transport(ctx context.Context) (mcp.Transport, error) {
-	ct, st := mcp.NewInMemoryTransports()
-	ss, err := u.server.Connect(ctx, st, nil)
-	if err != nil {
+	cc, sc := net.Pipe()
+	if _, err := u.server.Connect(ctx, &mcp.IOTransport{Reader: sc, Writer: sc}, nil); err != nil {
 		return nil, err
 	}
+	ct := &mcp.IOTransport{Reader: cc, Writer: cc}
 	u.mu.Lock()
-	u.sessions = append(u.sessions, ss)
+	u.sessions = append(u.sessions, sc)
 	u.dials++
 	u.mu.Unlock()
 	return ct, nil
@@ -107,7 +112,7 @@ func (u *upstream) dialCount() int {
 	return u.dials
 }
 
-// kill closes every server session, as if the upstream crashed.
+// kill breaks every server connection, as if the upstream crashed.
 func (u *upstream) kill() {
 	u.mu.Lock()
 	ss := slices.Clone(u.sessions)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -32,7 +33,7 @@ type upstream struct {
 	server *mcp.Server
 
 	mu       sync.Mutex
-	sessions []*mcp.ServerSession
+	sessions []net.Conn // the server ends of the connections
 	metas    []mcp.Meta // _meta of each "meta" call
 	release  chan struct{}
 	started  chan struct{}
@@ -84,18 +85,20 @@ func newUpstream() *upstream {
 	return u
 }
 
-// dialer connects a fresh server session of u for each dial.
+// dialer connects a fresh server session of u over a pipe for each dial.
+// (Not go-sdk's in-memory transports: dropAll must break connections the
+// way a crash does. ServerSession.Close waits for in-flight requests, and a
+// client's subscriptions/listen request in flight keeps it waiting.)
 func (u *upstream) dialer() pool.Dialer {
 	return func(ctx context.Context, _ pool.Spec) (mcp.Transport, error) {
-		ct, st := mcp.NewInMemoryTransports()
-		ss, err := u.server.Connect(ctx, st, nil)
-		if err != nil {
+		cc, sc := net.Pipe()
+		if _, err := u.server.Connect(ctx, &mcp.IOTransport{Reader: sc, Writer: sc}, nil); err != nil {
 			return nil, err
 		}
 		u.mu.Lock()
-		u.sessions = append(u.sessions, ss)
+		u.sessions = append(u.sessions, sc)
 		u.mu.Unlock()
-		return ct, nil
+		return &mcp.IOTransport{Reader: cc, Writer: cc}, nil
 	}
 }
 
