@@ -231,7 +231,11 @@ func (e *Entry) closeSession(ctx context.Context, cs *mcp.ClientSession) {
 	}
 	e.pool.counters.Disconnects.Add(1)
 	done := make(chan error, 1)
-	go func() { done <- cs.Close() }()
+	e.pool.closing.Add(1)
+	go func() {
+		defer e.pool.closing.Done()
+		done <- cs.Close()
+	}()
 	select {
 	case err := <-done:
 		if err != nil {

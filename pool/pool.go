@@ -135,6 +135,9 @@ type Pool struct {
 	timeout  time.Duration
 	crashes  int
 	progress func(context.Context, *mcp.ProgressNotificationClientRequest)
+	// closing counts upstream sessions still being closed, possibly in the
+	// background after their caller's context ended; Close waits for them.
+	closing sync.WaitGroup
 
 	mu       sync.Mutex
 	closed   bool
@@ -350,6 +353,18 @@ func (p *Pool) Close(ctx context.Context) error {
 		}
 		e.fanMu.Unlock()
 		e.closeSession(ctx, cs)
+	}
+	// Wait, within ctx, for every close still going on, including those a
+	// release or restart left to finish in the background: after Close
+	// returns nil no upstream session or process is left behind.
+	closed := make(chan struct{})
+	go func() {
+		p.closing.Wait()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
 	}
 	return ctx.Err()
 }
