@@ -23,6 +23,7 @@ import (
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
@@ -89,16 +90,12 @@ func (u *upstream) addTool(name string) {
 	})
 }
 
-// transport connects a new server session over a pipe. (Not go-sdk's
-// in-memory transports: kill must break the connection the way a crash
-// does. ServerSession.Close waits for in-flight requests, and a client's
-// subscriptions/listen request in flight keeps it waiting for good.)
+// transport connects a new server session; kill breaks its pipe.
 func (u *upstream) transport(ctx context.Context) (mcp.Transport, error) {
-	cc, sc := net.Pipe()
-	if _, err := u.server.Connect(ctx, &mcp.IOTransport{Reader: sc, Writer: sc}, nil); err != nil {
+	ct, sc, err := mcptest.Connect(ctx, u.server)
+	if err != nil {
 		return nil, err
 	}
-	ct := &mcp.IOTransport{Reader: cc, Writer: cc}
 	u.mu.Lock()
 	u.sessions = append(u.sessions, sc)
 	u.dials++

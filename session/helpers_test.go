@@ -19,6 +19,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/session"
@@ -85,20 +86,18 @@ func newUpstream() *upstream {
 	return u
 }
 
-// dialer connects a fresh server session of u over a pipe for each dial.
-// (Not go-sdk's in-memory transports: dropAll must break connections the
-// way a crash does. ServerSession.Close waits for in-flight requests, and a
-// client's subscriptions/listen request in flight keeps it waiting.)
+// dialer connects a fresh server session of u for each dial; dropAll
+// breaks their pipes.
 func (u *upstream) dialer() pool.Dialer {
 	return func(ctx context.Context, _ pool.Spec) (mcp.Transport, error) {
-		cc, sc := net.Pipe()
-		if _, err := u.server.Connect(ctx, &mcp.IOTransport{Reader: sc, Writer: sc}, nil); err != nil {
+		ct, sc, err := mcptest.Connect(ctx, u.server)
+		if err != nil {
 			return nil, err
 		}
 		u.mu.Lock()
 		u.sessions = append(u.sessions, sc)
 		u.mu.Unlock()
-		return &mcp.IOTransport{Reader: cc, Writer: cc}, nil
+		return ct, nil
 	}
 }
 

@@ -1,0 +1,25 @@
+// Package mcptest has helpers for tests that run MCP servers in process.
+package mcptest
+
+import (
+	"context"
+	"net"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Connect serves srv over a fresh in-process pipe and returns the client's
+// transport and the server's end of the pipe. Closing that end breaks the
+// connection the way a crashed upstream does. (go-sdk's in-memory
+// transports can only be broken with ServerSession.Close, which waits for
+// in-flight requests, and a client's subscriptions/listen request stays in
+// flight until it is cancelled, so such a "crash" can hang.)
+func Connect(ctx context.Context, srv *mcp.Server) (mcp.Transport, net.Conn, error) {
+	cc, sc := net.Pipe()
+	if _, err := srv.Connect(ctx, &mcp.IOTransport{Reader: sc, Writer: sc}, nil); err != nil {
+		_ = cc.Close()
+		_ = sc.Close()
+		return nil, nil, err
+	}
+	return &mcp.IOTransport{Reader: cc, Writer: cc}, sc, nil
+}
