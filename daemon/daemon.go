@@ -38,6 +38,11 @@ const (
 	DefaultRetryMin      = time.Second
 	DefaultRetryMax      = 30 * time.Second
 	shutdownGrace        = 5 * time.Second
+	// upstreamCloseGrace bounds the wait for upstream connections to
+	// close at shutdown. The go-sdk gives a stdio server 5 s to exit after
+	// its stdin closes and 5 s more after SIGTERM before it sends SIGKILL;
+	// waiting that long means shutdown leaves no upstream process behind.
+	upstreamCloseGrace = 12 * time.Second
 )
 
 // ErrNotLoopback is returned by Run when the listen address is not a
@@ -352,7 +357,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := d.rec.Close(sctx); err != nil {
 		d.log.Warn("releasing sessions", "err", err)
 	}
-	if err := d.pool.Close(sctx); err != nil {
+	pctx, pcancel := context.WithTimeout(context.Background(), upstreamCloseGrace)
+	defer pcancel()
+	if err := d.pool.Close(pctx); err != nil {
 		d.log.Warn("closing upstream connections", "err", err)
 	}
 	d.reloadMu.Lock()

@@ -168,8 +168,8 @@ func start(t *testing.T, cfg map[string]any, opts ...func(*daemon.Options)) *run
 				if err != nil {
 					t.Errorf("Run: %v", err)
 				}
-			case <-time.After(15 * time.Second):
-				t.Errorf("daemon did not stop in 15s")
+			case <-time.After(30 * time.Second): // shutdown grace plus the upstream close grace
+				t.Errorf("daemon did not stop in 30s")
 			}
 		})
 	}
