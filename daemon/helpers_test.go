@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +23,7 @@ import (
 	"github.com/wasmhost/wasmhost/daemon"
 	"github.com/wasmhost/wasmhost/host"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 )
 
 // TestMain doubles as the demo upstream: with WASMHOST_DEMO_SERVER=1 the
@@ -252,13 +252,8 @@ func (r *running) connectWith(session, token string, opts ...func(*mcp.ClientOpt
 
 func (c *client) tools(t *testing.T) []string {
 	t.Helper()
-	res, err := c.cs.ListTools(t.Context(), nil)
+	names, err := mcptest.ToolNames(t.Context(), c.cs)
 	require.NoError(t, err)
-	var names []string
-	for _, tool := range res.Tools {
-		names = append(names, tool.Name)
-	}
-	sort.Strings(names)
 	return names
 }
 
@@ -267,15 +262,7 @@ func (c *client) call(t *testing.T, name string, args any) (*mcp.CallToolResult,
 	return c.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
 }
 
-func resultText(res *mcp.CallToolResult) string {
-	if res == nil || len(res.Content) == 0 {
-		return ""
-	}
-	if tc, ok := res.Content[0].(*mcp.TextContent); ok {
-		return tc.Text
-	}
-	return ""
-}
+func resultText(res *mcp.CallToolResult) string { return mcptest.Text(res) }
 
 // pid asks the shared upstream, through c, for its process id.
 func (c *client) pid(t *testing.T) int {

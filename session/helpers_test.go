@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -219,13 +218,8 @@ func (f *fixture) connect(name, settings string) *client {
 // toolNames lists what the client sees.
 func (c *client) toolNames(t *testing.T) []string {
 	t.Helper()
-	res, err := c.cs.ListTools(t.Context(), nil)
+	names, err := mcptest.ToolNames(t.Context(), c.cs)
 	require.NoError(t, err)
-	var names []string
-	for _, tool := range res.Tools {
-		names = append(names, tool.Name)
-	}
-	sort.Strings(names)
 	return names
 }
 
@@ -234,15 +228,7 @@ func (c *client) call(t *testing.T, name string, args any) (*mcp.CallToolResult,
 	return c.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
 }
 
-func text(res *mcp.CallToolResult) string {
-	if res == nil || len(res.Content) == 0 {
-		return ""
-	}
-	if tc, ok := res.Content[0].(*mcp.TextContent); ok {
-		return tc.Text
-	}
-	return ""
-}
+func text(res *mcp.CallToolResult) string { return mcptest.Text(res) }
 
 // waitChanged waits for one tools/list_changed.
 func (c *client) waitChanged(t *testing.T) {

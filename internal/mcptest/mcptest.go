@@ -4,6 +4,7 @@ package mcptest
 import (
 	"context"
 	"net"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -22,4 +23,29 @@ func Connect(ctx context.Context, srv *mcp.Server) (mcp.Transport, net.Conn, err
 		return nil, nil, err
 	}
 	return &mcp.IOTransport{Reader: cc, Writer: cc}, sc, nil
+}
+
+// ToolNames lists, sorted, the tools cs sees.
+func ToolNames(ctx context.Context, cs *mcp.ClientSession) ([]string, error) {
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(res.Tools))
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// Text returns the text of a tool result's first content item, or "".
+func Text(res *mcp.CallToolResult) string {
+	if res == nil || len(res.Content) == 0 {
+		return ""
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+		return tc.Text
+	}
+	return ""
 }
