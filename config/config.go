@@ -77,24 +77,33 @@ type Settings struct {
 // the order trust, alwaysLoadTools, includeTools, excludeTools; `{}` when
 // none is.
 func (s Settings) JSON() json.RawMessage {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	add := func(key string, v json.RawMessage) {
-		if v == nil {
-			return
-		}
-		if b.Len() > 1 {
-			b.WriteByte(',')
-		}
-		b.WriteString(`"` + key + `":`)
-		b.Write(v)
+	fields := [...]struct {
+		key string
+		v   json.RawMessage
+	}{
+		{`"trust":`, s.Trust},
+		{`"alwaysLoadTools":`, s.AlwaysLoadTools},
+		{`"includeTools":`, s.IncludeTools},
+		{`"excludeTools":`, s.ExcludeTools},
 	}
-	add("trust", s.Trust)
-	add("alwaysLoadTools", s.AlwaysLoadTools)
-	add("includeTools", s.IncludeTools)
-	add("excludeTools", s.ExcludeTools)
-	b.WriteByte('}')
-	return b.Bytes()
+	n := 2
+	for _, f := range fields {
+		if f.v != nil {
+			n += len(f.key) + len(f.v) + 1
+		}
+	}
+	b := make([]byte, 0, n) // one allocation: a reload builds one per (session, server)
+	b = append(b, '{')
+	for _, f := range fields {
+		if f.v == nil {
+			continue
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(append(b, f.key...), f.v...)
+	}
+	return append(b, '}')
 }
 
 // Clone returns a deep copy of s.
@@ -105,6 +114,24 @@ func (s Settings) Clone() Settings {
 		IncludeTools:    bytes.Clone(s.IncludeTools),
 		ExcludeTools:    bytes.Clone(s.ExcludeTools),
 	}
+}
+
+// with returns s with each setting that o has replaced by o's, sharing
+// their bytes.
+func (s Settings) with(o Settings) Settings {
+	if o.Trust != nil {
+		s.Trust = o.Trust
+	}
+	if o.AlwaysLoadTools != nil {
+		s.AlwaysLoadTools = o.AlwaysLoadTools
+	}
+	if o.IncludeTools != nil {
+		s.IncludeTools = o.IncludeTools
+	}
+	if o.ExcludeTools != nil {
+		s.ExcludeTools = o.ExcludeTools
+	}
+	return s
 }
 
 // overlay replaces each setting of s that o has.
@@ -283,7 +310,13 @@ func (s *Session) EffectiveSettings(server string) (settings json.RawMessage, en
 	if !ok {
 		return nil, false
 	}
-	set, disabled := s.merge(server, base)
+	set, disabled := base.Settings, base.Disabled
+	if o, ok := s.Overrides[server]; ok {
+		set = set.with(o.Settings) // no copies: JSON copies the bytes
+		if o.Disabled != nil {
+			disabled = *o.Disabled
+		}
+	}
 	return set.JSON(), s.uses(server) && !disabled
 }
 

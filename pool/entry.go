@@ -155,6 +155,9 @@ func (e *Entry) Info() EntryInfo {
 
 // setState moves to s and wakes waiters. e.mu is held.
 func (e *Entry) setState(s State) {
+	if s.Terminal() && !e.state.Terminal() {
+		e.pool.counters.Failures.Add(1)
+	}
 	e.state = s
 	close(e.changed)
 	e.changed = make(chan struct{})

@@ -19,6 +19,8 @@ type op struct {
 	held       map[any]struct{}            // connections held at the start
 	// after reports the registries and connections at the end.
 	after func() (map[string]*trackedRegistry, map[any]struct{})
+	// failed, if set, is called by finish when the op recorded an error.
+	failed func()
 
 	mu  sync.Mutex
 	sum Summary
@@ -45,21 +47,21 @@ func newOp(counters, conns *churn.Counters, regs map[string]*trackedRegistry, he
 func (r *Reconciler) begin() *op {
 	state := func() (map[string]*trackedRegistry, map[any]struct{}) {
 		regs := make(map[string]*trackedRegistry, len(r.sessions))
-		held := make(map[any]struct{})
+		held := make(map[any]struct{}, len(r.held))
 		r.smu.RLock()
 		defer r.smu.RUnlock()
 		for name, s := range r.sessions {
 			regs[name] = s.reg
-			for _, b := range s.bindings {
-				if b.handle != nil && !b.handle.Released() {
-					held[b.handle.Entry()] = struct{}{}
-				}
-			}
+		}
+		for e := range r.held {
+			held[e] = struct{}{}
 		}
 		return regs, held
 	}
 	regs, held := state()
-	return newOp(r.counters, r.pool.Counters(), regs, held, state)
+	o := newOp(r.counters, r.pool.Counters(), regs, held, state)
+	o.failed = func() { r.dirty = true }
+	return o
 }
 
 // count adds one to a field of o.sum.
@@ -87,6 +89,9 @@ func (o *op) finish() (Summary, error) {
 
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if len(o.sum.Errors) > 0 && o.failed != nil {
+		o.failed()
+	}
 	s := o.sum
 	s.Replayed = int(delta.Replays)
 	s.RegistryOps = int(delta.RegistryOps)

@@ -77,6 +77,16 @@ type Reconciler struct {
 	closed   bool
 	file     map[string]map[string]*want // desired by the last Apply: session -> server
 	overlays map[string]map[string]*want // runtime overlays: session -> server
+	// servers and inputs are what the last Apply's wants were built from
+	// (see wants).
+	servers map[string]*serverInput
+	inputs  map[string]*sessionInput
+	// mark is the failure count (see failures) when the last Apply began;
+	// dirty is set when a reconciling call since then recorded an error.
+	// While neither moved, every binding of a session whose wants did not
+	// change is known to be healthy (see Apply).
+	mark  int64
+	dirty bool
 
 	// smu guards what the read accessors look at. Mutators hold mu and take
 	// smu only to write.
@@ -84,6 +94,8 @@ type Reconciler struct {
 	policy   abi.Policy
 	keys     *keyMemo // policy as the views use it
 	sessions map[string]*session
+	// held counts the bindings holding a handle on each entry.
+	held map[*pool.Entry]int
 }
 
 // A want is the desired binding of one server in one session, computed
@@ -135,9 +147,12 @@ func New(opts Options) *Reconciler {
 		log:      opts.Logger,
 		file:     make(map[string]map[string]*want),
 		overlays: make(map[string]map[string]*want),
+		servers:  make(map[string]*serverInput),
+		inputs:   make(map[string]*sessionInput),
 		policy:   opts.Policy,
 		keys:     newKeyMemo(opts.Policy),
 		sessions: make(map[string]*session),
+		held:     make(map[*pool.Entry]int),
 	}
 	if r.counters == nil {
 		r.counters = opts.Pool.Counters()
@@ -166,41 +181,17 @@ func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, er
 	}
 	o := r.begin()
 
-	file := make(map[string]map[string]*want, len(cfg.Sessions))
-	// A session override changes settings and Disabled only, never the
-	// transport: each server's spec and identity are computed once, and
-	// equal settings bytes are shared (wants are never modified).
-	type transport struct {
-		spec     pool.Spec
-		identity string
-	}
-	transports := make(map[string]transport, len(cfg.Servers))
-	interned := make(map[string]json.RawMessage)
-	for name, sess := range cfg.Sessions {
-		if sess == nil {
-			continue
-		}
-		m := make(map[string]*want)
-		for server, base := range cfg.Servers {
-			settings, ok := sess.EffectiveSettings(server)
-			if !ok {
-				continue
-			}
-			t, seen := transports[server]
-			if !seen {
-				t.spec = pool.FromConfig(base)
-				t.identity = t.spec.Fingerprint()
-				transports[server] = t
-			}
-			if s, seen := interned[string(settings)]; seen {
-				settings = s
-			} else {
-				interned[string(settings)] = settings
-			}
-			m[server] = &want{spec: t.spec, identity: t.identity, settings: settings}
-		}
-		file[name] = m
-	}
+	// A binding can turn unhealthy behind the reconciler's back only
+	// through a view failing closed or an entry turning terminal, both
+	// counted in Failures; failed calls set dirty. If neither moved since
+	// the last Apply began, that Apply left every binding it did not
+	// converge healthy, and the ones it converged succeeded: a session whose
+	// wants are unchanged then needs no task at all.
+	mark := r.failures()
+	trusted := !r.dirty && mark == r.mark
+	r.mark, r.dirty = mark, false
+
+	file, unchanged := r.wants(cfg)
 	for name := range r.overlays {
 		if _, ok := file[name]; !ok {
 			delete(r.overlays, name)
@@ -210,6 +201,9 @@ func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, er
 
 	var tasks []task
 	for _, name := range slices.Sorted(maps.Keys(file)) {
+		if trusted && unchanged[name] && r.sessions[name] != nil {
+			continue
+		}
 		s, err := r.sessionFor(name)
 		if err != nil {
 			for _, server := range slices.Sorted(maps.Keys(r.desired(name))) {
@@ -217,13 +211,13 @@ func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, er
 			}
 			continue
 		}
-		tasks = append(tasks, r.plan(s, r.desired(name))...)
+		tasks = append(tasks, r.plan(s, name)...)
 	}
 	var removed []*session
 	for name, s := range r.sessions {
 		if _, ok := file[name]; !ok {
 			removed = append(removed, s)
-			tasks = append(tasks, r.plan(s, nil)...)
+			tasks = append(tasks, r.planRelease(s)...)
 		}
 	}
 	r.warmKeys(ctx, tasks)
@@ -539,7 +533,7 @@ func (r *Reconciler) Close(ctx context.Context) error {
 	o := r.begin()
 	var tasks []task
 	for _, s := range r.sessions {
-		tasks = append(tasks, r.plan(s, nil)...)
+		tasks = append(tasks, r.planRelease(s)...)
 	}
 	r.run(ctx, o, tasks)
 	r.smu.Lock()
@@ -594,18 +588,143 @@ type task struct {
 	force  bool
 }
 
-// plan lists the tasks bringing s to desired. r.mu is held.
-func (r *Reconciler) plan(s *session, desired map[string]*want) []task {
-	var tasks []task
-	for server, cur := range s.bindings {
-		tasks = append(tasks, task{s: s, server: server, cur: cur, want: desired[server]})
+// failures reads the Failures counters of the views and of the pool.
+func (r *Reconciler) failures() int64 {
+	n := r.counters.Failures.Load()
+	if c := r.pool.Counters(); c != r.counters {
+		n += c.Failures.Load()
 	}
-	for server, w := range desired {
-		if _, ok := s.bindings[server]; !ok {
-			tasks = append(tasks, task{s: s, server: server, want: w})
-		}
+	return n
+}
+
+// planRelease lists the tasks releasing every binding of s. r.mu is held.
+func (r *Reconciler) planRelease(s *session) []task {
+	tasks := make([]task, 0, len(s.bindings))
+	for server, cur := range s.bindings {
+		tasks = append(tasks, task{s: s, server: server, cur: cur})
 	}
 	return tasks
+}
+
+// plan lists the tasks bringing s to what session name desires: the file's
+// wants with the overlays over them, as desired returns, read in place
+// rather than copied. A binding already settled on its desired want needs
+// no task, so a session that did not change costs a lookup and a health
+// check per binding. r.mu is held.
+func (r *Reconciler) plan(s *session, name string) []task {
+	var tasks []task
+	file, overlays := r.file[name], r.overlays[name]
+	wantOf := func(server string) *want {
+		if w, ok := overlays[server]; ok {
+			if w.disabled {
+				return nil
+			}
+			return w
+		}
+		return file[server]
+	}
+	consider := func(server string, w *want) {
+		cur := s.bindings[server]
+		if cur == nil && w == nil {
+			return
+		}
+		if settled(cur, w) {
+			return
+		}
+		tasks = append(tasks, task{s: s, server: server, cur: cur, want: w})
+	}
+	for server := range file {
+		if _, over := overlays[server]; !over {
+			consider(server, file[server])
+		}
+	}
+	for server := range overlays {
+		consider(server, wantOf(server))
+	}
+	for server := range s.bindings {
+		if _, ok := file[server]; ok {
+			continue
+		}
+		if _, ok := overlays[server]; ok {
+			continue
+		}
+		consider(server, nil)
+	}
+	return tasks
+}
+
+// wants builds the desired bindings of cfg's sessions. Work follows what
+// changed since the last Apply: each server's input is computed once; a
+// session whose own input is unchanged keeps its previous wants, rebuilding
+// only those of servers whose input changed (or that appeared or
+// vanished); other sessions are built in full. A session override changes
+// settings and Disabled only, never the transport, so every want of a
+// server shares its spec and identity; equal settings bytes are shared too
+// (wants are never modified). unchanged holds the sessions whose wants are
+// exactly the last Apply's. r.mu is held.
+func (r *Reconciler) wants(cfg *config.Config) (file map[string]map[string]*want, unchanged map[string]bool) {
+	servers := make(map[string]*serverInput, len(cfg.Servers))
+	var changed []string
+	for name, srv := range cfg.Servers {
+		in := newServerInput(srv)
+		if prev := r.servers[name]; prev != nil && prev.same(in) {
+			in = prev
+		} else {
+			changed = append(changed, name)
+		}
+		servers[name] = in
+	}
+	for name := range r.servers {
+		if _, ok := servers[name]; !ok {
+			changed = append(changed, name)
+		}
+	}
+	interned := make(map[string]json.RawMessage)
+	build := func(m map[string]*want, sess *config.Session, server string) {
+		settings, ok := sess.EffectiveSettings(server)
+		if !ok {
+			delete(m, server)
+			return
+		}
+		if s, seen := interned[string(settings)]; seen {
+			settings = s
+		} else {
+			interned[string(settings)] = settings
+		}
+		in := servers[server]
+		m[server] = &want{spec: in.spec, identity: in.identity, settings: settings}
+	}
+	file = make(map[string]map[string]*want, len(cfg.Sessions))
+	unchanged = make(map[string]bool)
+	inputs := make(map[string]*sessionInput, len(cfg.Sessions))
+	for name, sess := range cfg.Sessions {
+		if sess == nil {
+			continue
+		}
+		prev, in := r.file[name], r.inputs[name]
+		if prev != nil && in != nil && in.same(sess) {
+			inputs[name] = in
+			if len(changed) == 0 {
+				file[name] = prev
+				unchanged[name] = true
+				continue
+			}
+			m := maps.Clone(prev)
+			for _, server := range changed {
+				build(m, sess, server)
+			}
+			file[name] = m
+			continue
+		}
+		inputs[name] = newSessionInput(sess)
+		m := make(map[string]*want, len(cfg.Servers))
+		for server := range cfg.Servers {
+			build(m, sess, server)
+		}
+		file[name] = m
+	}
+	r.servers, r.inputs = servers, inputs
+	return file, unchanged
 }
 
 // run performs tasks: first everything that keeps or gains a binding, then
@@ -714,10 +833,19 @@ func (r *Reconciler) release(ctx context.Context, o *op, t task, h *pool.Handle)
 func (r *Reconciler) setBinding(s *session, server string, b *binding) {
 	r.smu.Lock()
 	defer r.smu.Unlock()
+	if old := s.bindings[server]; old != nil && old.handle != nil {
+		e := old.handle.Entry()
+		if r.held[e]--; r.held[e] <= 0 {
+			delete(r.held, e)
+		}
+	}
 	if b == nil {
 		delete(s.bindings, server)
-	} else {
-		s.bindings[server] = b
+		return
+	}
+	s.bindings[server] = b
+	if b.handle != nil {
+		r.held[b.handle.Entry()]++
 	}
 }
 

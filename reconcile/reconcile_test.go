@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/metakey"
@@ -674,4 +676,117 @@ func TestSummaryString(t *testing.T) {
 	assert.EqualError(t, s.Err(), `session "bob", server "fs": boom`)
 	assert.NoError(t, reconcile.Summary{}.Err())
 	assert.Equal(t, "0 sessions changed; transports 0 reused, 0 started, 0 stopped; 0 acquired, 0 released, 0 refreshed, 0 replayed, 0 registry ops; 0 errors", reconcile.Summary{}.String())
+}
+
+// TestApplyFollowsChanges covers the incremental Apply: a session whose
+// input did not change keeps its wants and costs no work, a session edited
+// in place (its override bytes, its Disabled pointer, its server list) is
+// still seen as changed, and a server's change reaches every session that
+// did not change itself.
+func TestApplyFollowsChanges(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "aa", "bb"), newUpstream("git", "log", "blame"))
+	base := newCfg().server("fs").server("git")
+	base.session("alice", "servers", []string{"fs", "git"},
+		"overrides", map[string]any{"fs": map[string]any{"includeTools": []string{"aa"}, "disabled": false}})
+	base.session("bob")
+	c := base.build(t)
+	e.apply(c)
+	e.requireProjected(c, ref)
+	calls := func() int64 { return e.snap().PolicyCalls }
+
+	// The same config again: nothing to do, not even a policy call.
+	before, n := e.snap(), calls()
+	sum := e.apply(c)
+	assert.Zero(t, sum.Refreshed+sum.Acquired+sum.Released+sum.RegistryOps, "%+v", sum)
+	assert.Equal(t, n, calls())
+	assert.Zero(t, e.delta(before).Connects)
+
+	// Alice's override bytes edited in place: only alice's fs view moves.
+	copy(c.Sessions["alice"].Overrides["fs"].Settings.IncludeTools, `["bb"]`)
+	sum = e.apply(c)
+	assert.Equal(t, 1, sum.Refreshed)
+	assert.Equal(t, []string{"alice"}, sum.Changed)
+	assert.Equal(t, []string{"bb"}, e.reg("alice").ToolNames("fs"))
+	e.requireProjected(c, ref)
+
+	// Her Disabled pointer flipped in place: the binding goes.
+	*c.Sessions["alice"].Overrides["fs"].Disabled = true
+	sum = e.apply(c)
+	assert.Equal(t, 1, sum.Released)
+	assert.Nil(t, e.rec.Handle("alice", "fs"))
+	e.requireProjected(c, ref)
+
+	// Her server list edited in place: git leaves, fs comes back by name
+	// but stays disabled by the override.
+	c.Sessions["alice"].Servers[1] = "fs"
+	sum = e.apply(c)
+	assert.Equal(t, 1, sum.Released)
+	assert.Nil(t, e.rec.Handle("alice", "git"))
+	assert.NotNil(t, e.rec.Handle("bob", "git"), "bob keeps git")
+	e.requireProjected(c, ref)
+
+	// A server's own settings change: bob did not change but his view
+	// follows, on the same handle.
+	h := e.handle("bob", "git")
+	next := base.clone()
+	next.server("git", "excludeTools", []string{"blame"})
+	c2 := next.build(t)
+	sum = e.apply(c2)
+	assert.Same(t, h, e.handle("bob", "git"))
+	assert.Equal(t, []string{"log"}, e.reg("bob").ToolNames("git"))
+	assert.Contains(t, sum.Changed, "bob")
+	e.requireProjected(c2, ref)
+
+	// And the server leaving the config releases it from a session whose
+	// own input is unchanged.
+	delete(next.Servers, "git")
+	next.session("alice", "servers", []string{"fs"},
+		"overrides", map[string]any{"fs": map[string]any{"includeTools": []string{"aa"}, "disabled": false}})
+	c3 := next.build(t)
+	e.apply(c3)
+	assert.Nil(t, e.rec.Handle("bob", "git"))
+	e.requireProjected(c3, ref)
+	e.requireRefsMatch()
+}
+
+// togglePolicy is the reference policy whose project calls fail while fail
+// is set.
+type togglePolicy struct {
+	abi.Policy
+	fail *atomic.Bool
+}
+
+func (p togglePolicy) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.ProjectResponse, error) {
+	if p.fail.Load() {
+		return nil, errors.New("policy down")
+	}
+	return p.Policy.Project(ctx, req)
+}
+
+// TestApplyRepairsBackgroundFailure: a view that fails closed between two
+// reloads (here while replaying an upstream's list change) is retried by
+// the next Apply even though the config did not change.
+func TestApplyRepairsBackgroundFailure(t *testing.T) {
+	up := newUpstream("fs", "read")
+	e := newEnv(t, up)
+	c := twoSessions().build(t)
+	fail := new(atomic.Bool)
+	_, err := e.rec.SetPolicy(context.Background(), togglePolicy{ref, fail})
+	require.NoError(t, err)
+	e.apply(c)
+	require.Equal(t, []string{"read"}, e.reg("alice").ToolNames("fs"))
+
+	fail.Store(true)
+	up.addTool("write")
+	require.Eventually(t, func() bool {
+		return e.handle("alice", "fs").View().Err() != nil
+	}, 5*time.Second, 5*time.Millisecond, "the replay of the list change fails closed")
+	assert.Empty(t, e.reg("alice").ToolNames("fs"))
+
+	fail.Store(false)
+	sum := e.apply(c)
+	assert.Equal(t, []string{"read", "write"}, e.reg("alice").ToolNames("fs"))
+	assert.Equal(t, []string{"read", "write"}, e.reg("bob").ToolNames("fs"))
+	assert.Equal(t, 2, sum.Refreshed)
+	assert.Zero(t, sum.Acquired)
 }

@@ -325,6 +325,7 @@ func (a *Attachment) Withdraw(cause error) {
 	v.snap = nil
 	v.hold = false
 	v.err = cause
+	v.counters.Failures.Add(1)
 }
 
 // Detach deletes the view's registrations and detaches it; the attachment
@@ -414,6 +415,7 @@ func (v *View) failClosed(err error) error {
 	v.clear()
 	v.key = ""
 	v.err = err
+	v.counters.Failures.Add(1)
 	v.log.Warn("view failed closed", "err", err)
 	return err
 }

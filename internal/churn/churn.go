@@ -39,6 +39,12 @@ type Counters struct {
 	// Discoveries counts snapshot listings of an upstream server (at
 	// connect, restart, or after a list_changed).
 	Discoveries atomic.Int64
+
+	// Failures counts views that failed closed or were withdrawn and
+	// entries that turned terminal (failed or closed). It is not churn and
+	// not part of [Values]: a reconciler reads it to learn whether any
+	// binding may have turned unhealthy since it last looked.
+	Failures atomic.Int64
 }
 
 // Values is a plain copy of [Counters] at one instant. It is comparable, so
