@@ -19,8 +19,28 @@
 //     session flags of each visible tool. Tool schemas never cross the
 //     boundary: the host applies the decisions and clones the tools.
 //
+// and may export a fourth:
+//
+//   - [ExportProjectBatch] ("project_batch", optional): a
+//     [ProjectBatchRequest] holding deduplicated settings objects and
+//     snapshots and a list of (settings, snapshot) items; returns a
+//     [ProjectBatchResponse] with one [BatchResult] per item, in order: what
+//     project would answer for that item, or the reason project would refuse
+//     it. It saves the fixed cost of one plugin call per item; a plugin
+//     without it still works, and the host then calls project once per item.
+//
 // A plugin refuses a whole call by returning a non-zero status with an Extism
 // error message set; the host reports it as a policy refusal.
+//
+// # Refusals in Go
+//
+// A [Policy] refuses the settings of a project call by returning an error
+// that wraps [ErrRefused] (host.ErrPluginRefused and the native reference's
+// refusals do); any other error is a failure of the call. A [BatchProjector]
+// reports each refused item as a [BatchResult] with Error set, and returns an
+// error only when the call as a whole failed, in which case no item has an
+// answer. [ProjectAll] keeps to the same rule for policies that cannot
+// batch.
 //
 // This package has no dependencies beyond the standard library so that it
 // compiles for GOOS=wasip1 as well as for the host.
@@ -38,15 +58,23 @@ import (
 // must report exactly this number.
 const Version = 1
 
-// Names of the functions a policy plugin must export.
+// Names of the functions a policy plugin exports: the first three are
+// required, ExportProjectBatch is optional.
 const (
 	ExportHandshake    = "handshake"
 	ExportCanonicalize = "canonicalize"
 	ExportProject      = "project"
+	// ExportProjectBatch projects many (settings, snapshot) items in one
+	// call; see [ProjectBatchRequest].
+	ExportProjectBatch = "project_batch"
 )
 
 // RequiredExports lists every export the host checks for at load time.
 var RequiredExports = []string{ExportHandshake, ExportCanonicalize, ExportProject}
+
+// OptionalExports lists the exports a plugin may leave out. When a module
+// has one, the host checks its type at load like a required export's.
+var OptionalExports = []string{ExportProjectBatch}
 
 // Wants values a plugin may list in [Handshake.Wants] to receive more than
 // names in a [ProjectRequest].
@@ -65,7 +93,8 @@ const (
 	// MaxOutputBytes caps the bytes a plugin may return from one call.
 	MaxOutputBytes = 16 << 20
 	// MaxBatch is the most settings objects the host sends in one
-	// canonicalize call; larger batches are split by the host.
+	// canonicalize call, and the most items in one project_batch call;
+	// larger batches are split by the host.
 	MaxBatch = 4096
 	// MaxKeyBytes caps the length of one metadata key.
 	MaxKeyBytes = 64 << 10
@@ -157,8 +186,15 @@ type Policy interface {
 	// Handshake returns what the policy reported about itself at load.
 	Handshake() Handshake
 	Canonicalize(ctx context.Context, req *CanonicalizeRequest) (*CanonicalizeResponse, error)
+	// Project decides one projection. When the policy refuses the settings
+	// the error wraps [ErrRefused]; any other error is a failed call.
 	Project(ctx context.Context, req *ProjectRequest) (*ProjectResponse, error)
 }
+
+// ErrRefused is wrapped by the error a [Policy] returns when it refuses its
+// input (for Project: the settings), as opposed to failing: errors.Is(err,
+// ErrRefused) tells the two apart. host.ErrPluginRefused wraps it.
+var ErrRefused = errors.New("policy refused the input")
 
 // UnmarshalJSON decodes a decision strictly: "i" is required (a missing
 // index would otherwise read as tool 0 and expose it), and unknown members

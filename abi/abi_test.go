@@ -21,6 +21,23 @@ func TestToolDecisionUnmarshal(t *testing.T) {
 		{`{"i":1,"extra":1}`, ToolDecision{}, `unknown field "extra"`},
 		{`{"i":"1"}`, ToolDecision{}, "cannot unmarshal string"},
 		{`[1]`, ToolDecision{}, "cannot unmarshal array"},
+		// Flags in any order and spelling; the last of a repeated member wins.
+		{`{"i":12}`, ToolDecision{Index: 12}, ""},
+		{`{"i":7,"trust":true}`, ToolDecision{Index: 7, Trust: true}, ""},
+		{`{"i":7,"alwaysLoad":true}`, ToolDecision{Index: 7, AlwaysLoad: true}, ""},
+		{`{"i":0,"trust":false,"alwaysLoad":true}`, ToolDecision{AlwaysLoad: true}, ""},
+		{`{"i":123456789,"trust":true,"alwaysLoad":false}`, ToolDecision{Index: 123456789, Trust: true}, ""},
+		{`{"i":1234567890}`, ToolDecision{Index: 1234567890}, ""},
+		{`{"alwaysLoad":true,"trust":true,"i":4}`, ToolDecision{Index: 4, Trust: true, AlwaysLoad: true}, ""},
+		{`{"i":4,"trust":true,"trust":false}`, ToolDecision{Index: 4}, ""},
+		{`{"i": 4}`, ToolDecision{Index: 4}, ""},
+		{`{"i":-4}`, ToolDecision{Index: -4}, ""},
+		{`{"i":4,"trust":null}`, ToolDecision{Index: 4}, ""},
+		{`{"i":4,"trust":true,"x":1}`, ToolDecision{}, `unknown field "x"`},
+		{`{"i":4,"trust":1}`, ToolDecision{}, "cannot unmarshal number"},
+		{`{"i":4.5}`, ToolDecision{}, "cannot unmarshal number 4.5"},
+		{`{"i":1e2}`, ToolDecision{}, "cannot unmarshal number 1e2"},
+		{`{"i":4,"trust":truex}`, ToolDecision{}, "invalid character"},
 	}
 	for _, tt := range tests {
 		var d ToolDecision

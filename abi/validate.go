@@ -77,3 +77,47 @@ func checkIndex(list string, j, i, last, n int) error {
 	}
 	return nil
 }
+
+// ValidateProjectBatchRequest checks that every item of req refers to a
+// settings object and a snapshot req has, and that each snapshot has either
+// no tool annotations or one per tool.
+func ValidateProjectBatchRequest(req *ProjectBatchRequest) error {
+	for j, s := range req.Snapshots {
+		if n := len(s.ToolAnnotations); n != 0 && n != len(s.Tools) {
+			return fmt.Errorf("project_batch: snapshots[%d]: %d toolAnnotations for %d tools", j, n, len(s.Tools))
+		}
+	}
+	for i, it := range req.Items {
+		switch {
+		case it.Settings < 0 || it.Settings >= len(req.Settings):
+			return fmt.Errorf("project_batch: items[%d]: settings index %d out of range [0,%d)", i, it.Settings, len(req.Settings))
+		case it.Snapshot < 0 || it.Snapshot >= len(req.Snapshots):
+			return fmt.Errorf("project_batch: items[%d]: snapshot index %d out of range [0,%d)", i, it.Snapshot, len(req.Snapshots))
+		}
+	}
+	return nil
+}
+
+// ValidateProjectBatch checks that resp is a well-formed answer to req (and
+// req itself, with [ValidateProjectBatchRequest]): one result per item, each
+// either a refusal with no projection member at all, or a projection that
+// [ValidateProject] accepts for the item's request.
+func ValidateProjectBatch(req *ProjectBatchRequest, resp *ProjectBatchResponse) error {
+	if err := ValidateProjectBatchRequest(req); err != nil {
+		return err
+	}
+	if len(resp.Results) != len(req.Items) {
+		return fmt.Errorf("project_batch: %d results for %d items", len(resp.Results), len(req.Items))
+	}
+	for i, r := range resp.Results {
+		switch {
+		case r.Error != "" && r.ProjectResponse != nil:
+			return fmt.Errorf("project_batch: results[%d]: both error and projection set", i)
+		case r.ProjectResponse != nil:
+			if err := ValidateProject(req.ItemRequest(i), r.ProjectResponse); err != nil {
+				return fmt.Errorf("project_batch: results[%d]: %w", i, err)
+			}
+		}
+	}
+	return nil
+}

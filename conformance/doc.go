@@ -42,6 +42,18 @@
 // that fails as a whole, times out or traps is not a refusal. A policy error
 // or even a panic in a Go policy fails the case; it never stops the run.
 //
+// When the policy is an [abi.BatchProjector] (metakey.Reference, or a
+// host.Plugin whose module exports project_batch), the project and reject
+// cases of each suite also go through one ProjectBatch call, all of them in
+// one batch, each settings object sent once. A case that passed otherwise
+// then fails, with a message starting "batch path (project_batch): ", when
+// its batched answer differs from the expected projection, refuses settings
+// a project case accepts, or accepts settings a reject case refuses. When
+// the batch fails as a whole, each of those cases is sent again alone: the
+// cases that fail alone fail, and if none does, every case of the batch
+// fails. A host.Plugin without project_batch is not checked this way, since
+// its batches are the very project calls the cases have already made.
+//
 // For project cases the runner also checks, on its own, that each projected
 // tool differs from its snapshot tool only by the two session flags
 // ([view.MetaTrust] and [view.MetaAlwaysLoad] in _meta), that projected

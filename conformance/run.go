@@ -101,7 +101,9 @@ func (r *Report) add(res Result) {
 
 // Run runs every case of suites against p and reports each one. It never
 // stops early: policy errors, timeouts, traps and panics fail the case at
-// hand. A cancelled ctx fails the cases that remain.
+// hand. A cancelled ctx fails the cases that remain. When p is an
+// abi.BatchProjector, the project and reject cases of each suite also go
+// through one ProjectBatch call (see the package documentation).
 func Run(ctx context.Context, p abi.Policy, suites []*Suite) *Report {
 	r := &Report{Results: []Result{}}
 	func() {
@@ -113,8 +115,9 @@ func Run(ctx context.Context, p abi.Policy, suites []*Suite) *Report {
 			r.add(fileResult(s))
 			continue
 		}
+		sb := newSuiteBatch(ctx, p, s.Cases)
 		for _, c := range s.Cases {
-			r.add(RunCase(ctx, p, s, c))
+			r.add(runCase(ctx, p, s, c, sb))
 		}
 	}
 	return r
@@ -128,8 +131,20 @@ func fileResult(s *Suite) Result {
 	return Result{File: s.File, Case: name, Kind: KindFile, Message: "not a valid suite file: " + s.Err.Error()}
 }
 
-// RunCase runs one case of suite s against p.
-func RunCase(ctx context.Context, p abi.Policy, s *Suite, c *Case) (res Result) {
+// RunCase runs one case of suite s against p. When p is an
+// abi.BatchProjector, a project or reject case also goes through
+// ProjectBatch, in a batch of its own.
+func RunCase(ctx context.Context, p abi.Policy, s *Suite, c *Case) Result {
+	var sb *suiteBatch
+	if c.Kind == KindProject || c.Kind == KindReject {
+		sb = newSuiteBatch(ctx, p, []*Case{c})
+	}
+	return runCase(ctx, p, s, c, sb)
+}
+
+// runCase runs one case, checking the answer sb holds for it (if any) once
+// the case has passed otherwise.
+func runCase(ctx context.Context, p abi.Policy, s *Suite, c *Case, sb *suiteBatch) (res Result) {
 	res = Result{File: s.File, Suite: s.Name, Case: c.Name, Kind: c.Kind}
 	defer func() {
 		if v := recover(); v != nil {
@@ -145,9 +160,13 @@ func RunCase(ctx context.Context, p abi.Policy, s *Suite, c *Case) (res Result) 
 	case KindDiffer:
 		f = runDiffer(ctx, p, c)
 	case KindProject:
-		f = runProject(ctx, p, c)
+		if f = runProject(ctx, p, c); f == nil {
+			f = sb.check(c)
+		}
 	case KindReject:
-		f = runReject(ctx, p, c)
+		if f = runReject(ctx, p, c); f == nil {
+			f = sb.check(c)
+		}
 	case KindMalformed:
 		f = &failure{msg: "malformed case: " + c.Err.Error()}
 	default:

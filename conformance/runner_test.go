@@ -634,3 +634,185 @@ func TestShowKey(t *testing.T) {
 	assert.Equal(t, `"a\nb"`, showKey("a\nb"))
 	assert.Equal(t, "\"a`b\"", showKey("a`b"))
 }
+
+// batchFake answers project and canonicalize calls as the reference does,
+// and project_batch calls through answer.
+type batchFake struct {
+	metakey.Reference
+	answer func(ctx context.Context, req *abi.ProjectBatchRequest) (*abi.ProjectBatchResponse, error)
+	calls  atomic.Int64
+}
+
+func (f *batchFake) ProjectBatch(ctx context.Context, req *abi.ProjectBatchRequest) (*abi.ProjectBatchResponse, error) {
+	f.calls.Add(1)
+	return f.answer(ctx, req)
+}
+
+// altered answers like the reference, then lets change alter each result
+// whose settings are s.
+func altered(change func(s string, r *abi.BatchResult)) func(context.Context, *abi.ProjectBatchRequest) (*abi.ProjectBatchResponse, error) {
+	return func(ctx context.Context, req *abi.ProjectBatchRequest) (*abi.ProjectBatchResponse, error) {
+		resp, err := metakey.Reference{}.ProjectBatch(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for i, it := range req.Items {
+			change(string(req.Settings[it.Settings]), &resp.Results[i])
+		}
+		return resp, nil
+	}
+}
+
+func TestRunBatchPath(t *testing.T) {
+	suites, err := Load("testdata/runner/mixed.json")
+	require.NoError(t, err)
+	const goodProject = `{"includeTools": ["read"], "trust": true}`
+	const goodReject = `{"trust": "false"}`
+
+	// Answers equal to the reference's: one batch call for the suite, and
+	// the report of the reference.
+	f := &batchFake{answer: altered(func(string, *abi.BatchResult) {})}
+	r := Run(t.Context(), f, suites)
+	assert.EqualValues(t, 1, f.calls.Load(), "one batch for the suite's project and reject cases")
+	assert.Equal(t, "7 passed, 9 failed", r.Summary())
+
+	f = &batchFake{answer: altered(func(s string, r *abi.BatchResult) {
+		if s == goodProject {
+			r.Tools[0].Trust = false
+		}
+	})}
+	r = Run(t.Context(), f, suites)
+	checkReport(t, r, map[string]caseOutcome{
+		"good project": {contains: []string{
+			`(project): batch path (project_batch): projection differs: want {"tools":[{"name":"read","trust":true,"alwaysLoad":false}],"prompts":["read"],"resources":["file:///a"]}; got {"tools":[{"name":"read","trust":false,"alwaysLoad":false}],"prompts":["read"],"resources":["file:///a"]}`,
+		}},
+		"missing project keys mean empty": {passed: true},
+		"good reject":                     {passed: true},
+	})
+
+	f = &batchFake{answer: altered(func(s string, r *abi.BatchResult) {
+		switch s {
+		case goodProject:
+			*r = abi.BatchResult{Error: "project: settings refused: no"}
+		case goodReject:
+			*r = abi.BatchResult{ProjectResponse: &abi.ProjectResponse{}}
+		}
+	})}
+	r = Run(t.Context(), f, suites)
+	checkReport(t, r, map[string]caseOutcome{
+		"good project":                    {contains: []string{`batch path (project_batch): the policy refused the settings: want {"tools":[{"name":"read"`, `got error "project: settings refused: no"`}},
+		"good reject":                     {contains: []string{`batch path (project_batch): the policy accepted settings it must refuse: want an error; got {"tools":[],"prompts":[],"resources":[]}`}},
+		"missing project keys mean empty": {passed: true},
+	})
+
+	// A whole-call failure that one case causes fails that case alone.
+	f = &batchFake{answer: func(ctx context.Context, req *abi.ProjectBatchRequest) (*abi.ProjectBatchResponse, error) {
+		for _, s := range req.Settings {
+			if string(s) == goodProject {
+				return nil, fmt.Errorf("plugin x: project_batch: %w: unreachable", host.ErrPluginTrap)
+			}
+		}
+		return metakey.Reference{}.ProjectBatch(ctx, req)
+	}}
+	r = Run(t.Context(), f, suites)
+	checkReport(t, r, map[string]caseOutcome{
+		"good project":                    {contains: []string{"batch path (project_batch): the call failed: plugin x: project_batch: plugin trapped: unreachable"}},
+		"missing project keys mean empty": {passed: true},
+		"good reject":                     {passed: true},
+	})
+	assert.EqualValues(t, 1+5, f.calls.Load(), "the suite's batch, then each of its five project and reject cases alone")
+
+	// A failure no case causes alone fails every case of the batch.
+	f = &batchFake{answer: func(ctx context.Context, req *abi.ProjectBatchRequest) (*abi.ProjectBatchResponse, error) {
+		if len(req.Items) > 1 {
+			return &abi.ProjectBatchResponse{}, nil
+		}
+		return metakey.Reference{}.ProjectBatch(ctx, req)
+	}}
+	r = Run(t.Context(), f, suites)
+	checkReport(t, r, map[string]caseOutcome{
+		"good project":                    {contains: []string{"batch path (project_batch): the batch of the suite's 5 project and reject cases failed, though each case passes alone: project_batch: 0 results for 5 items"}},
+		"missing project keys mean empty": {contains: []string{"each case passes alone"}},
+		"good reject":                     {contains: []string{"each case passes alone"}},
+		"good canonical":                  {passed: true},
+	})
+
+	f = &batchFake{answer: func(context.Context, *abi.ProjectBatchRequest) (*abi.ProjectBatchResponse, error) { panic("boom") }}
+	r = Run(t.Context(), f, suites)
+	checkReport(t, r, map[string]caseOutcome{
+		"good project": {contains: []string{"batch path (project_batch): the call failed: the policy panicked: boom"}},
+		"good reject":  {contains: []string{"the policy panicked: boom"}},
+	})
+
+	// RunCase and RunPolicyT take the batch path too.
+	f = &batchFake{answer: altered(func(s string, r *abi.BatchResult) {
+		if s == goodProject {
+			r.Prompts = nil
+		}
+	})}
+	var good *Case
+	for _, c := range suites[0].Cases {
+		if c.Name == "good project" {
+			good = c
+		}
+	}
+	res := RunCase(t.Context(), f, suites[0], good)
+	assert.False(t, res.Passed)
+	assert.Contains(t, res.String(), `batch path (project_batch): projection differs`)
+	assert.Contains(t, res.String(), `"prompts":[]`)
+	assert.EqualValues(t, 1, f.calls.Load())
+}
+
+// The child half of TestRunPolicyTBatchPath: a policy whose batches drop
+// every resource.
+func TestRunPolicyTBatchChild(t *testing.T) {
+	if os.Getenv("CONFORMANCE_BATCH_CHILD") != "1" {
+		t.Skip("run by TestRunPolicyTBatchPath")
+	}
+	f := &batchFake{answer: altered(func(_ string, r *abi.BatchResult) {
+		if r.ProjectResponse != nil {
+			r.Resources = nil
+		}
+	})}
+	RunPolicyT(t, f, "testdata/runner/mixed.json")
+}
+
+func TestRunPolicyTBatchPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the test binary again")
+	}
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run", "^TestRunPolicyTBatchChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "CONFORMANCE_BATCH_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "the child must fail:\n%s", out)
+	text := string(out)
+	for _, want := range []string{
+		"FAIL testdata/runner/mixed.json: good project (project): batch path (project_batch): projection differs",
+		"--- FAIL: TestRunPolicyTBatchChild/mixed.json/good_project ",
+		"--- PASS: TestRunPolicyTBatchChild/mixed.json/missing_project_keys_mean_empty ",
+		"--- PASS: TestRunPolicyTBatchChild/mixed.json/good_reject ",
+	} {
+		assert.Contains(t, text, want)
+	}
+}
+
+func TestBatchPathOnlyWithTheExport(t *testing.T) {
+	_, ok := batchProjector(metakey.Reference{})
+	assert.True(t, ok)
+	_, ok = batchProjector(&failing{})
+	assert.True(t, ok, "embedding the reference brings its ProjectBatch")
+	for _, tc := range []struct {
+		wasm string
+		want bool
+	}{
+		{"../testplugins/prefix-policy/prefix-policy.wasm", false},
+		{"../testplugins/wat/script.wasm", true},
+	} {
+		p, err := host.LoadFile(t.Context(), tc.wasm, host.Options{CacheDir: os.Getenv("WASMHOST_CACHE_DIR")})
+		require.NoError(t, err)
+		_, ok := batchProjector(p)
+		assert.Equal(t, tc.want, ok, tc.wasm)
+		require.NoError(t, p.Close(context.Background()))
+	}
+}

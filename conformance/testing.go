@@ -29,8 +29,8 @@ func RunT(t *testing.T, wasmPath string, paths ...string) {
 }
 
 // RunPolicyT runs the suites at paths against p, each file as a subtest of t
-// and each case as a subtest of its file. A path that cannot be read stops
-// the test with t.Fatal.
+// and each case as a subtest of its file, as [Run] does (batch path
+// included). A path that cannot be read stops the test with t.Fatal.
 func RunPolicyT(t *testing.T, p abi.Policy, paths ...string) {
 	t.Helper()
 	suites, err := Load(paths...)
@@ -43,9 +43,10 @@ func RunPolicyT(t *testing.T, p abi.Policy, paths ...string) {
 				t.Error(fileResult(s).String())
 				return
 			}
+			sb := newSuiteBatch(t.Context(), p, s.Cases)
 			for _, c := range s.Cases {
 				t.Run(c.Name, func(t *testing.T) {
-					if res := RunCase(t.Context(), p, s, c); !res.Passed {
+					if res := runCase(t.Context(), p, s, c, sb); !res.Passed {
 						t.Error(res.String())
 					}
 				})

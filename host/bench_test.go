@@ -136,3 +136,69 @@ func BenchmarkLoadWarmCache(b *testing.B) {
 		_ = p.Close(ctx)
 	}
 }
+
+// benchBatch is the reconcile shape BenchmarkProjectBatch measures: 2,000
+// items, every pair of 20 settings variants and 100 snapshots of 10 tools
+// (with two prompts and two resources each).
+func benchBatch() *abi.ProjectBatchRequest {
+	req := &abi.ProjectBatchRequest{}
+	for v := range 20 {
+		var s string
+		switch v % 4 {
+		case 0:
+			s = fmt.Sprintf(`{"trust":true,"n":%d}`, v)
+		case 1:
+			s = fmt.Sprintf(`{"excludeTools":["tool_%d","tool_%d"],"alwaysLoadTools":true}`, v%10, (v+3)%10)
+		case 2:
+			s = fmt.Sprintf(`{"includeTools":["tool_0","tool_%d(path)","tool_%d","p_0"],"trust":false}`, v%10, (v+5)%10)
+		default:
+			s = fmt.Sprintf(`{"command":"npx","args":["-y","server-%d"],"trust":true,"excludeTools":["tool_%d"]}`, v, v%10)
+		}
+		req.Settings = append(req.Settings, json.RawMessage(s))
+	}
+	for k := range 100 {
+		snap := abi.BatchSnapshot{
+			Prompts:   []string{"p_0", fmt.Sprintf("p_%d", k)},
+			Resources: []string{fmt.Sprintf("file:///s%d/a", k), fmt.Sprintf("file:///s%d/b", k)},
+		}
+		for i := range 10 {
+			snap.Tools = append(snap.Tools, fmt.Sprintf("tool_%d", i))
+		}
+		snap.Tools[9] = fmt.Sprintf("server_%d_tool", k)
+		req.Snapshots = append(req.Snapshots, snap)
+	}
+	for k := range req.Snapshots {
+		for s := range req.Settings {
+			req.Items = append(req.Items, abi.BatchItem{Settings: s, Snapshot: k})
+		}
+	}
+	return req
+}
+
+// BenchmarkProjectBatch projects the same 2,000 items with the default
+// plugin in one ProjectBatch (one project_batch call) and in 2,000 Project
+// calls; ns/item compares the two.
+func BenchmarkProjectBatch(b *testing.B) {
+	p := loadDefault(b, Options{})
+	ctx := context.Background()
+	req := benchBatch()
+	b.Run("batch", func(b *testing.B) {
+		for b.Loop() {
+			resp, err := p.ProjectBatch(ctx, req)
+			if err != nil || len(resp.Results) != len(req.Items) {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(req.Items)), "ns/item")
+	})
+	b.Run("single", func(b *testing.B) {
+		for b.Loop() {
+			for i := range req.Items {
+				if _, err := p.Project(ctx, req.ItemRequest(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(req.Items)), "ns/item")
+	})
+}

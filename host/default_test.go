@@ -30,6 +30,8 @@ func TestDefaultPluginLoad(t *testing.T) {
 	insp, err := inspect(context.Background(), policydefault.Wasm, Options{CacheDir: testCacheDir})
 	require.NoError(t, err)
 	assert.True(t, insp.Accepted, insp.Reason)
+	assert.Equal(t, []string{abi.ExportProjectBatch}, insp.OptionalExports)
+	assert.True(t, p.HasProjectBatch())
 	for _, imp := range insp.Imports {
 		assert.Contains(t, []string{moduleExtismEnv, moduleWASI}, imp.Module)
 	}

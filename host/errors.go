@@ -1,6 +1,10 @@
 package host
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/wasmhost/wasmhost/abi"
+)
 
 // Load refusals. Load, LoadFile, LoadDefault and Inspect wrap these; the
 // message names the plugin and the detail (digests, versions, imports,
@@ -22,8 +26,9 @@ var (
 	// other than abi.Version; the message names both versions.
 	ErrABIVersion = errors.New("unsupported ABI version")
 	// ErrMissingExport is returned when the module lacks one of the exports
-	// in abi.RequiredExports, or exports it with a signature other than
-	// () -> i32; the message names each of them.
+	// in abi.RequiredExports, or exports it, or one of the optional exports
+	// in abi.OptionalExports, with a signature other than () -> i32; the
+	// message names each of them.
 	ErrMissingExport = errors.New("missing required export")
 	// ErrUnknownImport is returned when the module imports something the
 	// host does not provide: any module other than "extism:host/env" and
@@ -32,9 +37,9 @@ var (
 	ErrUnknownImport = errors.New("unknown import")
 )
 
-// Call failures, returned by Plugin.Canonicalize and Plugin.Project (and
-// wrapped in ErrHandshake at load). Each message names the plugin and the
-// export.
+// Call failures, returned by Plugin.Canonicalize, Plugin.Project and
+// Plugin.ProjectBatch (and wrapped in ErrHandshake at load). Each message
+// names the plugin and the export.
 var (
 	// ErrPluginTimeout is returned when a call runs past the call timeout
 	// (Options.CallTimeout). The instance is discarded. When the caller's
@@ -48,14 +53,32 @@ var (
 	ErrPluginTrap = errors.New("plugin trapped")
 	// ErrBadOutput is returned when a call's output breaks ABI v1: more than
 	// abi.MaxOutputBytes, not a single JSON object of the export's output
-	// type, failing abi.ValidateCanonicalize or abi.ValidateProject, or a
-	// status and error message that disagree. The instance is discarded.
+	// type, failing abi.ValidateCanonicalize, abi.ValidateProject or
+	// abi.ValidateProjectBatch, or a status and error message that disagree.
+	// The instance is discarded.
 	ErrBadOutput = errors.New("plugin returned bad output")
 	// ErrPluginRefused is returned when the plugin refuses the input: a
 	// non-zero status with an Extism error message, which the error quotes.
-	// The instance stays in the pool.
-	ErrPluginRefused = errors.New("plugin refused the input")
+	// The instance stays in the pool. It wraps abi.ErrRefused, so that
+	// abi.ProjectAll and other callers holding an abi.Policy tell a refusal
+	// from a failure.
+	ErrPluginRefused error = pluginRefused{}
 	// ErrClosed is returned by calls made after Plugin.Close started, and by
 	// calls that Close terminated.
 	ErrClosed = errors.New("plugin is closed")
 )
+
+// pluginRefused is the type of ErrPluginRefused, which wraps abi.ErrRefused
+// under a message of its own.
+type pluginRefused struct{}
+
+func (pluginRefused) Error() string { return "plugin refused the input" }
+func (pluginRefused) Unwrap() error { return abi.ErrRefused }
+
+// A refusedError is the error of one call the plugin refused. It wraps
+// ErrPluginRefused and keeps the plugin's message as quoted (see
+// refusalText), which a per-item refusal of ProjectBatch reports alone.
+type refusedError struct{ msg string }
+
+func (e *refusedError) Error() string { return ErrPluginRefused.Error() + ": " + e.msg }
+func (e *refusedError) Unwrap() error { return ErrPluginRefused }

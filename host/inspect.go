@@ -17,6 +17,10 @@ type Inspection struct {
 	// when the bytes did not compile.
 	Imports []Import `json:"imports"`
 	Exports []Export `json:"exports"`
+	// OptionalExports names the optional ABI exports (abi.OptionalExports)
+	// the module has with the right type, e.g. "project_batch"; empty when
+	// it has none.
+	OptionalExports []string `json:"optionalExports"`
 	// Handshake is the decoded handshake output, when the handshake export
 	// could be called and returned a JSON object.
 	Handshake *abi.Handshake `json:"handshake,omitempty"`
@@ -47,6 +51,7 @@ func inspect(ctx context.Context, wasm []byte, opts Options) (*Inspection, error
 		_ = p.Close(context.Background())
 	}
 	insp.Imports, insp.Exports = nonNil(insp.Imports), nonNil(insp.Exports)
+	insp.OptionalExports = nonNil(insp.OptionalExports)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,7 +27,8 @@ const DefaultName = "embedded:policy-default"
 // bytes whose SHA-256 differs from opts.PinSHA256 (ErrDigestMismatch,
 // before compiling), bytes that are not a core wasm module (ErrNotWasm), a
 // module that does not compile, imports the sandbox lacks
-// (ErrUnknownImport), missing exports (ErrMissingExport), a failing or
+// (ErrUnknownImport), missing exports or an optional export of the wrong
+// type (ErrMissingExport), a failing or
 // malformed handshake (ErrHandshake) and an ABI version other than
 // abi.Version (ErrABIVersion). The instance that answered the handshake is
 // kept for the first call.
@@ -129,7 +131,17 @@ func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Ins
 	if err := checkImports(info.imports); err != nil {
 		return nil, fail("%w", err)
 	}
-	exportErr := checkExports(info.exports, abi.RequiredExports)
+	// An optional export the module has must have the type of the others.
+	optional := presentExports(info.exports, abi.OptionalExports)
+	exportErr := checkExports(info.exports, append(slices.Clone(abi.RequiredExports), optional...))
+	p.batch = slices.Contains(optional, abi.ExportProjectBatch)
+	if insp != nil {
+		for _, name := range optional {
+			if checkExports(info.exports, []string{name}) == nil {
+				insp.OptionalExports = append(insp.OptionalExports, name)
+			}
+		}
+	}
 	if exportErr != nil && (insp == nil || checkExports(info.exports, []string{abi.ExportHandshake}) != nil) {
 		return nil, fail("%w", exportErr)
 	}

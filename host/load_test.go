@@ -42,6 +42,8 @@ func TestLoadRefusals(t *testing.T) {
 			want: []error{ErrHandshake, ErrPluginTimeout}, msg: []string{"200ms"}},
 		{name: "missing exports", wat: "missing-exports", want: []error{ErrMissingExport}, msg: []string{"missing canonicalize, project"}},
 		{name: "no exports", wat: "tiny", want: []error{ErrMissingExport}, msg: []string{"missing handshake, canonicalize, project"}},
+		{name: "optional export of the wrong type", wat: "batch-type", want: []error{ErrMissingExport},
+			msg: []string{"project_batch has signature (i32) -> i32, want () -> i32"}},
 		{name: "unknown module", wat: "unknown-import", want: []error{ErrUnknownImport}, msg: []string{`module "env" function "now"`}},
 		{name: "unknown kernel function", wat: "unknown-env-func", want: []error{ErrUnknownImport},
 			msg: []string{`module "extism:host/env" function "teleport"`}},
@@ -183,6 +185,7 @@ func TestInspect(t *testing.T) {
 			assert.Contains(t, insp.Exports, Export{Name: name, Kind: "func", Signature: "() -> i32"})
 		}
 		assert.Contains(t, insp.Exports, Export{Name: "memory", Kind: "memory"})
+		assert.Equal(t, []string{abi.ExportProjectBatch}, insp.OptionalExports)
 		assert.Contains(t, insp.Imports, Import{Module: "extism:host/env", Name: "alloc", Kind: "func", Signature: "(i64) -> i64"})
 		assert.Contains(t, insp.Imports, Import{Module: "wasi_snapshot_preview1", Name: "proc_exit", Kind: "func", Signature: "(i32) -> ()"})
 	})
@@ -194,6 +197,24 @@ func TestInspect(t *testing.T) {
 		assert.Contains(t, insp.Reason, "ABI v2")
 		require.NotNil(t, insp.Handshake)
 		assert.Equal(t, 2, insp.Handshake.ABI)
+	})
+	t.Run("optional export of the wrong type", func(t *testing.T) {
+		insp, err := Inspect(ctx, watWasm(t, "batch-type"))
+		require.NoError(t, err)
+		assert.False(t, insp.Accepted)
+		assert.ErrorIs(t, insp.Err, ErrMissingExport)
+		assert.Contains(t, insp.Reason, "project_batch has signature (i32) -> i32")
+		assert.Empty(t, insp.OptionalExports, "only optional exports the host would call are listed")
+		assert.Contains(t, insp.Exports, Export{Name: abi.ExportProjectBatch, Kind: "func", Signature: "(i32) -> i32"})
+		require.NotNil(t, insp.Handshake)
+		assert.Equal(t, "wat-batch-type", insp.Handshake.Name)
+	})
+	t.Run("no optional export", func(t *testing.T) {
+		insp, err := Inspect(ctx, hostileWasm(t, "hostile"))
+		require.NoError(t, err)
+		assert.True(t, insp.Accepted, insp.Reason)
+		assert.NotNil(t, insp.OptionalExports)
+		assert.Empty(t, insp.OptionalExports)
 	})
 	t.Run("missing exports still shakes hands", func(t *testing.T) {
 		insp, err := Inspect(ctx, watWasm(t, "missing-exports"))

@@ -4,11 +4,12 @@
 //
 // Load checks a module before it runs anything else: the SHA-256 pin, the
 // wasm header, compilation, imports (only the Extism kernel and WASI) and
-// exports (handshake, canonicalize, project), then calls handshake and
-// refuses other ABI versions. A loaded Plugin keeps a bounded pool of
-// instances; each call runs on one instance under a memory cap and a
-// timeout, and an instance that timed out, trapped or produced bad output
-// is discarded. *Plugin implements abi.Policy.
+// exports (handshake, canonicalize, project, and the type of the optional
+// project_batch), then calls handshake and refuses other ABI versions. A
+// loaded Plugin keeps a bounded pool of instances; each call runs on one
+// instance under a memory cap and a timeout, and an instance that timed
+// out, trapped or produced bad output is discarded. *Plugin implements
+// abi.Policy and abi.BatchProjector.
 package host
 
 import (
@@ -51,6 +52,8 @@ type Plugin struct {
 	compiled  *extism.CompiledPlugin
 	cache     wazero.CompilationCache
 	memoLimit int
+	// batch is set when the module exports project_batch.
+	batch bool
 
 	// slots holds one token per instance in use (capacity MaxInstances).
 	slots chan struct{}
@@ -205,14 +208,25 @@ func cloneResult(r abi.CanonicalResult) abi.CanonicalResult {
 
 // Project asks the plugin what one session sees of a snapshot. The response
 // is checked with abi.ValidateProject; its lists are never nil. An empty
-// settings object (nil) is sent as null.
+// settings object (nil) is sent as null. A refusal of the settings is
+// ErrPluginRefused (which wraps abi.ErrRefused).
 func (p *Plugin) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.ProjectResponse, error) {
 	const export = abi.ExportProject
 	if req == nil {
 		return nil, p.errorf(export, "nil request")
 	}
+	resp, err := p.project(ctx, req)
+	if err != nil {
+		return nil, p.errorf(export, "%w", err)
+	}
+	return resp, nil
+}
+
+// project makes one project call. The error names neither the plugin nor
+// the export.
+func (p *Plugin) project(ctx context.Context, req *abi.ProjectRequest) (*abi.ProjectResponse, error) {
 	if n := len(req.ToolAnnotations); n != 0 && n != len(req.Tools) {
-		return nil, p.errorf(export, "request has %d toolAnnotations for %d tools", n, len(req.Tools))
+		return nil, fmt.Errorf("request has %d toolAnnotations for %d tools", n, len(req.Tools))
 	}
 	wire := *req
 	if len(wire.Settings) == 0 {
@@ -223,22 +237,27 @@ func (p *Plugin) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.Pro
 	wire.Resources = nonNil(wire.Resources)
 	in, err := json.Marshal(&wire)
 	if err != nil {
-		return nil, p.errorf(export, "encoding the request: %w", err)
+		return nil, fmt.Errorf("encoding the request: %w", err)
 	}
 	var resp abi.ProjectResponse
-	err = p.call(ctx, export, in, func(out []byte) error {
+	err = p.call(ctx, abi.ExportProject, in, func(out []byte) error {
 		if err := decodeStrict(out, &resp); err != nil {
 			return err
 		}
 		return abi.ValidateProject(req, &resp)
 	})
 	if err != nil {
-		return nil, p.errorf(export, "%w", err)
+		return nil, err
 	}
-	resp.Tools = nonNil(resp.Tools)
-	resp.Prompts = nonNil(resp.Prompts)
-	resp.Resources = nonNil(resp.Resources)
-	return &resp, nil
+	return nonNilResponse(&resp), nil
+}
+
+// nonNilResponse replaces the nil lists of r with empty ones.
+func nonNilResponse(r *abi.ProjectResponse) *abi.ProjectResponse {
+	r.Tools = nonNil(r.Tools)
+	r.Prompts = nonNil(r.Prompts)
+	r.Resources = nonNil(r.Resources)
+	return r
 }
 
 func nonNil[T any](s []T) []T {
@@ -450,7 +469,7 @@ func (p *Plugin) invoke(ctx context.Context, inst *instance, export string, inpu
 		if rc == 0 {
 			return nil, false, fmt.Errorf("%w: status 0 with an error message: %s", ErrBadOutput, refusalText(msg))
 		}
-		return nil, true, fmt.Errorf("%w: %s", ErrPluginRefused, refusalText(msg))
+		return nil, true, &refusedError{msg: refusalText(msg)}
 	case rc != 0:
 		return nil, false, fmt.Errorf("%w: status %d without an error message", ErrBadOutput, rc)
 	case len(out) > abi.MaxOutputBytes:

@@ -349,6 +349,18 @@ func checkImports(imports []Import) error {
 // exportSignature is the only signature the host calls an export with.
 const exportSignature = "() -> i32"
 
+// presentExports returns the names among names that exports has, of any
+// kind.
+func presentExports(exports []Export, names []string) []string {
+	var out []string
+	for _, name := range names {
+		if slices.ContainsFunc(exports, func(e Export) bool { return e.Name == name }) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // checkExports returns ErrMissingExport naming every required export that
 // is absent or not a () -> i32 function.
 func checkExports(exports []Export, required []string) error {

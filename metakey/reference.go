@@ -85,8 +85,8 @@ func (Reference) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest)
 // with trust true only when the canonical trust is true, and alwaysLoad the
 // canonical alwaysLoadTools), of the visible prompts, and of every resource,
 // all in request order. Lists are never nil. Settings that [ParseSettings]
-// refuses make Project fail with an error wrapping the *[SettingsError]; a
-// nil request or a done ctx fail too.
+// refuses make Project fail with an error wrapping both the *[SettingsError]
+// and [abi.ErrRefused]; a nil request or a done ctx fail too.
 func (Reference) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.ProjectResponse, error) {
 	if req == nil {
 		return nil, errors.New("metakey: project: nil request")
@@ -96,9 +96,73 @@ func (Reference) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.Pro
 	}
 	s, err := ParseSettings(req.Settings)
 	if err != nil {
-		return nil, fmt.Errorf("metakey: project: settings refused: %w", err)
+		return nil, fmt.Errorf("metakey: project: %w", refusal{err})
 	}
-	c := s.canonical(false)
+	resp := project(s.canonical(false), req)
+	if err := abi.ValidateProject(req, resp); err != nil {
+		return nil, fmt.Errorf("metakey: %w", err)
+	}
+	return resp, nil
+}
+
+// A refusal is the error of settings that Project refuses: it wraps the
+// *SettingsError and abi.ErrRefused.
+type refusal struct{ err error }
+
+func (r refusal) Error() string   { return "settings refused: " + r.err.Error() }
+func (r refusal) Unwrap() []error { return []error{r.err, abi.ErrRefused} }
+
+var _ abi.BatchProjector = Reference{}
+
+// ProjectBatch answers a project_batch call item by item, each as Project
+// answers it: the projection, or, for settings [ParseSettings] refuses, a
+// result whose Error is "project: settings refused: " and the
+// [SettingsError]'s message, what the default plugin's project export
+// refuses with. Each settings object is parsed once. The call fails as a
+// whole only for a nil or invalid request (see
+// [abi.ValidateProjectBatchRequest]) or a done ctx.
+func (Reference) ProjectBatch(ctx context.Context, req *abi.ProjectBatchRequest) (*abi.ProjectBatchResponse, error) {
+	if req == nil {
+		return nil, errors.New("metakey: project_batch: nil request")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("metakey: project_batch: %w", err)
+	}
+	if err := abi.ValidateProjectBatchRequest(req); err != nil {
+		return nil, fmt.Errorf("metakey: %w", err)
+	}
+	type parsed struct {
+		done bool
+		c    Canonical
+		err  string
+	}
+	settings := make([]parsed, len(req.Settings))
+	results := make([]abi.BatchResult, len(req.Items))
+	for i, it := range req.Items {
+		s := &settings[it.Settings]
+		if !s.done {
+			s.done = true
+			if ps, err := ParseSettings(req.Settings[it.Settings]); err != nil {
+				s.err = "project: settings refused: " + err.Error()
+			} else {
+				s.c = ps.canonical(false)
+			}
+		}
+		if s.err != "" {
+			results[i].Error = s.err
+			continue
+		}
+		results[i].ProjectResponse = project(s.c, req.ItemRequest(i))
+	}
+	resp := &abi.ProjectBatchResponse{Results: results}
+	if err := abi.ValidateProjectBatch(req, resp); err != nil {
+		return nil, fmt.Errorf("metakey: %w", err)
+	}
+	return resp, nil
+}
+
+// project applies c to the names of req.
+func project(c Canonical, req *abi.ProjectRequest) *abi.ProjectResponse {
 	f := newFilter(c)
 	trust := c.Trust != nil && *c.Trust
 	resp := &abi.ProjectResponse{
@@ -119,10 +183,7 @@ func (Reference) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.Pro
 	for i := range resp.Resources {
 		resp.Resources[i] = i
 	}
-	if err := abi.ValidateProject(req, resp); err != nil {
-		return nil, fmt.Errorf("metakey: %w", err)
-	}
-	return resp, nil
+	return resp
 }
 
 // setThreshold is the list length from which a filter looks names up in a

@@ -241,14 +241,61 @@ func TestReferenceProjectRefuses(t *testing.T) {
 			assert.Contains(t, err.Error(), "settings refused")
 			var se *SettingsError
 			assert.True(t, errors.As(err, &se), "error wraps *SettingsError: %v", err)
+			assert.ErrorIs(t, err, abi.ErrRefused, "a refusal, not a failure")
+			assert.Equal(t, "metakey: project: settings refused: "+se.Error(), err.Error())
 		})
 	}
 
 	_, err := Reference{}.Project(ctx, nil)
 	require.Error(t, err)
+	assert.NotErrorIs(t, err, abi.ErrRefused)
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	_, err = Reference{}.Project(cancelled, &abi.ProjectRequest{Settings: json.RawMessage(`{}`)})
+	require.ErrorIs(t, err, context.Canceled)
+	assert.NotErrorIs(t, err, abi.ErrRefused)
+}
+
+func TestReferenceProjectBatch(t *testing.T) {
+	ctx := context.Background()
+	req := &abi.ProjectBatchRequest{
+		Settings: rawList(`{"includeTools":["a","p"],"trust":true}`, `{"excludeTools":{}}`, `{}`, ``),
+		Snapshots: []abi.BatchSnapshot{
+			{Tools: []string{"a", "b"}, Prompts: []string{"p", "q"}, Resources: []string{"r"}},
+			{Tools: []string{"b", "", "a"}},
+		},
+		Items: []abi.BatchItem{{Settings: 0, Snapshot: 0}, {Settings: 0, Snapshot: 1}, {Settings: 1, Snapshot: 0}, {Settings: 2, Snapshot: 1}, {Settings: 3, Snapshot: 0}, {Settings: 1, Snapshot: 1}},
+	}
+	resp, err := Reference{}.ProjectBatch(ctx, req)
+	require.NoError(t, err)
+	require.NoError(t, abi.ValidateProjectBatch(req, resp))
+	require.Len(t, resp.Results, len(req.Items))
+	// Item by item, the same answer as Project: the projection, or
+	// Project's refusal without the "metakey: " of a Go error.
+	for i := range req.Items {
+		want, err := Reference{}.Project(ctx, req.ItemRequest(i))
+		got := resp.Results[i]
+		if err != nil {
+			assert.Equal(t, strings.TrimPrefix(err.Error(), "metakey: "), got.Error, "items[%d]", i)
+			assert.Nil(t, got.ProjectResponse, "items[%d]", i)
+			continue
+		}
+		assert.Empty(t, got.Error, "items[%d]", i)
+		assert.Equal(t, want, got.ProjectResponse, "items[%d]", i)
+	}
+	assert.Equal(t, &abi.ProjectResponse{
+		Tools: []abi.ToolDecision{{Index: 2, Trust: true}}, Prompts: []int{}, Resources: []int{},
+	}, resp.Results[1].ProjectResponse)
+	assert.Equal(t, "project: settings refused: excludeTools: expected an array of strings or null, got an object", resp.Results[2].Error)
+	assert.Equal(t, "project: settings refused: invalid JSON", resp.Results[4].Error[:len("project: settings refused: invalid JSON")])
+
+	_, err = Reference{}.ProjectBatch(ctx, nil)
+	require.Error(t, err)
+	_, err = Reference{}.ProjectBatch(ctx, &abi.ProjectBatchRequest{Items: []abi.BatchItem{{Settings: 0, Snapshot: 0}}})
+	assert.ErrorContains(t, err, "metakey: project_batch: items[0]: settings index 0 out of range [0,0)")
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = Reference{}.ProjectBatch(cancelled, req)
 	require.ErrorIs(t, err, context.Canceled)
 }
 

@@ -42,6 +42,7 @@ func runDigest(_ context.Context, args []string, s stdio) int {
 //	sha256: HEX
 //	size: N bytes
 //	handshake: NAME VERSION (abi N)[, wants W,...]   or   handshake: none
+//	optional exports: NAME,...   or   optional exports: none
 //	exports:
 //	  KIND NAME [SIGNATURE]
 //	imports:
@@ -100,6 +101,11 @@ func writeInspection(s stdio, file string, insp *host.Inspection) {
 		b.WriteByte('\n')
 	} else {
 		b.WriteString("handshake: none\n")
+	}
+	if len(insp.OptionalExports) > 0 {
+		fmt.Fprintf(&b, "optional exports: %s\n", strings.Join(insp.OptionalExports, ","))
+	} else {
+		b.WriteString("optional exports: none\n")
 	}
 	b.WriteString("exports:\n")
 	for _, e := range insp.Exports {

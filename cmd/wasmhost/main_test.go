@@ -347,8 +347,9 @@ func TestInspect(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.out+r.errOut)
 	assert.Contains(t, r.out, "file: "+wasm+"\n")
 	assert.Contains(t, r.out, "sha256: "+sha256Hex(policydefault.Wasm)+"\n")
-	assert.Contains(t, r.out, "handshake: policy-default 1.0.0 (abi 1)\n")
+	assert.Contains(t, r.out, "handshake: policy-default 1.0.0 (abi 1)\noptional exports: project_batch\n")
 	assert.Regexp(t, `(?m)^exports:\n(  .*\n)*  func canonicalize \(\) -> i32\n`, r.out)
+	assert.Regexp(t, `(?m)^exports:\n(  .*\n)*  func project_batch \(\) -> i32\n`, r.out)
 	assert.Regexp(t, `(?m)^imports:\n(  .*\n)*  func "extism:host/env" "input_length"`, r.out)
 	assert.True(t, strings.HasSuffix(r.out, "accepted: yes\n"), r.out)
 
@@ -358,10 +359,11 @@ func TestInspect(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.out), &insp))
 	assert.True(t, insp.Accepted)
 	assert.Equal(t, sha256Hex(policydefault.Wasm), insp.SHA256)
+	assert.Equal(t, []string{"project_batch"}, insp.OptionalExports)
 
 	r = runCLI(t, "", "inspect", notWasm(t))
 	assert.Equal(t, exitFail, r.code)
-	assert.Contains(t, r.out, "handshake: none\n")
+	assert.Contains(t, r.out, "handshake: none\noptional exports: none\n")
 	assert.Contains(t, r.out, "accepted: no: ")
 	assert.Contains(t, r.out, host.ErrNotWasm.Error())
 

@@ -5,8 +5,9 @@ package policydefault_test
 // The differential test: the embedded wasm default policy, run through the
 // real plugin runtime, against the native reference in package metakey.
 // Both must give byte-identical canonical forms and keys, the same
-// refusals with the same messages, and the same projections. The bounded
-// run below is part of make test; FuzzWasmAgainstReference explores
+// refusals with the same messages, and the same projections, through the
+// project export and through the batched project_batch export. The bounded
+// runs below are part of make test; FuzzWasmAgainstReference explores
 // further with go test -fuzz.
 
 import (
@@ -229,6 +230,81 @@ func TestWasmMatchesReference(t *testing.T) {
 	require.Greater(t, empty+projRefused, differentialRuns/10, "too few projections hiding everything")
 }
 
+// genBatch returns a project_batch request of about n items over a few
+// generated settings objects and snapshots.
+func genBatch(rng *rand.Rand, n int) *abi.ProjectBatchRequest {
+	req := &abi.ProjectBatchRequest{}
+	for range 1 + rng.Intn(n/4+1) {
+		req.Settings = append(req.Settings, genSettings(rng))
+	}
+	for range 1 + rng.Intn(n/8+1) {
+		p := genProject(rng)
+		req.Snapshots = append(req.Snapshots, abi.BatchSnapshot{Tools: p.Tools, Prompts: p.Prompts, Resources: p.Resources})
+	}
+	for range n {
+		req.Items = append(req.Items, abi.BatchItem{Settings: rng.Intn(len(req.Settings)), Snapshot: rng.Intn(len(req.Snapshots))})
+	}
+	return req
+}
+
+// roundTripBatch is roundTrip for a batch.
+func roundTripBatch(t testing.TB, req *abi.ProjectBatchRequest) *abi.ProjectBatchRequest {
+	b, err := json.Marshal(req)
+	require.NoError(t, err)
+	var out abi.ProjectBatchRequest
+	require.NoError(t, json.Unmarshal(b, &out))
+	return &out
+}
+
+// compareProjectBatch compares one batch through the project_batch export
+// with the reference's batch and with the wasm plugin's project export item
+// by item, and returns how many items were refused.
+func compareProjectBatch(t testing.TB, req *abi.ProjectBatchRequest) (refused int) {
+	t.Helper()
+	ctx := context.Background()
+	p := wasmPolicy(t)
+	got, err := p.ProjectBatch(ctx, req)
+	require.NoError(t, err)
+	want, err := metakey.Reference{}.ProjectBatch(ctx, roundTripBatch(t, req))
+	require.NoError(t, err)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("project_batch %s: (-reference +wasm)\n%s", mustJSON(t, req), diff)
+	}
+	for i, r := range got.Results {
+		single, err := p.Project(ctx, req.ItemRequest(i))
+		if r.Error != "" {
+			refused++
+			require.ErrorIs(t, err, host.ErrPluginRefused, "items[%d]: refused in a batch, not alone", i)
+			require.True(t, strings.HasSuffix(err.Error(), ": "+r.Error), "items[%d]: %q is not the message of %v", i, r.Error, err)
+			continue
+		}
+		require.NoError(t, err, "items[%d]", i)
+		if diff := cmp.Diff(single, r.ProjectResponse); diff != "" {
+			t.Fatalf("items[%d] of %s: (-project +project_batch)\n%s", i, mustJSON(t, req), diff)
+		}
+	}
+	return refused
+}
+
+func mustJSON(t testing.TB, v any) []byte {
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
+}
+
+func TestWasmBatchMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewSource(20261201))
+	var items, refused int
+	for items < differentialRuns {
+		req := genBatch(rng, 1+rng.Intn(400))
+		refused += compareProjectBatch(t, req)
+		items += len(req.Items)
+	}
+	t.Logf("project_batch: %d of %d items refused", refused, items)
+	require.Greater(t, refused, items/20, "too few refused items")
+	require.Less(t, refused, items*9/10, "too few projected items")
+}
+
 func FuzzWasmAgainstReference(f *testing.F) {
 	f.Add([]byte(`{}`), "read_file\x00b(x)\x00")
 	f.Add([]byte(`{"includeTools":["a(b)","a"],"excludeTools":["b"],"trust":true}`), "a\x00b\x00\x00")
@@ -240,9 +316,18 @@ func FuzzWasmAgainstReference(f *testing.F) {
 			return
 		}
 		compareCanonicalize(t, []json.RawMessage{settings})
-		compareProject(t, &abi.ProjectRequest{
+		req := &abi.ProjectRequest{
 			Settings: settings, Tools: strings.Split(tools, "\x00"),
 			Prompts: []string{}, Resources: []string{"file:///x"},
+		}
+		compareProject(t, req)
+		compareProjectBatch(t, &abi.ProjectBatchRequest{
+			Settings: []json.RawMessage{settings, json.RawMessage(`{"excludeTools":["a"]}`)},
+			Snapshots: []abi.BatchSnapshot{
+				{Tools: req.Tools, Prompts: req.Tools, Resources: req.Resources},
+				{Tools: []string{"a", "b"}, Prompts: []string{}, Resources: []string{}},
+			},
+			Items: []abi.BatchItem{{Settings: 0, Snapshot: 0}, {Settings: 1, Snapshot: 0}, {Settings: 0, Snapshot: 1}, {Settings: 1, Snapshot: 1}},
 		})
 	})
 }

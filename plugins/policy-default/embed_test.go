@@ -4,6 +4,7 @@ package policydefault
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,7 +15,7 @@ import (
 
 func TestWasmIsEmbedded(t *testing.T) {
 	require.True(t, bytes.HasPrefix(Wasm, []byte("\x00asm\x01\x00\x00\x00")), "not a wasm binary module")
-	for _, name := range abi.RequiredExports {
+	for _, name := range slices.Concat(abi.RequiredExports, abi.OptionalExports) {
 		assert.True(t, bytes.Contains(Wasm, []byte(name)), "no %q in the module", name)
 	}
 }

@@ -9,9 +9,10 @@
 //go:build wasip1
 
 // Command policy-default is the default wasmhost policy as an Extism plugin
-// speaking ABI v1. Each export is a thin wrapper: it reads the Extism input,
-// hands it to package internal/policy and writes the answer as the Extism
-// output, or sets the Extism error and returns 1.
+// speaking ABI v1, with the optional project_batch export. Each export is a
+// thin wrapper: it reads the Extism input, hands it to package
+// internal/policy and writes the answer as the Extism output (kernel.go), or
+// sets the Extism error and returns 1.
 package main
 
 import (
@@ -31,7 +32,7 @@ func main() {}
 
 //go:wasmexport handshake
 func handshake() int32 {
-	pdk.OutputString(handshakeJSON)
+	output([]byte(handshakeJSON))
 	return 0
 }
 
@@ -45,13 +46,18 @@ func project() int32 {
 	return answer(policy.Project)
 }
 
+//go:wasmexport project_batch
+func projectBatch() int32 {
+	return answer(policy.ProjectBatch)
+}
+
 // answer runs fn on the call's input and sets the call's output or error.
 func answer(fn func([]byte) ([]byte, error)) int32 {
-	out, err := fn(pdk.Input())
+	out, err := fn(input())
 	if err != nil {
 		pdk.SetErrorString(err.Error())
 		return 1
 	}
-	pdk.Output(out)
+	output(out)
 	return 0
 }

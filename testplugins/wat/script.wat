@@ -7,9 +7,14 @@
 ;;     test sends {"key":"a"} or {"error":"no"} and gets it back.
 ;;   - project answers the settings object itself, so a test sends the
 ;;     ProjectResponse it wants the plugin to return.
+;;   - project_batch answers {"results":[s0,s1,...]} for the input
+;;     {"settings":[s0,s1,...],...}: each settings object IS the result of
+;;     the item of the same position, so a test sends items [0,k],[1,k],...
+;;     with settings objects such as {"tools":[{"i":0}]} or {"error":"no"}.
 ;;
-;; Misbehaviour: when the first settings object (canonicalize) or the
-;; settings (project) is a JSON string, its first letter selects one:
+;; Misbehaviour: when the first settings object (canonicalize,
+;; project_batch) or the settings (project) is a JSON string, its first
+;; letter selects one:
 ;;   "L" loop forever             "T" trap (unreachable)
 ;;   "R" refuse (status 1 + error) "Z" status 1 without an error message
 ;;   "E" error message, status 0  "J" output that is not JSON
@@ -220,16 +225,12 @@
     (call $output_set (local.get $off) (i64.extend_i32_u (i32.sub (local.get $n) (i32.const 1))))
     (i32.const 0))
 
-  ;; Input: {"settings":S,"tools":...} (S starts at 12). Answers S.
-  (func (export "project") (result i32)
+  ;; $value_end returns the index just past the JSON array or object that
+  ;; starts at input[from].
+  (func $value_end (param $from i32) (result i32)
     (local $n i32) (local $i i32) (local $c i32) (local $depth i32) (local $str i32)
-    (local $r i32) (local $off i64)
     (local.set $n (i32.wrap_i64 (call $input_length)))
-    (if (i32.eq (call $in (i32.const 12)) (i32.const 0x22))
-      (then
-        (local.set $r (call $directive (call $in (i32.const 13))))
-        (if (i32.ge_s (local.get $r) (i32.const 0)) (then (return (local.get $r))))))
-    (local.set $i (i32.const 12))
+    (local.set $i (local.get $from))
     (block $end
       (loop $scan
         (br_if $end (i32.ge_u (local.get $i) (local.get $n)))
@@ -251,8 +252,37 @@
                 (local.set $depth (i32.sub (local.get $depth) (i32.const 1)))
                 (br_if $end (i32.eqz (local.get $depth)))))))
         (br $scan)))
+    (local.get $i))
+
+  ;; Input: {"settings":S,"tools":...} (S starts at 12). Answers S.
+  (func (export "project") (result i32)
+    (local $i i32) (local $r i32) (local $off i64)
+    (if (i32.eq (call $in (i32.const 12)) (i32.const 0x22))
+      (then
+        (local.set $r (call $directive (call $in (i32.const 13))))
+        (if (i32.ge_s (local.get $r) (i32.const 0)) (then (return (local.get $r))))))
+    (local.set $i (call $value_end (i32.const 12)))
     (local.set $off (call $alloc (i64.extend_i32_u (i32.sub (local.get $i) (i32.const 12)))))
     (call $copy_in (local.get $off) (i32.const 12) (local.get $i))
     (call $output_set (local.get $off) (i64.extend_i32_u (i32.sub (local.get $i) (i32.const 12))))
+    (i32.const 0))
+
+  ;; Input: {"settings":[...],"snapshots":...} (the array starts at 12).
+  ;; Answers {"results": + the settings array + }.
+  (func (export "project_batch") (result i32)
+    (local $i i32) (local $len i32) (local $r i32) (local $off i64)
+    (if (i32.eq (call $in (i32.const 13)) (i32.const 0x22))
+      (then
+        (local.set $r (call $directive (call $in (i32.const 14))))
+        (if (i32.ge_s (local.get $r) (i32.const 0)) (then (return (local.get $r))))))
+    (local.set $i (call $value_end (i32.const 12)))
+    ;; 11 bytes of {"results": + the array + one byte of }
+    (local.set $len (i32.add (i32.sub (local.get $i) (i32.const 12)) (i32.const 12)))
+    (local.set $off (call $alloc (i64.extend_i32_u (local.get $len))))
+    (call $copy_mem (local.get $off) (i32.const 64) (i32.const 11))
+    (call $copy_in (i64.add (local.get $off) (i64.const 11)) (i32.const 12) (local.get $i))
+    (call $store_u8 (i64.add (local.get $off) (i64.extend_i32_u (i32.sub (local.get $len) (i32.const 1))))
+      (i32.const 0x7d))
+    (call $output_set (local.get $off) (i64.extend_i32_u (local.get $len)))
     (i32.const 0))
 )

@@ -86,3 +86,40 @@ func BenchmarkProject1000(b *testing.B) {
 		}
 	}
 }
+
+// benchProjectBatchRequest is a project_batch request of 2,000 items: every
+// pair of 20 settings variants and 100 snapshots of 10 tools, the shape of
+// host.BenchmarkProjectBatch.
+func benchProjectBatchRequest() []byte {
+	var req abi.ProjectBatchRequest
+	for v := range 20 {
+		req.Settings = append(req.Settings, json.RawMessage(fmt.Sprintf(
+			`{"trust":%t,"alwaysLoadTools":%t,"excludeTools":["tool_%d"],"n":%d}`, v%2 == 0, v%3 == 0, v%10, v)))
+	}
+	for k := range 100 {
+		s := abi.BatchSnapshot{Prompts: []string{"p_0", fmt.Sprintf("p_%d", k)}, Resources: []string{"a", "b"}}
+		for i := range 10 {
+			s.Tools = append(s.Tools, fmt.Sprintf("tool_%d", i))
+		}
+		req.Snapshots = append(req.Snapshots, s)
+		for v := range req.Settings {
+			req.Items = append(req.Items, abi.BatchItem{Settings: v, Snapshot: k})
+		}
+	}
+	b, err := json.Marshal(&req)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func BenchmarkProjectBatch2000(b *testing.B) {
+	req := benchProjectBatchRequest()
+	b.SetBytes(int64(len(req)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ProjectBatch(req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

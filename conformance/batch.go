@@ -1,0 +1,227 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/host"
+	"github.com/wasmhost/wasmhost/view"
+)
+
+// batchPath starts the message of a case that failed on the batch path.
+const batchPath = "batch path (project_batch): "
+
+// batchProjector returns p as an abi.BatchProjector when its batch path is
+// worth checking: p implements it and is not a host.Plugin without the
+// project_batch export, whose batches are one project call per item, the
+// very calls a case has already checked.
+func batchProjector(p abi.Policy) (abi.BatchProjector, bool) {
+	bp, ok := p.(abi.BatchProjector)
+	if hp, isPlugin := p.(*host.Plugin); isPlugin && !hp.HasProjectBatch() {
+		return nil, false
+	}
+	return bp, ok
+}
+
+// A suiteBatch is the batch path's answer for the project and reject cases
+// of a suite: one ProjectBatch call for all of them, or, when that call
+// fails as a whole, one call for each case alone, to tell which case makes
+// it fail.
+type suiteBatch struct {
+	items map[*Case]*batchItem
+	// failed is why the batch of all cases failed when every case alone
+	// passed: then each case fails with it.
+	failed string
+}
+
+// A batchItem is one case's part of a batch and its outcome.
+type batchItem struct {
+	snap *abi.BatchSnapshot
+	// result is the case's answer; f is set instead when the batch the
+	// case was last sent in failed as a whole.
+	result abi.BatchResult
+	f      *failure
+}
+
+// newSuiteBatch sends the project and reject cases among cases through
+// p's batch path. It returns nil when p has no batch path to check.
+func newSuiteBatch(ctx context.Context, p abi.Policy, cases []*Case) *suiteBatch {
+	bp, ok := batchProjector(p)
+	if !ok {
+		return nil
+	}
+	sb := &suiteBatch{items: map[*Case]*batchItem{}}
+	var annotations bool
+	func() {
+		defer func() { _ = recover() }() // a panicking Handshake fails the cases, not the run
+		annotations = slices.Contains(p.Handshake().Wants, abi.WantToolAnnotations)
+	}()
+	var batch []*Case
+	for _, c := range cases {
+		var snap *abi.BatchSnapshot
+		switch c.Kind {
+		case KindProject:
+			vs, err := DecodeSnapshot(c.Snapshot)
+			if err != nil {
+				continue // the case fails on its own
+			}
+			if snap, err = batchSnapshot(vs, annotations); err != nil {
+				continue
+			}
+		case KindReject:
+			// The snapshot runReject projects.
+			snap = &abi.BatchSnapshot{Tools: []string{}, Prompts: []string{}, Resources: []string{}}
+		default:
+			continue
+		}
+		sb.items[c] = &batchItem{snap: snap}
+		batch = append(batch, c)
+	}
+	if len(batch) == 0 {
+		return sb
+	}
+	err := sb.send(ctx, bp, batch)
+	if err == nil || len(batch) == 1 {
+		return sb
+	}
+	// Find the cases that make the batch fail: each goes alone.
+	culprits := 0
+	for _, c := range batch {
+		if sb.send(ctx, bp, []*Case{c}) != nil {
+			culprits++
+		}
+	}
+	if culprits == 0 {
+		sb.failed = fmt.Sprintf("the batch of the suite's %d project and reject cases failed, though each case passes alone: %v", len(batch), err)
+	}
+	return sb
+}
+
+// batchSnapshot returns the names of snap, as view.Project sends them.
+func batchSnapshot(snap *view.Snapshot, annotations bool) (*abi.BatchSnapshot, error) {
+	s := &abi.BatchSnapshot{
+		Tools:     make([]string, len(snap.Tools)),
+		Prompts:   make([]string, len(snap.Prompts)),
+		Resources: make([]string, len(snap.Resources)),
+	}
+	for i, t := range snap.Tools {
+		s.Tools[i] = t.Name
+	}
+	for i, pr := range snap.Prompts {
+		s.Prompts[i] = pr.Name
+	}
+	for i, r := range snap.Resources {
+		s.Resources[i] = r.URI
+	}
+	if annotations {
+		s.ToolAnnotations = make([]json.RawMessage, len(snap.Tools))
+		for i, t := range snap.Tools {
+			b, err := json.Marshal(t.Annotations)
+			if err != nil {
+				return nil, fmt.Errorf("tools[%d] %q: marshal annotations: %w", i, t.Name, err)
+			}
+			s.ToolAnnotations[i] = b
+		}
+	}
+	return s, nil
+}
+
+// send makes one ProjectBatch call for cases, each settings object sent
+// once (by bytes), and records each case's outcome. It returns the error of
+// a call that failed as a whole.
+func (sb *suiteBatch) send(ctx context.Context, bp abi.BatchProjector, cases []*Case) (err error) {
+	req := &abi.ProjectBatchRequest{}
+	settingsAt := map[string]int{}
+	for j, c := range cases {
+		k, ok := settingsAt[string(c.Settings)]
+		if !ok {
+			k = len(req.Settings)
+			settingsAt[string(c.Settings)] = k
+			req.Settings = append(req.Settings, c.Settings)
+		}
+		req.Snapshots = append(req.Snapshots, *sb.items[c].snap)
+		req.Items = append(req.Items, abi.BatchItem{Settings: k, Snapshot: j})
+	}
+	var resp *abi.ProjectBatchResponse
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				err = fmt.Errorf("the policy panicked: %v", v)
+			}
+		}()
+		resp, err = bp.ProjectBatch(ctx, req)
+	}()
+	switch {
+	case err != nil:
+	case resp == nil:
+		err = errors.New("ProjectBatch returned no response")
+	default:
+		err = abi.ValidateProjectBatch(req, resp)
+	}
+	for j, c := range cases {
+		it := sb.items[c]
+		if err != nil {
+			it.f = fail(batchPath+"the call failed: %v", err)
+			continue
+		}
+		it.result, it.f = resp.Results[j], nil
+	}
+	return err
+}
+
+// check fails case c when its answer on the batch path differs from what
+// the case expects. A nil sb, or a case sb did not send, passes.
+func (sb *suiteBatch) check(c *Case) *failure {
+	if sb == nil {
+		return nil
+	}
+	it, ok := sb.items[c]
+	switch {
+	case !ok:
+		return nil
+	case sb.failed != "":
+		return fail("%s%s", batchPath, sb.failed)
+	case it.f != nil:
+		return it.f
+	}
+	r := it.result
+	if c.Kind == KindReject {
+		if r.Error == "" {
+			return fail(batchPath+"the policy accepted settings it must refuse").
+				wantGot("an error", summarizeResult(it.snap, r.ProjectResponse).String())
+		}
+		return nil
+	}
+	want := c.Project.String()
+	if r.Error != "" {
+		return fail(batchPath+"the policy refused the settings").wantGot(want, "error "+strconv.Quote(r.Error))
+	}
+	if got := summarizeResult(it.snap, r.ProjectResponse); !c.Project.equal(got) {
+		return fail(batchPath+"projection differs").wantGot(want, got.String())
+	}
+	return nil
+}
+
+// summarizeResult reduces a batch projection of snap (nil for an empty
+// one), already checked against snap, to its golden form.
+func summarizeResult(snap *abi.BatchSnapshot, r *abi.ProjectResponse) Projected {
+	out := Projected{}.normalized()
+	if r == nil {
+		return out
+	}
+	for _, d := range r.Tools {
+		out.Tools = append(out.Tools, ProjectedTool{Name: snap.Tools[d.Index], Trust: d.Trust, AlwaysLoad: d.AlwaysLoad})
+	}
+	for _, i := range r.Prompts {
+		out.Prompts = append(out.Prompts, snap.Prompts[i])
+	}
+	for _, i := range r.Resources {
+		out.Resources = append(out.Resources, snap.Resources[i])
+	}
+	return out
+}

@@ -1,0 +1,228 @@
+package host
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/wasmhost/wasmhost/abi"
+)
+
+// decodeBatchCompact decodes a project_batch output written in the compact
+// form (the default plugin's): no white space but at the end, each result
+// either {"error":"..."} with a string of printable ASCII whose only
+// escapes are \" and \\, or
+// a projection whose tools, prompts and resources lists come in that order
+// when present, indexes being at most nine digits without a leading zero and
+// tool decisions {"i":I} followed by ,"trust":B and ,"alwaysLoad":B when
+// present. For that form it gives exactly what decodeStrict gives, without
+// reflection, which for a batch of thousands of results is most of the
+// host's work. It reports false for any other output, which decodeStrict
+// then decodes, or refuses with its own message.
+func decodeBatchCompact(out []byte) ([]abi.BatchResult, bool) {
+	const head = `{"results":[`
+	if !bytes.HasPrefix(out, []byte(head)) {
+		return nil, false
+	}
+	i := len(head)
+	results := []abi.BatchResult{}
+	if i < len(out) && out[i] == ']' {
+		i++
+	} else {
+		for {
+			r, next, ok := compactResult(out, i)
+			if !ok || next >= len(out) {
+				return nil, false
+			}
+			results = append(results, r)
+			i = next + 1
+			if out[next] == ']' {
+				break
+			}
+			if out[next] != ',' {
+				return nil, false
+			}
+		}
+	}
+	if i >= len(out) || out[i] != '}' {
+		return nil, false
+	}
+	for _, c := range out[i+1:] {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return nil, false
+		}
+	}
+	return results, true
+}
+
+// The members of a compact projection, in the order they must come.
+var compactMembers = [3]string{`"tools":[`, `"prompts":[`, `"resources":[`}
+
+// compactResult decodes the compact result at out[i] and returns the index
+// just past it.
+func compactResult(out []byte, i int) (abi.BatchResult, int, bool) {
+	const errHead = `{"error":"`
+	if bytes.HasPrefix(out[i:], []byte(errHead)) {
+		start := i + len(errHead)
+		j, escaped := start, false
+		for j < len(out) && out[j] >= 0x20 && out[j] < 0x7f && out[j] != '"' {
+			if out[j] == '\\' {
+				if j+1 >= len(out) || (out[j+1] != '"' && out[j+1] != '\\') {
+					return abi.BatchResult{}, 0, false
+				}
+				escaped = true
+				j++
+			}
+			j++
+		}
+		if j+1 >= len(out) || out[j] != '"' || out[j+1] != '}' {
+			return abi.BatchResult{}, 0, false
+		}
+		msg := string(out[start:j])
+		if escaped {
+			msg = strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(msg)
+		}
+		return abi.BatchResult{Error: msg}, j + 2, true
+	}
+	if i >= len(out) || out[i] != '{' {
+		return abi.BatchResult{}, 0, false
+	}
+	i++
+	if i < len(out) && out[i] == '}' {
+		return abi.BatchResult{}, i + 1, true
+	}
+	pr := &abi.ProjectResponse{}
+	next := 0 // the first member that may still come
+	for {
+		m := next
+		for m < len(compactMembers) && !bytes.HasPrefix(out[i:], []byte(compactMembers[m])) {
+			m++
+		}
+		if m == len(compactMembers) {
+			return abi.BatchResult{}, 0, false
+		}
+		i += len(compactMembers[m])
+		next = m + 1
+		var ok bool
+		if m == 0 {
+			pr.Tools, i, ok = compactDecisions(out, i)
+		} else {
+			var list []int
+			list, i, ok = compactIndexes(out, i)
+			if m == 1 {
+				pr.Prompts = list
+			} else {
+				pr.Resources = list
+			}
+		}
+		if !ok || i >= len(out) {
+			return abi.BatchResult{}, 0, false
+		}
+		switch out[i] {
+		case '}':
+			return abi.BatchResult{ProjectResponse: pr}, i + 1, true
+		case ',':
+			i++
+		default:
+			return abi.BatchResult{}, 0, false
+		}
+	}
+}
+
+// compactIndexes decodes a list of indexes after its '[' at out[i] and
+// returns the index just past its ']'.
+func compactIndexes(out []byte, i int) ([]int, int, bool) {
+	list := []int{}
+	if i < len(out) && out[i] == ']' {
+		return list, i + 1, true
+	}
+	for {
+		v, next, ok := compactIndex(out, i)
+		if !ok || next >= len(out) {
+			return nil, 0, false
+		}
+		list = append(list, v)
+		switch out[next] {
+		case ']':
+			return list, next + 1, true
+		case ',':
+			i = next + 1
+		default:
+			return nil, 0, false
+		}
+	}
+}
+
+// compactDecisions decodes a list of tool decisions after its '[' at
+// out[i] and returns the index just past its ']'.
+func compactDecisions(out []byte, i int) ([]abi.ToolDecision, int, bool) {
+	const (
+		head   = `{"i":`
+		trust  = `,"trust":`
+		always = `,"alwaysLoad":`
+	)
+	list := []abi.ToolDecision{}
+	if i < len(out) && out[i] == ']' {
+		return list, i + 1, true
+	}
+	for {
+		if !bytes.HasPrefix(out[i:], []byte(head)) {
+			return nil, 0, false
+		}
+		v, next, ok := compactIndex(out, i+len(head))
+		if !ok {
+			return nil, 0, false
+		}
+		d := abi.ToolDecision{Index: v}
+		i = next
+		if bytes.HasPrefix(out[i:], []byte(trust)) {
+			if d.Trust, i, ok = compactBool(out, i+len(trust)); !ok {
+				return nil, 0, false
+			}
+		}
+		if bytes.HasPrefix(out[i:], []byte(always)) {
+			if d.AlwaysLoad, i, ok = compactBool(out, i+len(always)); !ok {
+				return nil, 0, false
+			}
+		}
+		if i+1 >= len(out) || out[i] != '}' {
+			return nil, 0, false
+		}
+		list = append(list, d)
+		switch out[i+1] {
+		case ']':
+			return list, i + 2, true
+		case ',':
+			i += 2
+		default:
+			return nil, 0, false
+		}
+	}
+}
+
+// compactIndex decodes an index of one to nine digits without a leading
+// zero at out[i] and returns the index just past it.
+func compactIndex(out []byte, i int) (int, int, bool) {
+	start, v := i, 0
+	for i < len(out) && out[i] >= '0' && out[i] <= '9' {
+		if i-start == 9 {
+			return 0, 0, false
+		}
+		v = v*10 + int(out[i]-'0')
+		i++
+	}
+	if n := i - start; n == 0 || (n > 1 && out[start] == '0') {
+		return 0, 0, false
+	}
+	return v, i, true
+}
+
+// compactBool decodes true or false at out[i].
+func compactBool(out []byte, i int) (bool, int, bool) {
+	switch {
+	case bytes.HasPrefix(out[i:], []byte("true")):
+		return true, i + 4, true
+	case bytes.HasPrefix(out[i:], []byte("false")):
+		return false, i + 5, true
+	}
+	return false, 0, false
+}
