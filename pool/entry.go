@@ -136,6 +136,10 @@ func (e *Entry) Snapshot() *view.Snapshot {
 	return e.snap
 }
 
+// Memo returns the memo through which the entry's views share projections
+// (see view.Prefill).
+func (e *Entry) Memo() *view.Memo { return e.memo }
+
 // Info describes the entry.
 func (e *Entry) Info() EntryInfo {
 	e.mu.Lock()

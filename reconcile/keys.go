@@ -104,3 +104,11 @@ func (m *keyMemo) warm(ctx context.Context, settings []json.RawMessage) {
 	}
 	_, _ = m.Canonicalize(ctx, &abi.CanonicalizeRequest{Settings: settings})
 }
+
+// lookup returns the remembered key of settings, if any.
+func (m *keyMemo) lookup(settings json.RawMessage) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key, ok := m.keys[string(settings)]
+	return key, ok
+}

@@ -221,6 +221,7 @@ func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, er
 		}
 	}
 	r.warmKeys(ctx, tasks)
+	r.prefill(ctx, tasks)
 	r.run(ctx, o, tasks)
 	if len(removed) > 0 {
 		r.smu.Lock()
@@ -257,13 +258,29 @@ func (r *Reconciler) SetPolicy(ctx context.Context, p abi.Policy) (Summary, erro
 		h               *pool.Handle
 	}
 	var hs []held
+	var rs []refresh
+	var settings []json.RawMessage
+	seen := make(map[string]bool)
 	for _, s := range r.sessions {
 		for server, b := range s.bindings {
 			if b.handle != nil {
 				hs = append(hs, held{s.name, server, b.handle})
+				st := b.handle.View().Settings()
+				rs = append(rs, refresh{b.handle, st})
+				if len(st) == 0 {
+					st = json.RawMessage("{}")
+				}
+				if !seen[string(st)] {
+					seen[string(st)] = true
+					settings = append(settings, st)
+				}
 			}
 		}
 	}
+	// Every view re-keys and re-projects under p: one canonicalize call for
+	// the distinct settings and batched projections, as in Apply.
+	keys.warm(ctx, settings)
+	r.prefillViews(ctx, keys, rs, false)
 	parallel(len(hs), func(i int) {
 		o.count(&o.sum.Refreshed)
 		if err := hs[i].h.View().SetPolicy(ctx, keys); err != nil {
@@ -478,6 +495,60 @@ func (r *Reconciler) warmKeys(ctx context.Context, tasks []task) {
 		}
 	}
 	r.viewPolicy().warm(ctx, settings)
+}
+
+// prefill computes in batched policy calls (view.Prefill) the projections
+// that the refreshes among tasks are about to ask their entries' memos for:
+// those of held handles keeping their live transport, whose settings' keys
+// warmKeys has just learnt and differ from their views' keys. Acquires and
+// anything prefill cannot foresee project as usual. r.mu is held.
+func (r *Reconciler) prefill(ctx context.Context, tasks []task) {
+	var rs []refresh
+	for _, t := range tasks {
+		if t.want == nil || t.force || t.cur == nil || t.cur.handle == nil {
+			continue
+		}
+		if h := t.cur.handle; h.Identity() == t.want.identity {
+			rs = append(rs, refresh{h, t.want.settings})
+		}
+	}
+	r.prefillViews(ctx, r.viewPolicy(), rs, true)
+}
+
+// A refresh is a held handle whose view is about to project with settings.
+type refresh struct {
+	h        *pool.Handle
+	settings json.RawMessage
+}
+
+// prefillViews fills the memos of the refreshed views' entries, in batched
+// calls, with the projections of their current snapshots under the keys
+// that keys remembers for the new settings. With onlyChanged, a view whose
+// key stays the same is left out (it will not re-project). r.mu is held.
+func (r *Reconciler) prefillViews(ctx context.Context, keys *keyMemo, rs []refresh, onlyChanged bool) {
+	bp, ok := keys.Policy.(abi.BatchProjector)
+	if !ok {
+		return
+	}
+	items := make([]view.PrefillItem, 0, len(rs))
+	for _, rf := range rs {
+		if rf.h.Released() {
+			continue
+		}
+		settings := rf.settings
+		if len(settings) == 0 {
+			settings = json.RawMessage("{}") // what a view sends for empty settings
+		}
+		key, ok := keys.lookup(settings)
+		if !ok || (onlyChanged && key == rf.h.View().Key()) {
+			continue // refused (the view reports it), or nothing to re-project
+		}
+		e := rf.h.Entry()
+		items = append(items, view.PrefillItem{Memo: e.Memo(), Key: key, Settings: settings, Snap: e.Snapshot()})
+	}
+	if err := view.Prefill(ctx, keys, bp, r.counters, items); err != nil {
+		r.log.Debug("batched projection failed; views project one by one", "err", err)
+	}
 }
 
 // Sessions returns the names of the sessions of the last applied config,

@@ -95,6 +95,41 @@ func (m *Memo) project(ctx context.Context, p abi.Policy, c *churn.Counters, key
 	return call.proj, call.err
 }
 
+// wants reports whether the memo would compute the projection of snap for
+// (p, key) if asked now: snap is not older than the memo's snapshot and no
+// call for (p, key) is remembered or in flight for it.
+func (m *Memo) wants(p abi.Policy, key string, snap *Snapshot) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.snap != snap {
+		return m.snap == nil || snap.Version >= m.snap.Version
+	}
+	_, ok := m.calls[memoKey{p, key}]
+	return !ok
+}
+
+// put remembers proj as the projection of snap for (p, key), as if a call
+// had computed it, unless snap is older than the memo's snapshot or the
+// memo already has a call for (p, key).
+func (m *Memo) put(p abi.Policy, key string, snap *Snapshot, proj *Projection) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.snap != snap {
+		if m.snap != nil && snap.Version < m.snap.Version {
+			return
+		}
+		m.snap = snap
+		clear(m.calls)
+	}
+	k := memoKey{p, key}
+	if _, ok := m.calls[k]; ok {
+		return
+	}
+	done := make(chan struct{})
+	close(done)
+	m.calls[k] = &memoCall{done: done, proj: proj}
+}
+
 // counted wraps a policy to count each call in PolicyCalls. It is built per
 // call so that the memo can key on the bare policy.
 type counted struct {

@@ -56,30 +56,16 @@ func Project(ctx context.Context, p abi.Policy, settings json.RawMessage, snap *
 	if snap == nil {
 		return &Projection{}, nil
 	}
+	names, err := snapshotNames(p, snap)
+	if err != nil {
+		return nil, err
+	}
 	req := &abi.ProjectRequest{
-		Settings:  settings,
-		Tools:     make([]string, len(snap.Tools)),
-		Prompts:   make([]string, len(snap.Prompts)),
-		Resources: make([]string, len(snap.Resources)),
-	}
-	for i, t := range snap.Tools {
-		req.Tools[i] = t.Name
-	}
-	for i, pr := range snap.Prompts {
-		req.Prompts[i] = pr.Name
-	}
-	for i, r := range snap.Resources {
-		req.Resources[i] = r.URI
-	}
-	if slices.Contains(p.Handshake().Wants, abi.WantToolAnnotations) {
-		req.ToolAnnotations = make([]json.RawMessage, len(snap.Tools))
-		for i, t := range snap.Tools {
-			b, err := json.Marshal(t.Annotations)
-			if err != nil {
-				return nil, fmt.Errorf("project: tools[%d] %q: marshal annotations: %w", i, t.Name, err)
-			}
-			req.ToolAnnotations[i] = b
-		}
+		Settings:        settings,
+		Tools:           names.Tools,
+		ToolAnnotations: names.ToolAnnotations,
+		Prompts:         names.Prompts,
+		Resources:       names.Resources,
 	}
 	resp, err := p.Project(ctx, req)
 	if err != nil {
@@ -91,6 +77,42 @@ func Project(ctx context.Context, p abi.Policy, settings json.RawMessage, snap *
 	if err := abi.ValidateProject(req, resp); err != nil {
 		return nil, err
 	}
+	return projection(snap, resp), nil
+}
+
+// snapshotNames lists what of snap crosses into the policy: names, and tool
+// annotations when the policy wants them.
+func snapshotNames(p abi.Policy, snap *Snapshot) (abi.BatchSnapshot, error) {
+	names := abi.BatchSnapshot{
+		Tools:     make([]string, len(snap.Tools)),
+		Prompts:   make([]string, len(snap.Prompts)),
+		Resources: make([]string, len(snap.Resources)),
+	}
+	for i, t := range snap.Tools {
+		names.Tools[i] = t.Name
+	}
+	for i, pr := range snap.Prompts {
+		names.Prompts[i] = pr.Name
+	}
+	for i, r := range snap.Resources {
+		names.Resources[i] = r.URI
+	}
+	if slices.Contains(p.Handshake().Wants, abi.WantToolAnnotations) {
+		names.ToolAnnotations = make([]json.RawMessage, len(snap.Tools))
+		for i, t := range snap.Tools {
+			b, err := json.Marshal(t.Annotations)
+			if err != nil {
+				return names, fmt.Errorf("project: tools[%d] %q: marshal annotations: %w", i, t.Name, err)
+			}
+			names.ToolAnnotations[i] = b
+		}
+	}
+	return names, nil
+}
+
+// projection applies a validated response to snap: the visible tools are
+// cloned with their session flags, prompts and resources are shared.
+func projection(snap *Snapshot, resp *abi.ProjectResponse) *Projection {
 	out := &Projection{
 		Tools:     make([]*mcp.Tool, len(resp.Tools)),
 		Prompts:   make([]*mcp.Prompt, len(resp.Prompts)),
@@ -105,7 +127,7 @@ func Project(ctx context.Context, p abi.Policy, settings json.RawMessage, snap *
 	for j, i := range resp.Resources {
 		out.Resources[j] = snap.Resources[i]
 	}
-	return out, nil
+	return out
 }
 
 // cloneTool copies t and its Meta map and sets the two session flags on the

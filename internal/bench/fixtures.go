@@ -135,7 +135,7 @@ func ProjectSettings(nTools int) json.RawMessage {
 // it by pointer: views share projections by policy identity.
 type CountingPolicy struct {
 	abi.Policy
-	canonicalize, project, settings atomic.Int64
+	canonicalize, project, settings, batches atomic.Int64
 }
 
 // Count wraps p.
@@ -156,24 +156,36 @@ func (c *CountingPolicy) Project(ctx context.Context, req *abi.ProjectRequest) (
 	return c.Policy.Project(ctx, req)
 }
 
+// ProjectBatch implements abi.BatchProjector, counting the call: one batch
+// call when the wrapped policy batches, one project call per item (through
+// c.Project) when it does not.
+func (c *CountingPolicy) ProjectBatch(ctx context.Context, req *abi.ProjectBatchRequest) (*abi.ProjectBatchResponse, error) {
+	bp, ok := c.Policy.(abi.BatchProjector)
+	if !ok {
+		return abi.ProjectAll(ctx, struct{ abi.Policy }{c}, req)
+	}
+	c.batches.Add(1)
+	return bp.ProjectBatch(ctx, req)
+}
+
 // PolicyCalls is a reading of a CountingPolicy.
 type PolicyCalls struct {
-	// Canonicalize and Project count calls; Settings counts the settings
-	// objects the canonicalize calls carried.
-	Canonicalize, Project, Settings int64
+	// Canonicalize, Project and ProjectBatch count calls; Settings counts
+	// the settings objects the canonicalize calls carried.
+	Canonicalize, Project, ProjectBatch, Settings int64
 }
 
 // Calls returns the calls counted so far.
 func (c *CountingPolicy) Calls() PolicyCalls {
-	return PolicyCalls{Canonicalize: c.canonicalize.Load(), Project: c.project.Load(), Settings: c.settings.Load()}
+	return PolicyCalls{Canonicalize: c.canonicalize.Load(), Project: c.project.Load(), ProjectBatch: c.batches.Load(), Settings: c.settings.Load()}
 }
 
-// Total returns Canonicalize+Project.
-func (p PolicyCalls) Total() int64 { return p.Canonicalize + p.Project }
+// Total returns the calls of every kind.
+func (p PolicyCalls) Total() int64 { return p.Canonicalize + p.Project + p.ProjectBatch }
 
 // Sub returns p minus earlier.
 func (p PolicyCalls) Sub(earlier PolicyCalls) PolicyCalls {
-	return PolicyCalls{p.Canonicalize - earlier.Canonicalize, p.Project - earlier.Project, p.Settings - earlier.Settings}
+	return PolicyCalls{p.Canonicalize - earlier.Canonicalize, p.Project - earlier.Project, p.ProjectBatch - earlier.ProjectBatch, p.Settings - earlier.Settings}
 }
 
 // A Registry is a minimal in-memory view.Registry: the registrations of one

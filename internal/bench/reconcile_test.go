@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/session"
 	"github.com/wasmhost/wasmhost/view"
 )
@@ -73,6 +74,7 @@ func BenchmarkReconcileMetadata(b *testing.B) {
 				c1 := counting.Calls().Sub(c0)
 				calls.Canonicalize += c1.Canonicalize
 				calls.Project += c1.Project
+				calls.ProjectBatch += c1.ProjectBatch
 				ops += w.RegistryOps() - o0
 				b.StartTimer()
 			}
@@ -85,8 +87,9 @@ func BenchmarkReconcileMetadata(b *testing.B) {
 // TestReconcileMetadataPluginCalls checks what BenchmarkReconcileMetadata
 // relies on, on a smaller daemon: a metadata change touching every view
 // calls the policy at most once per distinct settings object plus once per
-// distinct (key, snapshot) pair, whatever the number of views; and every
-// view ends up with the new projection.
+// distinct (key, snapshot) pair, whatever the number of views (in fact once
+// to canonicalize and a few times to project every pair in batches); and
+// every view ends up with the new projection.
 func TestReconcileMetadataPluginCalls(t *testing.T) {
 	topo := Topology{Sessions: 60, Servers: 8, ToolsPerServer: 10}
 	for _, np := range policies(t) {
@@ -106,7 +109,11 @@ func TestReconcileMetadataPluginCalls(t *testing.T) {
 				t.Logf("generation %d: %+v, registry ops %d", gen, calls, w.RegistryOps()-ops)
 				require.LessOrEqual(t, calls.Total(), distinctSettings+pairs,
 					"plugin calls for %d views, %d distinct settings, %d (key, snapshot) pairs", topo.Views(), distinctSettings, pairs)
-				require.Equal(t, pairs, calls.Project, "one projection per (key, snapshot)")
+				// Both policies batch: the pairs are projected in at most
+				// one batch call per worker, none one by one.
+				require.Zero(t, calls.Project, "projections made one by one")
+				require.Positive(t, calls.ProjectBatch)
+				require.LessOrEqual(t, calls.ProjectBatch, int64(runtime.GOMAXPROCS(0)))
 				require.Positive(t, w.RegistryOps()-ops)
 				for s := range topo.Sessions {
 					reg := w.Registry(SessionName(s)).(*Registry)
@@ -206,6 +213,26 @@ func TestEquivalentReloadNoChurn(t *testing.T) {
 		require.Equal(t, before, changes(), "endpoint registrations (each change is a list_changed)")
 		t.Logf("form %d: policy calls %+v", form, counting.Calls().Sub(c0))
 	}
+}
+
+// TestSetPolicyPluginCalls: swapping the policy re-keys and re-projects
+// every view with the new one in one canonicalize call and a few batched
+// project calls, not one call per view or per (key, snapshot) pair.
+func TestSetPolicyPluginCalls(t *testing.T) {
+	topo := Topology{Sessions: 30, Servers: 8, ToolsPerServer: 10}
+	w := NewWorld(topo, Count(metakey.Reference{}), WorldOptions{})
+	defer func() { require.NoError(t, w.Close()) }()
+	mustApply(t, w, variantConfig(t, topo, nextGeneration(), 0))
+	next := Count(wasmPolicy(t))
+	sum, err := w.Rec.SetPolicy(context.Background(), next)
+	require.NoError(t, err)
+	require.Equal(t, topo.Views(), sum.Refreshed)
+	calls := next.Calls()
+	t.Logf("policy swap over %d views: %+v", topo.Views(), calls)
+	require.Equal(t, int64(1), calls.Canonicalize)
+	require.Zero(t, calls.Project, "projections made one by one")
+	require.LessOrEqual(t, calls.ProjectBatch, int64(runtime.GOMAXPROCS(0)))
+	require.Positive(t, w.RegistryOps())
 }
 
 // scalingSizes are the session counts of BenchmarkReconcileScaling: with
