@@ -27,9 +27,25 @@
 // Identities are compared as captured by the entry when it was created,
 // never by the entry's lifecycle id (an unpooled entry's id is
 // "NAME::unpooled-N", which never equals a fingerprint), and never by
-// comparing config references: the desired side is computed afresh from the
-// config's current contents on every call, so a config mutated in place is
-// seen as changed where it did change.
+// comparing config references: the desired side is compared by contents,
+// against private copies, so a config mutated in place is seen as changed
+// where it did change.
+//
+// # A reload's cost follows what changed
+//
+// Apply keeps a private copy of what each session contributes (its server
+// list and overrides) and of what each server contributes (transport
+// identity, settings, Disabled). A session whose copy still matches keeps
+// its desired bindings from the last Apply, rebuilt only for servers whose
+// input changed. While nothing may have broken since the last Apply began
+// (no view failed closed and no entry turned terminal, as counted by
+// churn.Counters.Failures, and no reconciling call recorded an error), such
+// a session's bindings are known healthy and get no work at all; otherwise
+// each binding is checked, so a failure in the background is still repaired
+// by the next reload. Bindings that do change are refreshed together: the
+// distinct settings are canonicalized in one policy call, and the
+// projections the refreshed views will need are computed in batched
+// project_batch calls ([view.Prefill]) before the views ask for them.
 //
 // Apply keeps going when one binding fails: its error is recorded in the
 // [Summary] (naming session and server) and in [Reconciler.State]; a failed
@@ -60,7 +76,8 @@
 // restarts every entry held for a server ([pool.Entry.Restart]): handles
 // and views stay, the restart's fan-out replays the rediscovered snapshot.
 // [Reconciler.SetPolicy] re-keys every view with a new policy at once
-// ([view.View.SetPolicy]); no transport is touched.
+// ([view.View.SetPolicy]), with one canonicalize call and batched
+// projections; no transport is touched.
 //
 // # Legacy single-session mode
 //
