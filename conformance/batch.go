@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -70,9 +69,11 @@ func newSuiteBatch(ctx context.Context, p abi.Policy, cases []*Case) *suiteBatch
 			if err != nil {
 				continue // the case fails on its own
 			}
-			if snap, err = batchSnapshot(vs, annotations); err != nil {
+			names, err := view.SnapshotNames(vs, annotations)
+			if err != nil {
 				continue
 			}
+			snap = &names
 		case KindReject:
 			// The snapshot runReject projects.
 			snap = &abi.BatchSnapshot{Tools: []string{}, Prompts: []string{}, Resources: []string{}}
@@ -100,35 +101,6 @@ func newSuiteBatch(ctx context.Context, p abi.Policy, cases []*Case) *suiteBatch
 		sb.failed = fmt.Sprintf("the batch of the suite's %d project and reject cases failed, though each case passes alone: %v", len(batch), err)
 	}
 	return sb
-}
-
-// batchSnapshot returns the names of snap, as view.Project sends them.
-func batchSnapshot(snap *view.Snapshot, annotations bool) (*abi.BatchSnapshot, error) {
-	s := &abi.BatchSnapshot{
-		Tools:     make([]string, len(snap.Tools)),
-		Prompts:   make([]string, len(snap.Prompts)),
-		Resources: make([]string, len(snap.Resources)),
-	}
-	for i, t := range snap.Tools {
-		s.Tools[i] = t.Name
-	}
-	for i, pr := range snap.Prompts {
-		s.Prompts[i] = pr.Name
-	}
-	for i, r := range snap.Resources {
-		s.Resources[i] = r.URI
-	}
-	if annotations {
-		s.ToolAnnotations = make([]json.RawMessage, len(snap.Tools))
-		for i, t := range snap.Tools {
-			b, err := json.Marshal(t.Annotations)
-			if err != nil {
-				return nil, fmt.Errorf("tools[%d] %q: marshal annotations: %w", i, t.Name, err)
-			}
-			s.ToolAnnotations[i] = b
-		}
-	}
-	return s, nil
 }
 
 // send makes one ProjectBatch call for cases, each settings object sent

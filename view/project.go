@@ -80,9 +80,16 @@ func Project(ctx context.Context, p abi.Policy, settings json.RawMessage, snap *
 	return projection(snap, resp), nil
 }
 
-// snapshotNames lists what of snap crosses into the policy: names, and tool
-// annotations when the policy wants them.
+// snapshotNames lists what of snap crosses into the policy p.
 func snapshotNames(p abi.Policy, snap *Snapshot) (abi.BatchSnapshot, error) {
+	return SnapshotNames(snap, slices.Contains(p.Handshake().Wants, abi.WantToolAnnotations))
+}
+
+// SnapshotNames returns what of snap crosses into a policy: the names of its
+// tools and prompts, the URIs of its resources, and, with annotations (the
+// policy's handshake wants [abi.WantToolAnnotations]), each tool's
+// annotations as JSON. Schemas and descriptions never cross.
+func SnapshotNames(snap *Snapshot, annotations bool) (abi.BatchSnapshot, error) {
 	names := abi.BatchSnapshot{
 		Tools:     make([]string, len(snap.Tools)),
 		Prompts:   make([]string, len(snap.Prompts)),
@@ -97,7 +104,7 @@ func snapshotNames(p abi.Policy, snap *Snapshot) (abi.BatchSnapshot, error) {
 	for i, r := range snap.Resources {
 		names.Resources[i] = r.URI
 	}
-	if slices.Contains(p.Handshake().Wants, abi.WantToolAnnotations) {
+	if annotations {
 		names.ToolAnnotations = make([]json.RawMessage, len(snap.Tools))
 		for i, t := range snap.Tools {
 			b, err := json.Marshal(t.Annotations)

@@ -157,19 +157,20 @@ func render(m machine, r *results, rounds int, rawPath string) string {
 			s("| %s | %s | %s | %s |\n", v, r.durOf(n), bytesOf(r, n, "in-bytes"), bytesOf(r, n, "out-bytes"))
 		}
 		s("| native (`BenchmarkCanonicalize1000/native`) | %s | | |\n\n", r.durOf("BenchmarkCanonicalize1000/native"))
-		s("What limits it: the guest copies its %s of input in and %s of output out through the Extism kernel eight bytes at a time, "+
-			"each eight bytes a call from wasm into a Go host function (`input_load_u64`, `store_u64`: two context lookups and a memory lookup each) "+
-			"and, under `CloseOnContextDone`, each turn of the copy loop an exit to Go to check whether the module was closed: "+
-			"about %.0f host calls and as many loop checks per batch before any policy work. "+
-			"The termination checks alone (extism against extism-noclose) account for %s. "+
-			"The host's own JSON encoding, validation and memo (host against extism) add %s. "+
+		s("What limits it: wazero's `CloseOnContextDone`, which lets the host stop a runaway plugin, makes every wasm loop header call out to Go to check whether the module was closed, "+
+			"and Go's wasm code generator compiles each Go function into one wasm loop whose head dispatches its jumps: in a Go guest, every function entry and every taken jump is an exit to Go. "+
+			"The termination checks alone (extism against extism-noclose) account for %[3]s. "+
+			"On top of that, the guest copies its %[1]s of input in and %[2]s of output out through the Extism kernel eight bytes per host call "+
+			"(`input_load_u64`, `store_u64`, about %.0[5]f calls; the default plugin unrolls them 64 bytes per loop turn so that the copy costs an eighth as many checks). "+
+			"The host's own JSON encoding, validation and memo (host against extism) add %[4]s. "+
 			"The plugin's policy code itself, built natively, runs in about the time of the native reference (`BenchmarkCanonicalize1000` in plugins/policy-default/internal/policy). "+
 			"`CloseOnContextDone`, the memory cap and the timeout are the sandbox and stay; the batch is already one call. "+
+			"Reaching 10x would take a guest language whose wasm has loops only where the source has them. "+
 			"In practice a reload canonicalizes only the distinct settings it has not seen, in one call (see d).\n\n",
 			bytesOf(r, "BenchmarkPolicyCallCost/canonicalize1000/extism", "in-bytes"), bytesOf(r, "BenchmarkPolicyCallCost/canonicalize1000/extism", "out-bytes"),
-			(r.num("BenchmarkPolicyCallCost/canonicalize1000/extism", "in-bytes")+r.num("BenchmarkPolicyCallCost/canonicalize1000/extism", "out-bytes"))/8,
 			diff(r, "BenchmarkPolicyCallCost/canonicalize1000/extism", "BenchmarkPolicyCallCost/canonicalize1000/extism-noclose"),
-			diff(r, "BenchmarkPolicyCallCost/canonicalize1000/host", "BenchmarkPolicyCallCost/canonicalize1000/extism"))
+			diff(r, "BenchmarkPolicyCallCost/canonicalize1000/host", "BenchmarkPolicyCallCost/canonicalize1000/extism"),
+			(r.num("BenchmarkPolicyCallCost/canonicalize1000/extism", "in-bytes")+r.num("BenchmarkPolicyCallCost/canonicalize1000/extism", "out-bytes"))/8)
 	}
 
 	// c. Project 1,000 tools.
@@ -185,8 +186,10 @@ func render(m machine, r *results, rounds int, rawPath string) string {
 			n := "BenchmarkPolicyCallCost/project1000/" + v
 			s("| %s | %s | %s | %s |\n", v, r.durOf(n), bytesOf(r, n, "in-bytes"), bytesOf(r, n, "out-bytes"))
 		}
-		s("\nWhat limits it: as in b, the guest's eight-bytes-at-a-time input and output copying through Go host functions and the loop checks of `CloseOnContextDone` "+
-			"(extism against extism-noclose: %s); the host's share (host against extism) is %s.\n\n",
+		s("\nWhat limits it: as in b, the termination checks `CloseOnContextDone` puts at every loop header, which a Go guest passes at every function entry and taken jump, "+
+			"and the Extism kernel's eight bytes per host call for input and output "+
+			"(extism against extism-noclose: %s); the host's share (host against extism) is %s. "+
+			"A single project call does not gain from `project_batch`, whose guest code is arranged for many small items.\n\n",
 			diff(r, "BenchmarkPolicyCallCost/project1000/extism", "BenchmarkPolicyCallCost/project1000/extism-noclose"),
 			diff(r, "BenchmarkPolicyCallCost/project1000/host", "BenchmarkPolicyCallCost/project1000/extism"))
 	}
