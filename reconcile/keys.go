@@ -95,14 +95,22 @@ func (m *keyMemo) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest
 	return &abi.CanonicalizeResponse{Results: results}, nil
 }
 
-// warm canonicalizes, in one call, those of settings the memo lacks. A
-// failure is not reported: each view's own call then reaches the policy and
-// records the failure where it belongs.
+// warm canonicalizes, in one call, the distinct settings (settings may
+// repeat) that the memo lacks. A failure is not reported: each view's own
+// call then reaches the policy and records the failure where it belongs.
 func (m *keyMemo) warm(ctx context.Context, settings []json.RawMessage) {
-	if len(settings) == 0 {
+	seen := make(map[string]bool)
+	var distinct []json.RawMessage
+	for _, s := range settings {
+		if !seen[string(s)] {
+			seen[string(s)] = true
+			distinct = append(distinct, s)
+		}
+	}
+	if len(distinct) == 0 {
 		return
 	}
-	_, _ = m.Canonicalize(ctx, &abi.CanonicalizeRequest{Settings: settings})
+	_, _ = m.Canonicalize(ctx, &abi.CanonicalizeRequest{Settings: distinct})
 }
 
 // lookup returns the remembered key of settings, if any.

@@ -242,7 +242,7 @@ func (l *Legacy) Restart(ctx context.Context, server string) error {
 // policy.
 func (l *Legacy) newWant(ctx context.Context, policy abi.Policy, spec pool.Spec, settings json.RawMessage) *legacyWant {
 	w := &legacyWant{spec: spec, settings: slices.Clone(settings)}
-	key, err := view.CanonicalKey(ctx, countedPolicy{policy, l.counters}, settings)
+	key, err := view.CanonicalKey(ctx, view.Counted(policy, l.counters), settings)
 	if err != nil {
 		w.keyErr = fmt.Errorf("metadata key: %w", err)
 	} else {
@@ -625,15 +625,4 @@ func (c *legacyConn) refreshLoop() {
 		}
 		cancel()
 	}
-}
-
-// countedPolicy counts each call of a policy in PolicyCalls.
-type countedPolicy struct {
-	abi.Policy
-	c *churn.Counters
-}
-
-func (p countedPolicy) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
-	p.c.PolicyCalls.Add(1)
-	return p.Policy.Canonicalize(ctx, req)
 }

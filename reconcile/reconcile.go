@@ -103,6 +103,8 @@ type Reconciler struct {
 type want struct {
 	spec     pool.Spec
 	identity string
+	// settings is a JSON object, never empty (config.Settings.JSON), so it
+	// is what the view sends to the policy, byte for byte.
 	settings json.RawMessage
 	disabled bool // overlays only: the overlay disables the server
 	overlay  bool
@@ -253,38 +255,27 @@ func (r *Reconciler) SetPolicy(ctx context.Context, p abi.Policy) (Summary, erro
 	r.policy = p
 	r.keys = keys
 	r.smu.Unlock()
-	type held struct {
-		session, server string
-		h               *pool.Handle
-	}
-	var hs []held
 	var rs []refresh
-	var settings []json.RawMessage
-	seen := make(map[string]bool)
 	for _, s := range r.sessions {
-		for server, b := range s.bindings {
+		for _, b := range s.bindings {
 			if b.handle != nil {
-				hs = append(hs, held{s.name, server, b.handle})
-				st := b.handle.View().Settings()
-				rs = append(rs, refresh{b.handle, st})
-				if len(st) == 0 {
-					st = json.RawMessage("{}")
-				}
-				if !seen[string(st)] {
-					seen[string(st)] = true
-					settings = append(settings, st)
-				}
+				rs = append(rs, refresh{b.handle, b.handle.View().Settings()})
 			}
 		}
 	}
 	// Every view re-keys and re-projects under p: one canonicalize call for
 	// the distinct settings and batched projections, as in Apply.
+	settings := make([]json.RawMessage, len(rs))
+	for i, rf := range rs {
+		settings[i] = rf.settings
+	}
 	keys.warm(ctx, settings)
 	r.prefillViews(ctx, keys, rs, false)
-	parallel(len(hs), func(i int) {
+	parallel(len(rs), func(i int) {
 		o.count(&o.sum.Refreshed)
-		if err := hs[i].h.View().SetPolicy(ctx, keys); err != nil {
-			o.fail(hs[i].session, hs[i].server, err)
+		v := rs[i].h.View()
+		if err := v.SetPolicy(ctx, keys); err != nil {
+			o.fail(v.Session(), v.Server(), err)
 		}
 	})
 	return o.finish()
@@ -479,19 +470,10 @@ func (r *Reconciler) viewPolicy() *keyMemo {
 // seen, so that the views' own key computations are answered from memory.
 // r.mu is held.
 func (r *Reconciler) warmKeys(ctx context.Context, tasks []task) {
-	seen := make(map[string]struct{})
 	var settings []json.RawMessage
 	for _, t := range tasks {
-		if t.want == nil {
-			continue
-		}
-		s := t.want.settings
-		if len(s) == 0 {
-			s = json.RawMessage("{}") // what a view sends for empty settings
-		}
-		if _, ok := seen[string(s)]; !ok {
-			seen[string(s)] = struct{}{}
-			settings = append(settings, s)
+		if t.want != nil {
+			settings = append(settings, t.want.settings)
 		}
 	}
 	r.viewPolicy().warm(ctx, settings)
@@ -535,16 +517,12 @@ func (r *Reconciler) prefillViews(ctx context.Context, keys *keyMemo, rs []refre
 		if rf.h.Released() {
 			continue
 		}
-		settings := rf.settings
-		if len(settings) == 0 {
-			settings = json.RawMessage("{}") // what a view sends for empty settings
-		}
-		key, ok := keys.lookup(settings)
+		key, ok := keys.lookup(rf.settings)
 		if !ok || (onlyChanged && key == rf.h.View().Key()) {
 			continue // refused (the view reports it), or nothing to re-project
 		}
 		e := rf.h.Entry()
-		items = append(items, view.PrefillItem{Memo: e.Memo(), Key: key, Settings: settings, Snap: e.Snapshot()})
+		items = append(items, view.PrefillItem{Memo: e.Memo(), Key: key, Settings: rf.settings, Snap: e.Snapshot()})
 	}
 	if err := view.Prefill(ctx, keys, bp, r.counters, items); err != nil {
 		r.log.Debug("batched projection failed; views project one by one", "err", err)

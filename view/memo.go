@@ -57,13 +57,9 @@ func (m *Memo) project(ctx context.Context, p abi.Policy, c *churn.Counters, key
 	}
 	k := memoKey{p, key}
 	m.mu.Lock()
-	if m.snap != snap {
-		if m.snap != nil && snap.Version < m.snap.Version {
-			m.mu.Unlock()
-			return compute()
-		}
-		m.snap = snap
-		clear(m.calls)
+	if !m.adopt(snap) {
+		m.mu.Unlock()
+		return compute()
 	}
 	if call, ok := m.calls[k]; ok {
 		m.mu.Unlock()
@@ -95,6 +91,21 @@ func (m *Memo) project(ctx context.Context, p abi.Policy, c *churn.Counters, key
 	return call.proj, call.err
 }
 
+// adopt makes snap the memo's snapshot, forgetting the results for an
+// older one, and reports true; for a snapshot older than the memo's it
+// changes nothing and reports false. m.mu is held.
+func (m *Memo) adopt(snap *Snapshot) bool {
+	if m.snap == snap {
+		return true
+	}
+	if m.snap != nil && snap.Version < m.snap.Version {
+		return false
+	}
+	m.snap = snap
+	clear(m.calls)
+	return true
+}
+
 // wants reports whether the memo would compute the projection of snap for
 // (p, key) if asked now: snap is not older than the memo's snapshot and no
 // call for (p, key) is remembered or in flight for it.
@@ -114,12 +125,8 @@ func (m *Memo) wants(p abi.Policy, key string, snap *Snapshot) bool {
 func (m *Memo) put(p abi.Policy, key string, snap *Snapshot, proj *Projection) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.snap != snap {
-		if m.snap != nil && snap.Version < m.snap.Version {
-			return
-		}
-		m.snap = snap
-		clear(m.calls)
+	if !m.adopt(snap) {
+		return
 	}
 	k := memoKey{p, key}
 	if _, ok := m.calls[k]; ok {
@@ -129,6 +136,12 @@ func (m *Memo) put(p abi.Policy, key string, snap *Snapshot, proj *Projection) {
 	close(done)
 	m.calls[k] = &memoCall{done: done, proj: proj}
 }
+
+// Counted returns p wrapped so that each of its canonicalize and project
+// calls counts in c.PolicyCalls. Views count their own calls this way;
+// callers computing keys outside a view (the legacy reconciler) use it to
+// count theirs.
+func Counted(p abi.Policy, c *churn.Counters) abi.Policy { return counted{p, c} }
 
 // counted wraps a policy to count each call in PolicyCalls. It is built per
 // call so that the memo can key on the bare policy.

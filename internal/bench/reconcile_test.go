@@ -224,6 +224,7 @@ func TestSetPolicyPluginCalls(t *testing.T) {
 	defer func() { require.NoError(t, w.Close()) }()
 	mustApply(t, w, variantConfig(t, topo, nextGeneration(), 0))
 	next := Count(wasmPolicy(t))
+	ops := w.RegistryOps()
 	sum, err := w.Rec.SetPolicy(context.Background(), next)
 	require.NoError(t, err)
 	require.Equal(t, topo.Views(), sum.Refreshed)
@@ -232,7 +233,18 @@ func TestSetPolicyPluginCalls(t *testing.T) {
 	require.Equal(t, int64(1), calls.Canonicalize)
 	require.Zero(t, calls.Project, "projections made one by one")
 	require.LessOrEqual(t, calls.ProjectBatch, int64(runtime.GOMAXPROCS(0)))
-	require.Positive(t, w.RegistryOps())
+	// The wasm plugin has the native reference's rules: every view is
+	// re-projected under the new policy, to the same tools, so no registry
+	// operation is needed.
+	require.Equal(t, ops, w.RegistryOps(), "registry operations")
+	require.Same(t, next, w.Rec.Policy())
+	for s := range topo.Sessions {
+		for i := range topo.Servers {
+			v := w.Rec.Handle(SessionName(s), ServerName(i)).View()
+			require.NoError(t, v.Err(), "session %d, server %d", s, i)
+			require.NotEmpty(t, v.Applied().Tools, "session %d, server %d", s, i)
+		}
+	}
 }
 
 // scalingSizes are the session counts of BenchmarkReconcileScaling: with
