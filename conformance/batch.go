@@ -55,11 +55,7 @@ func newSuiteBatch(ctx context.Context, p abi.Policy, cases []*Case) *suiteBatch
 		return nil
 	}
 	sb := &suiteBatch{items: map[*Case]*batchItem{}}
-	var annotations bool
-	func() {
-		defer func() { _ = recover() }() // a panicking Handshake fails the cases, not the run
-		annotations = slices.Contains(p.Handshake().Wants, abi.WantToolAnnotations)
-	}()
+	annotations := slices.Contains(handshake(p).Wants, abi.WantToolAnnotations)
 	var batch []*Case
 	for _, c := range cases {
 		var snap *abi.BatchSnapshot

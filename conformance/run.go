@@ -105,11 +105,7 @@ func (r *Report) add(res Result) {
 // abi.BatchProjector, the project and reject cases of each suite also go
 // through one ProjectBatch call (see the package documentation).
 func Run(ctx context.Context, p abi.Policy, suites []*Suite) *Report {
-	r := &Report{Results: []Result{}}
-	func() {
-		defer func() { _ = recover() }() // a panicking Handshake leaves Policy empty
-		r.Policy = p.Handshake()
-	}()
+	r := &Report{Policy: handshake(p), Results: []Result{}}
 	for _, s := range suites {
 		if s.Err != nil {
 			r.add(fileResult(s))
@@ -121,6 +117,13 @@ func Run(ctx context.Context, p abi.Policy, suites []*Suite) *Report {
 		}
 	}
 	return r
+}
+
+// handshake returns p's handshake, or the zero Handshake when p.Handshake
+// panics: a broken policy fails its cases, never the run.
+func handshake(p abi.Policy) (h abi.Handshake) {
+	defer func() { _ = recover() }()
+	return p.Handshake()
 }
 
 func fileResult(s *Suite) Result {

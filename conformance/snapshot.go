@@ -3,6 +3,7 @@ package conformance
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -42,26 +43,10 @@ func (p Projected) normalized() Projected {
 	return p
 }
 
+// equal reports whether p and q list the same items in the same order; a
+// nil list equals an empty one.
 func (p Projected) equal(q Projected) bool {
-	if len(p.Tools) != len(q.Tools) || len(p.Prompts) != len(q.Prompts) || len(p.Resources) != len(q.Resources) {
-		return false
-	}
-	for i := range p.Tools {
-		if p.Tools[i] != q.Tools[i] {
-			return false
-		}
-	}
-	for i := range p.Prompts {
-		if p.Prompts[i] != q.Prompts[i] {
-			return false
-		}
-	}
-	for i := range p.Resources {
-		if p.Resources[i] != q.Resources[i] {
-			return false
-		}
-	}
-	return true
+	return slices.Equal(p.Tools, q.Tools) && slices.Equal(p.Prompts, q.Prompts) && slices.Equal(p.Resources, q.Resources)
 }
 
 // String returns p as compact JSON with every list present.

@@ -11,9 +11,11 @@
 //   - It is the oracle. Differential tests and the public golden suite
 //     (conformance/golden/default) compare a plugin's answers with
 //     [Reference], which implements [abi.Policy] without a sandbox.
-//   - It is the baseline. Benchmarks of the wasm plugin are read against
-//     BenchmarkCanonicalize1000 and BenchmarkProject1000 in this package, so
-//     the code here avoids needless allocation.
+//   - It is the baseline. The wasm plugin's benchmarks in internal/bench
+//     are read against the same work done by [Reference], so the code here
+//     avoids needless allocation. BenchmarkCanonicalize1000 and
+//     BenchmarkProject1000 in this package time the reference alone on the
+//     same input.
 //
 // # Settings
 //

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -143,21 +144,12 @@ func fieldMap(raw []byte, allowed ...string) (map[string]json.RawMessage, error)
 	}
 	m := make(map[string]json.RawMessage, len(fields))
 	for _, f := range fields {
-		if len(allowed) > 0 && !contains(allowed, f.key) {
+		if len(allowed) > 0 && !slices.Contains(allowed, f.key) {
 			return nil, fmt.Errorf("unknown key %q", f.key)
 		}
 		m[f.key] = f.val
 	}
 	return m, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func strictString(raw json.RawMessage) (string, error) {
@@ -464,9 +456,9 @@ func checkGoldenCase(ctx context.Context, p abi.Policy, c goldenCase) error {
 	case kindProject:
 		req := &abi.ProjectRequest{
 			Settings:  c.Settings,
-			Tools:     slicesClone(c.Snapshot.Tools),
-			Prompts:   slicesClone(c.Snapshot.Prompts),
-			Resources: slicesClone(c.Snapshot.Resources),
+			Tools:     slices.Clone(c.Snapshot.Tools),
+			Prompts:   slices.Clone(c.Snapshot.Prompts),
+			Resources: slices.Clone(c.Snapshot.Resources),
 		}
 		resp, err := p.Project(ctx, req)
 		if err != nil {
@@ -504,8 +496,6 @@ func checkGoldenCase(ctx context.Context, p abi.Policy, c goldenCase) error {
 	}
 	return nil
 }
-
-func slicesClone(s []string) []string { return append([]string{}, s...) }
 
 func compact(raw json.RawMessage) string {
 	var b bytes.Buffer
