@@ -113,12 +113,11 @@ func planBatch(req *abi.ProjectBatchRequest) (*batchPlan, error) {
 			}
 			k, ok := settingsIdx[string(raw)]
 			if !ok {
-				if !json.Valid(raw) {
-					return nil, fmt.Errorf("settings[%d] is not valid JSON", it.Settings)
-				}
-				enc, err := json.Marshal(raw) // compact, as project calls send it
+				// Marshal compacts raw, as project calls send it, and
+				// fails exactly when raw is not valid JSON.
+				enc, err := json.Marshal(raw)
 				if err != nil {
-					return nil, fmt.Errorf("encoding settings[%d]: %w", it.Settings, err)
+					return nil, fmt.Errorf("settings[%d] is not valid JSON", it.Settings)
 				}
 				k = len(plan.settings)
 				settingsIdx[string(raw)] = k
@@ -216,27 +215,22 @@ func (p *Plugin) projectPairs(ctx context.Context, plan *batchPlan) ([]abi.Batch
 func (p *Plugin) projectChunk(ctx context.Context, plan *batchPlan, pairs []abi.BatchItem) ([]abi.BatchResult, error) {
 	// The call's own indexes: each settings object and snapshot the pairs
 	// use, in the order of first use.
-	local := func(m map[int]int, k int) int {
-		j, ok := m[k]
+	var settings, snaps []int // distinct plan indexes in call order
+	settingsAt, snapsAt := map[int]int{}, map[int]int{}
+	local := func(at map[int]int, order *[]int, k int) int {
+		j, ok := at[k]
 		if !ok {
-			j = len(m)
-			m[k] = j
+			j = len(*order)
+			at[k] = j
+			*order = append(*order, k)
 		}
 		return j
 	}
-	settingsAt, snapsAt := map[int]int{}, map[int]int{}
 	sub := &abi.ProjectBatchRequest{Items: make([]abi.BatchItem, len(pairs))}
-	var settings, snaps []int // distinct indexes in call order
 	for j, pair := range pairs {
-		n := len(settingsAt)
-		sub.Items[j].Settings = local(settingsAt, pair.Settings)
-		if len(settingsAt) > n {
-			settings = append(settings, pair.Settings)
-		}
-		n = len(snapsAt)
-		sub.Items[j].Snapshot = local(snapsAt, pair.Snapshot)
-		if len(snapsAt) > n {
-			snaps = append(snaps, pair.Snapshot)
+		sub.Items[j] = abi.BatchItem{
+			Settings: local(settingsAt, &settings, pair.Settings),
+			Snapshot: local(snapsAt, &snaps, pair.Snapshot),
 		}
 	}
 	size := 64 + 16*len(pairs)
@@ -294,10 +288,8 @@ func (p *Plugin) projectChunk(ctx context.Context, plan *batchPlan, pairs []abi.
 		r := &resp.Results[i]
 		if r.Error != "" {
 			r.Error = refusalText(r.Error)
-		} else if r.ProjectResponse == nil {
-			r.ProjectResponse = nonNilResponse(&abi.ProjectResponse{})
 		} else {
-			nonNilResponse(r.ProjectResponse)
+			r.ProjectResponse = nonNilResponse(r.ProjectResponse)
 		}
 	}
 	return resp.Results, nil

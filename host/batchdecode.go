@@ -54,6 +54,9 @@ func decodeBatchCompact(out []byte) ([]abi.BatchResult, bool) {
 	return results, true
 }
 
+// unescapeCompact undoes the only escapes a compact refusal message has.
+var unescapeCompact = strings.NewReplacer(`\"`, `"`, `\\`, `\`)
+
 // The members of a compact projection, in the order they must come.
 var compactMembers = [3]string{`"tools":[`, `"prompts":[`, `"resources":[`}
 
@@ -79,7 +82,7 @@ func compactResult(out []byte, i int) (abi.BatchResult, int, bool) {
 		}
 		msg := string(out[start:j])
 		if escaped {
-			msg = strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(msg)
+			msg = unescapeCompact.Replace(msg)
 		}
 		return abi.BatchResult{Error: msg}, j + 2, true
 	}

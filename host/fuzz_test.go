@@ -16,14 +16,15 @@ import (
 )
 
 // The fuzz targets below feed arbitrary bytes as a plugin's output to the
-// host's decoding and validation: decodeStrict followed by
-// abi.ValidateCanonicalize or abi.ValidateProject, as Plugin.Canonicalize
-// and Plugin.Project run them. An output that is valid JSON (not a JSON
-// string, which would be one of the script plugin's directives) also goes
-// end to end through a real plugin call: the script.wat echo plugin returns
-// its settings as its output, so the host decodes exactly those bytes in
-// Plugin.call. The two paths must agree, and the call must return either a
-// valid response or an error wrapping ErrBadOutput, never panic.
+// host's decoding and validation: decodeCanonicalize and decodeProject
+// (decodeStrict followed by abi.ValidateCanonicalize or abi.ValidateProject),
+// which Plugin.Canonicalize and Plugin.Project hand to Plugin.call. An
+// output that is valid JSON (not a JSON string, which would be one of the
+// script plugin's directives) also goes end to end through a real plugin
+// call: the script.wat echo plugin returns its settings as its output, so
+// the host decodes exactly those bytes in Plugin.call. The two paths must
+// agree, and the call must return either a valid response or an error
+// wrapping ErrBadOutput, never panic.
 
 // seedCanonicalizeOutputs are real canonicalize outputs (the reference
 // policy's, byte for byte what the default plugin answers) and broken ones.
@@ -64,31 +65,6 @@ func checkCanonicalizeResponse(t *testing.T, n int, resp *abi.CanonicalizeRespon
 			assert.True(t, json.Valid(r.Canonical), "results[%d]: canonical %q is not JSON", i, r.Canonical)
 		}
 	}
-}
-
-// decodeCanonicalize is the decoding Plugin.canonicalizeBatch hands to
-// Plugin.call.
-func decodeCanonicalize(req *abi.CanonicalizeRequest, out []byte) (*abi.CanonicalizeResponse, error) {
-	var resp abi.CanonicalizeResponse
-	if err := decodeStrict(out, &resp); err != nil {
-		return nil, err
-	}
-	if err := abi.ValidateCanonicalize(req, &resp); err != nil {
-		return nil, err
-	}
-	return &resp, nil
-}
-
-// decodeProject is the decoding Plugin.Project hands to Plugin.call.
-func decodeProject(req *abi.ProjectRequest, out []byte) (*abi.ProjectResponse, error) {
-	var resp abi.ProjectResponse
-	if err := decodeStrict(out, &resp); err != nil {
-		return nil, err
-	}
-	if err := abi.ValidateProject(req, &resp); err != nil {
-		return nil, err
-	}
-	return &resp, nil
 }
 
 // echoable reports whether the script plugin echoes out as its output (a
@@ -239,8 +215,7 @@ func FuzzDecodeProjectOutput(f *testing.F) {
 		}
 		require.NoError(t, wantErr, "the call succeeded, decoding the same output does not")
 		checkProjectResponse(t, req, got)
-		want.Tools, want.Prompts, want.Resources = nonNil(want.Tools), nonNil(want.Prompts), nonNil(want.Resources)
-		if diff := cmp.Diff(want, got); diff != "" {
+		if diff := cmp.Diff(nonNilResponse(want), got); diff != "" {
 			t.Fatalf("output %q (-decoded +call):\n%s", wire, diff)
 		}
 	})

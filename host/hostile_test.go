@@ -21,6 +21,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/metakey"
+	"github.com/wasmhost/wasmhost/testplugins/hostile-go/sandboxprobe"
 )
 
 // The Go plugins in testplugins/hostile-go (see the README there): hostile
@@ -339,22 +340,6 @@ func TestHostileSlowFinishes(t *testing.T) {
 	assert.Equal(t, discarded, p.stats.discarded.Load())
 }
 
-// observations mirrors the JSON the hostile plugin's sandbox mode reports
-// (testplugins/hostile-go/hostile/probe.go).
-type observations struct {
-	Files      map[string]string  `json:"files"`
-	Dirs       map[string]string  `json:"dirs"`
-	Environ    []string           `json:"environ"`
-	Getenv     map[string]*string `json:"getenv"`
-	Args       []string           `json:"args"`
-	Hostname   string             `json:"hostname"`
-	Times      []string           `json:"times"`
-	Elapsed    int64              `json:"elapsedNanos"`
-	CryptoRand string             `json:"cryptoRand"`
-	MathRand   []string           `json:"mathRand"`
-	Dial       map[string]string  `json:"dial"`
-}
-
 // TestHostileSandbox: a plugin trying to read a file (one the test just
 // wrote, /etc/passwd, /), the environment (a variable the test just set),
 // the clock, randomness and the network gets nothing useful: errors for
@@ -367,12 +352,12 @@ func TestHostileSandbox(t *testing.T) {
 	t.Setenv("WASMHOST_HOSTILE_SECRET", secret)
 	settings := fmt.Sprintf(`{"mode":"sandbox","probePath":%q,"probeEnv":"WASMHOST_HOSTILE_SECRET"}`, path)
 
-	probeOnce := func(t *testing.T) (observations, string) {
+	probeOnce := func(t *testing.T) (sandboxprobe.Observations, string) {
 		p := loadHostile(t, "hostile", Options{CallTimeout: 20 * time.Second})
 		resp, err := canon(p, settings)
 		require.NoError(t, err)
 		raw := string(resp.Results[0].Canonical)
-		var o observations
+		var o sandboxprobe.Observations
 		dec := json.NewDecoder(strings.NewReader(raw))
 		dec.DisallowUnknownFields()
 		require.NoError(t, dec.Decode(&o), "observations: %s", raw)

@@ -188,10 +188,11 @@ func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Ins
 // read first, leniently, so a plugin of another ABI version is refused with
 // ErrABIVersion even if its handshake has fields v1 lacks.
 func decodeHandshake(out []byte, insp *Inspection) (abi.Handshake, error) {
-	var lenient abi.Handshake
-	lenientErr := json.Unmarshal(out, &lenient)
-	if insp != nil && lenientErr == nil {
-		insp.Handshake = &lenient
+	if insp != nil {
+		var lenient abi.Handshake
+		if json.Unmarshal(out, &lenient) == nil {
+			insp.Handshake = &lenient
+		}
 	}
 	var probe map[string]json.RawMessage
 	if json.Unmarshal(out, &probe) == nil {

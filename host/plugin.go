@@ -173,14 +173,28 @@ func (p *Plugin) canonicalizeBatch(ctx context.Context, batch []json.RawMessage)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the request: %w", err)
 	}
-	var resp abi.CanonicalizeResponse
-	err = p.call(ctx, abi.ExportCanonicalize, in, func(out []byte) error {
-		if err := decodeStrict(out, &resp); err != nil {
-			return err
-		}
-		return abi.ValidateCanonicalize(req, &resp)
+	var resp *abi.CanonicalizeResponse
+	err = p.call(ctx, abi.ExportCanonicalize, in, func(out []byte) (err error) {
+		resp, err = decodeCanonicalize(req, out)
+		return err
 	})
-	return resp.Results, err
+	if err != nil {
+		return nil, err
+	}
+	return resp.Results, nil
+}
+
+// decodeCanonicalize decodes the output of a canonicalize call for req and
+// checks it with abi.ValidateCanonicalize.
+func decodeCanonicalize(req *abi.CanonicalizeRequest, out []byte) (*abi.CanonicalizeResponse, error) {
+	var resp abi.CanonicalizeResponse
+	if err := decodeStrict(out, &resp); err != nil {
+		return nil, err
+	}
+	if err := abi.ValidateCanonicalize(req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
 }
 
 // remember stores one call's results in the memo.
@@ -239,21 +253,36 @@ func (p *Plugin) project(ctx context.Context, req *abi.ProjectRequest) (*abi.Pro
 	if err != nil {
 		return nil, fmt.Errorf("encoding the request: %w", err)
 	}
-	var resp abi.ProjectResponse
-	err = p.call(ctx, abi.ExportProject, in, func(out []byte) error {
-		if err := decodeStrict(out, &resp); err != nil {
-			return err
-		}
-		return abi.ValidateProject(req, &resp)
+	var resp *abi.ProjectResponse
+	err = p.call(ctx, abi.ExportProject, in, func(out []byte) (err error) {
+		resp, err = decodeProject(req, out)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return nonNilResponse(&resp), nil
+	return nonNilResponse(resp), nil
 }
 
-// nonNilResponse replaces the nil lists of r with empty ones.
+// decodeProject decodes the output of a project call for req and checks it
+// with abi.ValidateProject.
+func decodeProject(req *abi.ProjectRequest, out []byte) (*abi.ProjectResponse, error) {
+	var resp abi.ProjectResponse
+	if err := decodeStrict(out, &resp); err != nil {
+		return nil, err
+	}
+	if err := abi.ValidateProject(req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// nonNilResponse returns r, or an empty response when r is nil, with every
+// nil list replaced by an empty one.
 func nonNilResponse(r *abi.ProjectResponse) *abi.ProjectResponse {
+	if r == nil {
+		r = &abi.ProjectResponse{}
+	}
 	r.Tools = nonNil(r.Tools)
 	r.Prompts = nonNil(r.Prompts)
 	r.Resources = nonNil(r.Resources)
@@ -367,21 +396,17 @@ func (p *Plugin) acquire(ctx context.Context) (*instance, error) {
 
 // release returns a healthy instance to the pool and closes any other.
 func (p *Plugin) release(inst *instance, healthy bool, export string, cause error) {
-	if healthy {
-		p.mu.Lock()
-		closed := p.closed
-		p.mu.Unlock()
-		if !closed {
-			select {
-			case p.idle <- inst:
-			default: // cannot happen: idle has room for every slot
-				p.discard(inst, export, errors.New("pool full"))
-			}
-		} else {
-			p.closeInstance(inst)
-		}
-	} else {
+	switch {
+	case !healthy:
 		p.discard(inst, export, cause)
+	case p.isClosed():
+		p.closeInstance(inst)
+	default:
+		select {
+		case p.idle <- inst:
+		default: // cannot happen: idle has room for every slot
+			p.discard(inst, export, errors.New("pool full"))
+		}
 	}
 	<-p.slots
 	p.inflight.Done()

@@ -148,12 +148,14 @@ func genProject(rng *rand.Rand) *abi.ProjectRequest {
 	return req
 }
 
-// roundTrip gives the reference the strings the plugin actually receives:
-// a JSON round trip turns invalid UTF-8 into U+FFFD on the way in.
-func roundTrip(t testing.TB, req *abi.ProjectRequest) *abi.ProjectRequest {
+// roundTrip gives the reference the strings the plugin actually receives
+// in a request: a JSON round trip turns invalid UTF-8 into U+FFFD on the
+// way in.
+func roundTrip[T any](t testing.TB, req *T) *T {
+	t.Helper()
 	b, err := json.Marshal(req)
 	require.NoError(t, err)
-	var out abi.ProjectRequest
+	var out T
 	require.NoError(t, json.Unmarshal(b, &out))
 	return &out
 }
@@ -247,15 +249,6 @@ func genBatch(rng *rand.Rand, n int) *abi.ProjectBatchRequest {
 	return req
 }
 
-// roundTripBatch is roundTrip for a batch.
-func roundTripBatch(t testing.TB, req *abi.ProjectBatchRequest) *abi.ProjectBatchRequest {
-	b, err := json.Marshal(req)
-	require.NoError(t, err)
-	var out abi.ProjectBatchRequest
-	require.NoError(t, json.Unmarshal(b, &out))
-	return &out
-}
-
 // compareProjectBatch compares one batch through the project_batch export
 // with the reference's batch and with the wasm plugin's project export item
 // by item, and returns how many items were refused.
@@ -265,7 +258,7 @@ func compareProjectBatch(t testing.TB, req *abi.ProjectBatchRequest) (refused in
 	p := wasmPolicy(t)
 	got, err := p.ProjectBatch(ctx, req)
 	require.NoError(t, err)
-	want, err := metakey.Reference{}.ProjectBatch(ctx, roundTripBatch(t, req))
+	want, err := metakey.Reference{}.ProjectBatch(ctx, roundTrip(t, req))
 	require.NoError(t, err)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("project_batch %s: (-reference +wasm)\n%s", mustJSON(t, req), diff)

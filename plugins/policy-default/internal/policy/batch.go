@@ -23,8 +23,8 @@ type batchSettings struct {
 	refused error
 	// ready is set once the fields below have been filled in, by the first
 	// item that uses these settings.
-	ready            bool
-	include, exclude stringSet
+	ready bool
+	visibility
 	// flags indexes flagsEnd: the flags of each visible tool.
 	flags int
 	// msg is the refusal as an encoded JSON string.
@@ -59,7 +59,7 @@ func (s *batchSettings) prepare(names int, budget *int) {
 		s.msg = appendString(nil, "project: settings refused: "+s.refused.Error())
 		return
 	}
-	s.include, s.exclude = newStringSet(s.c.include), newStringSet(s.c.exclude)
+	s.visibility = newVisibility(&s.c)
 	if s.c.trust == trustTrue {
 		s.flags |= 1
 	}
@@ -70,12 +70,6 @@ func (s *batchSettings) prepare(names int, budget *int) {
 		*budget -= names
 		s.vis = make([]uint8, names)
 	}
-}
-
-// visible reports whether a tool or prompt called name is shown under s,
-// the rule of Project.
-func (s *batchSettings) visible(name string) bool {
-	return name != "" && (!s.c.hasInclude || s.include.has(name)) && !s.exclude.has(name)
 }
 
 // lookup returns visYes or visNo for the name numbered id, remembering it.
@@ -396,26 +390,23 @@ func numberNames(snaps []batchSnapshot) int {
 	}
 	ids := make([]int32, total)
 	m := make(map[string]int32, 256)
+	number := func(names []string) []int32 {
+		out := ids[:len(names):len(names)]
+		ids = ids[len(names):]
+		for k, name := range names {
+			id, ok := m[name]
+			if !ok {
+				id = int32(len(m))
+				m[name] = id
+			}
+			out[k] = id
+		}
+		return out
+	}
 	for i := range snaps {
 		s := &snaps[i]
-		s.toolIDs, ids = ids[:len(s.tools):len(s.tools)], ids[len(s.tools):]
-		for k, name := range s.tools {
-			id, ok := m[name]
-			if !ok {
-				id = int32(len(m))
-				m[name] = id
-			}
-			s.toolIDs[k] = id
-		}
-		s.promptIDs, ids = ids[:len(s.prompts):len(s.prompts)], ids[len(s.prompts):]
-		for k, name := range s.prompts {
-			id, ok := m[name]
-			if !ok {
-				id = int32(len(m))
-				m[name] = id
-			}
-			s.promptIDs[k] = id
-		}
+		s.toolIDs = number(s.tools)
+		s.promptIDs = number(s.prompts)
 	}
 	return len(m)
 }

@@ -168,15 +168,6 @@ func hasWord(buf []byte, i int, w, mask uint64) bool {
 	return i+8 <= len(buf) && le64(buf, i)&mask == w
 }
 
-// text returns b as a string, sharing its memory when the parser may alias
-// its input.
-func (p *parser) text(b []byte) string {
-	if p.alias && len(b) > 0 {
-		return unsafe.String(&b[0], len(b))
-	}
-	return string(b)
-}
-
 // plainString returns the index just past the closing quote of the plain
 // string (see plainByte) that starts at buf[i] (a '"'), and whether it holds
 // '<', '>' or '&'. It returns -1 when the string is not plain or not

@@ -109,6 +109,22 @@ func (c Canonical) Key() string { return string(c.AppendJSON(nil)) }
 // in the order trust, alwaysLoadTools, includeTools, excludeTools and the
 // strings encoded exactly as encoding/json.Marshal encodes them.
 func (c Canonical) AppendJSON(dst []byte) []byte {
+	w := c.canon()
+	dst, _ = w.appendJSON(dst)
+	return dst
+}
+
+// Visible reports whether a tool or prompt called name is shown to a
+// session with these settings: a non-empty name, allowed by IncludeTools
+// and not hidden by ExcludeTools. It applies the rule Project applies.
+func (c Canonical) Visible(name string) bool {
+	w := c.canon()
+	v := newVisibility(&w)
+	return v.visible(name)
+}
+
+// canon returns c in its working form.
+func (c Canonical) canon() canon {
 	w := canon{trust: trustNull, always: c.AlwaysLoadTools, include: c.IncludeTools,
 		hasInclude: c.IncludeTools != nil, exclude: c.ExcludeTools}
 	if c.Trust != nil {
@@ -117,24 +133,7 @@ func (c Canonical) AppendJSON(dst []byte) []byte {
 			w.trust = trustTrue
 		}
 	}
-	dst, _ = w.appendJSON(dst)
-	return dst
-}
-
-// Visible reports whether a tool or prompt called name is shown to a
-// session with these settings: a non-empty name, allowed by IncludeTools
-// and not hidden by ExcludeTools.
-func (c Canonical) Visible(name string) bool {
-	if name == "" {
-		return false
-	}
-	if c.IncludeTools != nil {
-		if _, ok := slices.BinarySearchFunc(c.IncludeTools, name, compare); !ok {
-			return false
-		}
-	}
-	_, excluded := slices.BinarySearchFunc(c.ExcludeTools, name, compare)
-	return !excluded
+	return w
 }
 
 // The three values of a canonical trust setting.
@@ -155,6 +154,22 @@ type canon struct {
 	// safe is true when every string in the lists is known to be safe (see
 	// safeByte), so that the encoder need not check them again.
 	safe bool
+}
+
+// A visibility applies the rule of Project to the names of a snapshot for
+// one settings object: a name is visible when it is not empty, allowed by
+// the include list (when there is one) and not in the exclude list.
+type visibility struct {
+	hasInclude       bool
+	include, exclude stringSet
+}
+
+func newVisibility(c *canon) visibility {
+	return visibility{hasInclude: c.hasInclude, include: newStringSet(c.include), exclude: newStringSet(c.exclude)}
+}
+
+func (v *visibility) visible(name string) bool {
+	return name != "" && (!v.hasInclude || v.include.has(name)) && !v.exclude.has(name)
 }
 
 // A parser reads settings objects. Its scratch lists are reused from one
@@ -607,12 +622,9 @@ func Project(req []byte) ([]byte, error) {
 	out := make([]byte, 0, 64+(len(`{"i":,}`)+len(flags)+6)*len(tools)+8*(len(prompts)+resources))
 	out = append(out, `{"tools":[`...)
 	sep := false
-	include, exclude := newStringSet(c.include), newStringSet(c.exclude)
-	visible := func(name string) bool {
-		return name != "" && (!c.hasInclude || include.has(name)) && !exclude.has(name)
-	}
+	vis := newVisibility(&c)
 	for i, name := range tools {
-		if !visible(name) {
+		if !vis.visible(name) {
 			continue
 		}
 		if sep {
@@ -626,7 +638,7 @@ func Project(req []byte) ([]byte, error) {
 	out = append(out, `],"prompts":[`...)
 	sep = false
 	for i, name := range prompts {
-		if !visible(name) {
+		if !vis.visible(name) {
 			continue
 		}
 		if sep {

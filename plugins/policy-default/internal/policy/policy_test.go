@@ -163,14 +163,21 @@ func TestVisible(t *testing.T) {
 	}
 }
 
-func canonicalize(t *testing.T, req string) abi.CanonicalizeResponse {
+// answer runs export, Canonicalize or Project, on req and decodes its
+// answer, which must be valid JSON.
+func answer[T any](t *testing.T, export func([]byte) ([]byte, error), req string) T {
 	t.Helper()
-	out, err := Canonicalize([]byte(req))
+	out, err := export([]byte(req))
 	require.NoError(t, err)
 	require.True(t, json.Valid(out), "%s", out)
-	var resp abi.CanonicalizeResponse
+	var resp T
 	require.NoError(t, json.Unmarshal(out, &resp))
 	return resp
+}
+
+func canonicalize(t *testing.T, req string) abi.CanonicalizeResponse {
+	t.Helper()
+	return answer[abi.CanonicalizeResponse](t, Canonicalize, req)
 }
 
 func TestCanonicalize(t *testing.T) {
@@ -225,16 +232,6 @@ func TestCanonicalizeKeyTooLong(t *testing.T) {
 	assert.Equal(t, abi.CanonicalResult{Error: fmt.Sprintf("canonical form is %d bytes, more than the %d bytes a key may hold", n, MaxKeyBytes)}, resp.Results[1])
 }
 
-func project(t *testing.T, req string) abi.ProjectResponse {
-	t.Helper()
-	out, err := Project([]byte(req))
-	require.NoError(t, err)
-	require.True(t, json.Valid(out), "%s", out)
-	var resp abi.ProjectResponse
-	require.NoError(t, json.Unmarshal(out, &resp))
-	return resp
-}
-
 func TestProject(t *testing.T) {
 	tests := []struct {
 		name string
@@ -282,7 +279,7 @@ func TestProject(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := project(t, tt.req)
+			got := answer[abi.ProjectResponse](t, Project, tt.req)
 			assert.Empty(t, cmp.Diff(tt.want, got), "(-want +got)")
 			var req abi.ProjectRequest
 			require.NoError(t, json.Unmarshal([]byte(tt.req), &req))

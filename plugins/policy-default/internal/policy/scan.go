@@ -224,17 +224,22 @@ func (s *scanner) str() (v string, safe bool, err error) {
 // buf instead of being copied.
 func (s *scanner) value(start, end int, plain bool) (string, error) {
 	if plain {
-		raw := s.buf[start+1 : end-1]
-		if s.alias && len(raw) > 0 {
-			return unsafe.String(&raw[0], len(raw)), nil
-		}
-		return string(raw), nil
+		return s.text(s.buf[start+1 : end-1]), nil
 	}
 	var v string
 	if err := json.Unmarshal(s.buf[start:end], &v); err != nil {
 		return "", &SyntaxError{Offset: start, Msg: fmt.Sprintf("invalid string: %v", err)}
 	}
 	return v, nil
+}
+
+// text returns b, a part of buf, as a string, sharing its memory when
+// s.alias is set.
+func (s *scanner) text(b []byte) string {
+	if s.alias && len(b) > 0 {
+		return unsafe.String(&b[0], len(b))
+	}
+	return string(b)
 }
 
 // skipString skips the string at the current position (after whitespace),

@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -163,6 +164,7 @@ func TestStrAliasOnlyWhenAllowed(t *testing.T) {
 	v, _, err = s.str()
 	require.NoError(t, err)
 	assert.Equal(t, "name", v)
+	assert.Same(t, &buf[1], unsafe.StringData(v), "with alias the value shares buf")
 }
 
 // validCorpus holds JSON documents of every shape.
