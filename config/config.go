@@ -134,22 +134,6 @@ func (s Settings) with(o Settings) Settings {
 	return s
 }
 
-// overlay replaces each setting of s that o has.
-func (s *Settings) overlay(o Settings) {
-	if o.Trust != nil {
-		s.Trust = bytes.Clone(o.Trust)
-	}
-	if o.AlwaysLoadTools != nil {
-		s.AlwaysLoadTools = bytes.Clone(o.AlwaysLoadTools)
-	}
-	if o.IncludeTools != nil {
-		s.IncludeTools = bytes.Clone(o.IncludeTools)
-	}
-	if o.ExcludeTools != nil {
-		s.ExcludeTools = bytes.Clone(o.ExcludeTools)
-	}
-}
-
 // A Server is one entry of "mcpServers". Exactly one of Command, URL and
 // HTTPURL is set.
 type Server struct {
@@ -296,9 +280,10 @@ func (s *Session) Effective(server string) (srv *Server, settings json.RawMessag
 	if !ok {
 		return nil, nil, false
 	}
+	set, disabled := s.overridden(server, base)
 	srv = base.Clone()
-	srv.Settings, srv.Disabled = s.merge(server, srv)
-	return srv, srv.Metadata(), s.uses(server) && !srv.Disabled
+	srv.Settings, srv.Disabled = set.Clone(), disabled
+	return srv, srv.Metadata(), s.uses(server) && !disabled
 }
 
 // EffectiveSettings is Effective without the copy of the server entry:
@@ -310,23 +295,17 @@ func (s *Session) EffectiveSettings(server string) (settings json.RawMessage, en
 	if !ok {
 		return nil, false
 	}
-	set, disabled := base.Settings, base.Disabled
-	if o, ok := s.Overrides[server]; ok {
-		set = set.with(o.Settings) // no copies: JSON copies the bytes
-		if o.Disabled != nil {
-			disabled = *o.Disabled
-		}
-	}
-	return set.JSON(), s.uses(server) && !disabled
+	set, disabled := s.overridden(server, base)
+	return set.JSON(), s.uses(server) && !disabled // JSON copies the bytes
 }
 
-// merge applies the session's override for server to base's settings and
-// disabled flag. The returned Settings share no bytes with base's that an
-// overlay could write.
-func (s *Session) merge(server string, base *Server) (Settings, bool) {
+// overridden applies the session's override for server to base's settings
+// and disabled flag. The returned Settings share their bytes with base's
+// and the override's.
+func (s *Session) overridden(server string, base *Server) (Settings, bool) {
 	set, disabled := base.Settings, base.Disabled
 	if o, ok := s.Overrides[server]; ok {
-		set.overlay(o.Settings)
+		set = set.with(o.Settings)
 		if o.Disabled != nil {
 			disabled = *o.Disabled
 		}
@@ -339,12 +318,23 @@ func (s *Session) uses(server string) bool {
 	return s.Servers == nil || slices.Contains(s.Servers, server)
 }
 
+// enabled is the enabled result of Effective, without building the entry
+// or its settings.
+func (s *Session) enabled(server string) bool {
+	base, ok := s.servers[server]
+	if !ok {
+		return false
+	}
+	_, disabled := s.overridden(server, base)
+	return s.uses(server) && !disabled
+}
+
 // Enabled returns, sorted, the names of the servers for which Effective
 // reports enabled.
 func (s *Session) Enabled() []string {
 	var names []string
 	for _, name := range slices.Sorted(maps.Keys(s.servers)) {
-		if _, _, ok := s.Effective(name); ok {
+		if s.enabled(name) {
 			names = append(names, name)
 		}
 	}

@@ -732,7 +732,7 @@ func (l *loader) session(cfg *Config, name string, n *node, path string) *Sessio
 	// Warn about settings that will have no effect.
 	if s.Servers != nil {
 		for i, name := range s.Servers {
-			if _, _, ok := s.Effective(name); !ok && cfg.Servers[name] != nil {
+			if !s.enabled(name) && cfg.Servers[name] != nil {
 				l.warnAt(serversN.elems[i].off, joinIndex(joinKey(path, "servers"), i), "server %q is disabled", name)
 			}
 		}

@@ -105,10 +105,12 @@ type Daemon struct {
 	rec      *reconcile.Reconciler
 	addr     net.Addr
 	allowed  map[string]bool
-	admin    *config.Admin
 	listenAt string
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// admin is nil when the admin API is disabled, which is decided at
+	// start-up; a reload may replace the token.
+	admin      *config.Admin
 	cfg        *config.Config
 	endpoints  map[string]*endpoint
 	lastReload *ReloadResult
@@ -208,9 +210,10 @@ func (d *Daemon) Sessions() []SessionInfo {
 		return nil
 	}
 	var out []SessionInfo
+	base := d.URL()
 	for _, name := range cfg.SessionNames() {
 		s := cfg.Sessions[name]
-		info := SessionInfo{Name: name, URL: d.URL() + "/mcp/" + name, TokenSource: s.TokenSource}
+		info := SessionInfo{Name: name, URL: base + "/mcp/" + name, TokenSource: s.TokenSource}
 		if s.TokenSource == "token" {
 			info.InlineToken = s.Token
 		}
@@ -262,7 +265,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.addr = ln.Addr()
 	d.listenAt = cfg.Listen
 	d.allowed = allowedHosts(listen, d.opts.AllowedHosts)
-	d.admin = cfg.Admin
 
 	dialer := d.opts.Dialer
 	if dialer == nil {
@@ -289,6 +291,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	})
 	d.mu.Lock()
 	d.cfg = cfg
+	d.admin = cfg.Admin
 	d.mu.Unlock()
 
 	srv := &http.Server{

@@ -2,9 +2,11 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +24,7 @@ import (
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/daemon"
 	"github.com/wasmhost/wasmhost/host"
+	"github.com/wasmhost/wasmhost/internal/demoserver"
 	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
 	"github.com/wasmhost/wasmhost/view"
 )
@@ -130,6 +133,9 @@ func TestConfigEditNotifiesOnlyTheAffectedSession(t *testing.T) {
 	assert.Equal(t, 0, bob.countChanged(300*time.Millisecond), "bob's view did not change")
 	assert.Equal(t, pid, alice.pid(t), "the upstream process is the same")
 	assert.Equal(t, pid, bob.pid(t))
+	// The reload projected alice's new view in a batch (reconcile.prefill).
+	_, metrics := r.do("GET", "/metrics", adminToken, nil, nil)
+	assert.Contains(t, metrics, `wasmhost_policy_call_duration_seconds_count{export="project_batch",outcome="ok"} 1`)
 
 	// An invalid edit is reported with its location; the old config keeps
 	// serving.
@@ -159,11 +165,10 @@ func TestConfigEditNotifiesOnlyTheAffectedSession(t *testing.T) {
 	r.waitLog("SIGHUP): no session changed") // may be merged with a late watch event
 }
 
+// mustJSON encodes v as writeConfig writes it.
 func mustJSON(t *testing.T, v map[string]any) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "x.json")
-	writeConfig(t, path, v)
-	b, err := os.ReadFile(path)
+	b, err := json.MarshalIndent(v, "", "  ")
 	require.NoError(t, err)
 	return string(b)
 }
@@ -238,13 +243,8 @@ func TestTokensAndRebindingChecks(t *testing.T) {
 }
 
 func merge(a, b map[string]string) map[string]string {
-	out := make(map[string]string, len(a)+len(b))
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		out[k] = v
-	}
+	out := maps.Clone(a)
+	maps.Copy(out, b)
 	return out
 }
 
@@ -371,7 +371,7 @@ func TestAdminOverlay(t *testing.T) {
 
 	self, err := os.Executable()
 	require.NoError(t, err)
-	entry := `{"command": ` + mustQuote(self) + `, "env": {"WASMHOST_DEMO_SERVER": "1"}, "includeTools": ["echo"]}`
+	entry := mustJSON(t, map[string]any{"command": self, "env": map[string]any{demoserver.ChildEnv: "1"}, "includeTools": []string{"echo"}})
 	code, body := r.do("PUT", "/v1/sessions/alice/servers/demo", adminToken, strings.NewReader(entry), nil)
 	require.Equal(t, http.StatusOK, code, body)
 	alice.waitChanged(t)
@@ -392,19 +392,6 @@ func TestAdminOverlay(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, code)
 	code, _ = r.do("DELETE", "/v1/sessions/alice/servers/demo", adminToken, nil, nil)
 	assert.Equal(t, http.StatusNotFound, code)
-}
-
-func mustQuote(s string) string {
-	b := strings.Builder{}
-	b.WriteByte('"')
-	for _, r := range s {
-		if r == '"' || r == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	b.WriteByte('"')
-	return b.String()
 }
 
 func TestStartupRefusals(t *testing.T) {
@@ -479,7 +466,7 @@ func TestThirdPartyUpstreamServerEverything(t *testing.T) {
 	r := start(t, cfg)
 	var progress []string
 	var mu sync.Mutex
-	alice := r.connectWith("alice", aliceToken, func(o *mcp.ClientOptions) {
+	alice := r.connect("alice", aliceToken, func(o *mcp.ClientOptions) {
 		o.ProgressNotificationHandler = func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			mu.Lock()
 			progress = append(progress, fmt.Sprint(req.Params.ProgressToken, " ", req.Params.Progress))

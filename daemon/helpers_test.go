@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -26,17 +25,12 @@ import (
 	"github.com/wasmhost/wasmhost/internal/mcptest"
 )
 
-// TestMain doubles as the demo upstream: with WASMHOST_DEMO_SERVER=1 the
+// TestMain doubles as the demo upstream: with demoserver.ChildEnv=1 the
 // test binary serves internal/demoserver over stdio, so the end-to-end
-// tests need nothing installed. Otherwise it runs the tests with a shared
-// compilation cache and checks for leaked goroutines.
+// tests need nothing installed. Otherwise it runs the tests and checks for
+// leaked goroutines.
 func TestMain(m *testing.M) {
-	if os.Getenv("WASMHOST_DEMO_SERVER") == "1" {
-		if err := demoserver.ServeStdio(context.Background()); err != nil {
-			fmt.Fprintln(os.Stderr, "demo server:", err)
-		}
-		os.Exit(0)
-	}
+	demoserver.RunIfChild()
 	goleak.VerifyTestMain(m)
 }
 
@@ -62,7 +56,7 @@ func baseConfig() map[string]any {
 		"mcpServers": map[string]any{
 			"demo": map[string]any{
 				"command": self,
-				"env":     map[string]any{"WASMHOST_DEMO_SERVER": "1"},
+				"env":     map[string]any{demoserver.ChildEnv: "1"},
 			},
 		},
 		"sessions": map[string]any{
@@ -236,14 +230,7 @@ func (r *running) dial(session, token string, opts ...func(*mcp.ClientOptions)) 
 	return c, nil
 }
 
-func (r *running) connect(session, token string) *client {
-	r.t.Helper()
-	c, err := r.dial(session, token)
-	require.NoError(r.t, err)
-	return c
-}
-
-func (r *running) connectWith(session, token string, opts ...func(*mcp.ClientOptions)) *client {
+func (r *running) connect(session, token string, opts ...func(*mcp.ClientOptions)) *client {
 	r.t.Helper()
 	c, err := r.dial(session, token, opts...)
 	require.NoError(r.t, err)
@@ -284,7 +271,7 @@ func (c *client) waitChanged(t *testing.T) {
 	}
 }
 
-// quiet reports how many list_changed arrived within d.
+// countChanged reports how many list_changed arrived within d.
 func (c *client) countChanged(d time.Duration) int {
 	deadline := time.After(d)
 	n := 0

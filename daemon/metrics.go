@@ -2,12 +2,12 @@ package daemon
 
 import (
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/pool"
 )
 
@@ -51,20 +51,20 @@ func newMetrics(d *Daemon) *metrics {
 	}
 
 	c := d.counters
-	churnCounter := func(name, help string, read func(churn.Values) int64) {
+	churnCounter := func(name, help string, v *atomic.Int64) {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "wasmhost_" + name + "_total", Help: help},
-			func() float64 { return float64(read(c.Snapshot())) }))
+			func() float64 { return float64(v.Load()) }))
 	}
-	churnCounter("upstream_connects", "Upstream MCP sessions established.", func(v churn.Values) int64 { return v.Connects })
-	churnCounter("upstream_disconnects", "Upstream MCP sessions ended.", func(v churn.Values) int64 { return v.Disconnects })
-	churnCounter("handle_acquires", "Pool handles acquired by sessions.", func(v churn.Values) int64 { return v.Acquires })
-	churnCounter("handle_releases", "Pool handles released.", func(v churn.Values) int64 { return v.Releases })
-	churnCounter("view_refreshes", "Settings refreshes of session views.", func(v churn.Values) int64 { return v.Refreshes })
-	churnCounter("view_replays", "Projections applied to session registries.", func(v churn.Values) int64 { return v.Replays })
-	churnCounter("registry_ops", "Put or delete batches sent to session registries.", func(v churn.Values) int64 { return v.RegistryOps })
-	churnCounter("policy_calls", "Calls into the policy (canonicalize or project).", func(v churn.Values) int64 { return v.PolicyCalls })
-	churnCounter("upstream_notifications", "list_changed notifications received from upstreams.", func(v churn.Values) int64 { return v.Notifications })
-	churnCounter("upstream_discoveries", "Snapshot listings of upstream servers.", func(v churn.Values) int64 { return v.Discoveries })
+	churnCounter("upstream_connects", "Upstream MCP sessions established.", &c.Connects)
+	churnCounter("upstream_disconnects", "Upstream MCP sessions ended.", &c.Disconnects)
+	churnCounter("handle_acquires", "Pool handles acquired by sessions.", &c.Acquires)
+	churnCounter("handle_releases", "Pool handles released.", &c.Releases)
+	churnCounter("view_refreshes", "Settings refreshes of session views.", &c.Refreshes)
+	churnCounter("view_replays", "Projections applied to session registries.", &c.Replays)
+	churnCounter("registry_ops", "Put or delete batches sent to session registries.", &c.RegistryOps)
+	churnCounter("policy_calls", "Calls into the policy (canonicalize or project).", &c.PolicyCalls)
+	churnCounter("upstream_notifications", "list_changed notifications received from upstreams.", &c.Notifications)
+	churnCounter("upstream_discoveries", "Snapshot listings of upstream servers.", &c.Discoveries)
 
 	m.reg.MustRegister(&poolCollector{d: d, desc: prometheus.NewDesc("wasmhost_pool_entries",
 		"Upstream connections in the pool, by state.", []string{"state"}, nil)})

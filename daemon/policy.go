@@ -21,11 +21,8 @@ import (
 // A policySource is everything that decides which plugin runs and how: a
 // change of any field means loading a new plugin.
 type policySource struct {
-	path      string // "" = embedded default
-	pin       string
-	memoryMiB int
-	timeout   time.Duration
-	digest    string // SHA-256 of the wasm bytes
+	config.Policy        // the config's plugin path, pin and limits
+	digest        string // SHA-256 of the wasm bytes
 }
 
 // A loadedPolicy is a checked plugin and the instrumented policy views use.
@@ -52,18 +49,13 @@ func (p *loadedPolicy) describe() string {
 // readPolicy reads the plugin bytes cfg names and returns them with their
 // source description.
 func readPolicy(cfg *config.Config) (name string, wasm []byte, src policySource, err error) {
-	src = policySource{
-		path:      cfg.Policy.Path,
-		pin:       cfg.Policy.SHA256,
-		memoryMiB: cfg.Policy.MemoryMiB,
-		timeout:   cfg.Policy.Timeout,
-	}
-	if src.path == "" {
+	src = policySource{Policy: cfg.Policy}
+	if src.Path == "" {
 		name, wasm = host.DefaultName, policydefault.Wasm
 	} else {
-		name = src.path
-		if wasm, err = os.ReadFile(src.path); err != nil {
-			return "", nil, src, fmt.Errorf("plugin %q: %w", src.path, err)
+		name = src.Path
+		if wasm, err = os.ReadFile(src.Path); err != nil {
+			return "", nil, src, fmt.Errorf("plugin %q: %w", src.Path, err)
 		}
 	}
 	sum := sha256.Sum256(wasm)
@@ -85,16 +77,16 @@ func (d *Daemon) loadPolicy(ctx context.Context, cfg *config.Config) (*loadedPol
 func (d *Daemon) loadPolicyBytes(ctx context.Context, name string, wasm []byte, src policySource) (*loadedPolicy, error) {
 	start := time.Now()
 	p, err := host.Load(ctx, name, wasm, host.Options{
-		MemoryLimitBytes: uint64(src.memoryMiB) << 20,
-		CallTimeout:      src.timeout,
-		PinSHA256:        src.pin,
+		MemoryLimitBytes: src.MemoryLimitBytes(),
+		CallTimeout:      src.Timeout,
+		PinSHA256:        src.SHA256,
 		CacheDir:         d.opts.CacheDir,
 		Logger:           d.log.With("component", "plugin"),
 	})
 	if err != nil {
 		return nil, err
 	}
-	timed := &timedPolicy{Policy: p, m: d.metrics}
+	timed := &timedPolicy{Plugin: p, m: d.metrics}
 	if err := smoke(ctx, timed); err != nil {
 		_ = p.Close(context.Background())
 		return nil, fmt.Errorf("plugin %q: smoke run: %w", name, err)
@@ -120,22 +112,32 @@ func smoke(ctx context.Context, p abi.Policy) error {
 }
 
 // A timedPolicy records each call's duration in the metrics. It forwards
-// Handshake, so views see the plugin's wants.
+// Handshake, so views see the plugin's wants, and ProjectBatch, so the
+// reconciler projects a reload's views in batches.
 type timedPolicy struct {
-	abi.Policy
+	*host.Plugin
 	m *metrics
 }
 
+var _ abi.BatchProjector = (*timedPolicy)(nil)
+
 func (t *timedPolicy) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
 	start := time.Now()
-	resp, err := t.Policy.Canonicalize(ctx, req)
+	resp, err := t.Plugin.Canonicalize(ctx, req)
 	t.m.observePolicy(abi.ExportCanonicalize, time.Since(start), err)
 	return resp, err
 }
 
 func (t *timedPolicy) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.ProjectResponse, error) {
 	start := time.Now()
-	resp, err := t.Policy.Project(ctx, req)
+	resp, err := t.Plugin.Project(ctx, req)
 	t.m.observePolicy(abi.ExportProject, time.Since(start), err)
+	return resp, err
+}
+
+func (t *timedPolicy) ProjectBatch(ctx context.Context, req *abi.ProjectBatchRequest) (*abi.ProjectBatchResponse, error) {
+	start := time.Now()
+	resp, err := t.Plugin.ProjectBatch(ctx, req)
+	t.m.observePolicy(abi.ExportProjectBatch, time.Since(start), err)
 	return resp, err
 }

@@ -1,8 +1,7 @@
 package daemon
 
 import (
-	"slices"
-	"strings"
+	"maps"
 
 	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/reconcile"
@@ -88,13 +87,11 @@ func (d *Daemon) State() State {
 	d.mu.Lock()
 	st.LastReload = d.lastReload
 	cfg := d.cfg
-	eps := make(map[string]*endpoint, len(d.endpoints))
-	for k, v := range d.endpoints {
-		eps[k] = v
-	}
+	eps := maps.Clone(d.endpoints)
 	d.mu.Unlock()
-	for _, s := range rs.Sessions {
-		sv := SessionView{Name: s.Name, URL: d.URL() + "/mcp/" + s.Name, Servers: s.Servers, Tools: []string{}, Prompts: []string{}, Resources: []string{}}
+	base := d.URL()
+	for _, s := range rs.Sessions { // sorted by name
+		sv := SessionView{Name: s.Name, URL: base + "/mcp/" + s.Name, Servers: s.Servers, Tools: []string{}, Prompts: []string{}, Resources: []string{}}
 		if cs := cfg.Sessions[s.Name]; cs != nil {
 			sv.TokenSource = cs.TokenSource
 		}
@@ -106,7 +103,6 @@ func (d *Daemon) State() State {
 		}
 		st.Sessions = append(st.Sessions, sv)
 	}
-	slices.SortFunc(st.Sessions, func(a, b SessionView) int { return strings.Compare(a.Name, b.Name) })
 	return st
 }
 

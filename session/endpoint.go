@@ -179,17 +179,29 @@ func (e *Endpoint) taken(m map[string]route, kind, exposed, server string) bool 
 	return true
 }
 
-// release removes the exposed names server owns from m and returns them. e.mu
-// is held.
-func release(m map[string]route, server string, exposed []string) []string {
-	var out []string
+// unregister removes the exposed names server owns from m, one of e's maps,
+// and from the MCP server with remove. e.mu is held.
+func (e *Endpoint) unregister(m map[string]route, server string, exposed []string, remove func(...string)) {
+	var gone []string
 	for _, x := range exposed {
 		if r, ok := m[x]; ok && r.server == server {
 			delete(m, x)
-			out = append(out, x)
+			gone = append(gone, x)
 		}
 	}
-	return out
+	if len(gone) > 0 {
+		remove(gone...)
+		e.changes += uint64(len(gone))
+	}
+}
+
+// exposedNames returns ExposedName(server, n) for each of names.
+func exposedNames(server string, names []string) []string {
+	exposed := make([]string, len(names))
+	for i, n := range names {
+		exposed[i] = ExposedName(server, n)
+	}
+	return exposed
 }
 
 // PutTools implements view.Registry: it registers each tool as
@@ -208,11 +220,7 @@ func (e *Endpoint) PutTools(server string, tools []*mcp.Tool) {
 		}
 		if err != nil {
 			e.log.Warn("upstream tool cannot be served, left out", "server", server, "tool", t.Name, "err", err)
-			if _, ok := e.tools[exposed]; ok {
-				delete(e.tools, exposed)
-				e.srv.RemoveTools(exposed)
-				e.changes++
-			}
+			e.unregister(e.tools, server, []string{exposed}, e.srv.RemoveTools) // an earlier version of it
 			continue
 		}
 		e.tools[exposed] = route{server, t.Name}
@@ -224,14 +232,7 @@ func (e *Endpoint) PutTools(server string, tools []*mcp.Tool) {
 func (e *Endpoint) DeleteTools(server string, names []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	exposed := make([]string, len(names))
-	for i, n := range names {
-		exposed[i] = ExposedName(server, n)
-	}
-	if gone := release(e.tools, server, exposed); len(gone) > 0 {
-		e.srv.RemoveTools(gone...)
-		e.changes += uint64(len(gone))
-	}
+	e.unregister(e.tools, server, exposedNames(server, names), e.srv.RemoveTools)
 }
 
 // PutPrompts implements view.Registry: it registers each prompt as
@@ -256,14 +257,7 @@ func (e *Endpoint) PutPrompts(server string, prompts []*mcp.Prompt) {
 func (e *Endpoint) DeletePrompts(server string, names []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	exposed := make([]string, len(names))
-	for i, n := range names {
-		exposed[i] = ExposedName(server, n)
-	}
-	if gone := release(e.prompts, server, exposed); len(gone) > 0 {
-		e.srv.RemovePrompts(gone...)
-		e.changes += uint64(len(gone))
-	}
+	e.unregister(e.prompts, server, exposedNames(server, names), e.srv.RemovePrompts)
 }
 
 // PutResources implements view.Registry: resources keep their URIs.
@@ -287,10 +281,7 @@ func (e *Endpoint) PutResources(server string, resources []*mcp.Resource) {
 func (e *Endpoint) DeleteResources(server string, uris []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if gone := release(e.resources, server, uris); len(gone) > 0 {
-		e.srv.RemoveResources(gone...)
-		e.changes += uint64(len(gone))
-	}
+	e.unregister(e.resources, server, uris, e.srv.RemoveResources)
 }
 
 // exposedTool returns a copy of t named exposed, with an input schema the
@@ -347,7 +338,8 @@ func (e *Endpoint) lookup(m map[string]route, exposed string) (route, bool) {
 }
 
 // target returns the upstream for server and a context bounded by its
-// timeout, or an error wrapping ErrUnavailable.
+// timeout (ctx itself when there is none), or an error wrapping
+// ErrUnavailable.
 func (e *Endpoint) target(ctx context.Context, server string) (*mcp.ClientSession, context.Context, context.CancelFunc, error) {
 	t := e.upstream(server)
 	if t.Session == nil {
@@ -357,8 +349,7 @@ func (e *Endpoint) target(ctx context.Context, server string) (*mcp.ClientSessio
 		ctx, cancel := context.WithTimeout(ctx, t.Timeout)
 		return t.Session, ctx, cancel, nil
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	return t.Session, ctx, cancel, nil
+	return t.Session, ctx, func() {}, nil
 }
 
 // forwardTool serves tools/call.

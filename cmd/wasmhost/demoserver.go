@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"io"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -25,8 +24,7 @@ func runDemoServer(ctx context.Context, args []string, s stdio) int {
 		return exitUsage
 	}
 	t := &mcp.IOTransport{Reader: io.NopCloser(s.in), Writer: nopWriteCloser{s.out}}
-	err = demoserver.New().MCP().Run(ctx, t)
-	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) && !errors.Is(err, mcp.ErrConnectionClosed) {
+	if err := demoserver.New().MCP().Run(ctx, t); !servedToEnd(err) {
 		s.errorf("demo-server", "%v", err)
 		return exitFail
 	}

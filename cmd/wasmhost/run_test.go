@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 )
 
 // TestHelperDemoServer is not a test: run with WASMHOST_CLI_DEMO_HELPER=1
@@ -111,13 +111,8 @@ func (s *syncBuffer) String() string {
 
 func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 	t.Helper()
-	res, err := cs.ListTools(t.Context(), nil)
+	names, err := mcptest.ToolNames(t.Context(), cs)
 	require.NoError(t, err)
-	var names []string
-	for _, tool := range res.Tools {
-		names = append(names, tool.Name)
-	}
-	sort.Strings(names)
 	return names
 }
 

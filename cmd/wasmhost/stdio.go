@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/daemon"
 	"github.com/wasmhost/wasmhost/host"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
@@ -90,7 +91,7 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 	ep := session.New(session.Options{
 		Name:           *sessionName,
 		Progress:       relay,
-		Implementation: &mcp.Implementation{Name: "wasmhost", Title: "wasmhost session " + *sessionName, Version: "dev"},
+		Implementation: &mcp.Implementation{Name: "wasmhost", Title: "wasmhost session " + *sessionName, Version: daemon.Version},
 		Logger:         log.With("component", "session"),
 		Upstream: func(server string) session.Target {
 			return session.Target{Session: leg.Session(server)}
@@ -125,7 +126,7 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 	if cerr := leg.Close(cctx); cerr != nil {
 		log.Warn("closing upstream connections", "err", cerr)
 	}
-	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) && !errors.Is(err, mcp.ErrConnectionClosed) {
+	if !servedToEnd(err) {
 		s.errorf("stdio", "%v", err)
 		return exitFail
 	}
@@ -135,6 +136,13 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// servedToEnd reports whether err, what serving MCP over standard input and
+// output returned, is a normal end: the client closed the stream or ctx
+// ended.
+func servedToEnd(err error) bool {
+	return err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed)
+}
 
 // stderrDialer is pool.DefaultDialer with each stdio upstream's standard
 // error sent to w (never to standard output, which is the MCP stream).

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	extism "github.com/extism/go-sdk"
@@ -47,19 +48,21 @@ func encode(b *testing.B, req any) []byte {
 	return in
 }
 
-// projectRequest is the request view.Project sends for snap.
-func projectRequest(settings json.RawMessage, snap *view.Snapshot) *abi.ProjectRequest {
-	req := &abi.ProjectRequest{Settings: settings}
-	for _, t := range snap.Tools {
-		req.Tools = append(req.Tools, t.Name)
+// projectRequest is the request view.Project sends the default plugin for
+// snap.
+func projectRequest(b *testing.B, settings json.RawMessage, snap *view.Snapshot) *abi.ProjectRequest {
+	b.Helper()
+	names, err := view.SnapshotNames(snap, slices.Contains(wasmPolicy(b).Handshake().Wants, abi.WantToolAnnotations))
+	if err != nil {
+		b.Fatal(err)
 	}
-	for _, p := range snap.Prompts {
-		req.Prompts = append(req.Prompts, p.Name)
+	return &abi.ProjectRequest{
+		Settings:        settings,
+		Tools:           names.Tools,
+		ToolAnnotations: names.ToolAnnotations,
+		Prompts:         names.Prompts,
+		Resources:       names.Resources,
 	}
-	for _, r := range snap.Resources {
-		req.Resources = append(req.Resources, r.URI)
-	}
-	return req
 }
 
 // BenchmarkPolicyCallCost takes single policy calls apart, as evidence for
@@ -77,7 +80,7 @@ func projectRequest(settings json.RawMessage, snap *view.Snapshot) *abi.ProjectR
 func BenchmarkPolicyCallCost(b *testing.B) {
 	ctx := context.Background()
 	snap1000, snap10 := Snapshot("bench", 1000), Snapshot("bench", 10)
-	p1000, p10 := projectRequest(ProjectSettings(1000), snap1000), projectRequest(Variant(3, 1, 0, 10), snap10)
+	p1000, p10 := projectRequest(b, ProjectSettings(1000), snap1000), projectRequest(b, Variant(3, 1, 0, 10), snap10)
 	calls := []struct {
 		name, export string
 		req          any

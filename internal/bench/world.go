@@ -83,6 +83,12 @@ func Variant(v, gen, form, tools int) json.RawMessage {
 // (nil: none). Session s overrides the settings of every server with
 // settings(s) when that is non-nil.
 func (t Topology) Config(base json.RawMessage, settings func(session int) json.RawMessage) (*config.Config, error) {
+	var baseKeys map[string]json.RawMessage
+	if base != nil {
+		if err := json.Unmarshal(base, &baseKeys); err != nil {
+			return nil, fmt.Errorf("base settings: %w", err)
+		}
+	}
 	var b bytes.Buffer
 	b.WriteString(`{"mcpServers":{`)
 	for i := range t.Servers {
@@ -91,14 +97,8 @@ func (t Topology) Config(base json.RawMessage, settings func(session int) json.R
 		}
 		name := ServerName(i)
 		fmt.Fprintf(&b, `%q:{"command":"/usr/bin/%s","args":["--root","/srv/%s"]`, name, name, name)
-		if base != nil {
-			var m map[string]json.RawMessage
-			if err := json.Unmarshal(base, &m); err != nil {
-				return nil, fmt.Errorf("base settings: %w", err)
-			}
-			for k, v := range m {
-				fmt.Fprintf(&b, `,%q:%s`, k, v)
-			}
+		for k, v := range baseKeys {
+			fmt.Fprintf(&b, `,%q:%s`, k, v)
 		}
 		b.WriteByte('}')
 	}

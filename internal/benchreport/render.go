@@ -2,15 +2,19 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
 )
 
+// rounds returns, in order, the rounds that measured name.
+func (r *results) rounds(name string) []int { return slices.Sorted(maps.Keys(r.values[name])) }
+
 // series returns the values of name's unit, one per round that has it.
 func (r *results) series(name, unit string) []float64 {
 	var out []float64
-	for round := 0; round < 64; round++ {
+	for _, round := range r.rounds(name) {
 		if v, ok := r.values[name][round][unit]; ok {
 			out = append(out, v)
 		}
@@ -46,7 +50,7 @@ type ratio struct {
 // invert), over the rounds that have both.
 func (r *results) ratio(target, baseline, unit string, invert bool) (ratio, bool) {
 	var xs []float64
-	for round := 0; round < 64; round++ {
+	for _, round := range r.rounds(target) {
 		t, ok1 := r.values[target][round][unit]
 		b, ok2 := r.values[baseline][round][unit]
 		if !ok1 || !ok2 || t == 0 || b == 0 {
