@@ -92,16 +92,8 @@ func (c Canonical) Key() string {
 // with these settings: name is not empty, IncludeTools is nil or holds name,
 // and ExcludeTools does not hold name. Names are compared byte for byte.
 func (c Canonical) Visible(name string) bool {
-	if name == "" {
-		return false
-	}
-	if c.IncludeTools != nil {
-		if _, ok := slices.BinarySearch(c.IncludeTools, name); !ok {
-			return false
-		}
-	}
-	_, excluded := slices.BinarySearch(c.ExcludeTools, name)
-	return !excluded
+	f := filter{c: c} // without sets: binary searches
+	return f.visible(name)
 }
 
 // The fixed parts of the canonical JSON.

@@ -98,7 +98,8 @@ func (Reference) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.Pro
 	if err != nil {
 		return nil, fmt.Errorf("metakey: project: %w", refusal{err})
 	}
-	resp := project(s.canonical(false), req)
+	f := newFilter(s.canonical(false))
+	resp := f.project(req)
 	if err := abi.ValidateProject(req, resp); err != nil {
 		return nil, fmt.Errorf("metakey: %w", err)
 	}
@@ -133,7 +134,7 @@ func (Reference) ProjectBatch(ctx context.Context, req *abi.ProjectBatchRequest)
 	}
 	type parsed struct {
 		done bool
-		c    Canonical
+		f    filter
 		err  string
 	}
 	settings := make([]parsed, len(req.Settings))
@@ -143,16 +144,16 @@ func (Reference) ProjectBatch(ctx context.Context, req *abi.ProjectBatchRequest)
 		if !s.done {
 			s.done = true
 			if ps, err := ParseSettings(req.Settings[it.Settings]); err != nil {
-				s.err = "project: settings refused: " + err.Error()
+				s.err = "project: " + refusal{err}.Error()
 			} else {
-				s.c = ps.canonical(false)
+				s.f = newFilter(ps.canonical(false))
 			}
 		}
 		if s.err != "" {
 			results[i].Error = s.err
 			continue
 		}
-		results[i].ProjectResponse = project(s.c, req.ItemRequest(i))
+		results[i].ProjectResponse = s.f.project(req.ItemRequest(i))
 	}
 	resp := &abi.ProjectBatchResponse{Results: results}
 	if err := abi.ValidateProjectBatch(req, resp); err != nil {
@@ -161,9 +162,9 @@ func (Reference) ProjectBatch(ctx context.Context, req *abi.ProjectBatchRequest)
 	return resp, nil
 }
 
-// project applies c to the names of req.
-func project(c Canonical, req *abi.ProjectRequest) *abi.ProjectResponse {
-	f := newFilter(c)
+// project applies f's settings to the names of req.
+func (f *filter) project(req *abi.ProjectRequest) *abi.ProjectResponse {
+	c := f.c
 	trust := c.Trust != nil && *c.Trust
 	resp := &abi.ProjectResponse{
 		Tools:     make([]abi.ToolDecision, 0, len(req.Tools)),
@@ -217,7 +218,8 @@ func makeSet(list []string) map[string]struct{} {
 	return m
 }
 
-// visible reports c.Visible(name).
+// visible reports whether name is shown (the rule [Canonical.Visible]
+// documents), through the sets when there are some.
 func (f *filter) visible(name string) bool {
 	if name == "" {
 		return false
