@@ -32,19 +32,29 @@ func unhealthy(b reconcile.BindingState) bool {
 // supervise retries unhealthy bindings with exponential backoff until ctx
 // ends. A retry releases the binding and acquires it afresh
 // (reconcile.Teardown); a pooled connection other sessions share is joined,
-// not duplicated.
+// not duplicated. While nothing is being retried and the reconciler's
+// health epoch has not moved since the last look, no binding can have
+// turned unhealthy, and a tick costs nothing (the state of every binding is
+// only built when it may have changed).
 func (d *Daemon) supervise(ctx context.Context) {
 	tick := max(d.opts.RetryMin/2, 50*time.Millisecond)
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	type key struct{ session, server string }
 	retries := make(map[key]*retry)
+	looked := false
+	var epoch int64
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		e := d.rec.HealthEpoch()
+		if looked && e == epoch && len(retries) == 0 {
+			continue
+		}
+		looked, epoch = true, e
 		now := time.Now()
 		seen := make(map[key]bool)
 		for _, s := range d.rec.State().Sessions {

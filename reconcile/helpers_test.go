@@ -132,7 +132,9 @@ type env struct {
 	mu      sync.Mutex
 	regs    map[string]*viewtest.Registry
 	regCall map[string]int
-	failing map[string]error // dial errors by server name
+	failing map[string]error         // dial errors by server name
+	gates   map[string]chan struct{} // dials of these servers wait for the channel to close
+	noReg   map[string]bool          // sessions whose registry is nil
 }
 
 func newEnv(t *testing.T, ups ...*upstream) *env {
@@ -162,8 +164,11 @@ func newEnv(t *testing.T, ups ...*upstream) *env {
 // only part of the identity).
 func (e *env) dial(ctx context.Context, spec pool.Spec) (mcp.Transport, error) {
 	e.mu.Lock()
-	err := e.failing[spec.Name]
+	err, gate := e.failing[spec.Name], e.gates[spec.Name]
 	e.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +194,9 @@ func (e *env) registry(session string) view.Registry {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.regCall[session]++
+	if e.noReg[session] {
+		return nil
+	}
 	if e.regs[session] == nil {
 		e.regs[session] = viewtest.NewRegistry()
 	}

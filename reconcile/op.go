@@ -19,8 +19,9 @@ type op struct {
 	held       map[any]struct{}            // connections held at the start
 	// after reports the registries and connections at the end.
 	after func() (map[string]*trackedRegistry, map[any]struct{})
-	// failed, if set, is called by finish when the op recorded an error.
-	failed func()
+	// failed, if set, is called by finish with the number of errors the op
+	// recorded, when there are some.
+	failed func(n int)
 
 	mu  sync.Mutex
 	sum Summary
@@ -60,7 +61,7 @@ func (r *Reconciler) begin() *op {
 	}
 	regs, held := state()
 	o := newOp(r.counters, r.pool.Counters(), regs, held, state)
-	o.failed = func() { r.dirty = true }
+	o.failed = func(n int) { r.errs.Add(int64(n)) }
 	return o
 }
 
@@ -90,7 +91,7 @@ func (o *op) finish() (Summary, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.sum.Errors) > 0 && o.failed != nil {
-		o.failed()
+		o.failed(len(o.sum.Errors))
 	}
 	s := o.sum
 	s.Replayed = int(delta.Replays)

@@ -81,12 +81,12 @@ type Reconciler struct {
 	// (see wants).
 	servers map[string]*serverInput
 	inputs  map[string]*sessionInput
-	// mark is the failure count (see failures) when the last Apply began;
-	// dirty is set when a reconciling call since then recorded an error.
-	// While neither moved, every binding of a session whose wants did not
-	// change is known to be healthy (see Apply).
-	mark  int64
-	dirty bool
+	// mark is the HealthEpoch when the last Apply began. While the epoch
+	// has not moved, every binding of a session whose wants did not change
+	// is known to be healthy (see Apply).
+	mark int64
+	// errs counts the binding errors reconciling calls recorded.
+	errs atomic.Int64
 
 	// smu guards what the read accessors look at. Mutators hold mu and take
 	// smu only to write.
@@ -183,15 +183,13 @@ func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, er
 	}
 	o := r.begin()
 
-	// A binding can turn unhealthy behind the reconciler's back only
-	// through a view failing closed or an entry turning terminal, both
-	// counted in Failures; failed calls set dirty. If neither moved since
-	// the last Apply began, that Apply left every binding it did not
-	// converge healthy, and the ones it converged succeeded: a session whose
-	// wants are unchanged then needs no task at all.
-	mark := r.failures()
-	trusted := !r.dirty && mark == r.mark
-	r.mark, r.dirty = mark, false
+	// If the health epoch did not move since the last Apply began, that
+	// Apply left every binding it did not converge healthy, and the ones
+	// it converged succeeded: a session whose wants are unchanged then
+	// needs no task at all.
+	mark := r.HealthEpoch()
+	trusted := mark == r.mark
+	r.mark = mark
 
 	file, unchanged := r.wants(cfg)
 	for name := range r.overlays {
@@ -637,9 +635,15 @@ type task struct {
 	force  bool
 }
 
-// failures reads the Failures counters of the views and of the pool.
-func (r *Reconciler) failures() int64 {
-	n := r.counters.Failures.Load()
+// HealthEpoch returns a number that moves whenever a binding may have
+// become unhealthy: a view failed closed or was withdrawn, an entry turned
+// failed or closed (both counted in churn.Counters.Failures), or a
+// reconciling call recorded a binding error (a failed acquire, refresh,
+// release or teardown). While it stays the same, no binding that was
+// healthy has turned unhealthy, so a supervisor that found nothing to
+// repair need not look again. It is safe to call at any time.
+func (r *Reconciler) HealthEpoch() int64 {
+	n := r.counters.Failures.Load() + r.errs.Load()
 	if c := r.pool.Counters(); c != r.counters {
 		n += c.Failures.Load()
 	}

@@ -790,3 +790,53 @@ func TestApplyRepairsBackgroundFailure(t *testing.T) {
 	assert.Equal(t, 2, sum.Refreshed)
 	assert.Zero(t, sum.Acquired)
 }
+
+// TestHealthEpoch: the epoch stays put across healthy reloads and moves
+// when an acquire fails or an entry fails, so a supervisor may skip its
+// scans exactly while nothing can have broken.
+func TestHealthEpoch(t *testing.T) {
+	up := newUpstream("fs", "read")
+	e := newEnv(t, up, newUpstream("git", "log"))
+	c := twoSessions().build(t)
+	e.apply(c)
+	epoch := e.rec.HealthEpoch()
+	e.apply(c)
+	next := twoSessions()
+	next.server("fs", "excludeTools", []string{"read"})
+	e.apply(next.build(t))
+	assert.Equal(t, epoch, e.rec.HealthEpoch(), "healthy reloads")
+
+	// An acquire that fails without any entry failing (the caller gave up
+	// while the connection was still being made) moves it.
+	gate := make(chan struct{})
+	e.mu.Lock()
+	e.gates = map[string]chan struct{}{"git": gate}
+	e.mu.Unlock()
+	slow := twoSessions()
+	slow.server("git")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	_, err := e.rec.Apply(ctx, slow.build(t))
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	close(gate)
+	moved := e.rec.HealthEpoch()
+	assert.Greater(t, moved, epoch, "failed acquire")
+
+	// So does any other error a reload records, with no entry or view
+	// involved: here a session whose registry cannot be had.
+	e.mu.Lock()
+	e.noReg = map[string]bool{"carol": true}
+	e.mu.Unlock()
+	withCarol := slow.clone()
+	withCarol.session("carol")
+	_, err = e.rec.Apply(context.Background(), withCarol.build(t))
+	require.ErrorContains(t, err, "no registry for the session")
+	assert.Greater(t, e.rec.HealthEpoch(), moved, "recorded error")
+	moved = e.rec.HealthEpoch()
+
+	// So does an entry failing in the background.
+	h := e.handle("alice", "fs")
+	up.kill()
+	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, 5*time.Second, 5*time.Millisecond)
+	assert.Greater(t, e.rec.HealthEpoch(), moved, "entry failed")
+}
