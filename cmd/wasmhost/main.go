@@ -1,6 +1,6 @@
 // Command wasmhost is the wasmhost command line: it computes metadata keys
 // and projections with a policy plugin, checks plugins against golden
-// suites, inspects plugin files and scaffolds new plugins.
+// suites, inspects and packs plugin files and scaffolds new plugins.
 //
 // Usage:
 //
@@ -10,6 +10,7 @@
 //	wasmhost version     [PLUGIN FLAGS]
 //	wasmhost digest      FILE
 //	wasmhost inspect     [--json] FILE
+//	wasmhost pack        [--gap N] [-o OUT] FILE
 //	wasmhost new-plugin  [--name NAME] [--module PATH] DIR
 //	wasmhost run         --config FILE [--listen ADDR] [--allow-remote] [--allow-host HOST]... [--print-tokens]
 //	wasmhost stdio       --config FILE --session NAME
@@ -79,6 +80,7 @@ func init() {
 		{"version", "print the wasmhost, ABI and policy plugin versions", runVersion},
 		{"digest", "print the SHA-256 of a plugin file, as a config pins it", runDigest},
 		{"inspect", "print a plugin's handshake, exports and imports, and whether the host accepts it", runInspect},
+		{"pack", "join a plugin's data segments so that it loads faster (Go plugins carry thousands)", runPack},
 		{"new-plugin", "create a Go policy plugin project that builds and passes its own golden suite", runNewPlugin},
 		{"run", "run the daemon: serve each session of a config over streamable HTTP", runRun},
 		{"stdio", "serve one session of a config over standard input and output (no pool)", runStdio},

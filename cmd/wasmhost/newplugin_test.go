@@ -56,7 +56,18 @@ func TestNewPluginBuildsAndPasses(t *testing.T) {
 	goCmd(t, dir, []string{"GOOS=wasip1", "GOARCH=wasm"}, "build", "-buildmode=c-shared", "-trimpath", "-o", "my-policy.wasm", ".")
 	goCmd(t, dir, nil, "test", "./...")
 
+	assert.Contains(t, string(makefile), "$(WASMHOST) pack $(PLUGIN)")
 	wasm := filepath.Join(dir, "my-policy.wasm")
+	// Pack it as its Makefile does: the packed module is what the checks
+	// below load.
+	before, err := os.ReadFile(wasm)
+	require.NoError(t, err)
+	r = runCLI(t, "", "pack", wasm)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	assert.Regexp(t, `^.*my-policy\.wasm: \d{4,} data segments -> \d \(\d+ zero bytes written\), \d+ -> \d+ bytes\n$`, r.out)
+	after, err := os.ReadFile(wasm)
+	require.NoError(t, err)
+	require.NotEqual(t, before, after)
 	r = runCLI(t, "", "inspect", wasm)
 	require.Equal(t, exitOK, r.code, r.out+r.errOut)
 	assert.Contains(t, r.out, "handshake: my-policy 0.1.0 (abi 1)\n")

@@ -1,0 +1,313 @@
+// Package wasmpack merges the data segments of a WebAssembly module.
+//
+// Go's wasm linker leaves out every run of more than eight zero bytes from
+// the data section and starts a new active segment after it, so a Go
+// plugin carries tens of thousands of small segments. A runtime decodes,
+// bounds-checks and copies each one on every load, and with a warm
+// compilation cache that per-segment work is a large part of what a load
+// costs. Pack joins neighbouring segments whose gap is short, writing the
+// gap's zeros out: linear memory starts zeroed, so the module's meaning is
+// unchanged, and the output is a pure function of the input, so a
+// byte-reproducible build stays byte-reproducible.
+package wasmpack
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// DefaultGap is the longest run of zeros Pack writes out to join two
+// segments. At load, a byte of a segment costs a copy and a segment costs
+// a decode, a constant-expression evaluation and a bounds check, worth
+// about a few hundred bytes of copying; 256 keeps the module's growth to a
+// few percent.
+const DefaultGap = 256
+
+// ErrMalformed is returned (wrapped, with the byte offset) when the input
+// is not a WebAssembly binary module Pack can read.
+var ErrMalformed = errors.New("wasmpack: malformed module")
+
+const (
+	sectionData      = 11
+	sectionDataCount = 12
+	opI32Const       = 0x41
+	opEnd            = 0x0b
+)
+
+// A segment is one data segment. Only active segments of memory 0 whose
+// offset is an i32.const can be merged (simple); any other is kept as read
+// (raw).
+type segment struct {
+	simple bool
+	offset uint32
+	data   []byte
+	raw    []byte
+}
+
+// Stats describes what Pack did.
+type Stats struct {
+	SegmentsBefore, SegmentsAfter int
+	ZerosWritten                  int // bytes of gap now stored as zeros
+}
+
+// Pack returns module with its active data segments joined wherever two
+// neighbours are at most gap zero bytes apart, and what it did. It leaves
+// the module as it is (returning it unchanged) when the segments are not
+// in ascending, non-overlapping order, or when any segment is passive or
+// has a computed offset: joining could then overwrite what another segment
+// wrote. Every other section is copied byte for byte.
+func Pack(module []byte, gap int) ([]byte, Stats, error) {
+	var st Stats
+	if len(module) < 8 || !bytes.Equal(module[:4], []byte("\x00asm")) || binary.LittleEndian.Uint32(module[4:8]) != 1 {
+		return nil, st, fmt.Errorf("%w: no wasm version 1 header", ErrMalformed)
+	}
+	out := make([]byte, 0, len(module))
+	out = append(out, module[:8]...)
+	dataCountAt := -1 // where the data count section's payload starts in out
+	for pos := 8; pos < len(module); {
+		id := module[pos]
+		size, n, err := uleb(module, pos+1)
+		if err != nil {
+			return nil, st, err
+		}
+		start := pos + 1 + n
+		end := start + int(size)
+		if end > len(module) || end < start {
+			return nil, st, fmt.Errorf("%w: section %d at byte %d runs past the end", ErrMalformed, id, pos)
+		}
+		payload := module[start:end]
+		switch id {
+		case sectionDataCount:
+			dataCountAt = len(out)
+			out = append(out, module[pos:end]...)
+		case sectionData:
+			segs, err := readData(payload, start)
+			if err != nil {
+				return nil, st, err
+			}
+			st.SegmentsBefore = len(segs)
+			merged, zeros, ok := merge(segs, gap)
+			if !ok {
+				return module, Stats{SegmentsBefore: len(segs), SegmentsAfter: len(segs)}, nil
+			}
+			st.SegmentsAfter, st.ZerosWritten = len(merged), zeros
+			body := writeData(merged)
+			out = append(out, id)
+			out = binary.AppendUvarint(out, uint64(len(body)))
+			out = append(out, body...)
+		default:
+			out = append(out, module[pos:end]...)
+		}
+		pos = end
+	}
+	if dataCountAt >= 0 && st.SegmentsAfter != st.SegmentsBefore {
+		out, err := setDataCount(out, dataCountAt, st.SegmentsAfter)
+		return out, st, err
+	}
+	return out, st, nil
+}
+
+func readData(p []byte, base int) ([]segment, error) {
+	count, n, err := uleb(p, 0)
+	if err != nil {
+		return nil, err
+	}
+	pos := n
+	// A segment takes at least three bytes: the count cannot be trusted
+	// further than that for the allocation.
+	segs := make([]segment, 0, min(int(count), len(p)/3))
+	for i := range count {
+		at := pos
+		flags, n, err := uleb(p, pos)
+		if err != nil {
+			return nil, err
+		}
+		pos += n
+		s := segment{}
+		switch flags {
+		case 0: // active, memory 0, offset expression
+			if pos < len(p) && p[pos] == opI32Const {
+				off, m, err := sleb32(p, pos+1)
+				if err == nil && pos+1+m < len(p) && p[pos+1+m] == opEnd {
+					s.simple, s.offset = true, uint32(off)
+					pos += 1 + m + 1
+					break
+				}
+			}
+			if pos, err = skipExpr(p, pos); err != nil {
+				return nil, fmt.Errorf("segment %d: %w", i, err)
+			}
+		case 1: // passive
+		case 2: // active, explicit memory index
+			_, n, err := uleb(p, pos)
+			if err != nil {
+				return nil, err
+			}
+			if pos, err = skipExpr(p, pos+n); err != nil {
+				return nil, fmt.Errorf("segment %d: %w", i, err)
+			}
+		default:
+			return nil, fmt.Errorf("%w: data segment %d at byte %d has flags %d", ErrMalformed, i, base+at, flags)
+		}
+		size, n, err := uleb(p, pos)
+		if err != nil {
+			return nil, err
+		}
+		pos += n
+		if pos+int(size) > len(p) || pos+int(size) < pos {
+			return nil, fmt.Errorf("%w: data segment %d at byte %d runs past its section", ErrMalformed, i, base+at)
+		}
+		s.data = p[pos : pos+int(size)]
+		pos += int(size)
+		s.raw = p[at:pos]
+		segs = append(segs, s)
+	}
+	if pos != len(p) {
+		return nil, fmt.Errorf("%w: %d bytes after the last data segment", ErrMalformed, len(p)-pos)
+	}
+	return segs, nil
+}
+
+// skipExpr skips a constant expression, which for a data offset has one
+// instruction before end: global.get with an index, or a constant.
+func skipExpr(p []byte, pos int) (int, error) {
+	for pos < len(p) {
+		op := p[pos]
+		pos++
+		if op == opEnd {
+			return pos, nil
+		}
+		switch op {
+		case 0x23, opI32Const, 0x42: // global.get, i32.const, i64.const: one LEB immediate
+			_, n, err := uleb64(p, pos)
+			if err != nil {
+				return 0, err
+			}
+			pos += n
+		default:
+			return 0, fmt.Errorf("%w: unsupported opcode 0x%02x in a data offset", ErrMalformed, op)
+		}
+	}
+	return 0, fmt.Errorf("%w: data offset runs past its section", ErrMalformed)
+}
+
+// merge sorts the segments by offset and joins neighbours at most gap
+// zeros apart. Disjoint active segments write the same memory in any
+// order, so sorting them keeps the module's meaning. ok is false when some
+// segment is not simple or two segments overlap.
+func merge(segs []segment, gap int) (out []segment, zeros int, ok bool) {
+	for _, s := range segs {
+		if !s.simple {
+			return nil, 0, false
+		}
+	}
+	sorted := slices.Clone(segs)
+	slices.SortStableFunc(sorted, func(a, b segment) int { return cmp.Compare(a.offset, b.offset) })
+	var prevEnd uint64
+	for _, s := range sorted {
+		if uint64(s.offset) < prevEnd {
+			return nil, 0, false
+		}
+		prevEnd = uint64(s.offset) + uint64(len(s.data))
+	}
+	// Each run of joined segments is copied once, into its own buffer.
+	var run []byte
+	var runAt uint32
+	flush := func() {
+		out = append(out, segment{simple: true, offset: runAt, data: run})
+	}
+	for i, s := range sorted {
+		if i > 0 {
+			if d := uint64(s.offset) - (uint64(runAt) + uint64(len(run))); d <= uint64(gap) {
+				run = append(run, make([]byte, d)...)
+				run = append(run, s.data...)
+				zeros += int(d)
+				continue
+			}
+			flush()
+		}
+		run, runAt = append([]byte(nil), s.data...), s.offset
+	}
+	if len(sorted) > 0 {
+		flush()
+	}
+	return out, zeros, true
+}
+
+func writeData(segs []segment) []byte {
+	var b []byte
+	b = binary.AppendUvarint(b, uint64(len(segs)))
+	for _, s := range segs {
+		b = append(b, 0, opI32Const)
+		b = appendSleb(b, int64(int32(s.offset)))
+		b = append(b, opEnd)
+		b = binary.AppendUvarint(b, uint64(len(s.data)))
+		b = append(b, s.data...)
+	}
+	return b
+}
+
+// setDataCount rewrites the data count section starting at at in out.
+func setDataCount(out []byte, at, count int) ([]byte, error) {
+	size, n, err := uleb(out, at+1)
+	if err != nil {
+		return nil, err
+	}
+	end := at + 1 + n + int(size)
+	sec := []byte{sectionDataCount}
+	body := binary.AppendUvarint(nil, uint64(count))
+	sec = binary.AppendUvarint(sec, uint64(len(body)))
+	sec = append(sec, body...)
+	return append(append(append([]byte(nil), out[:at]...), sec...), out[end:]...), nil
+}
+
+func uleb(p []byte, pos int) (uint32, int, error) {
+	v, n, err := uleb64(p, pos)
+	if err == nil && v > 1<<32-1 {
+		err = fmt.Errorf("%w: number at byte %d exceeds 32 bits", ErrMalformed, pos)
+	}
+	return uint32(v), n, err
+}
+
+func uleb64(p []byte, pos int) (uint64, int, error) {
+	if pos > len(p) {
+		pos = len(p)
+	}
+	v, n := binary.Uvarint(p[pos:])
+	if n <= 0 {
+		return 0, 0, fmt.Errorf("%w: bad LEB128 number at byte %d", ErrMalformed, pos)
+	}
+	return v, n, nil
+}
+
+func sleb32(p []byte, pos int) (int32, int, error) {
+	var v int64
+	var shift uint
+	for i := 0; pos+i < len(p) && i < 5; i++ {
+		b := p[pos+i]
+		v |= int64(b&0x7f) << shift
+		shift += 7
+		if b&0x80 == 0 {
+			if shift < 64 && b&0x40 != 0 {
+				v |= -1 << shift
+			}
+			return int32(v), i + 1, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("%w: bad signed LEB128 number at byte %d", ErrMalformed, pos)
+}
+
+func appendSleb(b []byte, v int64) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
