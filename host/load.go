@@ -66,13 +66,32 @@ func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Ins
 	if err != nil {
 		return nil, fail("%w", err)
 	}
-	sum := sha256.Sum256(wasm)
-	digest := hex.EncodeToString(sum[:])
-	if insp != nil {
-		insp.SHA256, insp.Size = digest, len(wasm)
+	// A pinned plugin is hashed, and refused on a mismatch, before any of
+	// it is compiled. Otherwise the digest only names the plugin (logs,
+	// Digest), so it is computed while wazero compiles: a few milliseconds
+	// of a warm-cache load.
+	var digest string
+	digested := make(chan string, 1)
+	hashWasm := func() {
+		sum := sha256.Sum256(wasm)
+		digested <- hex.EncodeToString(sum[:])
 	}
-	if cfg.pin != "" && cfg.pin != digest {
-		return nil, fail("%w: the wasm has sha256 %s, the pin is %s", ErrDigestMismatch, digest, cfg.pin)
+	if cfg.pin != "" || insp != nil {
+		hashWasm()
+		digest = <-digested
+		if insp != nil {
+			insp.SHA256, insp.Size = digest, len(wasm)
+		}
+		if cfg.pin != "" && cfg.pin != digest {
+			return nil, fail("%w: the wasm has sha256 %s, the pin is %s", ErrDigestMismatch, digest, cfg.pin)
+		}
+	} else {
+		go hashWasm()
+		defer func() {
+			if digest == "" {
+				<-digested // the hash must not outlive a failed load's caller
+			}
+		}()
 	}
 	if err := checkHeader(wasm); err != nil {
 		return nil, fail("%w", err)
@@ -101,6 +120,9 @@ func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Ins
 	if err != nil {
 		_ = cache.Close(context.Background())
 		return nil, fail("compile: %w", err)
+	}
+	if digest == "" {
+		digest = <-digested
 	}
 	p := &Plugin{
 		name:      name,
