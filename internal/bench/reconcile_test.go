@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/session"
@@ -165,6 +166,45 @@ func BenchmarkReconcileEquivalent(b *testing.B) {
 			b.ReportMetric(float64(calls)/float64(b.N), "plugin-calls/op")
 		})
 	}
+	// The one plugin call an equivalent reload cannot avoid: canonicalizing
+	// the distinct settings it has not seen (new bytes every iteration, so
+	// neither the plugin's memo nor the reconciler's answers).
+	b.Run("canonicalize", func(b *testing.B) {
+		p := wasmPolicy(b)
+		gen := nextGeneration()
+		form := 0
+		next := func() *abi.CanonicalizeRequest {
+			form++
+			return &abi.CanonicalizeRequest{Settings: distinctSettings(variantConfig(b, metadataTopology, gen, form))}
+		}
+		req := next()
+		n := len(req.Settings)
+		for b.Loop() {
+			if _, err := p.Canonicalize(context.Background(), req); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			req = next()
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(n), "settings/op")
+	})
+}
+
+// distinctSettings lists the distinct settings objects (by bytes) of every
+// (session, server) binding of cfg, as a reload canonicalizes them.
+func distinctSettings(cfg *config.Config) []json.RawMessage {
+	seen := make(map[string]bool)
+	var out []json.RawMessage
+	for _, sess := range cfg.Sessions {
+		for server := range cfg.Servers {
+			if raw, ok := sess.EffectiveSettings(server); ok && !seen[string(raw)] {
+				seen[string(raw)] = true
+				out = append(out, raw)
+			}
+		}
+	}
+	return out
 }
 
 // TestEquivalentReloadNoChurn reloads canonical-equivalent settings into
