@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/wasmpack"
 )
 
 // An Inspection is what Inspect learned about a wasm module and whether
@@ -13,6 +14,13 @@ type Inspection struct {
 	SHA256 string `json:"sha256"`
 	// Size is the length of the bytes.
 	Size int `json:"size"`
+	// DataSegments is the number of data segments; Packed is how many
+	// `wasmhost pack` would leave (the same when packing would not help).
+	// A plugin built with Go has tens of thousands until packed, and every
+	// load decodes them one by one. Both are 0 when the data section cannot
+	// be read.
+	DataSegments int `json:"dataSegments"`
+	Packed       int `json:"packedSegments"`
 	// Imports and Exports are the module's, exports sorted by name; empty
 	// when the bytes did not compile.
 	Imports []Import `json:"imports"`
@@ -46,6 +54,9 @@ func Inspect(ctx context.Context, wasm []byte) (*Inspection, error) {
 // inspect is Inspect with Options (tests pass a CacheDir).
 func inspect(ctx context.Context, wasm []byte, opts Options) (*Inspection, error) {
 	insp := &Inspection{}
+	if _, st, err := wasmpack.Pack(wasm, wasmpack.DefaultGap); err == nil {
+		insp.DataSegments, insp.Packed = st.SegmentsBefore, st.SegmentsAfter
+	}
 	p, err := load(ctx, inspectName, wasm, opts, insp)
 	if p != nil {
 		_ = p.Close(context.Background())

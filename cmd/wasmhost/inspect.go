@@ -41,6 +41,7 @@ func runDigest(_ context.Context, args []string, s stdio) int {
 //	file: FILE
 //	sha256: HEX
 //	size: N bytes
+//	data segments: N [(wasmhost pack would leave M, for faster loads)]
 //	handshake: NAME VERSION (abi N)[, wants W,...]   or   handshake: none
 //	optional exports: NAME,...   or   optional exports: none
 //	exports:
@@ -92,7 +93,11 @@ func runInspect(ctx context.Context, args []string, s stdio) int {
 
 func writeInspection(s stdio, file string, insp *host.Inspection) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "file: %s\nsha256: %s\nsize: %d bytes\n", file, insp.SHA256, insp.Size)
+	fmt.Fprintf(&b, "file: %s\nsha256: %s\nsize: %d bytes\ndata segments: %d", file, insp.SHA256, insp.Size, insp.DataSegments)
+	if insp.Packed < insp.DataSegments {
+		fmt.Fprintf(&b, " (wasmhost pack would leave %d, for faster loads)", insp.Packed)
+	}
+	b.WriteByte('\n')
 	if h := insp.Handshake; h != nil {
 		fmt.Fprintf(&b, "handshake: %s %s (abi %d)", h.Name, h.Version, h.ABI)
 		if len(h.Wants) > 0 {

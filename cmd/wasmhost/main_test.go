@@ -347,6 +347,7 @@ func TestInspect(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.out+r.errOut)
 	assert.Contains(t, r.out, "file: "+wasm+"\n")
 	assert.Contains(t, r.out, "sha256: "+sha256Hex(policydefault.Wasm)+"\n")
+	assert.Regexp(t, `(?m)^data segments: \d\n`, r.out, "the committed default plugin is packed")
 	assert.Contains(t, r.out, "handshake: policy-default 1.0.0 (abi 1)\noptional exports: project_batch\n")
 	assert.Regexp(t, `(?m)^exports:\n(  .*\n)*  func canonicalize \(\) -> i32\n`, r.out)
 	assert.Regexp(t, `(?m)^exports:\n(  .*\n)*  func project_batch \(\) -> i32\n`, r.out)
@@ -360,6 +361,19 @@ func TestInspect(t *testing.T) {
 	assert.True(t, insp.Accepted)
 	assert.Equal(t, sha256Hex(policydefault.Wasm), insp.SHA256)
 	assert.Equal(t, []string{"project_batch"}, insp.OptionalExports)
+	assert.Equal(t, insp.DataSegments, insp.Packed)
+
+	// An unpacked module: inspect says what packing would do.
+	segs := []byte("\x00asm\x01\x00\x00\x00" +
+		"\x05\x03\x01\x00\x01" + // one memory page
+		"\x0b\x0f\x02" + // data section, 15 bytes: two segments
+		"\x00\x41\x00\x0b\x02ab" + // "ab" at 0
+		"\x00\x41\x04\x0b\x02cd") // "cd" at 4
+	unpacked := filepath.Join(t.TempDir(), "unpacked.wasm")
+	require.NoError(t, os.WriteFile(unpacked, segs, 0o644))
+	r = runCLI(t, "", "inspect", unpacked)
+	assert.Equal(t, exitFail, r.code, "no ABI exports")
+	assert.Contains(t, r.out, "data segments: 2 (wasmhost pack would leave 1, for faster loads)\n")
 
 	r = runCLI(t, "", "inspect", notWasm(t))
 	assert.Equal(t, exitFail, r.code)
