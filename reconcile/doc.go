@@ -43,8 +43,10 @@
 // a session's bindings are known healthy and get no work at all; otherwise
 // each binding is checked, so a failure in the background is still repaired
 // by the next reload. Bindings that do change are refreshed together: the
-// distinct settings are canonicalized in one policy call, and the
-// projections the refreshed views will need are computed in batched
+// distinct settings are canonicalized in one policy call; a healthy view
+// whose new settings got the key it already has takes the new bytes there
+// and then ([view.View.AdoptSettings]), with no further work; and the
+// projections the other refreshed views will need are computed in batched
 // project_batch calls ([view.Prefill]) before the views ask for them.
 //
 // Apply keeps going when one binding fails: its error is recorded in the

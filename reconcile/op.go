@@ -66,9 +66,12 @@ func (r *Reconciler) begin() *op {
 }
 
 // count adds one to a field of o.sum.
-func (o *op) count(field *int) {
+func (o *op) count(field *int) { o.add(field, 1) }
+
+// add adds n to one of o.sum's counts.
+func (o *op) add(field *int, n int) {
 	o.mu.Lock()
-	*field++
+	*field += n
 	o.mu.Unlock()
 }
 

@@ -221,6 +221,7 @@ func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, er
 		}
 	}
 	r.warmKeys(ctx, tasks)
+	tasks = r.adopt(o, tasks)
 	r.prefill(ctx, tasks)
 	r.run(ctx, o, tasks)
 	if len(removed) > 0 {
@@ -475,6 +476,41 @@ func (r *Reconciler) warmKeys(ctx context.Context, tasks []task) {
 		}
 	}
 	r.viewPolicy().warm(ctx, settings)
+}
+
+// adopt settles, without running them, the refreshes whose new settings
+// the policy has already found equivalent to what their views hold: a held
+// handle keeping its live transport whose view, healthy and on the
+// reconciler's policy, has the key that warmKeys remembered for the new
+// bytes (view.View.AdoptSettings). Such a refresh would re-key to the same
+// key and stop there; adopting it instead costs a memo lookup and a lock,
+// with no task, no sorting and no worker. It counts as refreshed, as the
+// task would have. It returns the tasks still to run. r.mu is held.
+func (r *Reconciler) adopt(o *op, tasks []task) []task {
+	keys := r.viewPolicy()
+	rest := tasks[:0]
+	var adopted []task
+	for _, t := range tasks {
+		if t.want != nil && !t.force && t.cur != nil && t.cur.handle != nil {
+			h := t.cur.handle
+			if h.Identity() == t.want.identity && !h.Released() && !h.Entry().State().Terminal() {
+				if key, ok := keys.lookup(t.want.settings); ok && h.View().AdoptSettings(t.want.settings, keys, key) {
+					adopted = append(adopted, t)
+					continue
+				}
+			}
+		}
+		rest = append(rest, t)
+	}
+	// Each keeps its handle, so setBinding's held counts stay as they are:
+	// one lock publishes them all.
+	r.smu.Lock()
+	for _, t := range adopted {
+		t.s.bindings[t.server] = &binding{handle: t.cur.handle, want: t.want}
+	}
+	r.smu.Unlock()
+	o.add(&o.sum.Refreshed, len(adopted))
+	return rest
 }
 
 // prefill computes in batched policy calls (view.Prefill) the projections

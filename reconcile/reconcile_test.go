@@ -196,8 +196,38 @@ func TestApplyEquivalentFilterNormalization(t *testing.T) {
 			assert.Empty(t, sum.Changed)
 			assert.Same(t, h, e.handle("alice", "fs"))
 			assert.Equal(t, key, h.View().Key())
+			assert.Equal(t, 1, sum.Refreshed)
+
+			// The view holds the new bytes, so a policy that tells the two
+			// forms apart keys it by them.
+			want, _ := mk(tc.to).Sessions["alice"].EffectiveSettings("fs")
+			assert.Equal(t, string(want), string(h.View().Settings()))
+			_, err := e.rec.SetPolicy(context.Background(), bytesPolicy{})
+			require.NoError(t, err)
+			assert.Equal(t, "bytes:"+string(want), h.View().Key())
 		})
 	}
+}
+
+// bytesPolicy is the reference policy with a key that is the settings
+// bytes themselves: any two byte forms differ under it.
+type bytesPolicy struct{ metakey.Reference }
+
+func (bytesPolicy) Handshake() abi.Handshake {
+	return abi.Handshake{ABI: abi.Version, Name: "bytes", Version: "1.0.0"}
+}
+
+func (bytesPolicy) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	resp, err := metakey.Reference{}.Canonicalize(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	for i := range resp.Results {
+		if resp.Results[i].Error == "" {
+			resp.Results[i].Key = "bytes:" + string(req.Settings[i])
+		}
+	}
+	return resp, nil
 }
 
 func TestApplyAbsentVersusEmptyInclude(t *testing.T) {

@@ -68,6 +68,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sync"
 
@@ -230,6 +231,36 @@ func (v *View) SetSettings(ctx context.Context, settings json.RawMessage) (chang
 	}
 	v.key = key
 	return true, v.sync(ctx)
+}
+
+// AdoptSettings makes settings the view's settings without asking the
+// policy, when the caller already knows their key under the view's policy:
+// p must be the view's policy and key what p gives for settings. If the
+// view is healthy and key is its current key, the settings mean what the
+// old ones meant, so there is nothing to re-project or replay, which is
+// what SetSettings would conclude too: the view keeps the new bytes (a
+// later SetPolicy canonicalizes them) and AdoptSettings reports true.
+// Otherwise it changes nothing and reports false; the caller then uses
+// SetSettings. The view keeps settings without copying them: they must not
+// be modified afterwards. p is compared by pointer: with a policy used by
+// value, AdoptSettings always reports false.
+func (v *View) AdoptSettings(settings json.RawMessage, p abi.Policy, key string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.err != nil || v.key == "" || v.key != key || !samePolicy(v.policy, p) {
+		return false
+	}
+	v.counters.Refreshes.Add(1)
+	v.settings = settings
+	return true
+}
+
+// samePolicy reports whether a and b are the same policy, compared by
+// pointer. Policies held by value are never taken as the same (comparing
+// them could panic on an uncomparable type); AdoptSettings then declines
+// and the caller asks the policy.
+func samePolicy(a, b abi.Policy) bool {
+	return a != nil && reflect.TypeOf(a).Kind() == reflect.Pointer && a == b
 }
 
 // SetPolicy switches the view to policy p, recomputes the key with it and

@@ -322,6 +322,53 @@ func TestEquivalentFilterNormalization(t *testing.T) {
 	}
 }
 
+// TestAdoptSettings: a view takes equivalent settings without a policy
+// call, replay or registry operation, and declines what it cannot vouch
+// for: another key, another policy (or one held by value), no key yet, or
+// a failed view.
+func TestAdoptSettings(t *testing.T) {
+	ctx := context.Background()
+	ref := &metakey.Reference{}
+	keyOf := func(settings string) string {
+		key, err := view.CanonicalKey(ctx, ref, json.RawMessage(settings))
+		require.NoError(t, err)
+		return key
+	}
+	snap := newSnapshot(1, "a", "b", "c")
+	f := newFixture(t, ref, `{"excludeTools":["b","a"]}`, snap)
+	before, ops := f.counters.Snapshot(), f.reg.OpCount()
+	equivalent := `{"excludeTools":["a","b","a"]}`
+	require.True(t, f.view.AdoptSettings(json.RawMessage(equivalent), ref, keyOf(equivalent)))
+	assert.Equal(t, equivalent, string(f.view.Settings()))
+	assert.Equal(t, churn.Values{Refreshes: 1}, f.counters.Snapshot().Sub(before), "no policy call, replay or registry operation")
+	assert.Equal(t, ops, f.reg.OpCount())
+
+	other := `{"excludeTools":["c"]}`
+	assert.False(t, f.view.AdoptSettings(json.RawMessage(other), ref, keyOf(other)), "another key")
+	assert.False(t, f.view.AdoptSettings(json.RawMessage(`{}`), &otherRef{}, keyOf(equivalent)), "another policy")
+	assert.Equal(t, equivalent, string(f.view.Settings()), "declining changes nothing")
+
+	byValue := newFixture(t, metakey.Reference{}, `{}`, snap)
+	assert.False(t, byValue.view.AdoptSettings(json.RawMessage(`{ }`), metakey.Reference{}, keyOf(`{}`)), "a policy held by value")
+
+	fresh := view.New(view.Config{Session: "s1", Server: "fs", Registry: viewtest.NewRegistry(), Counters: &churn.Counters{}, Policy: ref, Settings: json.RawMessage(`{}`), Logger: quiet})
+	assert.False(t, fresh.AdoptSettings(json.RawMessage(`{ }`), ref, keyOf(`{}`)), "no key computed yet")
+
+	var fail atomic.Bool
+	toggle := &togglePolicy{fail: &fail}
+	bad := newFixture(t, toggle, `{}`, snap)
+	key := bad.view.Key()
+	require.True(t, bad.view.AdoptSettings(json.RawMessage(`{ }`), toggle, key), "healthy")
+	fail.Store(true)
+	_, err := bad.view.SetSettings(ctx, json.RawMessage(`{"trust":null}`))
+	require.Error(t, err)
+	fail.Store(false)
+	assert.False(t, bad.view.AdoptSettings(json.RawMessage(`{}`), toggle, key), "a failed view")
+}
+
+// otherRef is the reference policy as another policy.
+type otherRef struct{ metakey.Reference }
+
 // TestAbsentVersusEmptyInclude: a missing includeTools allows every tool, []
 // allows none, and switching between them replays.
 func TestAbsentVersusEmptyInclude(t *testing.T) {
