@@ -383,13 +383,32 @@ func (altPolicy) Handshake() abi.Handshake {
 }
 
 func (altPolicy) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	return rekeyed(ctx, req, func(_ int, key string) string { return "alt:" + key })
+}
+
+// bytesPolicy is the reference policy with a key that is the settings
+// bytes themselves: any two byte forms differ under it.
+type bytesPolicy struct{ metakey.Reference }
+
+func (bytesPolicy) Handshake() abi.Handshake {
+	return abi.Handshake{ABI: abi.Version, Name: "bytes", Version: "1.0.0"}
+}
+
+func (bytesPolicy) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	return rekeyed(ctx, req, func(i int, _ string) string { return "bytes:" + string(req.Settings[i]) })
+}
+
+// rekeyed canonicalizes with the reference policy and replaces the key of
+// each accepted settings object i (whose reference key is key) by key(i,
+// key).
+func rekeyed(ctx context.Context, req *abi.CanonicalizeRequest, key func(i int, key string) string) (*abi.CanonicalizeResponse, error) {
 	resp, err := metakey.Reference{}.Canonicalize(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	for i := range resp.Results {
 		if resp.Results[i].Error == "" {
-			resp.Results[i].Key = "alt:" + resp.Results[i].Key
+			resp.Results[i].Key = key(i, resp.Results[i].Key)
 		}
 	}
 	return resp, nil

@@ -209,27 +209,6 @@ func TestApplyEquivalentFilterNormalization(t *testing.T) {
 	}
 }
 
-// bytesPolicy is the reference policy with a key that is the settings
-// bytes themselves: any two byte forms differ under it.
-type bytesPolicy struct{ metakey.Reference }
-
-func (bytesPolicy) Handshake() abi.Handshake {
-	return abi.Handshake{ABI: abi.Version, Name: "bytes", Version: "1.0.0"}
-}
-
-func (bytesPolicy) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
-	resp, err := metakey.Reference{}.Canonicalize(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	for i := range resp.Results {
-		if resp.Results[i].Error == "" {
-			resp.Results[i].Key = "bytes:" + string(req.Settings[i])
-		}
-	}
-	return resp, nil
-}
-
 func TestApplyAbsentVersusEmptyInclude(t *testing.T) {
 	e := newEnv(t, newUpstream("fs", "read", "write"))
 	mk := func(settings string) *config.Config {

@@ -1,4 +1,4 @@
-package wasmpack_test
+package wasmpack
 
 import (
 	"bytes"
@@ -11,8 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	"github.com/tetratelabs/wazero"
-
-	"github.com/wasmhost/wasmhost/internal/wasmpack"
 )
 
 // A seg is one data segment of a test module: active at offset, or passive.
@@ -51,17 +49,6 @@ func module(segs []seg, dataCount bool) []byte {
 	return section(b, 11, body)
 }
 
-func appendSleb(b []byte, v int64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
-
 // memoryOf instantiates wasm with wazero and returns its first page of
 // memory: what the data segments wrote.
 func memoryOf(t testing.TB, wasm []byte) []byte {
@@ -82,56 +69,56 @@ func TestPack(t *testing.T) {
 		segs      []seg
 		gap       int
 		dataCount bool
-		want      wasmpack.Stats
+		want      Stats
 	}{
 		{
 			name: "neighbours within the gap are joined",
 			segs: []seg{{offset: 16, data: "ab"}, {offset: 20, data: "cd"}, {offset: 30, data: "ef"}},
 			gap:  8,
-			want: wasmpack.Stats{SegmentsBefore: 3, SegmentsAfter: 1, ZerosWritten: 2 + 8},
+			want: Stats{SegmentsBefore: 3, SegmentsAfter: 1, ZerosWritten: 2 + 8},
 		},
 		{
 			name: "a gap longer than allowed splits",
 			segs: []seg{{offset: 0, data: "ab"}, {offset: 11, data: "cd"}, {offset: 13, data: "ef"}},
 			gap:  8,
-			want: wasmpack.Stats{SegmentsBefore: 3, SegmentsAfter: 2, ZerosWritten: 0},
+			want: Stats{SegmentsBefore: 3, SegmentsAfter: 2, ZerosWritten: 0},
 		},
 		{
 			name: "segments out of order are sorted first (as Go's linker writes them)",
 			segs: []seg{{offset: 300, data: "late"}, {offset: 100, data: "early"}, {offset: 106, data: "x"}},
 			gap:  1,
-			want: wasmpack.Stats{SegmentsBefore: 3, SegmentsAfter: 2, ZerosWritten: 1},
+			want: Stats{SegmentsBefore: 3, SegmentsAfter: 2, ZerosWritten: 1},
 		},
 		{
 			name:      "the data count section follows",
 			segs:      []seg{{offset: 8, data: "a"}, {offset: 10, data: "b"}},
 			gap:       4,
 			dataCount: true,
-			want:      wasmpack.Stats{SegmentsBefore: 2, SegmentsAfter: 1, ZerosWritten: 1},
+			want:      Stats{SegmentsBefore: 2, SegmentsAfter: 1, ZerosWritten: 1},
 		},
 		{
 			name: "touching segments join with no zeros",
 			segs: []seg{{offset: 4, data: "ab"}, {offset: 6, data: "cd"}},
 			gap:  0,
-			want: wasmpack.Stats{SegmentsBefore: 2, SegmentsAfter: 1},
+			want: Stats{SegmentsBefore: 2, SegmentsAfter: 1},
 		},
 		{
 			name: "overlapping segments are left alone",
 			segs: []seg{{offset: 0, data: "abcd"}, {offset: 2, data: "XY"}},
 			gap:  8,
-			want: wasmpack.Stats{SegmentsBefore: 2, SegmentsAfter: 2},
+			want: Stats{SegmentsBefore: 2, SegmentsAfter: 2},
 		},
 		{
 			name: "a passive segment leaves the section alone",
 			segs: []seg{{offset: 0, data: "ab"}, {passive: true, data: "zz"}, {offset: 3, data: "cd"}},
 			gap:  8,
-			want: wasmpack.Stats{SegmentsBefore: 3, SegmentsAfter: 3},
+			want: Stats{SegmentsBefore: 3, SegmentsAfter: 3},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := module(tt.segs, tt.dataCount)
-			out, st, err := wasmpack.Pack(in, tt.gap)
+			out, st, err := Pack(in, tt.gap)
 			require.NoError(t, err)
 			if diff := cmp.Diff(tt.want, st); diff != "" {
 				t.Errorf("Stats (-want +got):\n%s", diff)
@@ -140,7 +127,7 @@ func TestPack(t *testing.T) {
 				require.Equal(t, in, out, "a module with nothing to join is returned as it was")
 			}
 			require.Equal(t, memoryOf(t, in), memoryOf(t, out), "memory after instantiation")
-			again, st2, err := wasmpack.Pack(out, tt.gap)
+			again, st2, err := Pack(out, tt.gap)
 			require.NoError(t, err)
 			require.Equal(t, out, again, "packing twice changes nothing")
 			require.Equal(t, st.SegmentsAfter, st2.SegmentsAfter)
@@ -159,12 +146,12 @@ func TestPackErrors(t *testing.T) {
 	}
 	for name, in := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, _, err := wasmpack.Pack(in, 8)
-			require.ErrorIs(t, err, wasmpack.ErrMalformed)
+			_, _, err := Pack(in, 8)
+			require.ErrorIs(t, err, ErrMalformed)
 		})
 	}
 	// The message says where.
-	_, _, err := wasmpack.Pack(good[:len(good)-1], 8)
+	_, _, err := Pack(good[:len(good)-1], 8)
 	require.ErrorContains(t, err, "byte ")
 }
 
@@ -174,7 +161,7 @@ func TestPackErrors(t *testing.T) {
 func TestDefaultPluginPacked(t *testing.T) {
 	wasm, err := os.ReadFile("../../plugins/policy-default/policy-default.wasm")
 	require.NoError(t, err)
-	out, st, err := wasmpack.Pack(wasm, wasmpack.DefaultGap)
+	out, st, err := Pack(wasm, DefaultGap)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(wasm, out), "the committed plugin is not packed: run make plugins")
 	require.Less(t, st.SegmentsAfter, 100, "data segments")
@@ -192,9 +179,9 @@ func FuzzPack(f *testing.F) {
 		if gap < 0 || gap > 1<<16 {
 			return
 		}
-		out, st, err := wasmpack.Pack(in, gap)
+		out, st, err := Pack(in, gap)
 		if err != nil {
-			if !errors.Is(err, wasmpack.ErrMalformed) {
+			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("error not marked ErrMalformed: %v", err)
 			}
 			return
@@ -202,7 +189,7 @@ func FuzzPack(f *testing.F) {
 		if st.SegmentsAfter > st.SegmentsBefore {
 			t.Fatalf("more segments after packing: %+v", st)
 		}
-		again, st2, err := wasmpack.Pack(out, gap)
+		again, st2, err := Pack(out, gap)
 		if err != nil || !bytes.Equal(again, out) || st2.SegmentsAfter != st.SegmentsAfter {
 			t.Fatalf("packing twice: %v (%+v, then %+v)", err, st, st2)
 		}
