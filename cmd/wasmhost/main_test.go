@@ -364,13 +364,8 @@ func TestInspect(t *testing.T) {
 	assert.Equal(t, insp.DataSegments, insp.Packed)
 
 	// An unpacked module: inspect says what packing would do.
-	segs := []byte("\x00asm\x01\x00\x00\x00" +
-		"\x05\x03\x01\x00\x01" + // one memory page
-		"\x0b\x0f\x02" + // data section, 15 bytes: two segments
-		"\x00\x41\x00\x0b\x02ab" + // "ab" at 0
-		"\x00\x41\x04\x0b\x02cd") // "cd" at 4
 	unpacked := filepath.Join(t.TempDir(), "unpacked.wasm")
-	require.NoError(t, os.WriteFile(unpacked, segs, 0o644))
+	require.NoError(t, os.WriteFile(unpacked, twoSegments, 0o644))
 	r = runCLI(t, "", "inspect", unpacked)
 	assert.Equal(t, exitFail, r.code, "no ABI exports")
 	assert.Contains(t, r.out, "data segments: 2 (wasmhost pack would leave 1, for faster loads)\n")
@@ -383,6 +378,66 @@ func TestInspect(t *testing.T) {
 
 	r = runCLI(t, "", "inspect", filepath.Join(t.TempDir(), "missing.wasm"))
 	assert.Equal(t, exitUsage, r.code)
+}
+
+// twoSegments is a module with one memory page and two data segments two
+// bytes apart, which wasmhost pack joins.
+var twoSegments = []byte("\x00asm\x01\x00\x00\x00" +
+	"\x05\x03\x01\x00\x01" + // one memory page
+	"\x0b\x0f\x02" + // data section, 15 bytes: two segments
+	"\x00\x41\x00\x0b\x02ab" + // "ab" at 0
+	"\x00\x41\x04\x0b\x02cd") // "cd" at 4
+
+func TestPack(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "p.wasm")
+	require.NoError(t, os.WriteFile(in, twoSegments, 0o600))
+
+	r := runCLI(t, "", "pack", in)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	assert.Equal(t, in+": 2 data segments -> 1 (2 zero bytes written), 30 -> 27 bytes\n", r.out)
+	packed, err := os.ReadFile(in)
+	require.NoError(t, err)
+	assert.Contains(t, string(packed), "ab\x00\x00cd")
+	fi, err := os.Stat(in)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the file keeps its permissions")
+
+	// -o leaves the input alone; --gap 1 does not join a gap of 2.
+	orig := filepath.Join(dir, "orig.wasm")
+	require.NoError(t, os.WriteFile(orig, twoSegments, 0o644))
+	r = runCLI(t, "", "pack", "--gap", "1", "-o", filepath.Join(dir, "out.wasm"), orig)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	assert.Contains(t, r.out, "2 data segments -> 2")
+	b, err := os.ReadFile(orig)
+	require.NoError(t, err)
+	assert.Equal(t, twoSegments, b)
+
+	// Bad input: a clear error naming the file, and the file untouched.
+	bad := notWasm(t)
+	before, err := os.ReadFile(bad)
+	require.NoError(t, err)
+	r = runCLI(t, "", "pack", bad)
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, "wasmhost pack: "+bad+": wasmpack: malformed module")
+	after, err := os.ReadFile(bad)
+	require.NoError(t, err)
+	assert.Equal(t, before, after)
+
+	// A write that fails (the target is a directory) leaves no temporary
+	// file behind.
+	target := filepath.Join(dir, "sub")
+	require.NoError(t, os.Mkdir(target, 0o755))
+	r = runCLI(t, "", "pack", "-o", target, orig)
+	assert.Equal(t, exitUsage, r.code)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		assert.False(t, strings.HasPrefix(e.Name(), "."), "temporary file left behind: %s", e.Name())
+	}
+
+	assert.Equal(t, exitUsage, runCLI(t, "", "pack").code)
+	assert.Equal(t, exitUsage, runCLI(t, "", "pack", "--gap", "-1", in).code)
 }
 
 func TestParseArgsInterspersed(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/wasmhost/wasmhost/internal/wasmpack"
 )
@@ -46,11 +47,42 @@ func runPack(_ context.Context, args []string, s stdio) int {
 		s.errorf("pack", "%s: %v", in, err)
 		return exitUsage
 	}
-	if err := os.WriteFile(out, packed, 0o644); err != nil {
+	if err := writeFileAtomic(out, packed); err != nil {
 		s.errorf("pack", "%v", err)
 		return exitUsage
 	}
 	fmt.Fprintf(s.out, "%s: %d data segments -> %d (%d zero bytes written), %d -> %d bytes\n",
 		out, st.SegmentsBefore, st.SegmentsAfter, st.ZerosWritten, len(wasm), len(packed))
 	return exitOK
+}
+
+// writeFileAtomic writes data to path through a temporary file in the same
+// directory and a rename, so that a failed write leaves path as it was (pack
+// usually writes over its input). An existing file keeps its permissions.
+func writeFileAtomic(path string, data []byte) (err error) {
+	mode := os.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
