@@ -68,7 +68,7 @@ func (it *BatchItem) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return fmt.Errorf("batch item: %w", err)
 	}
-	if raw == nil || len(raw) != 2 {
+	if len(raw) != 2 {
 		return fmt.Errorf("batch item: want [settings, snapshot], got %s", bytes.TrimSpace(b))
 	}
 	var idx [2]int
@@ -166,7 +166,7 @@ func ProjectAll(ctx context.Context, p Policy, req *ProjectBatchRequest) (*Proje
 		case resp == nil:
 			return nil, errors.New("project all: ProjectBatch returned no response")
 		}
-		if err := ValidateProjectBatch(req, resp); err != nil {
+		if err := validateBatchResults(req, resp); err != nil {
 			return nil, fmt.Errorf("project all: %w", err)
 		}
 		for i := range resp.Results {

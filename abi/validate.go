@@ -106,6 +106,12 @@ func ValidateProjectBatch(req *ProjectBatchRequest, resp *ProjectBatchResponse) 
 	if err := ValidateProjectBatchRequest(req); err != nil {
 		return err
 	}
+	return validateBatchResults(req, resp)
+}
+
+// validateBatchResults is ValidateProjectBatch for a request already
+// checked with ValidateProjectBatchRequest.
+func validateBatchResults(req *ProjectBatchRequest, resp *ProjectBatchResponse) error {
 	if len(resp.Results) != len(req.Items) {
 		return fmt.Errorf("project_batch: %d results for %d items", len(resp.Results), len(req.Items))
 	}

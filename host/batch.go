@@ -184,7 +184,6 @@ func (plan *batchPlan) pairBound(pair abi.BatchItem) int {
 func (p *Plugin) projectPairs(ctx context.Context, plan *batchPlan) ([]abi.BatchResult, error) {
 	const export = abi.ExportProjectBatch
 	results := make([]abi.BatchResult, 0, len(plan.pairs))
-	var chunks [][2]int // [start, end) ranges of plan.pairs
 	for start := 0; start < len(plan.pairs); {
 		end, size := start, len(`{"results":[]}`)
 		for end < len(plan.pairs) && end-start < abi.MaxBatch {
@@ -195,18 +194,15 @@ func (p *Plugin) projectPairs(ctx context.Context, plan *batchPlan) ([]abi.Batch
 			size += b
 			end++
 		}
-		chunks = append(chunks, [2]int{start, end})
-		start = end
-	}
-	for _, c := range chunks {
-		got, err := p.projectChunk(ctx, plan, plan.pairs[c[0]:c[1]])
+		got, err := p.projectChunk(ctx, plan, plan.pairs[start:end])
 		if err != nil {
-			if len(chunks) > 1 {
-				return nil, p.errorf(export, "batch of %d items from #%d: %w", c[1]-c[0], plan.firstItem[c[0]], err)
+			if end-start < len(plan.pairs) { // the batch was split
+				return nil, p.errorf(export, "batch of %d items from #%d: %w", end-start, plan.firstItem[start], err)
 			}
 			return nil, p.errorf(export, "%w", err)
 		}
 		results = append(results, got...)
+		start = end
 	}
 	return results, nil
 }

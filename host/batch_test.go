@@ -307,6 +307,31 @@ func TestProjectBatchSplits(t *testing.T) {
 	}
 }
 
+// TestProjectBatchSplitFailure: when one call of a split batch fails, the
+// error names that call's first item and size.
+func TestProjectBatchSplitFailure(t *testing.T) {
+	p := loadWat(t, "script", Options{})
+	big := abi.BatchSnapshot{Tools: make([]string, 20000)}
+	for i := range big.Tools {
+		big.Tools[i] = fmt.Sprintf("tool_%05d", i)
+	}
+	perCall := batchOutputBudget / answerBound(&big)
+	require.Greater(t, perCall, 1)
+	results := make([]string, 2*perCall+1)
+	for i := range results {
+		results[i] = fmt.Sprintf(`{"tools":[{"i":%d}]}`, i)
+	}
+	results[len(results)-1] = `{"tools":[{"i":20000}]}` // out of range: bad output
+	req := scriptBatch(results...)
+	req.Snapshots[0] = big
+	calls := p.stats.calls.Load()
+	_, err := p.ProjectBatch(context.Background(), req)
+	require.ErrorIs(t, err, ErrBadOutput)
+	assert.EqualValues(t, 3, p.stats.calls.Load()-calls)
+	assert.Contains(t, err.Error(), fmt.Sprintf(`plugin "script": project_batch: batch of 1 items from #%d: plugin returned bad output: `, 2*perCall))
+	assert.Contains(t, err.Error(), "results[0]: project: tools[0]: index 20000 out of range [0,20000)")
+}
+
 func TestProjectBatchBadOutput(t *testing.T) {
 	p := loadWat(t, "script", Options{})
 	tests := []struct {

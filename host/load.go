@@ -70,15 +70,12 @@ func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Ins
 	// it is compiled. Otherwise the digest only names the plugin (logs,
 	// Digest), so it is computed while wazero compiles: a few milliseconds
 	// of a warm-cache load.
-	var digest string
-	digested := make(chan string, 1)
-	hashWasm := func() {
-		sum := sha256.Sum256(wasm)
-		digested <- hex.EncodeToString(sum[:])
-	}
+	var (
+		digest   string
+		digested chan string // the digest computed meanwhile, when digest is ""
+	)
 	if cfg.pin != "" || insp != nil {
-		hashWasm()
-		digest = <-digested
+		digest = sha256Hex(wasm)
 		if insp != nil {
 			insp.SHA256, insp.Size = digest, len(wasm)
 		}
@@ -86,7 +83,8 @@ func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Ins
 			return nil, fail("%w: the wasm has sha256 %s, the pin is %s", ErrDigestMismatch, digest, cfg.pin)
 		}
 	} else {
-		go hashWasm()
+		digested = make(chan string, 1)
+		go func() { digested <- sha256Hex(wasm) }()
 		defer func() {
 			if digest == "" {
 				<-digested // the hash must not outlive a failed load's caller
@@ -156,13 +154,12 @@ func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Ins
 	// An optional export the module has must have the type of the others.
 	optional := presentExports(info.exports, abi.OptionalExports)
 	exportErr := checkExports(info.exports, append(slices.Clone(abi.RequiredExports), optional...))
-	p.batch = slices.Contains(optional, abi.ExportProjectBatch)
+	usable := slices.DeleteFunc(optional, func(name string) bool {
+		return checkExports(info.exports, []string{name}) != nil
+	})
+	p.batch = slices.Contains(usable, abi.ExportProjectBatch)
 	if insp != nil {
-		for _, name := range optional {
-			if checkExports(info.exports, []string{name}) == nil {
-				insp.OptionalExports = append(insp.OptionalExports, name)
-			}
-		}
+		insp.OptionalExports = usable
 	}
 	if exportErr != nil && (insp == nil || checkExports(info.exports, []string{abi.ExportHandshake}) != nil) {
 		return nil, fail("%w", exportErr)
@@ -204,6 +201,12 @@ func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Ins
 		slog.String("policy", h.Name), slog.String("version", h.Version),
 		slog.Duration("took", time.Since(start)))
 	return p, nil
+}
+
+// sha256Hex returns the hex SHA-256 of b.
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // decodeHandshake decodes and checks a handshake output. The ABI version is

@@ -175,26 +175,13 @@ func (p *Plugin) canonicalizeBatch(ctx context.Context, batch []json.RawMessage)
 	}
 	var resp *abi.CanonicalizeResponse
 	err = p.call(ctx, abi.ExportCanonicalize, in, func(out []byte) (err error) {
-		resp, err = decodeCanonicalize(req, out)
+		resp, err = decodeChecked(req, out, abi.ValidateCanonicalize)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return resp.Results, nil
-}
-
-// decodeCanonicalize decodes the output of a canonicalize call for req and
-// checks it with abi.ValidateCanonicalize.
-func decodeCanonicalize(req *abi.CanonicalizeRequest, out []byte) (*abi.CanonicalizeResponse, error) {
-	var resp abi.CanonicalizeResponse
-	if err := decodeStrict(out, &resp); err != nil {
-		return nil, err
-	}
-	if err := abi.ValidateCanonicalize(req, &resp); err != nil {
-		return nil, err
-	}
-	return &resp, nil
 }
 
 // remember stores one call's results in the memo.
@@ -255,7 +242,7 @@ func (p *Plugin) project(ctx context.Context, req *abi.ProjectRequest) (*abi.Pro
 	}
 	var resp *abi.ProjectResponse
 	err = p.call(ctx, abi.ExportProject, in, func(out []byte) (err error) {
-		resp, err = decodeProject(req, out)
+		resp, err = decodeChecked(req, out, abi.ValidateProject)
 		return err
 	})
 	if err != nil {
@@ -264,14 +251,15 @@ func (p *Plugin) project(ctx context.Context, req *abi.ProjectRequest) (*abi.Pro
 	return nonNilResponse(resp), nil
 }
 
-// decodeProject decodes the output of a project call for req and checks it
-// with abi.ValidateProject.
-func decodeProject(req *abi.ProjectRequest, out []byte) (*abi.ProjectResponse, error) {
-	var resp abi.ProjectResponse
+// decodeChecked decodes the output of a call for req with decodeStrict and
+// checks the response with validate (abi.ValidateCanonicalize,
+// abi.ValidateProject).
+func decodeChecked[Req, Resp any](req *Req, out []byte, validate func(*Req, *Resp) error) (*Resp, error) {
+	var resp Resp
 	if err := decodeStrict(out, &resp); err != nil {
 		return nil, err
 	}
-	if err := abi.ValidateProject(req, &resp); err != nil {
+	if err := validate(req, &resp); err != nil {
 		return nil, err
 	}
 	return &resp, nil
