@@ -280,10 +280,10 @@ func (s *Session) Effective(server string) (srv *Server, settings json.RawMessag
 	if !ok {
 		return nil, nil, false
 	}
-	set, disabled := s.overridden(server, base)
-	srv = base.Clone()
-	srv.Settings, srv.Disabled = set.Clone(), disabled
-	return srv, srv.Metadata(), s.uses(server) && !disabled
+	seen := *base // shallow: Clone below copies it, overridden settings included
+	seen.Settings, seen.Disabled = s.overridden(server, base)
+	srv = seen.Clone()
+	return srv, srv.Metadata(), s.uses(server) && !srv.Disabled
 }
 
 // EffectiveSettings is Effective without the copy of the server entry:

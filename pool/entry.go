@@ -237,14 +237,8 @@ func (e *Entry) closeSession(ctx context.Context, cs *mcp.ClientSession) {
 		return
 	}
 	e.pool.counters.Disconnects.Add(1)
-	done := make(chan error, 1)
-	e.pool.closing.Add(1)
-	go func() {
-		defer e.pool.closing.Done()
-		done <- cs.Close()
-	}()
 	select {
-	case err := <-done:
+	case err := <-e.pool.startClose(cs):
 		if err != nil {
 			e.log.Debug("closing upstream session", "err", err)
 		}

@@ -135,15 +135,18 @@ type Pool struct {
 	timeout  time.Duration
 	crashes  int
 	progress func(context.Context, *mcp.ProgressNotificationClientRequest)
-	// closing counts upstream sessions still being closed, possibly in the
-	// background after their caller's context ended; Close waits for them.
-	closing sync.WaitGroup
 
 	mu       sync.Mutex
 	closed   bool
 	pooled   map[string]*Entry   // live pooled entries by fingerprint
 	all      map[*Entry]struct{} // entries not yet closed
 	unpooled map[string]int      // last unpooled sequence number per name
+	// closing counts upstream sessions still being closed, possibly in the
+	// background after their caller's context ended (see startClose); idle,
+	// when set, is closed once closing drops to zero. Close waits for it.
+	// (A WaitGroup would not do: a close may start while Close waits.)
+	closing int
+	idle    chan struct{}
 }
 
 // New returns an empty pool.
@@ -357,14 +360,38 @@ func (p *Pool) Close(ctx context.Context) error {
 	// Wait, within ctx, for every close still going on, including those a
 	// release or restart left to finish in the background: after Close
 	// returns nil no upstream session or process is left behind.
-	closed := make(chan struct{})
-	go func() {
-		p.closing.Wait()
-		close(closed)
-	}()
-	select {
-	case <-closed:
-	case <-ctx.Done():
+	p.mu.Lock()
+	idle := p.idle
+	if p.closing > 0 && idle == nil {
+		idle = make(chan struct{})
+		p.idle = idle
+	}
+	p.mu.Unlock()
+	if idle != nil {
+		select {
+		case <-idle:
+		case <-ctx.Done():
+		}
 	}
 	return ctx.Err()
+}
+
+// startClose closes cs in the background, counted in p.closing, and
+// returns the channel of its result.
+func (p *Pool) startClose(cs *mcp.ClientSession) <-chan error {
+	p.mu.Lock()
+	p.closing++
+	p.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		err := cs.Close()
+		p.mu.Lock()
+		if p.closing--; p.closing == 0 && p.idle != nil {
+			close(p.idle)
+			p.idle = nil
+		}
+		p.mu.Unlock()
+		done <- err
+	}()
+	return done
 }

@@ -685,6 +685,61 @@ func TestPoolClose(t *testing.T) {
 	assert.Equal(t, c.Acquires, c.Releases)
 }
 
+// TestPoolCloseWaitsForBackgroundCloses: a release whose context has ended
+// leaves the close of the upstream session to finish in the background;
+// Close waits for it.
+func TestPoolCloseWaitsForBackgroundCloses(t *testing.T) {
+	up := newUpstream(t, "fs", "read")
+	gate := make(chan struct{})
+	p := pool.New(pool.Options{Logger: quiet, Dialer: func(ctx context.Context, _ pool.Spec) (mcp.Transport, error) {
+		tr, err := up.transport(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return slowClose{tr, gate}, nil
+	}})
+	v := view.New(view.Config{Session: "s1", Server: "fs", Registry: viewtest.NewRegistry(), Counters: &churn.Counters{}, Policy: metakey.Reference{}, Logger: quiet})
+	h, err := p.Acquire(context.Background(), stdioSpec("fs"), v)
+	require.NoError(t, err)
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.NoError(t, h.Release(gone), "the last release starts the close and does not wait for it")
+
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close(context.Background()) }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while an upstream session was still closing", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(gate)
+	require.NoError(t, <-closed)
+}
+
+// slowClose is a transport whose connections' Close waits for gate.
+type slowClose struct {
+	mcp.Transport
+	gate chan struct{}
+}
+
+func (t slowClose) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slowConn{c, t.gate}, nil
+}
+
+type slowConn struct {
+	mcp.Connection
+	gate chan struct{}
+}
+
+func (c slowConn) Close() error {
+	<-c.gate
+	return c.Connection.Close()
+}
+
 // TestSessionForwarding: Session returns the live upstream session, and a
 // tool call through it reaches the upstream.
 func TestSessionForwarding(t *testing.T) {

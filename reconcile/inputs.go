@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"slices"
 
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/pool"
@@ -42,15 +43,13 @@ func (in *serverInput) same(o *serverInput) bool {
 // bindings are healthy. The copy (not the caller's config) is compared, so a
 // config mutated in place between two Applies is still seen as changed.
 type sessionInput struct {
-	servers   []string
-	listed    bool // servers was non-nil: the session lists its servers
+	servers   []string // nil when the session does not list its servers
 	overrides map[string]config.Override
 }
 
 func newSessionInput(s *config.Session) *sessionInput {
 	in := &sessionInput{
-		servers:   append([]string(nil), s.Servers...),
-		listed:    s.Servers != nil,
+		servers:   slices.Clone(s.Servers), // keeps nil apart from empty
 		overrides: make(map[string]config.Override, len(s.Overrides)),
 	}
 	// One buffer holds every copied value: a reload copies each changed
@@ -86,15 +85,8 @@ func newSessionInput(s *config.Session) *sessionInput {
 
 // same reports whether s still has the server list and overrides in holds.
 func (in *sessionInput) same(s *config.Session) bool {
-	if in.listed != (s.Servers != nil) || len(in.servers) != len(s.Servers) {
-		return false
-	}
-	for i, name := range s.Servers {
-		if in.servers[i] != name {
-			return false
-		}
-	}
-	return maps.EqualFunc(in.overrides, s.Overrides, sameOverride)
+	return (in.servers == nil) == (s.Servers == nil) && slices.Equal(in.servers, s.Servers) &&
+		maps.EqualFunc(in.overrides, s.Overrides, sameOverride)
 }
 
 func sameOverride(a, b config.Override) bool {

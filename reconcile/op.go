@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/wasmhost/wasmhost/internal/churn"
 )
@@ -19,9 +20,9 @@ type op struct {
 	held       map[any]struct{}            // connections held at the start
 	// after reports the registries and connections at the end.
 	after func() (map[string]*trackedRegistry, map[any]struct{})
-	// failed, if set, is called by finish with the number of errors the op
-	// recorded, when there are some.
-	failed func(n int)
+	// errs, if set, is where finish adds the number of errors the op
+	// recorded.
+	errs *atomic.Int64
 
 	mu  sync.Mutex
 	sum Summary
@@ -61,7 +62,7 @@ func (r *Reconciler) begin() *op {
 	}
 	regs, held := state()
 	o := newOp(r.counters, r.pool.Counters(), regs, held, state)
-	o.failed = func(n int) { r.errs.Add(int64(n)) }
+	o.errs = &r.errs
 	return o
 }
 
@@ -93,8 +94,8 @@ func (o *op) finish() (Summary, error) {
 
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(o.sum.Errors) > 0 && o.failed != nil {
-		o.failed(len(o.sum.Errors))
+	if o.errs != nil {
+		o.errs.Add(int64(len(o.sum.Errors)))
 	}
 	s := o.sum
 	s.Replayed = int(delta.Replays)

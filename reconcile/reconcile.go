@@ -221,8 +221,8 @@ func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, er
 		}
 	}
 	r.warmKeys(ctx, tasks)
-	tasks = r.adopt(o, tasks)
-	r.prefill(ctx, tasks)
+	tasks, items := r.adopt(o, tasks)
+	r.prefill(ctx, r.viewPolicy(), items)
 	r.run(ctx, o, tasks)
 	if len(removed) > 0 {
 		r.smu.Lock()
@@ -254,25 +254,29 @@ func (r *Reconciler) SetPolicy(ctx context.Context, p abi.Policy) (Summary, erro
 	r.policy = p
 	r.keys = keys
 	r.smu.Unlock()
-	var rs []refresh
+	var hs []*pool.Handle
+	var settings []json.RawMessage
 	for _, s := range r.sessions {
 		for _, b := range s.bindings {
 			if b.handle != nil {
-				rs = append(rs, refresh{b.handle, b.handle.View().Settings()})
+				hs = append(hs, b.handle)
+				settings = append(settings, b.handle.View().Settings())
 			}
 		}
 	}
 	// Every view re-keys and re-projects under p: one canonicalize call for
 	// the distinct settings and batched projections, as in Apply.
-	settings := make([]json.RawMessage, len(rs))
-	for i, rf := range rs {
-		settings[i] = rf.settings
-	}
 	keys.warm(ctx, settings)
-	r.prefillViews(ctx, keys, rs, false)
-	parallel(len(rs), func(i int) {
+	var items []view.PrefillItem
+	for i, h := range hs {
+		if key, ok := keys.lookup(settings[i]); ok && !h.Released() {
+			items = append(items, prefillItem(h, key, settings[i]))
+		}
+	}
+	r.prefill(ctx, keys, items)
+	parallel(len(hs), func(i int) {
 		o.count(&o.sum.Refreshed)
-		v := rs[i].h.View()
+		v := hs[i].View()
 		if err := v.SetPolicy(ctx, keys); err != nil {
 			o.fail(v.Session(), v.Server(), err)
 		}
@@ -338,13 +342,19 @@ func (r *Reconciler) DeleteOverlay(ctx context.Context, sessionName, server stri
 // reconcileOne converges one binding. r.mu is held.
 func (r *Reconciler) reconcileOne(ctx context.Context, sessionName, server string) (Summary, error) {
 	o := r.begin()
-	w := r.desired(sessionName)[server]
+	w := r.wantOf(sessionName, server)
 	s, err := r.sessionFor(sessionName)
 	if err != nil {
 		o.fail(sessionName, server, err)
 		return o.finish()
 	}
-	r.run(ctx, o, []task{{s: s, server: server, cur: s.bindings[server], want: w}})
+	cur := s.bindings[server]
+	if settled(cur, w) {
+		// Nothing to converge; the binding takes w (an overlay's, say).
+		r.setBinding(s, server, &binding{handle: cur.handle, want: w})
+		return o.finish()
+	}
+	r.run(ctx, o, []task{{s: s, server: server, cur: cur, want: w}})
 	return o.finish()
 }
 
@@ -366,7 +376,7 @@ func (r *Reconciler) Restart(ctx context.Context, server string) error {
 	var reacquire []task
 	for _, name := range slices.Sorted(maps.Keys(r.sessions)) {
 		s := r.sessions[name]
-		w := r.desired(name)[server]
+		w := r.wantOf(name, server)
 		if w == nil {
 			continue
 		}
@@ -421,7 +431,7 @@ func (r *Reconciler) Teardown(ctx context.Context, sessionName, server string) e
 	if _, ok := r.file[sessionName]; !ok {
 		return fmt.Errorf("reconcile: teardown %q: session %q: %w", server, sessionName, ErrUnknownSession)
 	}
-	w := r.desired(sessionName)[server]
+	w := r.wantOf(sessionName, server)
 	if w == nil {
 		return fmt.Errorf("reconcile: teardown: session %q, server %q: %w", sessionName, server, ErrNotBound)
 	}
@@ -485,18 +495,28 @@ func (r *Reconciler) warmKeys(ctx context.Context, tasks []task) {
 // bytes (view.View.AdoptSettings). Such a refresh would re-key to the same
 // key and stop there; adopting it instead costs a memo lookup and a lock,
 // with no task, no sorting and no worker. It counts as refreshed, as the
-// task would have. It returns the tasks still to run. r.mu is held.
-func (r *Reconciler) adopt(o *op, tasks []task) []task {
+// task would have. It returns the tasks still to run and, for the other
+// refreshes whose keys warmKeys has learnt and which differ from their
+// views' keys, the projections they are about to ask their entries' memos
+// for (see prefill). r.mu is held.
+func (r *Reconciler) adopt(o *op, tasks []task) ([]task, []view.PrefillItem) {
 	keys := r.viewPolicy()
 	rest := tasks[:0]
 	var adopted []task
+	var items []view.PrefillItem
 	for _, t := range tasks {
 		if t.want != nil && !t.force && t.cur != nil && t.cur.handle != nil {
 			h := t.cur.handle
 			if h.Identity() == t.want.identity && !h.Released() && !h.Entry().State().Terminal() {
-				if key, ok := keys.lookup(t.want.settings); ok && h.View().AdoptSettings(t.want.settings, keys, key) {
-					adopted = append(adopted, t)
-					continue
+				if key, ok := keys.lookup(t.want.settings); ok {
+					v := h.View()
+					if v.AdoptSettings(t.want.settings, keys, key) {
+						adopted = append(adopted, t)
+						continue
+					}
+					if key != v.Key() {
+						items = append(items, prefillItem(h, key, t.want.settings))
+					}
 				}
 			}
 		}
@@ -510,53 +530,24 @@ func (r *Reconciler) adopt(o *op, tasks []task) []task {
 	}
 	r.smu.Unlock()
 	o.add(&o.sum.Refreshed, len(adopted))
-	return rest
+	return rest, items
 }
 
-// prefill computes in batched policy calls (view.Prefill) the projections
-// that the refreshes among tasks are about to ask their entries' memos for:
-// those of held handles keeping their live transport, whose settings' keys
-// warmKeys has just learnt and differ from their views' keys. Acquires and
-// anything prefill cannot foresee project as usual. r.mu is held.
-func (r *Reconciler) prefill(ctx context.Context, tasks []task) {
-	var rs []refresh
-	for _, t := range tasks {
-		if t.want == nil || t.force || t.cur == nil || t.cur.handle == nil {
-			continue
-		}
-		if h := t.cur.handle; h.Identity() == t.want.identity {
-			rs = append(rs, refresh{h, t.want.settings})
-		}
-	}
-	r.prefillViews(ctx, r.viewPolicy(), rs, true)
+// prefillItem is the projection h's view is about to ask its entry's memo
+// for when it re-keys to key with settings.
+func prefillItem(h *pool.Handle, key string, settings json.RawMessage) view.PrefillItem {
+	e := h.Entry()
+	return view.PrefillItem{Memo: e.Memo(), Key: key, Settings: settings, Snap: e.Snapshot()}
 }
 
-// A refresh is a held handle whose view is about to project with settings.
-type refresh struct {
-	h        *pool.Handle
-	settings json.RawMessage
-}
-
-// prefillViews fills the memos of the refreshed views' entries, in batched
-// calls, with the projections of their current snapshots under the keys
-// that keys remembers for the new settings. With onlyChanged, a view whose
-// key stays the same is left out (it will not re-project). r.mu is held.
-func (r *Reconciler) prefillViews(ctx context.Context, keys *keyMemo, rs []refresh, onlyChanged bool) {
+// prefill computes items in batched policy calls (view.Prefill), when the
+// policy of keys can batch, and leaves them in their memos for the views
+// about to re-project under keys; anything left out projects as usual.
+// r.mu is held.
+func (r *Reconciler) prefill(ctx context.Context, keys *keyMemo, items []view.PrefillItem) {
 	bp, ok := keys.Policy.(abi.BatchProjector)
 	if !ok {
 		return
-	}
-	items := make([]view.PrefillItem, 0, len(rs))
-	for _, rf := range rs {
-		if rf.h.Released() {
-			continue
-		}
-		key, ok := keys.lookup(rf.settings)
-		if !ok || (onlyChanged && key == rf.h.View().Key()) {
-			continue // refused (the view reports it), or nothing to re-project
-		}
-		e := rf.h.Entry()
-		items = append(items, view.PrefillItem{Memo: e.Memo(), Key: key, Settings: rf.settings, Snap: e.Snapshot()})
 	}
 	if err := view.Prefill(ctx, keys, bp, r.counters, items); err != nil {
 		r.log.Debug("batched projection failed; views project one by one", "err", err)
@@ -630,18 +621,35 @@ func (r *Reconciler) Close(ctx context.Context) error {
 // overlays layered over them (a disabled overlay removes the server).
 // r.mu is held.
 func (r *Reconciler) desired(sessionName string) map[string]*want {
-	out := maps.Clone(r.file[sessionName])
-	if out == nil {
-		out = make(map[string]*want)
-	}
-	for server, w := range r.overlays[sessionName] {
-		if w.disabled {
-			delete(out, server)
-		} else {
-			out[server] = w
+	file, overlays := r.file[sessionName], r.overlays[sessionName]
+	out := make(map[string]*want, len(file)+len(overlays))
+	for _, m := range []map[string]*want{file, overlays} {
+		for server := range m {
+			if w := layered(file, overlays, server); w != nil {
+				out[server] = w
+			}
 		}
 	}
 	return out
+}
+
+// wantOf returns session's desired binding of server, as desired would
+// have it, or nil. r.mu is held.
+func (r *Reconciler) wantOf(sessionName, server string) *want {
+	return layered(r.file[sessionName], r.overlays[sessionName], server)
+}
+
+// layered returns the desired binding of server for a session whose file
+// wants and overlays are file and overlays: the overlay's, if any (nil if
+// it disables the server), else the file's.
+func layered(file, overlays map[string]*want, server string) *want {
+	if w, ok := overlays[server]; ok {
+		if w.disabled {
+			return nil
+		}
+		return w
+	}
+	return file[server]
 }
 
 // sessionFor returns the session named name, creating it (and asking for
@@ -695,49 +703,33 @@ func (r *Reconciler) planRelease(s *session) []task {
 	return tasks
 }
 
-// plan lists the tasks bringing s to what session name desires: the file's
-// wants with the overlays over them, as desired returns, read in place
-// rather than copied. A binding already settled on its desired want needs
-// no task, so a session that did not change costs a lookup and a health
-// check per binding. r.mu is held.
+// plan lists the tasks bringing s to what session name desires (see
+// wantOf), read in place rather than copied. A binding already settled on
+// its desired want needs no task, so a session that did not change costs a
+// lookup and a health check per binding. r.mu is held.
 func (r *Reconciler) plan(s *session, name string) []task {
 	var tasks []task
 	file, overlays := r.file[name], r.overlays[name]
-	wantOf := func(server string) *want {
-		if w, ok := overlays[server]; ok {
-			if w.disabled {
-				return nil
-			}
-			return w
+	consider := func(server string) {
+		cur, w := s.bindings[server], layered(file, overlays, server)
+		if (cur != nil || w != nil) && !settled(cur, w) {
+			tasks = append(tasks, task{s: s, server: server, cur: cur, want: w})
 		}
-		return file[server]
-	}
-	consider := func(server string, w *want) {
-		cur := s.bindings[server]
-		if cur == nil && w == nil {
-			return
-		}
-		if settled(cur, w) {
-			return
-		}
-		tasks = append(tasks, task{s: s, server: server, cur: cur, want: w})
 	}
 	for server := range file {
-		if _, over := overlays[server]; !over {
-			consider(server, file[server])
-		}
+		consider(server)
 	}
 	for server := range overlays {
-		consider(server, wantOf(server))
+		if _, ok := file[server]; !ok {
+			consider(server)
+		}
 	}
 	for server := range s.bindings {
-		if _, ok := file[server]; ok {
-			continue
+		_, inFile := file[server]
+		_, overlaid := overlays[server]
+		if !inFile && !overlaid {
+			consider(server)
 		}
-		if _, ok := overlays[server]; ok {
-			continue
-		}
-		consider(server, nil)
 	}
 	return tasks
 }
@@ -840,8 +832,8 @@ func (r *Reconciler) run(ctx context.Context, o *op, tasks []task) {
 // private copy Apply kept last time, so settings mutated in place in the
 // caller's config still count as changed), a live entry and a view that has
 // not failed closed. A refresh of such a binding would compute the same key
-// and return, so converge skips it: a reload then costs in proportion to
-// the bindings that changed, not to all bindings.
+// and return, so plan and reconcileOne give it no task: a reload then
+// costs in proportion to the bindings that changed, not to all bindings.
 func settled(cur *binding, w *want) bool {
 	if cur == nil || w == nil || cur.handle == nil || cur.want == nil {
 		return false
@@ -860,10 +852,6 @@ func (r *Reconciler) converge(ctx context.Context, o *op, t task) {
 	if t.want == nil {
 		r.setBinding(t.s, t.server, nil)
 		r.release(ctx, o, t, held)
-		return
-	}
-	if !t.force && settled(t.cur, t.want) {
-		r.setBinding(t.s, t.server, &binding{handle: held, want: t.want})
 		return
 	}
 	if held != nil && !t.force && held.Identity() == t.want.identity && !held.Entry().State().Terminal() {

@@ -197,6 +197,7 @@ func TestApplyEquivalentFilterNormalization(t *testing.T) {
 			assert.Same(t, h, e.handle("alice", "fs"))
 			assert.Equal(t, key, h.View().Key())
 			assert.Equal(t, 1, sum.Refreshed)
+			assert.Zero(t, d.PolicyCalls, "the view adopts the new bytes: no call of its own")
 
 			// The view holds the new bytes, so a policy that tells the two
 			// forms apart keys it by them.
@@ -848,4 +849,26 @@ func TestHealthEpoch(t *testing.T) {
 	up.kill()
 	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, 5*time.Second, 5*time.Millisecond)
 	assert.Greater(t, e.rec.HealthEpoch(), moved, "entry failed")
+}
+
+// TestApplyEmptyServerList: a session listing no servers ("servers": [])
+// uses none, and the same session without the list uses every server;
+// Apply tells the two apart when it compares a session with its copy.
+func TestApplyEmptyServerList(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read"))
+	none := newCfg().server("fs").session("alice", "servers", []string{}).build(t)
+	require.NotNil(t, none.Sessions["alice"].Servers, "an empty list, not an absent one")
+	e.apply(none)
+	assert.Nil(t, e.rec.Handle("alice", "fs"))
+
+	all := newCfg().server("fs").session("alice").build(t)
+	sum := e.apply(all)
+	assert.Equal(t, 1, sum.Acquired)
+	assert.NotNil(t, e.rec.Handle("alice", "fs"))
+	e.requireProjected(all, ref)
+
+	sum = e.apply(none)
+	assert.Equal(t, 1, sum.Released)
+	assert.Nil(t, e.rec.Handle("alice", "fs"))
+	e.requireProjected(none, ref)
 }

@@ -96,4 +96,11 @@ func TestPrefill(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, view.Prefill(ctx, ref, b, c, []view.PrefillItem{{Memo: memoFS, Key: otherKey, Settings: other, Snap: snapFS}}))
 	assert.Equal(t, calls, b.calls.Load(), "no batch for an older snapshot")
+
+	// An item the policy refuses is left out of its memo: asked again, it
+	// is sent again.
+	refused := []view.PrefillItem{{Memo: memoGit, Key: "refused", Settings: json.RawMessage(`{"excludeTools":{}}`), Snap: snapGit}}
+	require.NoError(t, view.Prefill(ctx, ref, b, c, refused))
+	require.NoError(t, view.Prefill(ctx, ref, b, c, refused))
+	assert.Equal(t, calls+2, b.calls.Load(), "a refusal is not remembered")
 }
