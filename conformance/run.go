@@ -138,11 +138,7 @@ func fileResult(s *Suite) Result {
 // abi.BatchProjector, a project or reject case also goes through
 // ProjectBatch, in a batch of its own.
 func RunCase(ctx context.Context, p abi.Policy, s *Suite, c *Case) Result {
-	var sb *suiteBatch
-	if c.Kind == KindProject || c.Kind == KindReject {
-		sb = newSuiteBatch(ctx, p, []*Case{c})
-	}
-	return runCase(ctx, p, s, c, sb)
+	return runCase(ctx, p, s, c, newSuiteBatch(ctx, p, []*Case{c}))
 }
 
 // runCase runs one case, checking the answer sb holds for it (if any) once

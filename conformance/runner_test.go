@@ -609,16 +609,23 @@ func TestRunPolicyTChild(t *testing.T) {
 	RunPolicyT(t, metakey.Reference{}, "testdata/runner/mixed.json", "testdata/broken")
 }
 
-func TestRunPolicyTReportsEachCase(t *testing.T) {
+// failingChild runs the test named child in a fresh test binary with
+// env=1, checks that it fails, and returns its verbose output.
+func failingChild(t *testing.T, child, env string) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs the test binary again")
 	}
-	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run", "^TestRunPolicyTChild$", "-test.v")
-	cmd.Env = append(os.Environ(), "CONFORMANCE_CHILD=1")
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run", "^"+child+"$", "-test.v")
+	cmd.Env = append(os.Environ(), env+"=1")
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit, "the child must fail:\n%s", out)
-	text := string(out)
+	return string(out)
+}
+
+func TestRunPolicyTReportsEachCase(t *testing.T) {
+	text := failingChild(t, "TestRunPolicyTChild", "CONFORMANCE_CHILD")
 	for _, want := range []string{
 		"--- PASS: TestRunPolicyTChild/mixed.json/good_canonical ",
 		"--- FAIL: TestRunPolicyTChild/mixed.json/wrong_canonical ",
@@ -780,15 +787,7 @@ func TestRunPolicyTBatchChild(t *testing.T) {
 }
 
 func TestRunPolicyTBatchPath(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the test binary again")
-	}
-	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run", "^TestRunPolicyTBatchChild$", "-test.v")
-	cmd.Env = append(os.Environ(), "CONFORMANCE_BATCH_CHILD=1")
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	require.ErrorAs(t, err, &exit, "the child must fail:\n%s", out)
-	text := string(out)
+	text := failingChild(t, "TestRunPolicyTBatchChild", "CONFORMANCE_BATCH_CHILD")
 	for _, want := range []string{
 		"FAIL testdata/runner/mixed.json: good project (project): batch path (project_batch): projection differs",
 		"--- FAIL: TestRunPolicyTBatchChild/mixed.json/good_project ",

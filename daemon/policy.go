@@ -25,25 +25,24 @@ type policySource struct {
 	digest        string // SHA-256 of the wasm bytes
 }
 
-// A loadedPolicy is a checked plugin and the instrumented policy views use.
+// A loadedPolicy is a checked plugin, instrumented as the views use it.
 type loadedPolicy struct {
 	src    policySource
-	plugin *host.Plugin
-	policy abi.Policy // plugin, timed
+	policy *timedPolicy
 }
 
 func (p *loadedPolicy) close(ctx context.Context) error {
 	if p == nil {
 		return nil
 	}
-	return p.plugin.Close(ctx)
+	return p.policy.Close(ctx)
 }
 
 // describe names the plugin for logs, e.g. `policy-default 1.0.0
 // (embedded:policy-default, sha256 ab12cd34…)`.
 func (p *loadedPolicy) describe() string {
-	hs := p.plugin.Handshake()
-	return fmt.Sprintf("%s %s (%s, sha256 %.12s…)", hs.Name, hs.Version, p.plugin.Name(), p.plugin.Digest())
+	hs := p.policy.Handshake()
+	return fmt.Sprintf("%s %s (%s, sha256 %.12s…)", hs.Name, hs.Version, p.policy.Name(), p.policy.Digest())
 }
 
 // readPolicy reads the plugin bytes cfg names and returns them with their
@@ -92,7 +91,7 @@ func (d *Daemon) loadPolicyBytes(ctx context.Context, name string, wasm []byte, 
 		return nil, fmt.Errorf("plugin %q: smoke run: %w", name, err)
 	}
 	d.log.Debug("policy plugin loaded", "plugin", name, "took", time.Since(start))
-	return &loadedPolicy{src: src, plugin: p, policy: timed}, nil
+	return &loadedPolicy{src: src, policy: timed}, nil
 }
 
 // smoke checks that p answers the two calls every view makes.

@@ -67,8 +67,8 @@ func (d *Daemon) State() State {
 		Counters: d.counters.Snapshot(),
 	}
 	if pol != nil {
-		hs := pol.plugin.Handshake()
-		st.Policy = PolicyState{Name: hs.Name, Version: hs.Version, Source: pol.plugin.Name(), SHA256: pol.plugin.Digest()}
+		hs := pol.policy.Handshake()
+		st.Policy = PolicyState{Name: hs.Name, Version: hs.Version, Source: pol.policy.Name(), SHA256: pol.policy.Digest()}
 	}
 	for _, e := range d.pool.Entries() {
 		es := EntryState{

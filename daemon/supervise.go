@@ -42,8 +42,7 @@ func (d *Daemon) supervise(ctx context.Context) {
 	defer t.Stop()
 	type key struct{ session, server string }
 	retries := make(map[key]*retry)
-	looked := false
-	var epoch int64
+	epoch := int64(-1) // not looked yet: HealthEpoch is never negative
 	for {
 		select {
 		case <-ctx.Done():
@@ -51,10 +50,10 @@ func (d *Daemon) supervise(ctx context.Context) {
 		case <-t.C:
 		}
 		e := d.rec.HealthEpoch()
-		if looked && e == epoch && len(retries) == 0 {
+		if e == epoch && len(retries) == 0 {
 			continue
 		}
-		looked, epoch = true, e
+		epoch = e
 		now := time.Now()
 		seen := make(map[key]bool)
 		for _, s := range d.rec.State().Sessions {

@@ -91,6 +91,22 @@ func parseStatus(err error) int {
 	return exitUsage
 }
 
+// parseOneArg parses args with fs, which newFlagSet made for command cmd,
+// and returns the one argument (a what: "file", "directory") they must
+// hold. When ok is false it has reported why, and status is the exit
+// status.
+func parseOneArg(cmd, what string, fs *flag.FlagSet, args []string, s stdio) (arg string, status int, ok bool) {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return "", parseStatus(err), false
+	}
+	if len(pos) != 1 {
+		s.errorf(cmd, "one %s argument expected, got %d", what, len(pos))
+		return "", exitUsage, false
+	}
+	return pos[0], exitOK, true
+}
+
 // readInput reads a command-line value that may be given inline, as @FILE,
 // or as "-" for standard input.
 func readInput(arg string, stdin io.Reader) ([]byte, error) {

@@ -16,16 +16,11 @@ import (
 // in lower-case hex, alone on its line, which is the value a config pins (and
 // what --pin takes).
 func runDigest(_ context.Context, args []string, s stdio) int {
-	fs := newFlagSet("digest", "FILE", s)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return parseStatus(err)
+	file, status, ok := parseOneArg("digest", "file", newFlagSet("digest", "FILE", s), args, s)
+	if !ok {
+		return status
 	}
-	if len(pos) != 1 {
-		s.errorf("digest", "one file argument expected, got %d", len(pos))
-		return exitUsage
-	}
-	b, err := os.ReadFile(pos[0])
+	b, err := os.ReadFile(file)
 	if err != nil {
 		s.errorf("digest", "%v", err)
 		return exitUsage
@@ -57,15 +52,11 @@ func runInspect(ctx context.Context, args []string, s stdio) int {
 	var asJSON bool
 	fs := newFlagSet("inspect", "[--json] FILE", s)
 	fs.BoolVar(&asJSON, "json", false, "print the inspection as JSON")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return parseStatus(err)
+	file, status, ok := parseOneArg("inspect", "file", fs, args, s)
+	if !ok {
+		return status
 	}
-	if len(pos) != 1 {
-		s.errorf("inspect", "one file argument expected, got %d", len(pos))
-		return exitUsage
-	}
-	wasm, err := os.ReadFile(pos[0])
+	wasm, err := os.ReadFile(file)
 	if err != nil {
 		s.errorf("inspect", "%v", err)
 		return exitUsage
@@ -83,7 +74,7 @@ func runInspect(ctx context.Context, args []string, s stdio) int {
 		}
 		fmt.Fprintln(s.out, string(b))
 	} else {
-		writeInspection(s, pos[0], insp)
+		writeInspection(s, file, insp)
 	}
 	if !insp.Accepted {
 		return exitFail

@@ -44,15 +44,10 @@ func runNewPlugin(_ context.Context, args []string, s stdio) int {
 	fs := newFlagSet("new-plugin", "[flags] DIR", s)
 	fs.StringVar(&name, "name", "", "plugin `NAME` (handshake name and .wasm file name); default: derived from DIR")
 	fs.StringVar(&module, "module", "", "Go module `PATH`; default: example.com/NAME")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return parseStatus(err)
+	dir, status, ok := parseOneArg("new-plugin", "directory", fs, args, s)
+	if !ok {
+		return status
 	}
-	if len(pos) != 1 {
-		s.errorf("new-plugin", "one directory argument expected, got %d", len(pos))
-		return exitUsage
-	}
-	dir := pos[0]
 	if name == "" {
 		name = deriveName(dir)
 	}

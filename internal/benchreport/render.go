@@ -219,9 +219,9 @@ func render(m machine, r *results, rounds int, rawPath string) string {
 			"(`view.Prefill` through the optional `project_batch` export, abi/SPEC.md section 5.1): one batch call per plugin instance, each carrying the 20 settings objects, "+
 			"the names of the 100 snapshots once, and the 1,000 pairs to project as index pairs. The views then find their projections in their entries' memos. "+
 			"Before batching, the same reload made 2,001 calls, and each project call of a 10-tool server cost %s through the plugin (`BenchmarkPolicyCallCost/project10/host`), "+
-			"of which a call that does nothing in the Go guest is %s (`handshake/extism`): the per-call floor of extism go-sdk and a Go guest, which batching pays three times instead of 2,001. "+
+			"of which a call that does nothing in the Go guest is %s (`handshake/extism`): the per-call floor of extism go-sdk and a Go guest, which batching pays %.0f times instead of 2,001. "+
 			"What is left of the difference is the guest's own work on 20,000 tool names under `CloseOnContextDone` and the JSON both ways.\n\n",
-			dur(p10), r.durOf("BenchmarkPolicyCallCost/handshake/extism"))
+			dur(p10), r.durOf("BenchmarkPolicyCallCost/handshake/extism"), calls)
 	}
 
 	// e. Canonical-equivalent reload.
