@@ -256,6 +256,8 @@ func compareProjectBatch(t testing.TB, req *abi.ProjectBatchRequest) (refused in
 	t.Helper()
 	ctx := context.Background()
 	p := wasmPolicy(t)
+	// Without the export the host would answer item by item with project.
+	require.True(t, p.HasProjectBatch(), "the plugin has no project_batch export")
 	got, err := p.ProjectBatch(ctx, req)
 	require.NoError(t, err)
 	want, err := metakey.Reference{}.ProjectBatch(ctx, roundTrip(t, req))
@@ -280,6 +282,7 @@ func compareProjectBatch(t testing.TB, req *abi.ProjectBatchRequest) (refused in
 }
 
 func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	return b

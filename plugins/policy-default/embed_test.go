@@ -4,18 +4,32 @@ package policydefault
 
 import (
 	"bytes"
+	"context"
 	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmhost/wasmhost/abi"
 )
 
 func TestWasmIsEmbedded(t *testing.T) {
 	require.True(t, bytes.HasPrefix(Wasm, []byte("\x00asm\x01\x00\x00\x00")), "not a wasm binary module")
+	// The export names also appear in the module's strings (its error
+	// messages), so look at its exports.
+	ctx := context.Background()
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer r.Close(ctx)
+	m, err := r.CompileModule(ctx, Wasm)
+	require.NoError(t, err)
+	exports := m.ExportedFunctions()
 	for _, name := range slices.Concat(abi.RequiredExports, abi.OptionalExports) {
-		assert.True(t, bytes.Contains(Wasm, []byte(name)), "no %q in the module", name)
+		if f := exports[name]; assert.NotNil(t, f, "no export %q", name) {
+			assert.Empty(t, f.ParamTypes(), name)
+			assert.Equal(t, []api.ValueType{api.ValueTypeI32}, f.ResultTypes(), name)
+		}
 	}
 }

@@ -2,7 +2,7 @@
 // go-plugins` runs both steps):
 //
 //	cd plugins/policy-default && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false -o policy-default.wasm .
-//	go run ./cmd/wasmhost pack plugins/policy-default/policy-default.wasm   # from the repository root
+//	go run ./internal/wasmpack/cmd/wasmpack plugins/policy-default/policy-default.wasm   # from the repository root
 //
 // The output is byte-reproducible for a given Go toolchain and go.sum as long
 // as VCS stamping is off (GOFLAGS=-buildvcs=false): stamping would write the

@@ -2,7 +2,7 @@
 // go-plugins` runs both steps):
 //
 //	cd testplugins/prefix-policy && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false -o prefix-policy.wasm .
-//	go run ./cmd/wasmhost pack testplugins/prefix-policy/prefix-policy.wasm   # from the repository root
+//	go run ./internal/wasmpack/cmd/wasmpack testplugins/prefix-policy/prefix-policy.wasm   # from the repository root
 //
 // The output is byte-reproducible for a given Go toolchain and go.sum as long
 // as VCS stamping is off (GOFLAGS=-buildvcs=false): stamping would write the

@@ -2,7 +2,7 @@
 // go-plugins` runs both steps):
 //
 //	cd testplugins/hostile-go/nondeterministic && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o nondeterministic.wasm .
-//	go run ./cmd/wasmhost pack testplugins/hostile-go/nondeterministic/nondeterministic.wasm   # from the repository root
+//	go run ./internal/wasmpack/cmd/wasmpack testplugins/hostile-go/nondeterministic/nondeterministic.wasm   # from the repository root
 //
 // The output is byte-reproducible for a given Go toolchain and go.sum as long
 // as VCS stamping is off (GOFLAGS=-buildvcs=false). `make plugins` rebuilds

@@ -56,7 +56,7 @@ var flagsEnd = [4]string{`}`, `,"trust":true}`, `,"alwaysLoad":true}`, `,"trust"
 func (s *batchSettings) prepare(names int, budget *int) {
 	s.ready = true
 	if s.refused != nil {
-		s.msg = appendString(nil, "project: settings refused: "+s.refused.Error())
+		s.msg = appendString(nil, refusal(s.refused).Error())
 		return
 	}
 	s.visibility = newVisibility(&s.c)
@@ -72,15 +72,14 @@ func (s *batchSettings) prepare(names int, budget *int) {
 	}
 }
 
-// lookup returns visYes or visNo for the name numbered id, remembering it.
+// lookup returns visYes or visNo for the name numbered id, remembering it
+// in s.vis, which must not be nil.
 func (s *batchSettings) lookup(name string, id int32) uint8 {
 	v := uint8(visNo)
 	if s.visible(name) {
 		v = visYes
 	}
-	if s.vis != nil {
-		s.vis[id] = v
-	}
+	s.vis[id] = v
 	return v
 }
 
@@ -167,10 +166,7 @@ func (s *batchSettings) appendRuns(out []byte, names []string, ids, off []int32,
 				wrote = true
 			}
 			out = append(out, blob[start:stop]...)
-			if b == 64 {
-				break
-			}
-			m &^= 1<<b - 1
+			m &^= 1<<b - 1 // all of m when b is 64: 1<<64 is 0 in Go
 		}
 	}
 	return out, wrote
@@ -218,9 +214,10 @@ func (s *batchSnapshot) prepare() {
 }
 
 // toolEntries returns the tool entries of s with flags f, writing them on
-// first use.
+// first use. The result is not nil even without tools, so that ProjectBatch,
+// which calls toolEntries only when toolBlob[f] is nil, calls it once.
 func (s *batchSnapshot) toolEntries(f int) []byte {
-	if b := s.toolBlob[f]; b != nil || len(s.tools) == 0 {
+	if b := s.toolBlob[f]; b != nil {
 		return b
 	}
 	end := flagsEnd[f]
@@ -294,11 +291,7 @@ func ProjectBatch(req []byte) ([]byte, error) {
 			items, hasItems = items[:0], true
 			var ok bool
 			if items, ok = p.fastItems(items); !ok {
-				_, err = p.array(func(i int) error {
-					a, b, err := p.item(i)
-					items = append(items, int32(a), int32(b))
-					return err
-				})
+				items, err = p.items(items)
 			}
 		default:
 			err = p.skipValue(1)
@@ -441,7 +434,7 @@ const maxIndex = 1 << 31
 // form the host sends: a compact array of [settings,snapshot] pairs of
 // indexes below 100,000 without leading zeros. It appends the indexes to
 // dst. It reports false, having consumed nothing, for any other form, which
-// the general parser then reads.
+// items then reads.
 func (p *parser) fastItems(dst []int32) (_ []int32, ok bool) {
 	buf, i := p.buf, p.pos
 	if i+1 >= len(buf) || buf[i] != '[' {
@@ -521,6 +514,17 @@ func digitAt(buf []byte, k int) int {
 		return int(buf[k] - '0')
 	}
 	return -1
+}
+
+// items reads the items of a request in any form, an array of items or
+// null, appending their indexes to dst.
+func (p *parser) items(dst []int32) ([]int32, error) {
+	_, err := p.array(func(i int) error {
+		a, b, err := p.item(i)
+		dst = append(dst, int32(a), int32(b))
+		return err
+	})
+	return dst, err
 }
 
 // item reads batch item i, an array of two non-negative integers.

@@ -17,17 +17,25 @@ import (
 	"github.com/wasmhost/wasmhost/metakey"
 )
 
-// decodeBatch decodes a ProjectBatch answer as the host does: strictly, and
-// checked against the request.
-func decodeBatch(t testing.TB, req *abi.ProjectBatchRequest, out []byte) *abi.ProjectBatchResponse {
+// runBatch runs ProjectBatch on req as JSON, in, and decodes its answer as
+// the host does: strictly, and checked against the request. sent is the
+// request as the plugin sees it: invalid UTF-8 in names becomes U+FFFD on
+// the way in, for project calls as for batches.
+func runBatch(t testing.TB, req *abi.ProjectBatchRequest) (in []byte, sent *abi.ProjectBatchRequest, got *abi.ProjectBatchResponse) {
 	t.Helper()
+	in, err := json.Marshal(req)
+	require.NoError(t, err)
+	out, err := ProjectBatch(in)
+	require.NoError(t, err, "%s", in)
+	sent = new(abi.ProjectBatchRequest)
+	require.NoError(t, json.Unmarshal(in, sent))
 	dec := json.NewDecoder(bytes.NewReader(out))
 	dec.DisallowUnknownFields()
-	var resp abi.ProjectBatchResponse
-	require.NoError(t, dec.Decode(&resp), "%s", out)
+	got = new(abi.ProjectBatchResponse)
+	require.NoError(t, dec.Decode(got), "%s", out)
 	require.False(t, dec.More(), "data after the answer: %s", out)
-	require.NoError(t, abi.ValidateProjectBatch(req, &resp), "%s", out)
-	return &resp
+	require.NoError(t, abi.ValidateProjectBatch(sent, got), "%s", out)
+	return in, sent, got
 }
 
 // projectEach answers every item of req with Project: the projection, or the
@@ -71,8 +79,9 @@ func normalize(results []abi.BatchResult) []abi.BatchResult {
 }
 
 // randomBatch returns a batch of random valid settings objects (refused
-// ones included) and random snapshots, with items pairing them in random
-// order, some pairs repeated.
+// ones included) and random snapshots, some with more than 64 tools (more
+// than one mask of appendRuns), with items pairing them in random order,
+// some pairs repeated.
 func randomBatch(rng *rand.Rand) *abi.ProjectBatchRequest {
 	req := &abi.ProjectBatchRequest{}
 	for len(req.Settings) < 1+rng.Intn(20) {
@@ -88,7 +97,11 @@ func randomBatch(rng *rand.Rand) *abi.ProjectBatchRequest {
 		return out
 	}
 	for range 1 + rng.Intn(8) {
-		s := abi.BatchSnapshot{Tools: names(rng.Intn(25)), Prompts: names(rng.Intn(5)), Resources: []string{}}
+		nt := rng.Intn(25)
+		if rng.Intn(8) == 0 {
+			nt = 60 + rng.Intn(150)
+		}
+		s := abi.BatchSnapshot{Tools: names(nt), Prompts: names(rng.Intn(5)), Resources: []string{}}
 		for i := range rng.Intn(4) {
 			s.Resources = append(s.Resources, fmt.Sprintf("file:///r%d", i))
 		}
@@ -119,16 +132,8 @@ func testProjectBatchMatchesProject(t *testing.T, seed int64) {
 	var items, refused, shown int
 	for items < diffInputs {
 		req := randomBatch(rng)
-		in, err := json.Marshal(req)
-		require.NoError(t, err)
-		out, err := ProjectBatch(in)
-		require.NoError(t, err, "%s", in)
-		// The request as the plugin sees it: invalid UTF-8 in names becomes
-		// U+FFFD on the way in, for project calls as for batches.
-		var sent abi.ProjectBatchRequest
-		require.NoError(t, json.Unmarshal(in, &sent))
-		got := decodeBatch(t, &sent, out)
-		want := projectEach(t, &sent)
+		in, sent, got := runBatch(t, req)
+		want := projectEach(t, sent)
 		if diff := cmp.Diff(normalize(want), normalize(got.Results)); diff != "" {
 			t.Fatalf("batch %s: (-project +project_batch)\n%s", in, diff)
 		}
@@ -240,25 +245,13 @@ func TestProjectBatchMalformed(t *testing.T) {
 func TestDifferentialProjectBatch(t *testing.T) {
 	rng := rand.New(rand.NewSource(37))
 	for range 300 {
-		req := randomBatch(rng)
-		in, err := json.Marshal(req)
+		in, sent, got := runBatch(t, randomBatch(rng))
+		want, err := metakey.Reference{}.ProjectBatch(context.Background(), sent)
 		require.NoError(t, err)
-		var sent abi.ProjectBatchRequest
-		require.NoError(t, json.Unmarshal(in, &sent))
-		want, err := referenceBatch(&sent)
-		require.NoError(t, err)
-		out, err := ProjectBatch(in)
-		require.NoError(t, err)
-		got := decodeBatch(t, &sent, out)
 		if diff := cmp.Diff(normalize(want.Results), normalize(got.Results)); diff != "" {
 			t.Fatalf("batch %s: (-reference +plugin logic)\n%s", strings.ReplaceAll(string(in), `},{`, "},\n{"), diff)
 		}
 	}
-}
-
-// referenceBatch is metakey.Reference's answer to req.
-func referenceBatch(req *abi.ProjectBatchRequest) (*abi.ProjectBatchResponse, error) {
-	return metakey.Reference{}.ProjectBatch(context.Background(), req)
 }
 
 func TestShortIndex(t *testing.T) {
@@ -310,12 +303,7 @@ func TestItemsFastAndGeneral(t *testing.T) {
 		}
 		assert.Zero(t, p.pos, "%s: nothing consumed", tt.items)
 		assert.Empty(t, got, tt.items)
-		var all []int32
-		_, err := p.array(func(i int) error {
-			a, b, err := p.item(i)
-			all = append(all, int32(a), int32(b))
-			return err
-		})
+		all, err := p.items(nil)
 		require.NoError(t, err, tt.items)
 		assert.Equal(t, tt.want, all, "%s: the general reader", tt.items)
 	}
@@ -336,4 +324,19 @@ func TestItemsFastAndGeneral(t *testing.T) {
 	out, err := ProjectBatch([]byte(b.String()))
 	require.NoError(t, err)
 	assert.Equal(t, `{"results":[{"tools":[{"i":0,"trust":true}]},{"tools":[{"i":0}]}]}`, string(out))
+}
+
+// TestToolEntriesWrittenOnce: toolEntries marks its entries written even for
+// a snapshot without tools, so that ProjectBatch calls it once per snapshot
+// and flags, not once per item.
+func TestToolEntriesWrittenOnce(t *testing.T) {
+	for _, tools := range [][]string{nil, {"a", "b"}} {
+		s := batchSnapshot{tools: tools}
+		s.prepare()
+		for f := range s.toolBlob {
+			b := s.toolEntries(f)
+			assert.NotNil(t, b, "%q, flags %d", tools, f)
+			assert.Equal(t, b, s.toolBlob[f], "%q, flags %d", tools, f)
+		}
+	}
 }

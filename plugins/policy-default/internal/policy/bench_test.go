@@ -65,27 +65,23 @@ func benchProjectRequest() []byte {
 	return b
 }
 
-func BenchmarkCanonicalize1000(b *testing.B) {
-	req := benchCanonicalizeRequest(1000)
+// benchExport measures export, Canonicalize, Project or ProjectBatch, on
+// req.
+func benchExport(b *testing.B, export func([]byte) ([]byte, error), req []byte) {
 	b.SetBytes(int64(len(req)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Canonicalize(req); err != nil {
+		if _, err := export(req); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-func BenchmarkProject1000(b *testing.B) {
-	req := benchProjectRequest()
-	b.SetBytes(int64(len(req)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := Project(req); err != nil {
-			b.Fatal(err)
-		}
-	}
+func BenchmarkCanonicalize1000(b *testing.B) {
+	benchExport(b, Canonicalize, benchCanonicalizeRequest(1000))
 }
+
+func BenchmarkProject1000(b *testing.B) { benchExport(b, Project, benchProjectRequest()) }
 
 // benchProjectBatchRequest is a project_batch request of 2,000 items: every
 // pair of 20 settings variants and 100 snapshots of 10 tools, the shape of
@@ -114,12 +110,5 @@ func benchProjectBatchRequest() []byte {
 }
 
 func BenchmarkProjectBatch2000(b *testing.B) {
-	req := benchProjectBatchRequest()
-	b.SetBytes(int64(len(req)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := ProjectBatch(req); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchExport(b, ProjectBatch, benchProjectBatchRequest())
 }

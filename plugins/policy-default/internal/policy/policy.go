@@ -607,7 +607,7 @@ func Project(req []byte) ([]byte, error) {
 	case !have:
 		return nil, errors.New("project request: settings: missing")
 	case refused != nil:
-		return nil, fmt.Errorf("project: settings refused: %w", refused)
+		return nil, refusal(refused)
 	}
 
 	flags := `,"trust":false,"alwaysLoad":false}`
@@ -655,6 +655,12 @@ func Project(req []byte) ([]byte, error) {
 		out = appendIndex(out, i)
 	}
 	return append(out, "]}"...), nil
+}
+
+// refusal is Project's error for settings refused because of err;
+// ProjectBatch answers an item with its message.
+func refusal(err error) error {
+	return fmt.Errorf("project: settings refused: %w", err)
 }
 
 // names reads the request list called list, an array of strings or null
