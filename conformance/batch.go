@@ -99,21 +99,16 @@ func newSuiteBatch(ctx context.Context, p abi.Policy, cases []*Case) *suiteBatch
 	return sb
 }
 
-// send makes one ProjectBatch call for cases, each settings object sent
-// once (by bytes), and records each case's outcome. It returns the error of
-// a call that failed as a whole.
+// send makes one ProjectBatch call for cases, item j being case j's
+// settings and snapshot, and records each case's outcome. (A plugin's
+// host.Plugin sends each distinct settings object and snapshot once
+// itself.) It returns the error of a call that failed as a whole.
 func (sb *suiteBatch) send(ctx context.Context, bp abi.BatchProjector, cases []*Case) (err error) {
 	req := &abi.ProjectBatchRequest{}
-	settingsAt := map[string]int{}
 	for j, c := range cases {
-		k, ok := settingsAt[string(c.Settings)]
-		if !ok {
-			k = len(req.Settings)
-			settingsAt[string(c.Settings)] = k
-			req.Settings = append(req.Settings, c.Settings)
-		}
+		req.Settings = append(req.Settings, c.Settings)
 		req.Snapshots = append(req.Snapshots, *sb.items[c].snap)
-		req.Items = append(req.Items, abi.BatchItem{Settings: k, Snapshot: j})
+		req.Items = append(req.Items, abi.BatchItem{Settings: j, Snapshot: j})
 	}
 	var resp *abi.ProjectBatchResponse
 	func() {
