@@ -29,6 +29,10 @@
 //     it. It saves the fixed cost of one plugin call per item; a plugin
 //     without it still works, and the host then calls project once per item.
 //
+// Each of canonicalize, project and project_batch may also have a direct
+// form ([DirectSuffix], with [ExportAlloc]) that exchanges the same messages
+// through the plugin's own memory instead of the Extism kernel.
+//
 // A plugin refuses a whole call by returning a non-zero status with an Extism
 // error message set; the host reports it as a policy refusal.
 //
@@ -52,6 +56,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Version is the ABI version this package describes. A plugin's handshake
@@ -69,12 +74,68 @@ const (
 	ExportProjectBatch = "project_batch"
 )
 
+// Direct calls (SPEC.md section 5.2): optional exports through which the
+// host writes a request straight into the plugin's exported memory and
+// reads the answer from it, instead of copying both through the Extism
+// kernel eight bytes per host call. A plugin with them is still a complete
+// Extism plugin; other hosts ignore them.
+const (
+	// ExportAlloc ("wasmhost_alloc", type (i32) -> i32) returns the address,
+	// in the plugin's memory, of a buffer of at least the given number of
+	// bytes that stays valid until the next call into the plugin.
+	ExportAlloc = "wasmhost_alloc"
+	// DirectSuffix names the direct form of an export: "canonicalize_direct"
+	// (type (i32, i32) -> i64) takes the address and length of a request
+	// written into the buffer ExportAlloc returned, and answers exactly what
+	// "canonicalize" answers for it; see [DirectResult].
+	DirectSuffix = "_direct"
+)
+
+// DirectFlagRefused is the bit of a direct export's result that marks the
+// answer as a refusal: the bytes are then the error message the Extism
+// export would have set, with a non-zero status.
+const DirectFlagRefused = 1 << 31
+
+// DirectResult splits the i64 a direct export returns: the address of the
+// answer in the plugin's memory (high 32 bits), its length (low 31 bits),
+// and whether the answer is a refusal message (bit 31).
+func DirectResult(r uint64) (addr, n uint32, refused bool) {
+	return uint32(r >> 32), uint32(r) &^ DirectFlagRefused, uint32(r)&DirectFlagRefused != 0
+}
+
+// PackDirectResult is the inverse of [DirectResult], for plugins in Go.
+func PackDirectResult(addr, n uint32, refused bool) uint64 {
+	r := uint64(addr)<<32 | uint64(n&^DirectFlagRefused)
+	if refused {
+		r |= DirectFlagRefused
+	}
+	return r
+}
+
+// DirectExports lists the exports that have a direct form.
+var DirectExports = []string{ExportCanonicalize, ExportProject, ExportProjectBatch}
+
 // RequiredExports lists every export the host checks for at load time.
 var RequiredExports = []string{ExportHandshake, ExportCanonicalize, ExportProject}
 
 // OptionalExports lists the exports a plugin may leave out. When a module
 // has one, the host checks its type at load like a required export's.
-var OptionalExports = []string{ExportProjectBatch}
+var OptionalExports = []string{ExportProjectBatch, ExportAlloc,
+	ExportCanonicalize + DirectSuffix, ExportProject + DirectSuffix, ExportProjectBatch + DirectSuffix}
+
+// ExportSignature returns the function type the host calls an export of
+// this ABI with, in the form `wasmhost inspect` prints: "() -> i32" for the
+// Extism exports, "(i32) -> i32" for ExportAlloc and "(i32, i32) -> i64"
+// for a direct export.
+func ExportSignature(name string) string {
+	switch {
+	case name == ExportAlloc:
+		return "(i32) -> i32"
+	case strings.HasSuffix(name, DirectSuffix):
+		return "(i32, i32) -> i64"
+	}
+	return "() -> i32"
+}
 
 // Wants values a plugin may list in [Handshake.Wants] to receive more than
 // names in a [ProjectRequest].

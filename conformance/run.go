@@ -119,6 +119,29 @@ func Run(ctx context.Context, p abi.Policy, suites []*Suite) *Report {
 	return r
 }
 
+// RunBothWays runs suites against p, a plugin making direct calls
+// (abi/SPEC.md section 5.2), and against extism, the same plugin loaded
+// with host.Options.NoDirect, and reports each case as passing only when it
+// passed both ways. A case failing only through Extism calls is reported
+// with its message prefixed "through Extism calls: ". A nil extism runs
+// suites once, as Run.
+func RunBothWays(ctx context.Context, p, extism abi.Policy, suites []*Suite) *Report {
+	r := Run(ctx, p, suites)
+	if extism == nil {
+		return r
+	}
+	for i, res := range Run(ctx, extism, suites).Results {
+		if res.Passed || !r.Results[i].Passed {
+			continue
+		}
+		res.Message = "through Extism calls: " + res.Message
+		r.Results[i] = res
+		r.Passed--
+		r.Failed++
+	}
+	return r
+}
+
 // handshake returns p's handshake, or the zero Handshake when p.Handshake
 // panics: a broken policy fails its cases, never the run.
 func handshake(p abi.Policy) (h abi.Handshake) {

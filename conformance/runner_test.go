@@ -817,3 +817,32 @@ func TestBatchPathOnlyWithTheExport(t *testing.T) {
 		require.NoError(t, p.Close(context.Background()))
 	}
 }
+
+// TestRunBothWays checks that a case passing one way and failing the other
+// fails, named as failing through Extism calls, and that nothing else
+// changes.
+func TestRunBothWays(t *testing.T) {
+	suites, err := Load("testdata/runner/mixed.json")
+	require.NoError(t, err)
+	once := Run(t.Context(), metakey.Reference{}, suites)
+	same := RunBothWays(t.Context(), metakey.Reference{}, metakey.Reference{}, suites)
+	assert.Equal(t, once, same, "both ways alike: the report of one run")
+	assert.Equal(t, once, RunBothWays(t.Context(), metakey.Reference{}, nil, suites), "nil: one run")
+
+	broken := &failing{projErr: errors.New("extism path broken")}
+	r := RunBothWays(t.Context(), metakey.Reference{}, broken, suites)
+	assert.Equal(t, len(once.Results), r.Passed+r.Failed)
+	var extismOnly int
+	for i, res := range r.Results {
+		if once.Results[i].Passed && !res.Passed {
+			extismOnly++
+			assert.True(t, strings.HasPrefix(res.Message, "through Extism calls: "), res.String())
+			assert.Contains(t, res.Message, "extism path broken")
+		}
+		if !once.Results[i].Passed {
+			assert.Equal(t, once.Results[i], res, "a case failing directly keeps its own failure")
+		}
+	}
+	assert.Positive(t, extismOnly, "the project cases pass directly and fail through Extism")
+	assert.Equal(t, once.Failed+extismOnly, r.Failed)
+}

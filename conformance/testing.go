@@ -12,7 +12,9 @@ import (
 // RunT loads the plugin at wasmPath with the host's default limits and runs
 // the suites at paths against it, each file as a subtest of t and each case
 // as a subtest of its file (TestX/FILE/CASE). A plugin that cannot be loaded
-// or a path that cannot be read stops the test with t.Fatal. The compiled
+// or a path that cannot be read stops the test with t.Fatal. A plugin with
+// direct exports (abi/SPEC.md section 5.2) runs the suites twice, in
+// subtests "direct" and "extism" (with host.Options.NoDirect). The compiled
 // plugin is cached in $WASMHOST_CACHE_DIR when that is set.
 func RunT(t *testing.T, wasmPath string, paths ...string) {
 	t.Helper()
@@ -25,7 +27,18 @@ func RunT(t *testing.T, wasmPath string, paths ...string) {
 			t.Errorf("conformance: close plugin %s: %v", wasmPath, err)
 		}
 	})
-	RunPolicyT(t, p, paths...)
+	if !p.HasDirect() {
+		RunPolicyT(t, p, paths...)
+		return
+	}
+	// A plugin with direct exports must pass both ways.
+	t.Run("direct", func(t *testing.T) { RunPolicyT(t, p, paths...) })
+	ep, err := host.LoadFile(t.Context(), wasmPath, host.Options{CacheDir: os.Getenv(host.CacheDirEnv), NoDirect: true})
+	if err != nil {
+		t.Fatalf("conformance: load plugin without direct calls: %v", err)
+	}
+	t.Cleanup(func() { _ = ep.Close(context.Background()) })
+	t.Run("extism", func(t *testing.T) { RunPolicyT(t, ep, paths...) })
 }
 
 // RunPolicyT runs the suites at paths against p, each file as a subtest of t

@@ -23,6 +23,10 @@ var _ abi.BatchProjector = (*Plugin)(nil)
 // does not, ProjectBatch makes one project call per distinct item instead.
 func (p *Plugin) HasProjectBatch() bool { return p.batch }
 
+// HasDirect reports whether the plugin is called through direct exports
+// (abi/SPEC.md section 5.2) for at least one of its exports.
+func (p *Plugin) HasDirect() bool { return len(p.direct) > 0 }
+
 // ProjectBatch projects every item of req. Through the project_batch export,
 // when the plugin has it, the host sends each distinct settings object (by
 // bytes, nil sent as null) and each distinct snapshot (by contents) once,

@@ -30,8 +30,9 @@ func TestDefaultPluginLoad(t *testing.T) {
 	insp, err := inspect(context.Background(), policydefault.Wasm, Options{CacheDir: testCacheDir})
 	require.NoError(t, err)
 	assert.True(t, insp.Accepted, insp.Reason)
-	assert.Equal(t, []string{abi.ExportProjectBatch}, insp.OptionalExports)
+	assert.Equal(t, abi.OptionalExports, insp.OptionalExports, "project_batch and every direct export")
 	assert.True(t, p.HasProjectBatch())
+	assert.Equal(t, abi.DirectExports, p.direct)
 	for _, imp := range insp.Imports {
 		assert.Contains(t, []string{moduleExtismEnv, moduleWASI}, imp.Module)
 	}

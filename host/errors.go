@@ -27,8 +27,8 @@ var (
 	ErrABIVersion = errors.New("unsupported ABI version")
 	// ErrMissingExport is returned when the module lacks one of the exports
 	// in abi.RequiredExports, or exports it, or one of the optional exports
-	// in abi.OptionalExports, with a signature other than () -> i32; the
-	// message names each of them.
+	// in abi.OptionalExports, with a signature other than the one
+	// abi.ExportSignature gives for it; the message names each of them.
 	ErrMissingExport = errors.New("missing required export")
 	// ErrUnknownImport is returned when the module imports something the
 	// host does not provide: any module other than "extism:host/env" and

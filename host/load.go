@@ -158,6 +158,13 @@ func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Ins
 		return checkExports(info.exports, []string{name}) != nil
 	})
 	p.batch = slices.Contains(usable, abi.ExportProjectBatch)
+	if !cfg.noDirect && slices.Contains(usable, abi.ExportAlloc) && info.exportsMemory() {
+		for _, name := range abi.DirectExports {
+			if slices.Contains(usable, name+abi.DirectSuffix) {
+				p.direct = append(p.direct, name)
+			}
+		}
+	}
 	if insp != nil {
 		insp.OptionalExports = usable
 	}

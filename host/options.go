@@ -34,6 +34,10 @@ type Options struct {
 	// MaxInstances bounds the instances (and so the concurrent calls) of
 	// one Plugin. 0 means runtime.GOMAXPROCS(0).
 	MaxInstances int
+	// NoDirect makes every call through Extism's input and output, even to
+	// a plugin with direct exports (abi/SPEC.md section 5.2). The
+	// conformance runner uses it to check that both forms agree.
+	NoDirect bool
 	// Logger receives load and instance events, and at debug level the
 	// plugin's own log and stdout/stderr output. nil discards everything.
 	Logger *slog.Logger
@@ -46,6 +50,7 @@ type settings struct {
 	pin          string
 	cacheDir     string
 	maxInstances int
+	noDirect     bool
 	log          *slog.Logger
 }
 
@@ -60,6 +65,7 @@ func (o Options) resolve() (settings, error) {
 		pin:          strings.ToLower(strings.TrimSpace(o.PinSHA256)),
 		cacheDir:     o.CacheDir,
 		maxInstances: o.MaxInstances,
+		noDirect:     o.NoDirect,
 		log:          o.Logger,
 	}
 	mem := o.MemoryLimitBytes

@@ -54,6 +54,10 @@ type Plugin struct {
 	memoLimit int
 	// batch is set when the module exports project_batch.
 	batch bool
+	// direct lists the exports the host calls in their direct form
+	// (abi.DirectSuffix), empty without wasmhost_alloc or with
+	// Options.NoDirect.
+	direct []string
 
 	// slots holds one token per instance in use (capacity MaxInstances).
 	slots chan struct{}
@@ -74,6 +78,8 @@ type Plugin struct {
 // stats count pool events (read by tests and logs).
 type stats struct {
 	calls, created, discarded atomic.Int64
+	// direct counts the calls made in direct form.
+	direct atomic.Int64
 	// live is the number of instances not yet closed; peak its maximum.
 	live, peak atomic.Int64
 }
@@ -82,6 +88,8 @@ type stats struct {
 type instance struct {
 	id  uint64
 	ext *extism.Plugin
+	// direct is nil when the plugin has no direct exports.
+	direct *directCalls
 	// exited is set when wazero closes one of the instance's modules: a
 	// WASI proc_exit, a context-done termination or Close.
 	exited   atomic.Bool
@@ -319,7 +327,7 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, decode f
 	if err != nil {
 		return err
 	}
-	out, healthy, err := p.invoke(ctx, inst, export, padInput(input))
+	out, healthy, err := p.invoke(ctx, inst, export, input)
 	if err == nil {
 		if derr := decode(out); derr != nil {
 			healthy, err = false, fmt.Errorf("%w: %w", ErrBadOutput, derr)
@@ -440,6 +448,12 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 			slog.String("plugin", p.name), slog.String("level", level.String()), slog.String("message", msg))
 	})
 	inst.ext = ext
+	if len(p.direct) > 0 {
+		if err := p.prepareDirect(ctx, inst); err != nil {
+			_ = ext.Close(context.Background())
+			return nil, err
+		}
+	}
 	p.stats.created.Add(1)
 	live := p.stats.live.Add(1)
 	for peak := p.stats.peak.Load(); live > peak && !p.stats.peak.CompareAndSwap(peak, live); peak = p.stats.peak.Load() {
@@ -449,13 +463,51 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 	return inst, nil
 }
 
+// prepareDirect resolves inst's direct exports and initializes the guest
+// runtime. Extism initializes it (a reactor's _initialize) on the first
+// call made through Extism and remembers that it did; a direct call first
+// would run the guest uninitialized, and initializing it by hand would have
+// Extism do it a second time later. So the instance first answers one
+// handshake through Extism. When the modules cannot be reached (see
+// extismModules) the instance makes every call through Extism.
+func (p *Plugin) prepareDirect(ctx context.Context, inst *instance) error {
+	d, err := newDirectCalls(inst.ext, p.direct)
+	if err != nil {
+		p.log.LogAttrs(ctx, slog.LevelWarn, "plugin direct calls disabled",
+			slog.String("plugin", p.name), slog.Any("cause", err))
+		return nil
+	}
+	callCtx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
+	defer cancel()
+	if _, _, err := inst.callSafe(callCtx, abi.ExportHandshake, nil); err != nil {
+		return fmt.Errorf("initializing the guest for direct calls: %w", err)
+	}
+	inst.direct = d
+	return nil
+}
+
 // invoke makes one call on inst under the call timeout and classifies the
 // outcome. healthy reports whether inst may serve another call.
 func (p *Plugin) invoke(ctx context.Context, inst *instance, export string, input []byte) (out []byte, healthy bool, err error) {
 	callCtx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
 	defer cancel()
 	p.stats.calls.Add(1)
-	rc, out, callErr := inst.callSafe(callCtx, export, input)
+	var (
+		rc       uint32
+		callErr  error
+		direct   = inst.direct != nil && inst.direct.fns[export] != nil
+		refusal  string
+		refusing bool
+	)
+	if direct {
+		p.stats.direct.Add(1)
+		out, refusing, callErr = inst.direct.call(callCtx, inst.direct.fns[export], input)
+		if refusing {
+			refusal, out = string(out), nil
+		}
+	} else {
+		rc, out, callErr = inst.callSafe(callCtx, export, padInput(input))
+	}
 	exited := inst.exited.Load()
 	failed := callErr != nil || exited
 	switch {
@@ -472,7 +524,13 @@ func (p *Plugin) invoke(ctx context.Context, inst *instance, export string, inpu
 		if errors.As(callErr, &exit) {
 			return nil, false, fmt.Errorf("%w: the guest exited with code %d", ErrPluginTrap, exit.ExitCode())
 		}
-		msg := inst.errorMessage()
+		if errors.Is(callErr, ErrBadOutput) {
+			return nil, false, callErr
+		}
+		var msg string
+		if !direct {
+			msg = inst.errorMessage()
+		}
 		if msg == "" || msg != callErr.Error() {
 			// wazero appends a multi-line wasm stack trace: keep the error
 			// to one line for views, state and logs; the trace goes to debug.
@@ -483,6 +541,8 @@ func (p *Plugin) invoke(ctx context.Context, inst *instance, export string, inpu
 			return nil, false, fmt.Errorf("%w: status 0 with an error message: %s", ErrBadOutput, refusalText(msg))
 		}
 		return nil, true, &refusedError{msg: refusalText(msg)}
+	case refusing:
+		return nil, true, &refusedError{msg: refusalText(refusal)}
 	case rc != 0:
 		return nil, false, fmt.Errorf("%w: status %d without an error message", ErrBadOutput, rc)
 	case len(out) > abi.MaxOutputBytes:

@@ -11,6 +11,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/wasmhost/wasmhost/abi"
 )
 
 // An Import is one import of a module.
@@ -346,8 +348,11 @@ func checkImports(imports []Import) error {
 	return nil
 }
 
-// exportSignature is the only signature the host calls an export with.
-const exportSignature = "() -> i32"
+// exportsMemory reports whether the module exports a memory named
+// "memory", where direct calls exchange their messages.
+func (m *moduleInfo) exportsMemory() bool {
+	return slices.ContainsFunc(m.exports, func(e Export) bool { return e.Name == "memory" && e.Kind == "memory" })
+}
 
 // presentExports returns the names among names that exports has, of any
 // kind.
@@ -362,7 +367,7 @@ func presentExports(exports []Export, names []string) []string {
 }
 
 // checkExports returns ErrMissingExport naming every required export that
-// is absent or not a () -> i32 function.
+// is absent or not a function of the type abi.ExportSignature gives.
 func checkExports(exports []Export, required []string) error {
 	var missing, wrong []string
 	for _, name := range required {
@@ -372,8 +377,8 @@ func checkExports(exports []Export, required []string) error {
 			missing = append(missing, name)
 		case exports[i].Kind != "func":
 			wrong = append(wrong, fmt.Sprintf("%s is a %s, not a function", name, exports[i].Kind))
-		case exports[i].Signature != exportSignature:
-			wrong = append(wrong, fmt.Sprintf("%s has signature %s, want %s", name, exports[i].Signature, exportSignature))
+		case exports[i].Signature != abi.ExportSignature(name):
+			wrong = append(wrong, fmt.Sprintf("%s has signature %s, want %s", name, exports[i].Signature, abi.ExportSignature(name)))
 		}
 	}
 	var parts []string

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 
+	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/conformance"
 )
 
@@ -42,8 +43,21 @@ func runConformance(ctx context.Context, args []string, s stdio) int {
 		return exitUsage
 	}
 	defer p.Close(context.WithoutCancel(ctx))
+	// A plugin with direct exports must answer the same both ways.
+	var extism abi.Policy
+	if p.HasDirect() {
+		opts := pf.options(s.err)
+		opts.NoDirect = true
+		ep, err := pf.loadWith(ctx, opts)
+		if err != nil {
+			s.errorf("conformance", "load plugin without direct calls: %v", err)
+			return exitUsage
+		}
+		defer ep.Close(context.WithoutCancel(ctx))
+		extism = ep
+	}
 
-	report := conformance.Run(ctx, p, suites)
+	report := conformance.RunBothWays(ctx, p, extism, suites)
 	report.Plugin, report.Digest = p.Name(), p.Digest()
 	if jsonFile != "" {
 		b, err := json.MarshalIndent(report, "", "  ")

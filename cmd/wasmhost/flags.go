@@ -43,10 +43,15 @@ func (pf *pluginFlags) options(stderr io.Writer) host.Options {
 
 // load loads the plugin the flags name, or the embedded default.
 func (pf *pluginFlags) load(ctx context.Context, stderr io.Writer) (*host.Plugin, error) {
+	return pf.loadWith(ctx, pf.options(stderr))
+}
+
+// loadWith loads the plugin the flags name with opts.
+func (pf *pluginFlags) loadWith(ctx context.Context, opts host.Options) (*host.Plugin, error) {
 	if pf.plugin == "" {
-		return host.LoadDefault(ctx, pf.options(stderr))
+		return host.LoadDefault(ctx, opts)
 	}
-	return host.LoadFile(ctx, pf.plugin, pf.options(stderr))
+	return host.LoadFile(ctx, pf.plugin, opts)
 }
 
 // newFlagSet returns a flag set for a command whose errors and -h output go

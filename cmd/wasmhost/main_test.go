@@ -348,7 +348,7 @@ func TestInspect(t *testing.T) {
 	assert.Contains(t, r.out, "file: "+wasm+"\n")
 	assert.Contains(t, r.out, "sha256: "+sha256Hex(policydefault.Wasm)+"\n")
 	assert.Regexp(t, `(?m)^data segments: [1-9]\n`, r.out, "the committed default plugin is packed")
-	assert.Contains(t, r.out, "handshake: policy-default 1.0.0 (abi 1)\noptional exports: project_batch\n")
+	assert.Contains(t, r.out, "handshake: policy-default 1.0.0 (abi 1)\noptional exports: project_batch,wasmhost_alloc,canonicalize_direct,project_direct,project_batch_direct\n")
 	assert.Regexp(t, `(?m)^exports:\n(  .*\n)*  func canonicalize \(\) -> i32\n`, r.out)
 	assert.Regexp(t, `(?m)^exports:\n(  .*\n)*  func project_batch \(\) -> i32\n`, r.out)
 	assert.Regexp(t, `(?m)^imports:\n(  .*\n)*  func "extism:host/env" "input_length"`, r.out)
@@ -360,7 +360,7 @@ func TestInspect(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.out), &insp))
 	assert.True(t, insp.Accepted)
 	assert.Equal(t, sha256Hex(policydefault.Wasm), insp.SHA256)
-	assert.Equal(t, []string{"project_batch"}, insp.OptionalExports)
+	assert.Equal(t, []string{"project_batch", "wasmhost_alloc", "canonicalize_direct", "project_direct", "project_batch_direct"}, insp.OptionalExports)
 	assert.Positive(t, insp.DataSegments)
 	assert.Equal(t, insp.DataSegments, insp.Packed)
 

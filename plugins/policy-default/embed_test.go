@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,8 +29,24 @@ func TestWasmIsEmbedded(t *testing.T) {
 	exports := m.ExportedFunctions()
 	for _, name := range slices.Concat(abi.RequiredExports, abi.OptionalExports) {
 		if f := exports[name]; assert.NotNil(t, f, "no export %q", name) {
-			assert.Empty(t, f.ParamTypes(), name)
-			assert.Equal(t, []api.ValueType{api.ValueTypeI32}, f.ResultTypes(), name)
+			assert.Equal(t, abi.ExportSignature(name), signature(f), name)
 		}
 	}
+}
+
+// signature formats a function type as abi.ExportSignature does.
+func signature(f api.FunctionDefinition) string {
+	names := func(types []api.ValueType) []string {
+		var out []string
+		for _, t := range types {
+			out = append(out, api.ValueTypeName(t))
+		}
+		return out
+	}
+	results := names(f.ResultTypes())
+	res := "(" + strings.Join(results, ", ") + ")"
+	if len(results) == 1 {
+		res = results[0]
+	}
+	return "(" + strings.Join(names(f.ParamTypes()), ", ") + ") -> " + res
 }

@@ -11,10 +11,11 @@
 //go:build wasip1
 
 // Command policy-default is the default wasmhost policy as an Extism plugin
-// speaking ABI v1, with the optional project_batch export. Each export is a
-// thin wrapper: it reads the Extism input, hands it to package
-// internal/policy and writes the answer as the Extism output (kernel.go), or
-// sets the Extism error and returns 1.
+// speaking ABI v1, with the optional project_batch export and the direct
+// forms of its exports (direct.go). Each Extism export is a thin wrapper: it
+// reads the Extism input, hands it to package internal/policy and writes the
+// answer as the Extism output (kernel.go), or sets the Extism error and
+// returns 1.
 package main
 
 import (
