@@ -245,6 +245,18 @@ type Override struct {
 	Disabled *bool
 }
 
+// Layer returns a server's metadata settings and Disabled flag as a
+// session with override o sees them: each setting o holds replaces the
+// server's, sharing its bytes, and o.Disabled, when set, replaces
+// disabled. It is the rule Session.Effective applies, for callers that
+// keep their own copies of a server's settings and a session's overrides.
+func (o Override) Layer(settings Settings, disabled bool) (Settings, bool) {
+	if o.Disabled != nil {
+		disabled = *o.Disabled
+	}
+	return settings.with(o.Settings), disabled
+}
+
 // A Session is one entry of "sessions": a client-facing endpoint with its
 // own bearer token and its own view of the servers.
 type Session struct {
@@ -283,7 +295,7 @@ func (s *Session) Effective(server string) (srv *Server, settings json.RawMessag
 	seen := *base // shallow: Clone below copies it, overridden settings included
 	seen.Settings, seen.Disabled = s.overridden(server, base)
 	srv = seen.Clone()
-	return srv, srv.Metadata(), s.uses(server) && !srv.Disabled
+	return srv, srv.Metadata(), s.listed(server) && !srv.Disabled
 }
 
 // EffectiveSettings is Effective without the copy of the server entry:
@@ -296,25 +308,30 @@ func (s *Session) EffectiveSettings(server string) (settings json.RawMessage, en
 		return nil, false
 	}
 	set, disabled := s.overridden(server, base)
-	return set.JSON(), s.uses(server) && !disabled // JSON copies the bytes
+	return set.JSON(), s.listed(server) && !disabled // JSON copies the bytes
 }
 
 // overridden applies the session's override for server to base's settings
 // and disabled flag. The returned Settings share their bytes with base's
 // and the override's.
 func (s *Session) overridden(server string, base *Server) (Settings, bool) {
-	set, disabled := base.Settings, base.Disabled
 	if o, ok := s.Overrides[server]; ok {
-		set = set.with(o.Settings)
-		if o.Disabled != nil {
-			disabled = *o.Disabled
-		}
+		return o.Layer(base.Settings, base.Disabled)
 	}
-	return set, disabled
+	return base.Settings, base.Disabled
 }
 
-// uses reports whether server is in the session's server list.
-func (s *Session) uses(server string) bool {
+// Uses reports whether the session uses server unless the server is
+// disabled for it: the config has a server of that name and the session's
+// server list names it (or the session lists none). The enabled result of
+// Effective is Uses and not the effective Disabled (see Override.Layer).
+func (s *Session) Uses(server string) bool {
+	_, ok := s.servers[server]
+	return ok && s.listed(server)
+}
+
+// listed reports whether server is in the session's server list.
+func (s *Session) listed(server string) bool {
 	return s.Servers == nil || slices.Contains(s.Servers, server)
 }
 
@@ -326,7 +343,7 @@ func (s *Session) enabled(server string) bool {
 		return false
 	}
 	_, disabled := s.overridden(server, base)
-	return s.uses(server) && !disabled
+	return s.listed(server) && !disabled
 }
 
 // Enabled returns, sorted, the names of the servers for which Effective

@@ -81,9 +81,16 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("session %q has no token", sess.Name)
 			}
 			for name, base := range cfg.Servers {
-				srv, settings, _ := sess.Effective(name)
+				srv, settings, enabled := sess.Effective(name)
 				if srv == nil {
 					t.Fatalf("Effective(%q) = nil for a known server", name)
+				}
+				set, disabled := base.Settings, base.Disabled
+				if o, ok := sess.Overrides[name]; ok {
+					set, disabled = o.Layer(set, disabled)
+				}
+				if string(set.JSON()) != string(settings) || disabled != srv.Disabled || enabled != (sess.Uses(name) && !disabled) {
+					t.Fatalf("Effective(%q) = %s, %t; Layer and Uses say %s, disabled %t, uses %t", name, settings, enabled, set.JSON(), disabled, sess.Uses(name))
 				}
 				checkSettings(t, settings)
 				checkSettings(t, base.Metadata())

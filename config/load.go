@@ -738,7 +738,7 @@ func (l *loader) session(cfg *Config, name string, n *node, path string) *Sessio
 		}
 		if overridesN != nil && overridesN.kind == kindObject {
 			for _, m := range overridesN.members {
-				if l.known[m.key] && !s.uses(m.key) {
+				if l.known[m.key] && !s.listed(m.key) {
 					l.warnAt(m.keyOff, joinKey(joinKey(path, "overrides"), m.key), "the session does not use this server (see %q), so the override has no effect", joinKey(path, "servers"))
 				}
 			}

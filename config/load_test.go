@@ -238,10 +238,22 @@ func TestEffective(t *testing.T) {
 			only, onlyEnabled := cfg.Sessions[tt.session].EffectiveSettings(tt.server)
 			assert.Equal(t, string(settings), string(only))
 			assert.Equal(t, enabled, onlyEnabled)
+			// So do Uses and the override's Layer, for callers keeping
+			// their own copies.
+			set, disabled := base.Settings, base.Disabled
+			if o, ok := cfg.Sessions[tt.session].Overrides[tt.server]; ok {
+				set, disabled = o.Layer(set, disabled)
+			}
+			assert.Equal(t, string(settings), string(set.JSON()))
+			assert.Equal(t, tt.wantDisabled, disabled)
+			assert.Equal(t, enabled, cfg.Sessions[tt.session].Uses(tt.server) && !disabled)
 		})
 	}
 	_, ok := cfg.Sessions["alice"].EffectiveSettings("nope")
 	assert.False(t, ok)
+	assert.False(t, cfg.Sessions["alice"].Uses("nope"))
+	assert.True(t, cfg.Sessions["bob.ci"].Uses("nodeServer"), "listed, though disabled")
+	assert.False(t, (&Session{}).Uses("github"), "a session not made by Parse knows no servers")
 
 	srv, settings, enabled := cfg.Sessions["alice"].Effective("nope")
 	assert.Nil(t, srv)

@@ -35,18 +35,34 @@
 //
 // Apply keeps a private copy of what each session contributes (its server
 // list and overrides) and of what each server contributes (transport
-// identity, settings, Disabled). A session whose copy still matches keeps
-// its desired bindings from the last Apply, rebuilt only for servers whose
-// input changed. While nothing may have broken since the last Apply began
-// (no view failed closed and no entry turned terminal, as counted by
-// churn.Counters.Failures, and no reconciling call recorded an error), such
-// a session's bindings are known healthy and get no work at all; otherwise
-// each binding is checked, so a failure in the background is still repaired
-// by the next reload. Bindings that do change are refreshed together: the
-// distinct settings are canonicalized in one policy call; a healthy view
-// whose new settings got the key it already has takes the new bytes there
-// and then ([view.View.AdoptSettings]), with no further work; and the
-// projections the other refreshed views will need are computed in batched
+// identity, settings, Disabled), and the desired bindings derived from
+// them. Each session's overrides are compared with its copy; where only
+// override values changed, the copy is brought in line in place, and the
+// session's changed desired bindings are told by the distinct pairs of old
+// and new settings objects they move between (copies are shared by
+// content, so a reload handles each distinct override once, not each
+// binding). A session with another server list or other overridden
+// servers, or new to the reconciler, is rebuilt in full; a server whose
+// input changed gets new desired bindings in every session.
+//
+// While nothing may have broken since the last Apply began (no view failed
+// closed and no entry turned terminal, as counted by
+// churn.Counters.Failures, and no reconciling call recorded an error),
+// every binding is known healthy and settled on its desired binding, so
+// only changed ones get work: a session whose desired bindings did not
+// change gets none, and bindings whose settings moved to settings the
+// policy gives the same key (one canonicalize call for the distinct new
+// settings objects of the reload), on the same transport, are settled by
+// that pair alone, without a look at their handles or views. Those views
+// keep their bytes, which mean the same under the current policy; the
+// desired binding holds the new bytes, which [Reconciler.SetPolicy] hands
+// to each view ([view.View.SetPolicyWith]), since another policy may tell
+// them apart. Otherwise (or when nothing is known) each binding is
+// checked, so a failure in the background is still repaired by the next
+// reload: a healthy view whose new settings got the key it already has
+// takes the new bytes there and then ([view.View.AdoptSettings]), with no
+// further work. Bindings that do change are refreshed together, and the
+// projections the refreshed views will need are computed in batched
 // project_batch calls ([view.Prefill]) before the views ask for them.
 //
 // Apply keeps going when one binding fails: its error is recorded in the
@@ -77,9 +93,9 @@
 // teardown behaviour approval changes always had). [Reconciler.Restart]
 // restarts every entry held for a server ([pool.Entry.Restart]): handles
 // and views stay, the restart's fan-out replays the rediscovered snapshot.
-// [Reconciler.SetPolicy] re-keys every view with a new policy at once
-// ([view.View.SetPolicy]), with one canonicalize call and batched
-// projections; no transport is touched.
+// [Reconciler.SetPolicy] re-keys every view with a new policy at once, on
+// its binding's desired settings ([view.View.SetPolicyWith]), with one
+// canonicalize call and batched projections; no transport is touched.
 //
 // # Legacy single-session mode
 //

@@ -2,8 +2,8 @@ package reconcile
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
-	"maps"
 	"slices"
 
 	"github.com/wasmhost/wasmhost/config"
@@ -11,54 +11,339 @@ import (
 )
 
 // A serverInput is what every session's want for one server derives from:
-// the transport (spec and identity) and the server's own settings and
-// Disabled flag. Apply computes it once per server and compares it with the
-// previous Apply's to find the servers whose wants must be rebuilt.
+// the transport (spec and identity) and a private copy of the server's own
+// settings and Disabled flag. Apply computes it once per server and compares
+// it with the previous Apply's to find the servers whose wants must be
+// rebuilt. It is never modified.
 type serverInput struct {
 	spec     pool.Spec
 	identity string
-	settings json.RawMessage
+	// base holds the server's settings as an override of nothing: the
+	// wants of sessions with equal overrides of servers with equal base
+	// settings share their settings object (see builder.object).
+	base     *config.Override
 	disabled bool
 }
 
-func newServerInput(srv *config.Server) *serverInput {
+// same reports whether srv, whose transport identity is identity, gives
+// every session the same want as in.
+func (in *serverInput) same(srv *config.Server, identity string) bool {
+	return in.identity == identity && in.disabled == srv.Disabled && sameSettings(in.base.Settings, srv.Settings)
+}
+
+// A sessionInput is what the last Apply knew of one session: a private copy
+// of its input (its server list and overrides) and the wants derived from
+// it, one cell per server. Apply compares the copy (not the caller's
+// config) with the session and brings it in line in place, so a config
+// mutated in place between two Applies is still seen as changed, and a
+// reload costs a comparison per override plus work for what changed.
+type sessionInput struct {
+	servers []string // nil when the session does not list its servers
+	cells   map[string]*cell
+	// overrides counts the cells holding an override.
+	overrides int
+}
+
+// A cell is one server as one session sees it: the server of the config
+// (nil: none of that name), the session's override of it (nil: none) and
+// the resulting want.
+type cell struct {
+	srv *serverInput
+	o   *config.Override // private, shared by equal overrides (see builder)
+	// listed is whether the session uses srv unless it is disabled
+	// (config.Session.Uses).
+	listed bool
+	// w is the want of (srv, o); nil when the session does not use the
+	// server, or until want makes it: a reload replacing overrides leaves
+	// it to be made when needed, which the wants whose settings keep
+	// their meaning never are (see Reconciler.planChanges).
+	w *want
+}
+
+// wants reports whether the session uses the server: the config has it,
+// the session lists it and does not disable it.
+func (c *cell) wants() bool {
+	return c.srv != nil && c.listed && !c.off(c.o)
+}
+
+// off reports whether the server is disabled under override o (nil: none):
+// the Disabled flag of c.layer(o).
+func (c *cell) off(o *config.Override) bool {
+	if o != nil && o.Disabled != nil {
+		return *o.Disabled
+	}
+	return c.srv.disabled
+}
+
+// layer returns the server's settings and Disabled flag under override o
+// (nil: none).
+func (c *cell) layer(o *config.Override) (config.Settings, bool) {
+	if o == nil {
+		return c.srv.base.Settings, c.srv.disabled
+	}
+	return o.Layer(c.srv.base.Settings, c.srv.disabled)
+}
+
+// want returns the cell's want, making it if need be.
+func (c *cell) want() *want {
+	if c.w == nil && c.wants() {
+		settings, _ := c.layer(c.o)
+		c.w = &want{spec: &c.srv.spec, identity: c.srv.identity, settings: settings.JSON()}
+	}
+	return c.w
+}
+
+// want returns the session's want of server, or nil.
+func (si *sessionInput) want(server string) *want {
+	if c := si.cells[server]; c != nil {
+		return c.want()
+	}
+	return nil
+}
+
+// A delta is what an Apply changed in one session's wants: possibly every
+// want (rebuilt: a new session, another server list, other servers
+// overridden), or those of servers, and those whose settings changed as
+// pairs says, the transport staying the same.
+type delta struct {
+	rebuilt bool
+	servers []string
+	pairs   []pair
+}
+
+// A pair is a change of n wants of one session, for servers whose base
+// settings are base, from override from to override to (nil: none): from
+// settings old to settings new.
+type pair struct {
+	base, from, to *config.Override
+	old, new       json.RawMessage
+	n              int
+}
+
+func sameOverride(a *config.Override, b config.Override) bool {
+	if (a.Disabled == nil) != (b.Disabled == nil) || (a.Disabled != nil && *a.Disabled != *b.Disabled) {
+		return false
+	}
+	return sameSettings(a.Settings, b.Settings)
+}
+
+func sameSettings(a, b config.Settings) bool {
+	return sameRaw(a.Trust, b.Trust) &&
+		sameRaw(a.AlwaysLoadTools, b.AlwaysLoadTools) &&
+		sameRaw(a.IncludeTools, b.IncludeTools) &&
+		sameRaw(a.ExcludeTools, b.ExcludeTools)
+}
+
+// sameRaw compares two raw settings values, telling an absent value (nil)
+// from any present one.
+func sameRaw(a, b json.RawMessage) bool {
+	return (a == nil) == (b == nil) && bytes.Equal(a, b)
+}
+
+// sameList compares server lists, telling an absent list (nil) from an
+// empty one.
+func sameList(a, b []string) bool {
+	return (a == nil) == (b == nil) && slices.Equal(a, b)
+}
+
+// A builder brings the sessions' inputs and wants in line with one config
+// (see Reconciler.wants). It makes one private copy of each distinct
+// override (by contents), shared by every session that has it, one
+// settings object per distinct contents, and one want per distinct (server
+// input, override) it builds. Sessions moving servers from one override to
+// another then cost a comparison per override, and a copy and a settings
+// object per distinct new override; equal settings share their bytes,
+// which lets later steps compare them by address. Copies are never
+// modified.
+type builder struct {
+	servers map[string]*serverInput
+	// changed lists the servers whose input changed, appeared or vanished;
+	// moved holds the same names.
+	changed []string
+	moved   map[string]bool
+
+	overrides map[string]*config.Override // by contents (see encode)
+	scratch   []byte
+	// remap holds, for an override an earlier Apply copied, the copy of
+	// the last override that replaced it, and lastFrom and lastTo the last
+	// replacement made: sessions moving from one override to another in
+	// the same words are matched by one comparison, without encoding or
+	// hashing.
+	remap            map[*config.Override]*config.Override
+	lastFrom, lastTo *config.Override
+
+	wants   map[wantKey]*want
+	objects map[[2]*config.Override]json.RawMessage // by base and override
+	byBytes map[string]json.RawMessage              // by contents
+	// fresh lists the settings objects first made by this builder.
+	fresh []json.RawMessage
+}
+
+type wantKey struct {
+	srv *serverInput
+	o   *config.Override
+}
+
+func newBuilder() *builder {
+	return &builder{
+		servers:   make(map[string]*serverInput),
+		moved:     make(map[string]bool),
+		overrides: make(map[string]*config.Override),
+		remap:     make(map[*config.Override]*config.Override),
+		wants:     make(map[wantKey]*want),
+		objects:   make(map[[2]*config.Override]json.RawMessage),
+		byBytes:   make(map[string]json.RawMessage),
+	}
+}
+
+// server returns the input of srv, prev when srv still gives the same.
+func (b *builder) server(prev *serverInput, srv *config.Server) (in *serverInput, same bool) {
 	spec := pool.FromConfig(srv)
+	identity := spec.Fingerprint()
+	if prev != nil && prev.same(srv, identity) {
+		return prev, true
+	}
 	return &serverInput{
 		spec:     spec,
-		identity: spec.Fingerprint(),
-		settings: srv.Metadata(),
+		identity: identity,
+		base:     b.intern(config.Override{Settings: srv.Settings}),
 		disabled: srv.Disabled,
-	}
+	}, false
 }
 
-// same reports whether in and o give every session the same want.
-func (in *serverInput) same(o *serverInput) bool {
-	return in.identity == o.identity && in.disabled == o.disabled && bytes.Equal(in.settings, o.settings)
+// session returns the input of sess and what changed since prev (nil: a
+// session new to the reconciler) in the desired wants of a session whose
+// runtime overlays are overlays. prev is brought in line in place when only
+// override values changed; otherwise a new input is built.
+func (b *builder) session(prev *sessionInput, sess *config.Session, overlays map[string]*want) (*sessionInput, delta) {
+	if prev == nil || !sameList(prev.servers, sess.Servers) || prev.overrides != len(sess.Overrides) {
+		return b.rebuild(sess), delta{rebuilt: true}
+	}
+	var d delta
+	for server, o := range sess.Overrides {
+		c := prev.cells[server]
+		if c == nil || c.o == nil {
+			// Another server is overridden: the counts matched, so one
+			// that was is no longer.
+			return b.rebuild(sess), delta{rebuilt: true}
+		}
+		from := c.o
+		switch {
+		case from == b.lastFrom && sameOverride(b.lastTo, o):
+			// As the last override replaced: sessions moving a batch of
+			// servers to new words cost one comparison each.
+			c.o = b.lastTo
+		case sameOverride(from, o):
+			continue
+		default:
+			c.o = b.replace(from, o)
+		}
+		c.w = nil
+		if len(b.changed) > 0 && b.moved[server] {
+			continue // below
+		}
+		if !c.listed || c.srv == nil {
+			continue // not used before or after
+		}
+		if len(overlays) > 0 {
+			if _, ok := overlays[server]; ok {
+				continue // the overlay's want is desired, and did not change
+			}
+		}
+		wasOff, isOff := c.off(from), c.off(c.o)
+		switch {
+		case wasOff && isOff:
+			// Disabled before and after.
+		case wasOff != isOff:
+			d.servers = append(d.servers, server)
+		default:
+			b.pair(&d, c.srv.base, from, c.o)
+		}
+	}
+	for _, server := range b.changed {
+		c := prev.cells[server]
+		srv := b.servers[server]
+		if c == nil {
+			if srv == nil {
+				continue
+			}
+			c = &cell{}
+			prev.cells[server] = c
+		}
+		c.srv, c.w = srv, nil
+		c.listed = srv != nil && sess.Uses(server)
+		if srv == nil && c.o == nil {
+			delete(prev.cells, server)
+		}
+		d.servers = append(d.servers, server)
+	}
+	return prev, d
 }
 
-// A sessionInput is a private copy of what a session contributes to its
-// wants: its server list and its overrides. A session whose input and whose
-// servers' inputs equal the previous Apply's keeps its wants as they were,
-// so a reload does no per-binding work for it beyond checking that its
-// bindings are healthy. The copy (not the caller's config) is compared, so a
-// config mutated in place between two Applies is still seen as changed.
-type sessionInput struct {
-	servers   []string // nil when the session does not list its servers
-	overrides map[string]config.Override
+// pair counts in d a want of a server with base settings base whose
+// override moved from from to to, the server being used before and after.
+func (b *builder) pair(d *delta, base, from, to *config.Override) {
+	for i := len(d.pairs) - 1; i >= 0; i-- {
+		if p := &d.pairs[i]; p.base == base && p.from == from && p.to == to {
+			p.n++
+			return
+		}
+	}
+	d.pairs = append(d.pairs, pair{
+		base: base, from: from, to: to, n: 1,
+		old: b.object(base, from), new: b.object(base, to),
+	})
 }
 
-func newSessionInput(s *config.Session) *sessionInput {
-	in := &sessionInput{
-		servers:   slices.Clone(s.Servers), // keeps nil apart from empty
-		overrides: make(map[string]config.Override, len(s.Overrides)),
+// rebuild returns a new input for sess.
+func (b *builder) rebuild(sess *config.Session) *sessionInput {
+	si := &sessionInput{
+		servers:   slices.Clone(sess.Servers), // keeps nil apart from empty
+		cells:     make(map[string]*cell, len(b.servers)),
+		overrides: len(sess.Overrides),
 	}
-	// One buffer holds every copied value: a reload copies each changed
-	// session's overrides, and sessions often override every server.
-	n := 0
-	for _, o := range s.Overrides {
-		n += len(o.Settings.Trust) + len(o.Settings.AlwaysLoadTools) + len(o.Settings.IncludeTools) + len(o.Settings.ExcludeTools)
+	cells := make([]cell, len(b.servers))
+	i := 0
+	for server, srv := range b.servers {
+		c := &cells[i]
+		i++
+		c.srv, c.listed = srv, sess.Uses(server)
+		si.cells[server] = c
 	}
-	buf := make([]byte, 0, n)
+	for server, o := range sess.Overrides {
+		c := si.cells[server]
+		if c == nil {
+			c = &cell{}
+			si.cells[server] = c
+		}
+		c.o = b.intern(o)
+	}
+	for _, c := range si.cells {
+		c.w = b.want(c)
+	}
+	return si
+}
+
+// replace returns the private copy of o, which replaces old: the copy that
+// last replaced old, if o has its words, else o's own (see intern).
+func (b *builder) replace(old *config.Override, o config.Override) *config.Override {
+	c := b.remap[old]
+	if c == nil || !sameOverride(c, o) {
+		c = b.intern(o)
+		b.remap[old] = c
+	}
+	b.lastFrom, b.lastTo = old, c
+	return c
+}
+
+// intern returns the private copy of o.
+func (b *builder) intern(o config.Override) *config.Override {
+	b.scratch = encode(b.scratch[:0], o)
+	if c, ok := b.overrides[string(b.scratch)]; ok {
+		return c
+	}
+	s := o.Settings
+	buf := make([]byte, 0, len(s.Trust)+len(s.AlwaysLoadTools)+len(s.IncludeTools)+len(s.ExcludeTools))
 	keep := func(v json.RawMessage) json.RawMessage {
 		if v == nil {
 			return nil
@@ -67,40 +352,80 @@ func newSessionInput(s *config.Session) *sessionInput {
 		buf = append(buf, v...)
 		return buf[start:len(buf):len(buf)]
 	}
-	for server, o := range s.Overrides {
-		c := config.Override{Settings: config.Settings{
-			Trust:           keep(o.Settings.Trust),
-			AlwaysLoadTools: keep(o.Settings.AlwaysLoadTools),
-			IncludeTools:    keep(o.Settings.IncludeTools),
-			ExcludeTools:    keep(o.Settings.ExcludeTools),
-		}}
-		if o.Disabled != nil {
-			d := *o.Disabled
-			c.Disabled = &d
+	c := &config.Override{Settings: config.Settings{
+		Trust:           keep(s.Trust),
+		AlwaysLoadTools: keep(s.AlwaysLoadTools),
+		IncludeTools:    keep(s.IncludeTools),
+		ExcludeTools:    keep(s.ExcludeTools),
+	}}
+	if o.Disabled != nil {
+		d := *o.Disabled
+		c.Disabled = &d
+	}
+	b.overrides[string(b.scratch)] = c
+	return c
+}
+
+// encode appends to buf an encoding of o that two overrides share exactly
+// when they are equal (as sameOverride compares them): each value
+// length-prefixed, an absent one apart from an empty one.
+func encode(buf []byte, o config.Override) []byte {
+	switch {
+	case o.Disabled == nil:
+		buf = append(buf, 0)
+	case *o.Disabled:
+		buf = append(buf, 1)
+	default:
+		buf = append(buf, 2)
+	}
+	for _, v := range [...]json.RawMessage{o.Settings.Trust, o.Settings.AlwaysLoadTools, o.Settings.IncludeTools, o.Settings.ExcludeTools} {
+		if v == nil {
+			buf = append(buf, 0)
+			continue
 		}
-		in.overrides[server] = c
+		buf = binary.AppendUvarint(buf, uint64(len(v))+1)
+		buf = append(buf, v...)
 	}
-	return in
+	return buf
 }
 
-// same reports whether s still has the server list and overrides in holds.
-func (in *sessionInput) same(s *config.Session) bool {
-	return (in.servers == nil) == (s.Servers == nil) && slices.Equal(in.servers, s.Servers) &&
-		maps.EqualFunc(in.overrides, s.Overrides, sameOverride)
-}
-
-func sameOverride(a, b config.Override) bool {
-	if (a.Disabled == nil) != (b.Disabled == nil) || (a.Disabled != nil && *a.Disabled != *b.Disabled) {
-		return false
+// want returns the want c gives: nil when the session does not use the
+// server or the server is disabled for it, else the shared want of (c.srv,
+// c.o).
+func (b *builder) want(c *cell) *want {
+	if c.srv == nil || !c.listed {
+		return nil
 	}
-	return sameRaw(a.Settings.Trust, b.Settings.Trust) &&
-		sameRaw(a.Settings.AlwaysLoadTools, b.Settings.AlwaysLoadTools) &&
-		sameRaw(a.Settings.IncludeTools, b.Settings.IncludeTools) &&
-		sameRaw(a.Settings.ExcludeTools, b.Settings.ExcludeTools)
+	k := wantKey{c.srv, c.o}
+	if w, ok := b.wants[k]; ok {
+		return w
+	}
+	var w *want
+	if c.wants() {
+		w = &want{spec: &c.srv.spec, identity: c.srv.identity, settings: b.object(c.srv.base, c.o)}
+	}
+	b.wants[k] = w
+	return w
 }
 
-// sameRaw compares two raw settings values, telling an absent value (nil)
-// from any present one.
-func sameRaw(a, b json.RawMessage) bool {
-	return (a == nil) == (b == nil) && bytes.Equal(a, b)
+// object returns the shared settings object of a server with base settings
+// base under override o (nil: none).
+func (b *builder) object(base, o *config.Override) json.RawMessage {
+	k := [2]*config.Override{base, o}
+	if obj, ok := b.objects[k]; ok {
+		return obj
+	}
+	settings := base.Settings
+	if o != nil {
+		settings, _ = o.Layer(settings, false)
+	}
+	obj := settings.JSON()
+	if c, ok := b.byBytes[string(obj)]; ok {
+		obj = c
+	} else {
+		b.byBytes[string(obj)] = obj
+		b.fresh = append(b.fresh, obj)
+	}
+	b.objects[k] = obj
+	return obj
 }

@@ -73,17 +73,18 @@ type Reconciler struct {
 	log      *slog.Logger
 
 	// mu serialises the mutating methods.
-	mu       sync.Mutex
-	closed   bool
-	file     map[string]map[string]*want // desired by the last Apply: session -> server
+	mu     sync.Mutex
+	closed bool
+	// servers and inputs are what the last Apply knew of the config's
+	// servers and sessions, and the wants it derived (see wants): inputs
+	// has every session of the last applied config.
+	servers  map[string]*serverInput
+	inputs   map[string]*sessionInput
 	overlays map[string]map[string]*want // runtime overlays: session -> server
-	// servers and inputs are what the last Apply's wants were built from
-	// (see wants).
-	servers map[string]*serverInput
-	inputs  map[string]*sessionInput
 	// mark is the HealthEpoch when the last Apply began. While the epoch
-	// has not moved, every binding of a session whose wants did not change
-	// is known to be healthy (see Apply).
+	// has not moved, every binding is known to be healthy, on the transport
+	// its desired want names and with a view keyed as its desired settings
+	// are (see Apply).
 	mark int64
 	// errs counts the binding errors reconciling calls recorded.
 	errs atomic.Int64
@@ -99,9 +100,10 @@ type Reconciler struct {
 }
 
 // A want is the desired binding of one server in one session, computed
-// (and copied) when the desired settings were given.
+// (and copied) when the desired settings were given. It is never modified,
+// and is shared by the sessions that want the same (see builder).
 type want struct {
-	spec     pool.Spec
+	spec     *pool.Spec // shared with the server's input
 	identity string
 	// settings is a JSON object, never empty (config.Settings.JSON), so it
 	// is what the view sends to the policy, byte for byte.
@@ -113,7 +115,7 @@ type want struct {
 func newWant(srv *config.Server, settings json.RawMessage, overlay bool) *want {
 	spec := pool.FromConfig(srv)
 	return &want{
-		spec:     spec,
+		spec:     &spec,
 		identity: spec.Fingerprint(),
 		settings: slices.Clone(settings),
 		disabled: srv.Disabled,
@@ -122,7 +124,10 @@ func newWant(srv *config.Server, settings json.RawMessage, overlay bool) *want {
 }
 
 // A binding is what one session holds for one server. It is replaced, never
-// modified, once published in session.bindings.
+// modified, once published in session.bindings. Its handle captured
+// want.identity, and its view holds want.settings or settings of the same
+// key; the desired want may since have moved to other settings of that key
+// (see adopter).
 type binding struct {
 	handle *pool.Handle // nil when the last acquire failed
 	want   *want
@@ -147,7 +152,6 @@ func New(opts Options) *Reconciler {
 		registry: opts.Registry,
 		counters: opts.Counters,
 		log:      opts.Logger,
-		file:     make(map[string]map[string]*want),
 		overlays: make(map[string]map[string]*want),
 		servers:  make(map[string]*serverInput),
 		inputs:   make(map[string]*sessionInput),
@@ -185,23 +189,32 @@ func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, er
 
 	// If the health epoch did not move since the last Apply began, that
 	// Apply left every binding it did not converge healthy, and the ones
-	// it converged succeeded: a session whose wants are unchanged then
-	// needs no task at all.
+	// it converged succeeded (as did every reconciling call since): each
+	// binding is settled on its desired want, so only the wants this
+	// reload changes can need work (see planChanges).
 	mark := r.HealthEpoch()
 	trusted := mark == r.mark
 	r.mark = mark
 
-	file, unchanged := r.wants(cfg)
+	deltas, fresh := r.wants(cfg)
 	for name := range r.overlays {
-		if _, ok := file[name]; !ok {
+		if _, ok := r.inputs[name]; !ok {
 			delete(r.overlays, name)
 		}
 	}
-	r.file = file
 
+	// The settings objects this reload built are canonicalized in one
+	// call first, so that planning can settle the refreshes they leave
+	// equivalent on the spot (see adopter).
+	keys := r.viewPolicy()
+	keys.warm(ctx, fresh)
+	ad := r.newAdopter(o, keys, trusted)
 	var tasks []task
-	for _, name := range slices.Sorted(maps.Keys(file)) {
-		if trusted && unchanged[name] && r.sessions[name] != nil {
+	for _, name := range slices.Sorted(maps.Keys(deltas)) {
+		d := deltas[name]
+		if s := r.sessions[name]; trusted && s != nil && !d.rebuilt {
+			// Only the changed wants can need work.
+			tasks = r.planChanges(tasks, s, name, d, ad)
 			continue
 		}
 		s, err := r.sessionFor(name)
@@ -211,17 +224,17 @@ func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, er
 			}
 			continue
 		}
-		tasks = append(tasks, r.plan(s, name)...)
+		tasks = r.plan(tasks, s, name, ad)
 	}
 	var removed []*session
 	for name, s := range r.sessions {
-		if _, ok := file[name]; !ok {
+		if _, ok := r.inputs[name]; !ok {
 			removed = append(removed, s)
 			tasks = append(tasks, r.planRelease(s)...)
 		}
 	}
-	r.warmKeys(ctx, tasks)
-	tasks, items := r.adopt(o, tasks)
+	r.warmKeys(ctx, keys, tasks, fresh)
+	tasks, items := r.adopt(ad, tasks)
 	r.prefill(ctx, r.viewPolicy(), items)
 	r.run(ctx, o, tasks)
 	if len(removed) > 0 {
@@ -235,8 +248,8 @@ func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, er
 }
 
 // SetPolicy makes p the policy of every view, re-keying and re-projecting
-// each held view with it at once ([view.View.SetPolicy]); later acquires
-// use p too. No transport is touched. A view whose policy call fails fails
+// each held view with it at once, on its binding's desired settings
+// ([view.View.SetPolicyWith]); later acquires use p too. No transport is touched. A view whose policy call fails fails
 // closed; its error is in the Summary. Summary.Refreshed counts the views
 // re-keyed.
 func (r *Reconciler) SetPolicy(ctx context.Context, p abi.Policy) (Summary, error) {
@@ -254,19 +267,35 @@ func (r *Reconciler) SetPolicy(ctx context.Context, p abi.Policy) (Summary, erro
 	r.policy = p
 	r.keys = keys
 	r.smu.Unlock()
+	// A binding's desired want holds the newest settings: its view may
+	// hold older bytes of the same meaning under the old policy (see
+	// adopter), which p may tell apart. Each view gets the desired
+	// settings, and its binding the desired want.
 	var hs []*pool.Handle
 	var settings []json.RawMessage
-	for _, s := range r.sessions {
-		for _, b := range s.bindings {
-			if b.handle != nil {
-				hs = append(hs, b.handle)
-				settings = append(settings, b.handle.View().Settings())
+	for name, s := range r.sessions {
+		var rebound []adoption
+		for server, b := range s.bindings {
+			if b.handle == nil {
+				continue
 			}
+			w := b.want
+			if d := r.wantOf(name, server); d != nil && d != w && d.identity == w.identity {
+				w = d
+				rebound = append(rebound, adoption{s: s, server: server, b: binding{handle: b.handle, want: w}})
+			}
+			hs = append(hs, b.handle)
+			settings = append(settings, w.settings)
 		}
+		r.smu.Lock()
+		for _, a := range rebound {
+			a.s.bindings[a.server] = &a.b
+		}
+		r.smu.Unlock()
 	}
 	// Every view re-keys and re-projects under p: one canonicalize call for
 	// the distinct settings and batched projections, as in Apply.
-	keys.warm(ctx, settings)
+	keys.warm(ctx, distinct(settings))
 	var items []view.PrefillItem
 	for i, h := range hs {
 		if key, ok := keys.lookup(settings[i]); ok && !h.Released() {
@@ -277,7 +306,7 @@ func (r *Reconciler) SetPolicy(ctx context.Context, p abi.Policy) (Summary, erro
 	parallel(len(hs), func(i int) {
 		o.count(&o.sum.Refreshed)
 		v := hs[i].View()
-		if err := v.SetPolicy(ctx, keys); err != nil {
+		if err := v.SetPolicyWith(ctx, keys, settings[i]); err != nil {
 			o.fail(v.Session(), v.Server(), err)
 		}
 	})
@@ -309,7 +338,7 @@ func (r *Reconciler) PutOverlay(ctx context.Context, sessionName string, srv *co
 	if r.closed {
 		return Summary{}, fmt.Errorf("reconcile: put overlay %q for session %q: %w", srv.Name, sessionName, ErrClosed)
 	}
-	if _, ok := r.file[sessionName]; !ok {
+	if _, ok := r.inputs[sessionName]; !ok {
 		return Summary{}, fmt.Errorf("reconcile: put overlay %q: session %q: %w", srv.Name, sessionName, ErrUnknownSession)
 	}
 	if r.overlays[sessionName] == nil {
@@ -428,7 +457,7 @@ func (r *Reconciler) Teardown(ctx context.Context, sessionName, server string) e
 	if r.closed {
 		return fmt.Errorf("reconcile: teardown %q for session %q: %w", server, sessionName, ErrClosed)
 	}
-	if _, ok := r.file[sessionName]; !ok {
+	if _, ok := r.inputs[sessionName]; !ok {
 		return fmt.Errorf("reconcile: teardown %q: session %q: %w", server, sessionName, ErrUnknownSession)
 	}
 	w := r.wantOf(sessionName, server)
@@ -474,63 +503,47 @@ func (r *Reconciler) viewPolicy() *keyMemo {
 	return r.keys
 }
 
-// warmKeys canonicalizes, in one policy call, the distinct settings of the
-// tasks that keep or gain a binding and that the views' policy has not
+// warmKeys canonicalizes with keys, in one policy call, the distinct
+// settings of the tasks that keep or gain a binding and that keys has not
 // seen, so that the views' own key computations are answered from memory.
-// r.mu is held.
-func (r *Reconciler) warmKeys(ctx context.Context, tasks []task) {
+// Settings with the contents of those in warmed were canonicalized already
+// in this call: those keys lacks were refused, and are left to the views,
+// whose errors are then the policy's own. r.mu is held.
+func (r *Reconciler) warmKeys(ctx context.Context, keys *keyMemo, tasks []task, warmed []json.RawMessage) {
 	var settings []json.RawMessage
 	for _, t := range tasks {
 		if t.want != nil {
 			settings = append(settings, t.want.settings)
 		}
 	}
-	r.viewPolicy().warm(ctx, settings)
+	settings = distinct(settings)
+	if len(settings) == 0 {
+		return
+	}
+	done := make(map[string]bool, len(warmed))
+	for _, s := range warmed {
+		done[string(s)] = true
+	}
+	keys.warm(ctx, slices.DeleteFunc(settings, func(s json.RawMessage) bool { return done[string(s)] }))
 }
 
-// adopt settles, without running them, the refreshes whose new settings
-// the policy has already found equivalent to what their views hold: a held
-// handle keeping its live transport whose view, healthy and on the
-// reconciler's policy, has the key that warmKeys remembered for the new
-// bytes (view.View.AdoptSettings). Such a refresh would re-key to the same
-// key and stop there; adopting it instead costs a memo lookup and a lock,
-// with no task, no sorting and no worker. It counts as refreshed, as the
-// task would have. It returns the tasks still to run and, for the other
-// refreshes whose keys warmKeys has learnt and which differ from their
-// views' keys, the projections they are about to ask their entries' memos
-// for (see prefill). r.mu is held.
-func (r *Reconciler) adopt(o *op, tasks []task) ([]task, []view.PrefillItem) {
-	keys := r.viewPolicy()
-	rest := tasks[:0]
-	var adopted []task
-	var items []view.PrefillItem
-	for _, t := range tasks {
-		if t.want != nil && !t.force && t.cur != nil && t.cur.handle != nil {
-			h := t.cur.handle
-			if h.Identity() == t.want.identity && !h.Released() && !h.Entry().State().Terminal() {
-				if key, ok := keys.lookup(t.want.settings); ok {
-					v := h.View()
-					if v.AdoptSettings(t.want.settings, keys, key) {
-						adopted = append(adopted, t)
-						continue
-					}
-					if key != v.Key() {
-						items = append(items, prefillItem(h, key, t.want.settings))
-					}
-				}
-			}
+// distinct returns settings without repeated settings objects, told apart
+// by address: wants share the bytes of equal settings (see builder), and
+// keyMemo.warm drops the remaining repeats by contents.
+func distinct(settings []json.RawMessage) []json.RawMessage {
+	seen := make(map[bytesAt]bool)
+	out := settings[:0:0]
+	for _, s := range settings {
+		if len(s) == 0 {
+			out = append(out, s)
+			continue
 		}
-		rest = append(rest, t)
+		if at := addr(s); !seen[at] {
+			seen[at] = true
+			out = append(out, s)
+		}
 	}
-	// Each keeps its handle, so setBinding's held counts stay as they are:
-	// one lock publishes them all.
-	r.smu.Lock()
-	for _, t := range adopted {
-		t.s.bindings[t.server] = &binding{handle: t.cur.handle, want: t.want}
-	}
-	r.smu.Unlock()
-	o.add(&o.sum.Refreshed, len(adopted))
-	return rest, items
+	return out
 }
 
 // prefillItem is the projection h's view is about to ask its entry's memo
@@ -621,13 +634,20 @@ func (r *Reconciler) Close(ctx context.Context) error {
 // overlays layered over them (a disabled overlay removes the server).
 // r.mu is held.
 func (r *Reconciler) desired(sessionName string) map[string]*want {
-	file, overlays := r.file[sessionName], r.overlays[sessionName]
-	out := make(map[string]*want, len(file)+len(overlays))
-	for _, m := range []map[string]*want{file, overlays} {
-		for server := range m {
-			if w := layered(file, overlays, server); w != nil {
+	si, overlays := r.inputs[sessionName], r.overlays[sessionName]
+	out := make(map[string]*want)
+	if si != nil {
+		for server, c := range si.cells {
+			if w := c.want(); w != nil {
 				out[server] = w
 			}
+		}
+	}
+	for server, w := range overlays {
+		if w.disabled {
+			delete(out, server)
+		} else {
+			out[server] = w
 		}
 	}
 	return out
@@ -636,20 +656,23 @@ func (r *Reconciler) desired(sessionName string) map[string]*want {
 // wantOf returns session's desired binding of server, as desired would
 // have it, or nil. r.mu is held.
 func (r *Reconciler) wantOf(sessionName, server string) *want {
-	return layered(r.file[sessionName], r.overlays[sessionName], server)
+	return layered(r.inputs[sessionName], r.overlays[sessionName], server)
 }
 
-// layered returns the desired binding of server for a session whose file
-// wants and overlays are file and overlays: the overlay's, if any (nil if
-// it disables the server), else the file's.
-func layered(file, overlays map[string]*want, server string) *want {
+// layered returns the desired binding of server for a session whose input
+// (nil: none) and overlays are si and overlays: the overlay's, if any (nil
+// if it disables the server), else the file's.
+func layered(si *sessionInput, overlays map[string]*want, server string) *want {
 	if w, ok := overlays[server]; ok {
 		if w.disabled {
 			return nil
 		}
 		return w
 	}
-	return file[server]
+	if si == nil {
+		return nil
+	}
+	return si.want(server)
 }
 
 // sessionFor returns the session named name, creating it (and asking for
@@ -703,109 +726,115 @@ func (r *Reconciler) planRelease(s *session) []task {
 	return tasks
 }
 
-// plan lists the tasks bringing s to what session name desires (see
-// wantOf), read in place rather than copied. A binding already settled on
-// its desired want needs no task, so a session that did not change costs a
-// lookup and a health check per binding. r.mu is held.
-func (r *Reconciler) plan(s *session, name string) []task {
-	var tasks []task
-	file, overlays := r.file[name], r.overlays[name]
-	consider := func(server string) {
-		cur, w := s.bindings[server], layered(file, overlays, server)
-		if (cur != nil || w != nil) && !settled(cur, w) {
-			tasks = append(tasks, task{s: s, server: server, cur: cur, want: w})
+// plan appends to tasks those bringing s to what session name desires
+// (see wantOf), read in place rather than copied. A binding already
+// settled on its desired want needs no task, so a session that did not
+// change costs a lookup and a health check per binding (a lookup alone
+// while ad trusts the bindings); nor does a refresh that ad adopts, which
+// plan publishes. r.mu is held.
+func (r *Reconciler) plan(tasks []task, s *session, name string, ad *adopter) []task {
+	defer ad.flush()
+	si, overlays := r.inputs[name], r.overlays[name]
+	if si != nil {
+		for server := range si.cells {
+			tasks = r.consider(tasks, s, server, si, overlays, ad)
 		}
 	}
-	for server := range file {
-		consider(server)
-	}
 	for server := range overlays {
-		if _, ok := file[server]; !ok {
-			consider(server)
+		if si == nil || si.cells[server] == nil {
+			tasks = r.consider(tasks, s, server, si, overlays, ad)
 		}
 	}
 	for server := range s.bindings {
-		_, inFile := file[server]
 		_, overlaid := overlays[server]
-		if !inFile && !overlaid {
-			consider(server)
+		if !overlaid && (si == nil || si.cells[server] == nil) {
+			tasks = r.consider(tasks, s, server, si, overlays, ad)
 		}
 	}
 	return tasks
 }
 
-// wants builds the desired bindings of cfg's sessions. Work follows what
-// changed since the last Apply: each server's input is computed once; a
-// session whose own input is unchanged keeps its previous wants, rebuilding
-// only those of servers whose input changed (or that appeared or
-// vanished); other sessions are built in full. A session override changes
-// settings and Disabled only, never the transport, so every want of a
-// server shares its spec and identity; equal settings bytes are shared too
-// (wants are never modified). unchanged holds the sessions whose wants are
-// exactly the last Apply's. r.mu is held.
-func (r *Reconciler) wants(cfg *config.Config) (file map[string]map[string]*want, unchanged map[string]bool) {
-	servers := make(map[string]*serverInput, len(cfg.Servers))
-	var changed []string
-	for name, srv := range cfg.Servers {
-		in := newServerInput(srv)
-		if prev := r.servers[name]; prev != nil && prev.same(in) {
-			in = prev
-		} else {
-			changed = append(changed, name)
+// consider appends to tasks the one bringing s's binding of server to what
+// si and overlays desire, unless it is settled or ad adopts it. r.mu is
+// held.
+func (r *Reconciler) consider(tasks []task, s *session, server string, si *sessionInput, overlays map[string]*want, ad *adopter) []task {
+	cur, w := s.bindings[server], layered(si, overlays, server)
+	if (cur != nil || w != nil) && !ad.settle(s, server, cur, w) {
+		tasks = append(tasks, task{s: s, server: server, cur: cur, want: w})
+	}
+	return tasks
+}
+
+// planChanges is plan for a session whose bindings ad trusts and whose
+// desired wants changed only as d says. Wants whose settings moved to
+// settings of the same key, the transport staying the same, are settled
+// per distinct pair of settings objects (adopter.equivalentSettings), with
+// no look at their bindings: each binding was settled on the old want (or
+// on one of the same key) and so is on the new one (see adopter). If a
+// pair changes keys, the session is planned in full; the servers of d are
+// considered one by one. r.mu is held.
+func (r *Reconciler) planChanges(tasks []task, s *session, name string, d delta, ad *adopter) []task {
+	kept := 0
+	for _, p := range d.pairs {
+		switch ad.equivalentSettings(p.old, p.new) {
+		case sameBytes:
+		case sameKey:
+			kept += p.n
+		default:
+			return r.plan(tasks, s, name, ad)
 		}
-		servers[name] = in
+	}
+	defer ad.flush()
+	ad.keep(kept)
+	si, overlays := r.inputs[name], r.overlays[name]
+	for _, server := range d.servers {
+		tasks = r.consider(tasks, s, server, si, overlays, ad)
+	}
+	return tasks
+}
+
+// wants brings r.servers and r.inputs in line with cfg and returns, for
+// each session of cfg, what changed in its desired bindings. Work follows
+// what changed since the last Apply: each server's input is computed once;
+// each session's overrides are compared with its private copy, which is
+// updated in place where only override values changed (the delta tells
+// the changed wants by the pairs of settings objects they move between,
+// and the wants themselves are made when first needed); a session with
+// another server list or other overridden servers is rebuilt in full; a
+// server whose input changed (or that appeared or vanished) gets new wants
+// in every session. A session override changes settings and Disabled
+// only, never the transport, so a want is a function of the server's input
+// and the session's override: the sessions built in one reload share the
+// want of each distinct pair, and equal settings objects share their bytes
+// (see builder). fresh lists the distinct settings objects this reload
+// made, which the policy may not know. r.mu is held.
+func (r *Reconciler) wants(cfg *config.Config) (deltas map[string]delta, fresh []json.RawMessage) {
+	b := newBuilder()
+	for name, srv := range cfg.Servers {
+		in, same := b.server(r.servers[name], srv)
+		b.servers[name] = in
+		if !same {
+			b.changed = append(b.changed, name)
+		}
 	}
 	for name := range r.servers {
-		if _, ok := servers[name]; !ok {
-			changed = append(changed, name)
+		if _, ok := b.servers[name]; !ok {
+			b.changed = append(b.changed, name)
 		}
 	}
-	interned := make(map[string]json.RawMessage)
-	build := func(m map[string]*want, sess *config.Session, server string) {
-		settings, ok := sess.EffectiveSettings(server)
-		if !ok {
-			delete(m, server)
-			return
-		}
-		if s, seen := interned[string(settings)]; seen {
-			settings = s
-		} else {
-			interned[string(settings)] = settings
-		}
-		in := servers[server]
-		m[server] = &want{spec: in.spec, identity: in.identity, settings: settings}
+	for _, name := range b.changed {
+		b.moved[name] = true
 	}
-	file = make(map[string]map[string]*want, len(cfg.Sessions))
-	unchanged = make(map[string]bool)
+	deltas = make(map[string]delta, len(cfg.Sessions))
 	inputs := make(map[string]*sessionInput, len(cfg.Sessions))
 	for name, sess := range cfg.Sessions {
 		if sess == nil {
 			continue
 		}
-		prev, in := r.file[name], r.inputs[name]
-		if prev != nil && in != nil && in.same(sess) {
-			inputs[name] = in
-			if len(changed) == 0 {
-				file[name] = prev
-				unchanged[name] = true
-				continue
-			}
-			m := maps.Clone(prev)
-			for _, server := range changed {
-				build(m, sess, server)
-			}
-			file[name] = m
-			continue
-		}
-		inputs[name] = newSessionInput(sess)
-		m := make(map[string]*want, len(cfg.Servers))
-		for server := range cfg.Servers {
-			build(m, sess, server)
-		}
-		file[name] = m
+		inputs[name], deltas[name] = b.session(r.inputs[name], sess, r.overlays[name])
 	}
-	r.servers, r.inputs = servers, inputs
-	return file, unchanged
+	r.servers, r.inputs = b.servers, inputs
+	return deltas, b.fresh
 }
 
 // run performs tasks: first everything that keeps or gains a binding, then
@@ -881,7 +910,7 @@ func (r *Reconciler) converge(ctx context.Context, o *op, t task) {
 		Settings: t.want.settings,
 		Logger:   r.log,
 	})
-	h, err := r.pool.Acquire(ctx, t.want.spec, v)
+	h, err := r.pool.Acquire(ctx, *t.want.spec, v)
 	if err != nil {
 		r.setBinding(t.s, t.server, &binding{want: t.want, err: err})
 		o.fail(t.s.name, t.server, err)

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -166,6 +167,12 @@ func TestApplyUnpooledIdentity(t *testing.T) {
 	}
 }
 
+// TestApplyEquivalentFilterNormalization: settings that differ in bytes but
+// not in meaning change nothing and call no policy, whether the reload
+// trusts the bindings (the want alone settles each, the view keeps bytes of
+// the same meaning) or not (after a failure anywhere, each view is checked
+// and adopts the new bytes); either way a later policy that tells the two
+// forms apart keys the view by the new bytes.
 func TestApplyEquivalentFilterNormalization(t *testing.T) {
 	for _, tc := range []struct{ name, from, to string }{
 		{"include order, duplicates and (args)", `{"includeTools":["b","a","a"]}`, `{"includeTools":["a","b(x)"]}`},
@@ -178,36 +185,144 @@ func TestApplyEquivalentFilterNormalization(t *testing.T) {
 		{"trust missing versus null", `{}`, `{"trust":null}`},
 		{"include null versus missing", `{"includeTools":null}`, `{}`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, newUpstream("fs", "a", "b", "read", "write"))
-			mk := func(settings string) *config.Config {
-				return newCfg().server("fs").session("alice", "overrides", override("fs", settings)).build(t)
-			}
-			e.apply(mk(tc.from))
-			h := e.handle("alice", "fs")
-			key := h.View().Key()
-			before := e.snap()
-			sum := e.apply(mk(tc.to))
-			d := e.delta(before)
-			assert.Zero(t, d.RegistryOps)
-			assert.Zero(t, d.Replays)
-			assert.Zero(t, d.Connects)
-			assert.Zero(t, d.Acquires)
-			assert.Empty(t, sum.Changed)
-			assert.Same(t, h, e.handle("alice", "fs"))
-			assert.Equal(t, key, h.View().Key())
-			assert.Equal(t, 1, sum.Refreshed)
-			assert.Zero(t, d.PolicyCalls, "the view adopts the new bytes: no call of its own")
+		for _, trusted := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/trusted=%t", tc.name, trusted), func(t *testing.T) {
+				e := newEnv(t, newUpstream("fs", "a", "b", "read", "write"), newUpstream("git", "a", "read"))
+				mk := func(settings string) *config.Config {
+					return newCfg().server("fs").server("git").
+						session("alice", "overrides", map[string]any{"fs": raw(settings), "git": raw(settings)}).
+						session("bob", "overrides", override("fs", settings)).build(t)
+				}
+				e.apply(mk(tc.from))
+				h := e.handle("alice", "fs")
+				key := h.View().Key()
+				from := string(h.View().Settings())
+				if !trusted {
+					// A failure in the background (here, only counted):
+					// the next reload checks every binding.
+					e.counters.Failures.Add(1)
+				}
+				before := e.snap()
+				sum := e.apply(mk(tc.to))
+				d := e.delta(before)
+				assert.Zero(t, d.RegistryOps)
+				assert.Zero(t, d.Replays)
+				assert.Zero(t, d.Connects)
+				assert.Zero(t, d.Acquires)
+				assert.Empty(t, sum.Changed)
+				assert.Same(t, h, e.handle("alice", "fs"))
+				assert.Equal(t, key, h.View().Key())
+				assert.Equal(t, 3, sum.Refreshed)
+				assert.Equal(t, int64(3), d.Refreshes)
+				assert.Zero(t, d.PolicyCalls, "no view calls the policy")
+				want, _ := mk(tc.to).Sessions["alice"].EffectiveSettings("fs")
+				if trusted {
+					assert.Equal(t, from, string(h.View().Settings()), "the view keeps bytes of the same meaning")
+				} else {
+					assert.Equal(t, string(want), string(h.View().Settings()), "the view adopts the new bytes")
+				}
 
-			// The view holds the new bytes, so a policy that tells the two
-			// forms apart keys it by them.
-			want, _ := mk(tc.to).Sessions["alice"].EffectiveSettings("fs")
-			assert.Equal(t, string(want), string(h.View().Settings()))
-			_, err := e.rec.SetPolicy(context.Background(), bytesPolicy{})
-			require.NoError(t, err)
-			assert.Equal(t, "bytes:"+string(want), h.View().Key())
-		})
+				// The same config again: nothing to do.
+				sum = e.apply(mk(tc.to))
+				assert.Zero(t, sum.Refreshed)
+
+				// The binding holds the new bytes, so a policy that tells
+				// the two forms apart keys the view by them.
+				_, err := e.rec.SetPolicy(context.Background(), bytesPolicy{})
+				require.NoError(t, err)
+				for _, session := range []string{"alice", "bob"} {
+					v := e.handle(session, "fs").View()
+					assert.Equal(t, "bytes:"+string(want), v.Key(), session)
+					assert.Equal(t, string(want), string(v.Settings()), session)
+				}
+				e.requireProjected(mk(tc.to), ref)
+
+				// And back to the first form, now apart from the second.
+				sum = e.apply(mk(tc.from))
+				assert.Equal(t, 3, sum.Refreshed)
+				assert.Equal(t, "bytes:"+tc.from, h.View().Key())
+			})
+		}
 	}
+}
+
+// TestApplyAfterEquivalentReload: bindings settled by their wants alone
+// (a trusted reload to settings of the same meaning, their views keeping
+// the old bytes) follow every later change as if their views held the new
+// bytes: a change of meaning, a change back, a background failure repaired
+// by the next reload, a teardown, an overlay put and deleted.
+func TestApplyAfterEquivalentReload(t *testing.T) {
+	up := newUpstream("fs", "a", "b", "c")
+	e := newEnv(t, up)
+	fail := new(atomic.Bool)
+	_, err := e.rec.SetPolicy(context.Background(), togglePolicy{ref, fail})
+	require.NoError(t, err)
+	mk := func(settings string) *config.Config {
+		return newCfg().server("fs").
+			session("alice", "overrides", override("fs", settings)).
+			session("bob", "overrides", override("fs", settings)).build(t)
+	}
+	const (
+		form1 = `{"includeTools":["b","a","a"]}`
+		form2 = `{"includeTools":["a","b(x)"]}`
+		other = `{"includeTools":["a"]}`
+	)
+	e.apply(mk(form1))
+	h := e.handle("alice", "fs")
+	adopt := func(settings string, n int) {
+		t.Helper()
+		before := e.snap()
+		sum := e.apply(mk(settings))
+		require.Equal(t, n, sum.Refreshed)
+		require.Equal(t, churn.Values{Refreshes: int64(n)}, e.delta(before), "adopted by the wants alone")
+	}
+	adopt(form2, 2)
+	require.Equal(t, form1, string(h.View().Settings()), "the view keeps bytes of the same meaning")
+
+	// Another meaning: refreshed on the same handle.
+	sum := e.apply(mk(other))
+	assert.Equal(t, 2, sum.Refreshed)
+	assert.Equal(t, []string{"alice", "bob"}, sum.Changed)
+	assert.Same(t, h, e.handle("alice", "fs"))
+	assert.Equal(t, other, string(h.View().Settings()))
+	e.requireProjected(mk(other), ref)
+
+	// Back, and to the first form again: the view holds form2's bytes
+	// while the config says form1's.
+	e.apply(mk(form2))
+	adopt(form1, 2)
+	e.requireProjected(mk(form1), ref)
+	require.Equal(t, form2, string(h.View().Settings()))
+
+	// A failure in the background: the next reload, to yet another form,
+	// checks every binding and repairs the failed view with the new bytes.
+	fail.Store(true)
+	up.addTool("d")
+	require.Eventually(t, func() bool { return h.View().Err() != nil }, 5*time.Second, 5*time.Millisecond)
+	fail.Store(false)
+	sum = e.apply(mk(form2))
+	assert.Equal(t, 2, sum.Refreshed)
+	assert.NoError(t, h.View().Err())
+	assert.Equal(t, form2, string(h.View().Settings()), "repaired with the desired bytes")
+	assert.Equal(t, []string{"a", "b"}, e.reg("alice").ToolNames("fs"))
+	e.requireProjected(mk(form2), ref)
+
+	// A teardown and an overlay acquire or refresh with the desired bytes.
+	adopt(form1, 2)
+	require.NoError(t, e.rec.Teardown(context.Background(), "alice", "fs"))
+	assert.Equal(t, form1, string(e.handle("alice", "fs").View().Settings()))
+	adopt(form2, 2)
+	srv := mk(form2).Servers["fs"].Clone()
+	srv.Settings.IncludeTools = raw(`["c"]`)
+	_, err = e.rec.PutOverlay(context.Background(), "bob", srv)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"c"}, e.reg("bob").ToolNames("fs"))
+	adopt(form1, 1) // bob's overlay is desired, not the file's form
+	_, err = e.rec.DeleteOverlay(context.Background(), "bob", "fs")
+	require.NoError(t, err)
+	assert.Equal(t, form1, string(e.handle("bob", "fs").View().Settings()))
+	e.requireProjected(mk(form1), ref)
+	e.requireRefsMatch()
 }
 
 func TestApplyAbsentVersusEmptyInclude(t *testing.T) {
@@ -533,6 +648,55 @@ func TestErrorsDoNotBlockOthers(t *testing.T) {
 	assert.Same(t, h, e.handle("alice", "fs"))
 	e.requireProjected(c, ref)
 	assert.Empty(t, e.rec.Bindings("alice")[1].Error)
+}
+
+// refusingPolicy is the reference policy refusing includeTools
+// ["refuse-me"] (a policy may refuse settings the config loader accepts),
+// counting its canonicalize calls.
+type refusingPolicy struct {
+	abi.Policy
+	calls atomic.Int64
+}
+
+func (p *refusingPolicy) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	p.calls.Add(1)
+	resp, err := p.Policy.Canonicalize(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range req.Settings {
+		if strings.Contains(string(s), "refuse-me") {
+			resp.Results[i] = abi.CanonicalResult{Error: "refused (test)"}
+		}
+	}
+	return resp, nil
+}
+
+// TestApplyRefusedSettings: settings the policy refuses fail their views
+// closed; the reload asks the policy about them once, in its batch, and
+// then each view once, for its own error (refusals are not remembered).
+func TestApplyRefusedSettings(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read"))
+	policy := &refusingPolicy{Policy: ref}
+	_, err := e.rec.SetPolicy(context.Background(), policy)
+	require.NoError(t, err)
+	mk := func(settings string) *config.Config {
+		return newCfg().server("fs").
+			session("alice", "overrides", override("fs", settings)).
+			session("bob", "overrides", override("fs", settings)).build(t)
+	}
+	e.apply(mk(`{"includeTools":["read"]}`))
+	before := policy.calls.Load()
+	sum, err := e.rec.Apply(context.Background(), mk(`{"includeTools":["refuse-me"]}`))
+	require.ErrorIs(t, err, view.ErrRefused)
+	require.Len(t, sum.Errors, 2)
+	assert.Equal(t, int64(3), policy.calls.Load()-before, "one batch, then one call per view")
+	assert.Empty(t, e.reg("alice").ToolNames("fs"))
+	assert.Empty(t, e.reg("bob").ToolNames("fs"))
+
+	// The next reload repairs them.
+	e.apply(mk(`{"includeTools":["read"]}`))
+	e.requireProjected(mk(`{"includeTools":["read"]}`), ref)
 }
 
 func TestPutOverlaySameFingerprint(t *testing.T) {

@@ -9,6 +9,10 @@
 // settings bytes after [View.SetSettings] returns changes nothing, and the
 // next SetSettings with the mutated bytes is compared against the key
 // captured earlier, so an in-place edit is detected like any other change.
+// Settings whose key equals the captured one change nothing in a view: its
+// owner may hand them over without a policy call ([View.AdoptSettings]), or
+// keep them until a policy swap, which may tell them apart from the view's
+// and takes them then ([View.SetPolicyWith]).
 //
 // # Replays are diffs
 //
@@ -269,11 +273,33 @@ func samePolicy(a, b abi.Policy) bool {
 // is always recomputed; the registry diff makes an unchanged outcome send
 // nothing. On failure the view fails closed and the error is returned.
 func (v *View) SetPolicy(ctx context.Context, p abi.Policy) error {
+	return v.setPolicy(ctx, p, nil)
+}
+
+// SetPolicyWith is SetPolicy that first makes settings (nil or empty
+// meaning {}) the view's settings, without copying them: they must not be
+// modified afterwards. It is for an owner that kept newer settings than
+// the view's, of the same key under the old policy (they change nothing in
+// the view, see AdoptSettings): the new policy may tell them apart, so the
+// view is keyed by these.
+func (v *View) SetPolicyWith(ctx context.Context, p abi.Policy, settings json.RawMessage) error {
+	if len(settings) == 0 {
+		settings = json.RawMessage("{}")
+	}
+	return v.setPolicy(ctx, p, settings)
+}
+
+// setPolicy is SetPolicy, replacing the settings first unless settings is
+// nil.
+func (v *View) setPolicy(ctx context.Context, p abi.Policy, settings json.RawMessage) error {
 	if p == nil {
 		return fmt.Errorf("session %q, server %q: set policy: nil policy", v.session, v.server)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if settings != nil {
+		v.settings = settings
+	}
 	v.policy = p
 	v.gen++
 	key, err := v.canonicalize(ctx, p, v.settings)

@@ -369,6 +369,44 @@ func TestAdoptSettings(t *testing.T) {
 // otherRef is the reference policy as another policy.
 type otherRef struct{ metakey.Reference }
 
+// bytesRef is the reference policy keying settings by their bytes: it
+// tells apart every two forms of the same meaning.
+type bytesRef struct{ metakey.Reference }
+
+func (bytesRef) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	resp, err := metakey.Reference{}.Canonicalize(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	for i := range resp.Results {
+		if resp.Results[i].Error == "" {
+			resp.Results[i].Key = "bytes:" + string(req.Settings[i])
+		}
+	}
+	return resp, nil
+}
+
+// TestSetPolicyWith: an owner that kept newer settings of the same meaning
+// hands them over with a policy swap, which keys and projects the view by
+// them; the view keeps them as given, and a nil policy changes nothing.
+func TestSetPolicyWith(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, metakey.Reference{}, `{"excludeTools":["b","a"]}`, newSnapshot(1, "a", "b", "c"))
+	newer := json.RawMessage(`{"excludeTools":["a","b","a"],"trust":true}`)
+	require.NoError(t, f.view.SetPolicyWith(ctx, bytesRef{}, newer))
+	assert.Equal(t, "bytes:"+string(newer), f.view.Key())
+	assert.Equal(t, string(newer), string(f.view.Settings()))
+	assert.Equal(t, []string{"c"}, f.reg.ToolNames("fs"))
+	assert.Equal(t, map[string]flags{"c": {Trust: true}}, toolFlags(t, f.view.Applied()), "projected with the new settings")
+
+	require.Error(t, f.view.SetPolicyWith(ctx, nil, json.RawMessage(`{}`)))
+	assert.Equal(t, string(newer), string(f.view.Settings()), "a nil policy changes nothing")
+
+	require.NoError(t, f.view.SetPolicyWith(ctx, bytesRef{}, nil))
+	assert.Equal(t, "bytes:{}", f.view.Key(), "nil settings are {}")
+	assert.Equal(t, []string{"a", "b", "c"}, f.reg.ToolNames("fs"))
+}
+
 // TestAbsentVersusEmptyInclude: a missing includeTools allows every tool, []
 // allows none, and switching between them replays.
 func TestAbsentVersusEmptyInclude(t *testing.T) {

@@ -247,7 +247,9 @@ func TestEquivalentReloadNoChurn(t *testing.T) {
 		require.Zero(t, d.Notifications, "upstream notifications")
 		require.Empty(t, sum.Changed, "sessions whose clients are notified")
 		require.Equal(t, before, changes(), "endpoint registrations (each change is a list_changed)")
-		t.Logf("form %d: policy calls %+v", form, counting.Calls().Sub(c0))
+		calls := counting.Calls().Sub(c0)
+		t.Logf("form %d: policy calls %+v", form, calls)
+		require.Equal(t, PolicyCalls{Canonicalize: 1, Settings: variants}, calls, "one call, for the new settings objects")
 	}
 }
 
