@@ -46,12 +46,34 @@ func decodeBatchCompact(out []byte) ([]abi.BatchResult, bool) {
 	if i >= len(out) || out[i] != '}' {
 		return nil, false
 	}
-	for _, c := range out[i+1:] {
-		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			return nil, false
-		}
+	if !blank(out[i+1:]) {
+		return nil, false
 	}
 	return results, true
+}
+
+// decodeProjectCompact decodes a project output written in the compact form
+// of a project_batch result (see decodeBatchCompact) other than an error,
+// giving exactly what decodeStrict gives, or reports false.
+func decodeProjectCompact(out []byte) (*abi.ProjectResponse, bool) {
+	r, next, ok := compactResult(out, 0)
+	if !ok || r.Error != "" || !blank(out[next:]) {
+		return nil, false
+	}
+	if r.ProjectResponse == nil { // {}
+		return &abi.ProjectResponse{}, true
+	}
+	return r.ProjectResponse, true
+}
+
+// blank reports whether b is only JSON white space.
+func blank(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return false
+		}
+	}
+	return true
 }
 
 // unescapeCompact undoes the only escapes a compact refusal message has.

@@ -139,7 +139,64 @@ func FuzzDecodeBatchCompact(f *testing.F) {
 		f.Add(out)
 	}
 	f.Add([]byte(`{"results":[{"tools":[{"i":1,"trust":true}],"prompts":[0]},{"error":"no"},{}]}`))
+	f.Add([]byte(`{"tools":[{"i":1,"trust":true}],"prompts":[0]}`))
 	f.Fuzz(func(t *testing.T, out []byte) {
 		agreeWithStrict(t, out)
+		projectAgreesWithStrict(t, out)
 	})
+}
+
+// projectAgreesWithStrict checks that decodeProjectCompact either declines
+// out or decodes it exactly as decodeStrict does, and reports whether it
+// took it.
+func projectAgreesWithStrict(t testing.TB, out []byte) bool {
+	t.Helper()
+	fast, ok := decodeProjectCompact(out)
+	if !ok {
+		return false
+	}
+	var strict *abi.ProjectResponse
+	require.NoError(t, decodeStrict(out, &strict), "the compact decoder took %q, which decodeStrict refuses", out)
+	if diff := cmp.Diff(strict, fast); diff != "" {
+		t.Fatalf("%q: (-decodeStrict +compact)\n%s", out, diff)
+	}
+	return true
+}
+
+func TestDecodeProjectCompact(t *testing.T) {
+	for _, tt := range []struct {
+		out  string
+		took bool
+	}{
+		{`{}`, true},
+		{`{"tools":[{"i":0},{"i":2,"trust":true,"alwaysLoad":true}],"prompts":[1],"resources":[0,10]}  `, true},
+		{`{"tools":[]}`, true},
+		{`{"error":"no"}`, false},
+		{`{"results":[]}`, false},
+		{`{"prompts":[0],"tools":[]}`, false},
+		{`{"tools":[{"i":1}]}x`, false},
+		{` {}`, false},
+	} {
+		assert.Equal(t, tt.took, projectAgreesWithStrict(t, []byte(tt.out)), tt.out)
+	}
+	// Every single project output of the default plugin takes the fast path.
+	p := loadDefault(t, Options{})
+	rng := rand.New(rand.NewPCG(9, 10))
+	var outputs [][]byte
+	for range 50 {
+		batch := randomProjectBatch(rng, 1)
+		in, err := json.Marshal(batch.ItemRequest(0))
+		require.NoError(t, err)
+		err = p.call(context.Background(), abi.ExportProject, in, func(out []byte) error {
+			outputs = append(outputs, bytes.Clone(out))
+			return nil
+		})
+		if err != nil {
+			require.ErrorIs(t, err, ErrPluginRefused)
+		}
+	}
+	require.NotEmpty(t, outputs)
+	for _, out := range outputs {
+		assert.True(t, projectAgreesWithStrict(t, out), "a project output of the default plugin was declined: %q", out)
+	}
 }

@@ -202,3 +202,44 @@ func BenchmarkProjectBatch(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(req.Items)), "ns/item")
 	})
 }
+
+// BenchmarkTermination compares the two ways the host stops a runaway
+// plugin, on the default plugin: metering (the default) and wazero's
+// CloseOnContextDone checks (noMeter), for a canonicalize batch of 1,000
+// new settings and a project of a 1,000-tool snapshot.
+func BenchmarkTermination(b *testing.B) {
+	tools := make([]string, 1000)
+	for i := range tools {
+		tools[i] = fmt.Sprintf("tool_%04d", i)
+	}
+	project := &abi.ProjectRequest{
+		Settings: json.RawMessage(`{"trust":true,"excludeTools":["tool_0003","tool_0017"],"includeTools":["tool_00(a)","tool_01"]}`),
+		Tools:    tools, Prompts: []string{"a", "b"}, Resources: []string{"r"},
+	}
+	for _, mode := range []struct {
+		name string
+		opts Options
+	}{{"meter", Options{}}, {"checks", Options{noMeter: true}}} {
+		p := loadDefault(b, mode.opts)
+		n := 0
+		b.Run(mode.name+"/canonicalize1000", func(b *testing.B) {
+			for b.Loop() {
+				req := &abi.CanonicalizeRequest{}
+				for range 1000 {
+					n++
+					req.Settings = append(req.Settings, json.RawMessage(fmt.Sprintf(`{"includeTools":["t%d(x)","a"],"trust":true,"excludeTools":["b","c%d"]}`, n, n)))
+				}
+				if _, err := p.Canonicalize(context.Background(), req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(mode.name+"/project1000", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := p.Project(context.Background(), project); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

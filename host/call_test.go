@@ -491,3 +491,47 @@ func TestLineLogger(t *testing.T) {
 	_, _ = w.Write([]byte(strings.Repeat("x", maxLogLine+10)))
 	assert.Equal(t, []string{"panic: boom", "goroutine 1", strings.Repeat("x", maxLogLine)}, h.attr("line"))
 }
+
+// TestRunawayStoppedBothWays checks that a runaway call stops at its
+// timeout, and when Close's context ends, both when the module is metered
+// (the default) and when wazero's termination checks do it (noMeter, the
+// fallback for modules the rewriter does not support).
+func TestRunawayStoppedBothWays(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []struct {
+		name    string
+		noMeter bool
+	}{{"metered", false}, {"checks", true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			insp, err := inspect(ctx, watWasm(t, "script"), Options{noMeter: mode.noMeter})
+			require.NoError(t, err)
+			assert.Equal(t, !mode.noMeter, insp.Metered)
+
+			p := loadWat(t, "script", Options{CallTimeout: shortTimeout, noMeter: mode.noMeter})
+			start := time.Now()
+			_, err = canon(p, `"L"`)
+			require.ErrorIs(t, err, ErrPluginTimeout)
+			assert.Less(t, time.Since(start), shortTimeout+timeoutMargin)
+			_, err = canon(p, `{"key":"after"}`)
+			require.NoError(t, err, "the plugin answers after a timeout")
+
+			q, err := Load(ctx, "script", watWasm(t, "script"), Options{CallTimeout: time.Minute, noMeter: mode.noMeter})
+			require.NoError(t, err)
+			done := make(chan error)
+			go func() {
+				_, err := canon(q, `"L"`)
+				done <- err
+			}()
+			require.Eventually(t, func() bool { return len(q.slots) == 1 }, 5*time.Second, time.Millisecond)
+			cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			require.ErrorIs(t, q.Close(cctx), context.DeadlineExceeded)
+			select {
+			case err := <-done:
+				require.ErrorIs(t, err, ErrClosed)
+			case <-time.After(timeoutMargin):
+				t.Fatal("the call in flight was not terminated")
+			}
+		})
+	}
+}

@@ -31,6 +31,7 @@ func TestDefaultPluginLoad(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, insp.Accepted, insp.Reason)
 	assert.Equal(t, abi.OptionalExports, insp.OptionalExports, "project_batch and every direct export")
+	assert.True(t, insp.Metered, "the default plugin runs metered, without wazero's termination checks")
 	assert.True(t, p.HasProjectBatch())
 	assert.Equal(t, abi.DirectExports, p.direct)
 	for _, imp := range insp.Imports {

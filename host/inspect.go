@@ -21,6 +21,10 @@ type Inspection struct {
 	// be read.
 	DataSegments int `json:"dataSegments"`
 	Packed       int `json:"packedSegments"`
+	// Metered reports whether the host stops this module's runaway calls
+	// by metering (package internal/wasmmeter), rather than with wazero's
+	// slower termination checks at every loop turn.
+	Metered bool `json:"metered"`
 	// Imports and Exports are the module's, exports sorted by name; empty
 	// when the bytes did not compile.
 	Imports []Import `json:"imports"`

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/wasmmeter"
 	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
 )
 
@@ -103,18 +105,43 @@ func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Ins
 	} else {
 		cache = wazero.NewCompilationCache()
 	}
+	// Metering (meter.go) replaces wazero's termination checks when the
+	// rewriter supports the module; one it does not support (a proposal it
+	// does not know) is compiled as it is, with the checks. A module it
+	// finds malformed is refused here.
+	code, metered := wasm, false
+	if cfg.noMeter {
+		// compiled as it is
+	} else if m, merr := wasmmeter.Instrument(wasm, meterBudget); merr == nil {
+		code, metered = m, true
+	} else if errors.Is(merr, wasmmeter.ErrMalformed) {
+		// wazero v1.12 can panic on, or allocate gigabytes for, some
+		// malformed modules; the rewriter's decoder refuses them first.
+		_ = cache.Close(context.Background())
+		return nil, fail("compile: %w", merr)
+	} else {
+		cfg.log.LogAttrs(ctx, slog.LevelDebug, "plugin not metered; wazero checks for termination",
+			slog.String("plugin", name), slog.Any("cause", merr))
+	}
+	if insp != nil {
+		insp.Metered = metered
+	}
 	rc := wazero.NewRuntimeConfig().
 		WithCompilationCache(cache).
 		WithMemoryLimitPages(cfg.pages).
-		WithCloseOnContextDone(true)
+		WithCloseOnContextDone(!metered)
+	var funcs []extism.HostFunction
+	if metered {
+		funcs = append(funcs, meterFunction())
+	}
 	manifest := extism.Manifest{
-		Wasm: []extism.Wasm{extism.WasmData{Data: wasm, Name: "main"}},
+		Wasm: []extism.Wasm{extism.WasmData{Data: code, Name: "main"}},
 		// Vars and HTTP responses are disabled by their zero sizes; config,
 		// allowed hosts and allowed paths stay empty; the host applies its
 		// own per-call deadline instead of Manifest.Timeout.
 		Memory: &extism.ManifestMemory{MaxPages: cfg.pages, MaxHttpResponseBytes: 0, MaxVarBytes: 0},
 	}
-	compiled, err := extism.NewCompiledPlugin(ctx, manifest, extism.PluginConfig{RuntimeConfig: rc, EnableWasi: true}, nil)
+	compiled, err := compileSafe(ctx, manifest, extism.PluginConfig{RuntimeConfig: rc, EnableWasi: true}, funcs)
 	if err != nil {
 		_ = cache.Close(context.Background())
 		return nil, fail("compile: %w", err)
@@ -122,8 +149,11 @@ func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Ins
 	if digest == "" {
 		digest = <-digested
 	}
+	killCtx, kill := context.WithCancel(context.Background())
 	p := &Plugin{
 		name:      name,
+		killCtx:   killCtx,
+		kill:      kill,
 		digest:    digest,
 		cfg:       cfg,
 		log:       cfg.log,
@@ -208,6 +238,17 @@ func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Ins
 		slog.String("policy", h.Name), slog.String("version", h.Version),
 		slog.Duration("took", time.Since(start)))
 	return p, nil
+}
+
+// compileSafe compiles a plugin, turning a panic in wazero's decoder
+// (v1.12 has some on malformed modules) into an error.
+func compileSafe(ctx context.Context, m extism.Manifest, c extism.PluginConfig, funcs []extism.HostFunction) (_ *extism.CompiledPlugin, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the compiler failed on this module: %v", r)
+		}
+	}()
+	return extism.NewCompiledPlugin(ctx, m, c, funcs)
 }
 
 // sha256Hex returns the hex SHA-256 of b.

@@ -38,6 +38,9 @@ type Options struct {
 	// a plugin with direct exports (abi/SPEC.md section 5.2). The
 	// conformance runner uses it to check that both forms agree.
 	NoDirect bool
+	// noMeter compiles the module as it is, with wazero's termination
+	// checks, for the host's own comparisons of the two.
+	noMeter bool
 	// Logger receives load and instance events, and at debug level the
 	// plugin's own log and stdout/stderr output. nil discards everything.
 	Logger *slog.Logger
@@ -51,6 +54,7 @@ type settings struct {
 	cacheDir     string
 	maxInstances int
 	noDirect     bool
+	noMeter      bool
 	log          *slog.Logger
 }
 
@@ -66,6 +70,7 @@ func (o Options) resolve() (settings, error) {
 		cacheDir:     o.CacheDir,
 		maxInstances: o.MaxInstances,
 		noDirect:     o.NoDirect,
+		noMeter:      o.noMeter,
 		log:          o.Logger,
 	}
 	mem := o.MemoryLimitBytes

@@ -10,6 +10,11 @@
 // instance under a memory cap and a timeout, and an instance that timed
 // out, trapped or produced bad output is discarded. *Plugin implements
 // abi.Policy and abi.BatchProjector.
+//
+// Two things keep calls cheap. The module is metered (meter.go, package
+// internal/wasmmeter) so that the timeout needs no exit to Go at every loop
+// turn; and a plugin with direct exports (direct.go) exchanges requests and
+// answers through its own memory instead of the Extism kernel.
 package host
 
 import (
@@ -52,6 +57,10 @@ type Plugin struct {
 	compiled  *extism.CompiledPlugin
 	cache     wazero.CompilationCache
 	memoLimit int
+	// killCtx is cancelled when Close terminates the calls still running;
+	// each call's context ends with it, which stops a metered plugin.
+	killCtx context.Context
+	kill    context.CancelFunc
 	// batch is set when the module exports project_batch.
 	batch bool
 	// direct lists the exports the host calls in their direct form
@@ -250,6 +259,13 @@ func (p *Plugin) project(ctx context.Context, req *abi.ProjectRequest) (*abi.Pro
 	}
 	var resp *abi.ProjectResponse
 	err = p.call(ctx, abi.ExportProject, in, func(out []byte) (err error) {
+		if r, ok := decodeProjectCompact(out); ok {
+			if err := abi.ValidateProject(req, r); err != nil {
+				return err
+			}
+			resp = r
+			return nil
+		}
 		resp, err = decodeChecked(req, out, abi.ValidateProject)
 		return err
 	})
@@ -489,8 +505,14 @@ func (p *Plugin) prepareDirect(ctx context.Context, inst *instance) error {
 // invoke makes one call on inst under the call timeout and classifies the
 // outcome. healthy reports whether inst may serve another call.
 func (p *Plugin) invoke(ctx context.Context, inst *instance, export string, input []byte) (out []byte, healthy bool, err error) {
+	if err := ctx.Err(); err != nil {
+		// A metered plugin sees its context only every meterBudget
+		// turns; a call that would end before that must not start.
+		return nil, true, err
+	}
 	callCtx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
 	defer cancel()
+	defer context.AfterFunc(p.killCtx, cancel)()
 	p.stats.calls.Add(1)
 	var (
 		rc       uint32
@@ -513,6 +535,8 @@ func (p *Plugin) invoke(ctx context.Context, inst *instance, export string, inpu
 	switch {
 	case failed && ctx.Err() != nil:
 		return nil, false, ctx.Err()
+	case failed && p.killCtx.Err() != nil:
+		return nil, false, ErrClosed
 	case failed && callCtx.Err() != nil:
 		return nil, false, fmt.Errorf("%w (limit %s)", ErrPluginTimeout, p.cfg.timeout)
 	case failed && p.isClosed():
@@ -629,6 +653,7 @@ func (p *Plugin) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("plugin %q: close: terminated the calls still running: %w", p.name, ctx.Err())
 	}
+	p.kill() // stops the calls still running, if any
 	for drained := false; !drained; {
 		select {
 		case inst := <-p.idle:

@@ -37,6 +37,7 @@ func runDigest(_ context.Context, args []string, s stdio) int {
 //	sha256: HEX
 //	size: N bytes
 //	data segments: N [(wasmhost pack would leave M, for faster loads)]
+//	metered: yes   or   metered: no (wazero checks for termination at every loop turn)
 //	handshake: NAME VERSION (abi N)[, wants W,...]   or   handshake: none
 //	optional exports: NAME,...   or   optional exports: none
 //	exports:
@@ -89,6 +90,11 @@ func writeInspection(s stdio, file string, insp *host.Inspection) {
 		fmt.Fprintf(&b, " (wasmhost pack would leave %d, for faster loads)", insp.Packed)
 	}
 	b.WriteByte('\n')
+	if insp.Metered {
+		b.WriteString("metered: yes\n")
+	} else {
+		b.WriteString("metered: no (wazero checks for termination at every loop turn)\n")
+	}
 	if h := insp.Handshake; h != nil {
 		fmt.Fprintf(&b, "handshake: %s %s (abi %d)", h.Name, h.Version, h.ABI)
 		if len(h.Wants) > 0 {

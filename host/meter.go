@@ -1,0 +1,51 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	extism "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmhost/wasmhost/internal/wasmmeter"
+)
+
+// How a runaway plugin is stopped. wazero's RuntimeConfig option
+// CloseOnContextDone makes the compiled code leave wasm for Go at every
+// function entry and loop turn to see whether the call's context ended.
+// A Go guest (its code generator routes every taken jump through a loop
+// header) then spends most of a call in those exits: 60-80% of the default
+// plugin's canonicalize and project calls.
+//
+// The host instead rewrites each plugin at load (package
+// internal/wasmmeter): the same function entries and loop turns count down
+// a fuel global inside wasm, and only every meterBudget of them does the
+// plugin call the host function below, which stops the call when its
+// context has ended (the call timeout, the caller's context, or Close
+// terminating calls). A module the rewriter does not support runs with
+// CloseOnContextDone, as before.
+
+// meterBudget is the number of function entries and loop turns between two
+// checks of the call's context: at a nanosecond or more each, a check every
+// 65 µs or more, and a runaway plugin stops within about that of its
+// deadline.
+const meterBudget = 1 << 16
+
+// errMeterStop is the panic value the meter stops a call with; wazero
+// returns it from the call as an error.
+var errMeterStop = errors.New("plugin stopped by the host")
+
+// meterFunction is the host function a metered plugin calls when its fuel
+// runs out: it stops the call when the call's context has ended, and
+// otherwise grants another meterBudget.
+func meterFunction() extism.HostFunction {
+	f := extism.NewHostFunctionWithStack(wasmmeter.ImportName, func(ctx context.Context, _ *extism.CurrentPlugin, stack []uint64) {
+		if ctx.Err() != nil {
+			panic(fmt.Errorf("%w: %w", errMeterStop, context.Cause(ctx)))
+		}
+		stack[0] = api.EncodeI32(meterBudget)
+	}, nil, []extism.ValueType{extism.ValueTypeI32})
+	f.SetNamespace(wasmmeter.ImportModule)
+	return f
+}

@@ -1,0 +1,511 @@
+package wasmmeter
+
+// Immediate kinds of single-byte opcodes.
+const (
+	kUnknown  = iota // not an opcode wazero knows: refused
+	kRefused         // known, but from a proposal the rewriter does not handle
+	kNone            // no immediate
+	kU32             // one u32 (local, label, table index)
+	kGlobal          // global index
+	kBlock           // block, if: block type
+	kLoop            // loop: block type, then the fuel check
+	kBrTable         // vec(label) label
+	kCall            // call, return_call: function index
+	kCallInd         // call_indirect, return_call_indirect: type index, table index
+	kSelectT         // select with value types
+	kMemarg          // memory load or store
+	kMemIdx          // memory.size, memory.grow: reserved memory index
+	kI32Const        // signed LEB128, at most 5 bytes
+	kI64Const        // signed LEB128, at most 10 bytes
+	kF32Const        // 4 bytes
+	kF64Const        // 8 bytes
+	kRefNull         // reference type byte
+	kRefFunc         // function index
+	kMisc            // 0xFC prefix
+	kVec             // 0xFD prefix
+	kAtomic          // 0xFE prefix
+)
+
+var opKinds = func() (k [256]uint8) {
+	set := func(lo, hi int, kind uint8) {
+		for i := lo; i <= hi; i++ {
+			k[i] = kind
+		}
+	}
+	set(0x00, 0x01, kNone) // unreachable, nop
+	set(0x02, 0x02, kBlock)
+	set(0x03, 0x03, kLoop)
+	set(0x04, 0x04, kBlock)
+	set(0x05, 0x05, kNone)    // else
+	set(0x06, 0x0a, kRefused) // try, catch, throw, rethrow, throw_ref
+	set(0x0b, 0x0b, kNone)    // end
+	set(0x0c, 0x0d, kU32)     // br, br_if
+	set(0x0e, 0x0e, kBrTable)
+	set(0x0f, 0x0f, kNone) // return
+	set(0x10, 0x10, kCall)
+	set(0x11, 0x11, kCallInd)
+	set(0x12, 0x12, kCall)    // return_call
+	set(0x13, 0x13, kCallInd) // return_call_indirect
+	set(0x14, 0x15, kRefused) // call_ref, return_call_ref
+	set(0x18, 0x19, kRefused) // delegate, catch_all
+	set(0x1a, 0x1b, kNone)    // drop, select
+	set(0x1c, 0x1c, kSelectT)
+	set(0x1f, 0x1f, kRefused) // try_table
+	set(0x20, 0x22, kU32)     // local.get, local.set, local.tee
+	set(0x23, 0x24, kGlobal)  // global.get, global.set
+	set(0x25, 0x26, kU32)     // table.get, table.set
+	set(0x28, 0x3e, kMemarg)
+	set(0x3f, 0x40, kMemIdx)
+	set(0x41, 0x41, kI32Const)
+	set(0x42, 0x42, kI64Const)
+	set(0x43, 0x43, kF32Const)
+	set(0x44, 0x44, kF64Const)
+	set(0x45, 0xc4, kNone) // numeric, conversions, sign extension
+	set(0xd0, 0xd0, kRefNull)
+	set(0xd1, 0xd1, kNone) // ref.is_null
+	set(0xd2, 0xd2, kRefFunc)
+	set(0xd4, 0xd6, kRefused) // ref.as_non_null, br_on_null, br_on_non_null
+	set(0xfc, 0xfc, kMisc)
+	set(0xfd, 0xfd, kVec)
+	set(0xfe, 0xfe, kAtomic)
+	return k
+}()
+
+// Immediate kinds of SIMD opcodes. wazero reads the opcode after 0xFD as one
+// byte (not as the LEB128 u32 of the specification; for an opcode of 0x80
+// or more the second LEB128 byte, 0x01, then reads as a nop), and the
+// rewriter must split instructions exactly as wazero does.
+const (
+	vUnknown    = iota
+	vNone       // no immediate
+	vMemarg     // v128.load*, v128.store, load32_zero, load64_zero
+	vMemargLane // load_lane, store_lane: memarg and a lane byte
+	vLane       // extract_lane, replace_lane: a lane byte
+	v16         // v128.const, i8x16.shuffle: 16 bytes
+)
+
+var vecKinds = func() (k [256]uint8) {
+	for i := range k {
+		k[i] = vNone
+	}
+	for i := 0x00; i <= 0x0b; i++ {
+		k[i] = vMemarg
+	}
+	k[0x0c], k[0x0d] = v16, v16
+	for i := 0x15; i <= 0x22; i++ {
+		k[i] = vLane
+	}
+	for i := 0x54; i <= 0x5b; i++ {
+		k[i] = vMemargLane
+	}
+	k[0x5c], k[0x5d] = vMemarg, vMemarg
+	// Opcodes the SIMD proposal removed before it was finished.
+	for _, i := range []int{0x9a, 0xa2, 0xa5, 0xa6, 0xaf, 0xb0, 0xb2, 0xb3, 0xb4, 0xbb,
+		0xc2, 0xc5, 0xc6, 0xcf, 0xd0, 0xd2, 0xd3, 0xd4, 0xe2, 0xee} {
+		k[i] = vUnknown
+	}
+	return k
+}()
+
+// refusedName names the refused opcodes, for error messages.
+func refusedName(op byte) string {
+	switch op {
+	case 0x06, 0x07, 0x08, 0x09, 0x0a, 0x18, 0x19, 0x1f:
+		return "an exception-handling instruction"
+	case 0x14, 0x15, 0xd4, 0xd5, 0xd6:
+		return "a typed-function-references instruction"
+	}
+	return "an unknown instruction"
+}
+
+// emitCode rewrites the code section: each body gets the fuel check at its
+// entry and at the top of each loop, and its calls renumbered.
+func (r *rewriter) emitCode(s section) error {
+	in := r.in[:s.end]
+	cnt, n := readU32(in, s.body)
+	if n == 0 {
+		return r.malformed(s.body, "bad code count")
+	}
+	if cnt != r.nFuncs {
+		return r.malformed(s.body, "%d bodies for %d functions", cnt, r.nFuncs)
+	}
+	mark := r.openSection(secCode, s.end-s.body)
+	r.out = append(r.out, in[s.body:s.body+n]...)
+	p := s.body + n
+	for i := uint32(0); i < cnt; i++ {
+		size, n := readU32(in, p)
+		if n == 0 {
+			return r.malformed(p, "bad size of body %d", i)
+		}
+		p += n
+		if uint64(size) > uint64(len(in)-p) {
+			return r.malformed(p, "body %d runs past the code section", i)
+		}
+		r.fidx = r.nImpFuncs + i
+		r.base = p
+		bmark := r.reserveSize(int(size))
+		r.body(in[p : p+int(size)])
+		if r.err != nil {
+			return r.err
+		}
+		r.closeSection(bmark)
+		p += int(size)
+	}
+	if p != s.end {
+		return r.malformed(p, "code section has %d trailing bytes", s.end-p)
+	}
+	r.closeSection(mark)
+	return nil
+}
+
+// body appends the instrumented function body b to r.out. On failure it
+// sets r.err.
+func (r *rewriter) body(b []byte) {
+	n := len(b)
+	cnt, w := readU32(b, 0)
+	if w == 0 {
+		r.codeFail(ErrMalformed, 0, "bad local declaration count")
+		return
+	}
+	p := w
+	for i := uint32(0); i < cnt; i++ {
+		_, w := readU32(b, p)
+		if w == 0 || p+w >= n {
+			r.codeFail(ErrMalformed, p, "local declarations truncated")
+			return
+		}
+		p += w
+		if !isNumOrRefType(b[p]) {
+			r.codeFail(ErrUnsupported, p, "local of type %#x", b[p])
+			return
+		}
+		p++
+	}
+
+	out := r.out
+	copyFrom := 0
+	// The entry check can wait until the first instruction that may branch,
+	// call or loop; placed there, it merges with the check of a loop that
+	// opens the function (as in every Go-compiled function).
+	p = r.prologue(b, p)
+	if p >= n {
+		if r.err == nil {
+			r.codeFail(ErrMalformed, n, "body does not end with end")
+		}
+		return
+	}
+	if b[p] != 0x03 {
+		out = append(out, b[:p]...)
+		out = append(out, r.seq...)
+		copyFrom = p
+	}
+
+	start := p
+	for p < n {
+		start = p
+		op := b[p]
+		p++
+		k := opKinds[op]
+		// The two commonest kinds first (local.get alone is a sixth of a
+		// Go module's instructions), outside the switch's jump table.
+		if k == kU32 {
+			if p < n && b[p] < 0x80 {
+				p++
+			} else {
+				p = skipU32(b, p)
+			}
+			continue
+		}
+		if k == kNone {
+			continue
+		}
+		switch k {
+		case kGlobal:
+			g, w := readU32(b, p)
+			if w == 0 || g >= r.nGlobals {
+				p = r.badIndex(w, start, "global", g)
+				break
+			}
+			p += w
+		case kMemarg:
+			if n-p > 2 && b[p] < 0x40 && b[p+1] < 0x80 {
+				p += 2
+			} else {
+				p = r.memarg(b, p)
+			}
+		case kBlock:
+			p = r.blockType(b, p)
+		case kLoop:
+			p = r.blockType(b, p)
+			if p <= n {
+				out = append(out, b[copyFrom:p]...)
+				out = append(out, r.seq...)
+				copyFrom = p
+			}
+		case kCall, kRefFunc:
+			f, w := readU32(b, p)
+			if w == 0 || f >= r.nAllFuncs {
+				p = r.badIndex(w, start, "function", f)
+				break
+			}
+			if f >= r.nImpFuncs {
+				out = append(out, b[copyFrom:p]...)
+				out = appendU32Width(out, f+1, w)
+				copyFrom = p + w
+			}
+			p += w
+		case kI32Const:
+			if p < n && b[p] < 0x80 {
+				p++
+			} else {
+				p = skipLEB(b, p, 5)
+			}
+		case kI64Const:
+			p = skipLEB(b, p, 10)
+		case kF32Const:
+			p += 4
+		case kF64Const:
+			p += 8
+		case kBrTable:
+			p = r.brTable(b, p)
+		case kCallInd:
+			t, w := readU32(b, p)
+			if w == 0 || t >= r.nTypes {
+				p = r.badIndex(w, start, "type", t)
+				break
+			}
+			p = skipU32(b, p+w)
+		case kMemIdx:
+			p = skipU32(b, p)
+		case kSelectT:
+			p = r.selectT(b, p)
+		case kRefNull:
+			if p < n && (b[p] == 0x70 || b[p] == 0x6f) {
+				p++
+			} else {
+				p = r.codeFail(ErrUnsupported, start, "ref.null of a type other than funcref or externref")
+			}
+		case kMisc:
+			p = r.misc(b, p)
+		case kVec:
+			p = r.vec(b, p)
+		case kAtomic:
+			p = r.atomic(b, p)
+		case kRefused:
+			p = r.codeFail(ErrUnsupported, start, "opcode %#x is %s", op, refusedName(op))
+		default:
+			p = r.codeFail(ErrUnsupported, start, "unknown opcode %#x", op)
+		}
+	}
+	if r.err != nil {
+		return
+	}
+	if p != n || b[start] != 0x0b {
+		r.codeFail(ErrMalformed, start, "truncated instruction or body not ending with end")
+		return
+	}
+	r.out = append(out, b[copyFrom:]...)
+}
+
+// prologue returns the position of the first instruction at or after b[p:]
+// that may branch, call, trap into a loop or open one: everything before it
+// (nop, block, local and global access, constants) runs straight through.
+func (r *rewriter) prologue(b []byte, p int) int {
+	for p < len(b) {
+		at := p
+		switch b[p] {
+		case 0x01: // nop
+			p++
+		case 0x02: // block
+			p = r.blockType(b, p+1)
+		case 0x20, 0x21, 0x22: // local.get, local.set, local.tee
+			p = skipU32(b, p+1)
+		case 0x23, 0x24: // global.get, global.set
+			g, w := readU32(b, p+1)
+			if w == 0 || g >= r.nGlobals {
+				return r.badIndex(w, at, "global", g)
+			}
+			p += 1 + w
+		case 0x41:
+			p = skipLEB(b, p+1, 5)
+		case 0x42:
+			p = skipLEB(b, p+1, 10)
+		case 0x43:
+			p += 5
+		case 0x44:
+			p += 9
+		default:
+			return p
+		}
+		if p > len(b) {
+			if r.err == nil {
+				r.codeFail(ErrMalformed, at, "truncated instruction")
+			}
+			return bad
+		}
+	}
+	return p
+}
+
+// badIndex fails for the instruction at offset at, whose index of the given
+// kind is malformed (w == 0) or out of range.
+func (r *rewriter) badIndex(w, at int, kind string, idx uint32) int {
+	if w == 0 {
+		return r.codeFail(ErrMalformed, at, "bad %s index", kind)
+	}
+	return r.codeFail(ErrMalformed, at, "%s index %d out of range", kind, idx)
+}
+
+// skipU32 returns the position after the u32 at b[p:], or bad.
+func skipU32(b []byte, p int) int {
+	if p < len(b) && b[p] < 0x80 {
+		return p + 1
+	}
+	if _, w := readU32Slow(b, p); w != 0 {
+		return p + w
+	}
+	return bad
+}
+
+// memarg returns the position after the memory argument at b[p:].
+func (r *rewriter) memarg(b []byte, p int) int {
+	a, w := readU32(b, p)
+	if w == 0 {
+		return bad
+	}
+	if a >= 64 {
+		return r.codeFail(ErrUnsupported, p, "memory argument with a memory index (multiple memories)")
+	}
+	return skipU32(b, p+w)
+}
+
+// blockType returns the position after the block type at b[p:].
+func (r *rewriter) blockType(b []byte, p int) int {
+	if p >= len(b) {
+		return bad
+	}
+	c := b[p]
+	if c == 0x40 || isNumOrRefType(c) {
+		return p + 1
+	}
+	if c < 0x40 { // a type index below 64
+		if uint32(c) >= r.nTypes {
+			return r.codeFail(ErrMalformed, p, "block type index %d out of range", c)
+		}
+		return p + 1
+	}
+	if c < 0x80 { // another negative one-byte value: exnref, (ref ...)
+		return r.codeFail(ErrUnsupported, p, "block type %#x", c)
+	}
+	v, w := readS33(b, p)
+	if w == 0 {
+		return bad
+	}
+	if v < 0 {
+		switch v {
+		case -64, -1, -2, -3, -4, -5, -16, -17:
+			return p + w
+		}
+		return r.codeFail(ErrUnsupported, p, "block type %d", v)
+	}
+	if v >= int64(r.nTypes) {
+		return r.codeFail(ErrMalformed, p, "block type index %d out of range", v)
+	}
+	return p + w
+}
+
+// brTable returns the position after the immediates of br_table at b[p:].
+func (r *rewriter) brTable(b []byte, p int) int {
+	cnt, w := readU32(b, p)
+	if w == 0 {
+		return bad
+	}
+	p += w
+	for i := uint64(0); i <= uint64(cnt); i++ { // the labels, then the default
+		if p < len(b) && b[p] < 0x80 {
+			p++
+			continue
+		}
+		if p = skipU32(b, p); p == bad {
+			return bad
+		}
+	}
+	return p
+}
+
+// selectT returns the position after the value types of select at b[p:].
+func (r *rewriter) selectT(b []byte, p int) int {
+	if len(b)-p < 2 {
+		return bad
+	}
+	if b[p] != 1 {
+		return r.codeFail(ErrMalformed, p, "select with %d value types", b[p])
+	}
+	if !isNumOrRefType(b[p+1]) {
+		return r.codeFail(ErrUnsupported, p+1, "select of value type %#x", b[p+1])
+	}
+	return p + 2
+}
+
+// misc returns the position after the 0xFC-prefixed instruction whose
+// LEB128 sub-opcode is at b[p:].
+func (r *rewriter) misc(b []byte, p int) int {
+	op, w := readU32(b, p)
+	if w == 0 {
+		return bad
+	}
+	q := p + w
+	switch {
+	case op <= 0x07: // saturating truncation
+		return q
+	case op == 0x08, op == 0x0a, op == 0x0c, op == 0x0e:
+		// memory.init data mem, memory.copy mem mem, table.init elem table,
+		// table.copy table table
+		return skipU32(b, skipU32(b, q))
+	case op <= 0x11:
+		// data.drop data, memory.fill mem, elem.drop elem, table.grow,
+		// table.size, table.fill table
+		return skipU32(b, q)
+	}
+	return r.codeFail(ErrUnsupported, p-1, "unknown 0xfc opcode %d", op)
+}
+
+// vec returns the position after the 0xFD-prefixed instruction whose opcode
+// byte is b[p].
+func (r *rewriter) vec(b []byte, p int) int {
+	if p >= len(b) {
+		return bad
+	}
+	op := b[p]
+	p++
+	switch vecKinds[op] {
+	case vNone:
+		return p
+	case vMemarg:
+		return r.memarg(b, p)
+	case vMemargLane:
+		return r.memarg(b, p) + 1
+	case vLane:
+		return p + 1
+	case v16:
+		return p + 16
+	}
+	return r.codeFail(ErrUnsupported, p-2, "unknown SIMD opcode %#x", op)
+}
+
+// atomic returns the position after the 0xFE-prefixed instruction whose
+// opcode byte is b[p].
+func (r *rewriter) atomic(b []byte, p int) int {
+	if p >= len(b) {
+		return bad
+	}
+	op := b[p]
+	p++
+	switch {
+	case op <= 0x02 || (op >= 0x10 && op <= 0x4e): // notify, wait, loads, stores, rmw
+		return r.memarg(b, p)
+	case op == 0x03: // atomic.fence and its reserved byte
+		return p + 1
+	}
+	return r.codeFail(ErrUnsupported, p-2, "unknown atomic opcode %#x", op)
+}

@@ -1,0 +1,1034 @@
+// Package wasmmeter rewrites a WebAssembly module so that it counts down a
+// budget of fuel and calls back into the host whenever the budget runs out.
+//
+// # Why
+//
+// wasmhost runs untrusted plugins. A plugin that never returns must still be
+// stopped when its call's context is done. wazero offers that through
+// RuntimeConfig.WithCloseOnContextDone(true), which makes its compiler emit,
+// at every function entry and every loop header, an exit from the compiled
+// code to Go that asks whether the module has been closed. Go-compiled guests
+// reach a loop header on every function entry and on every taken jump (Go's
+// wasm backend lowers its control flow to a loop around a br_table), so these
+// exits cost most of a plugin call.
+//
+// Instrument makes the same guarantee far cheaper. It gives the module a
+// mutable i32 global, the fuel, and places at each function entry and at the
+// top of each loop body a short sequence of plain wasm instructions that
+// decrements it. Only when the fuel is spent (below 1) does the sequence call
+// the injected import ImportModule.ImportName ("wasmhost:meter" "tick"), a
+// host function that checks the call's context (and panics, ending the call,
+// when it is done) and returns the next budget. A run that never ends either
+// turns some loop forever or makes calls forever (its call depth is bounded,
+// so it makes an unbounded number of them; that includes exponential
+// recursion without any loop), and each of those passes a check: the module
+// reaches tick at least once every budget checks. A host that runs only
+// instrumented modules can therefore turn CloseOnContextDone off for them.
+//
+// The entry check goes after the straight-line instructions that may open a
+// function (local and global access, constants, nop, block), before anything
+// that can branch, call or trap; when a loop opens the function, as in every
+// Go-compiled function, the loop's check serves as the entry check too.
+//
+// The fuel belongs to the module instance and carries over from one call to
+// the next, so the first tick of a call may come early; the host's tick
+// decides from the call's context, not from the count.
+//
+// # The rewrite
+//
+// The new import is a function, and imported functions are numbered before
+// defined ones, so it takes index N, the number of functions the module
+// imported, and every defined function moves up by one. Instrument renumbers
+// every reference to a defined function: call and return_call in code,
+// ref.func in code and in constant expressions (global initialisers and
+// element segments), function-index vectors of element segments, function
+// exports, the start function and the function-indexed subsections of the
+// "name" custom section. The fuel global is appended after the module's own
+// globals and the tick type after (or, when the module already has one,
+// reused from) its types, so no other index moves. All other sections are
+// copied byte for byte.
+//
+// The rewriter refuses (as malformed) a global, type or function index that
+// is out of range in the input: in the output such an index could name the
+// fuel global or the tick type, and turn an invalid module into a valid one
+// that resets its own meter.
+//
+// The instruction scanner follows wazero's decoder: it knows every opcode
+// that wazero v1 accepts with its default features (WebAssembly 2.0: bulk
+// memory, reference types, multi-value, SIMD, sign extension, saturating
+// truncation), tail calls and atomics, and decodes them exactly as wazero
+// does (a SIMD opcode, for one, is read as a single byte), so the two always
+// agree on where each instruction starts: a byte that wazero runs as a loop
+// is always seen as one here. Anything
+// else (exception handling, typed function references, GC types, multiple
+// memories, unknown opcodes) is refused with ErrUnsupported, and the caller
+// keeps CloseOnContextDone for that module.
+package wasmmeter
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+const (
+	// ImportModule is the module name of the function import that Instrument
+	// adds.
+	ImportModule = "wasmhost:meter"
+	// ImportName is the name of that import. Its type is () -> (i32): the host
+	// checks whether the call must stop (it panics or otherwise aborts the
+	// call if so) and returns the next budget. A result below 1 makes the
+	// next check call it again.
+	ImportName = "tick"
+)
+
+// ErrUnsupported is returned, wrapped with the place (section, function
+// index, byte offset in the input) in the message, when the module uses an
+// instruction or construct that Instrument does not know, or when it already
+// imports from ImportModule (it is instrumented already). The caller should
+// then run the module unmodified under CloseOnContextDone.
+var ErrUnsupported = errors.New("wasmmeter: unsupported module")
+
+// ErrMalformed is returned, wrapped with the place in the message, when the
+// input is not a well-formed WebAssembly binary (truncated, bad LEB128,
+// out-of-range index, inconsistent sizes). wazero would reject such a module
+// too.
+var ErrMalformed = errors.New("wasmmeter: malformed module")
+
+// maxInput bounds the input size so that the scanner's "bad position"
+// sentinel, plus any immediate width, never overflows an int.
+const maxInput = 1 << 30
+
+// bad is a position past any valid input; scanners return it on failure so
+// that their loops stop without a branch for every immediate.
+const bad = maxInput + 1
+
+// Section ids.
+const (
+	secCustom    = 0
+	secType      = 1
+	secImport    = 2
+	secFunction  = 3
+	secTable     = 4
+	secMemory    = 5
+	secGlobal    = 6
+	secExport    = 7
+	secStart     = 8
+	secElement   = 9
+	secCode      = 10
+	secData      = 11
+	secDataCount = 12
+	secTag       = 13
+)
+
+// sectionRank gives the position of a known non-custom section in the
+// required order, or 0 for an unknown id.
+var sectionRank = [14]uint8{
+	secType: 1, secImport: 2, secFunction: 3, secTable: 4, secMemory: 5,
+	secTag: 6, secGlobal: 7, secExport: 8, secStart: 9, secElement: 10,
+	secDataCount: 11, secCode: 12, secData: 13,
+}
+
+var sectionNames = [14]string{
+	"custom", "type", "import", "function", "table", "memory", "global",
+	"export", "start", "element", "code", "data", "data count", "tag",
+}
+
+// section is one section of the input: in[start:body] is its header, in[body:end]
+// its content.
+type section struct {
+	id               byte
+	start, body, end int
+}
+
+// rewriter holds the state of one Instrument call.
+type rewriter struct {
+	in  []byte
+	out []byte
+	err error
+
+	sections []section
+	secBuf   [16]section
+
+	nTypes      uint32 // types in the input
+	tickType    uint32 // type index of () -> (i32), maybe == nTypes (appended)
+	nImpFuncs   uint32 // imported functions; also the index of tick
+	nImpGlobals uint32
+	nGlobals    uint32 // imported + defined; also the index of the fuel global
+	nFuncs      uint32 // defined functions (function section)
+	nAllFuncs   uint32 // imported + defined functions, before the rewrite
+	codeSize    int    // content size of the code section
+
+	// Where the scanner is, for error messages.
+	fidx uint32 // function index in the input
+	base int    // offset in the input of the current body
+
+	seqBuf [48]byte
+	seq    []byte // the fuel check
+}
+
+// Instrument returns a new module that behaves as wasm does, except that it
+// imports the function ImportModule.ImportName, of type () -> (i32), and
+// has a mutable i32 fuel global, initialised to budget, that every function
+// entry and every loop iteration decrements. When a check finds the fuel
+// below 1, it calls the import and stores its result as the new fuel, so
+// the first call of the import comes at check budget+1 and, while it
+// returns budget, one comes every budget checks after that.
+//
+// The input is not modified. The output is deterministic: the same input
+// and budget always give the same bytes. Errors wrap ErrUnsupported or
+// ErrMalformed. Instrument is safe for concurrent use.
+func Instrument(wasm []byte, budget int32) ([]byte, error) {
+	if len(wasm) >= maxInput {
+		return nil, fmt.Errorf("%w: module of %d bytes is too large", ErrUnsupported, len(wasm))
+	}
+	r := &rewriter{in: wasm}
+	if err := r.scanSections(); err != nil {
+		return nil, err
+	}
+	r.buildSeq()
+	if err := r.emit(budget); err != nil {
+		return nil, err
+	}
+	return r.out, nil
+}
+
+// malformed records (once) and returns an ErrMalformed error at offset off
+// of the input.
+func (r *rewriter) malformed(off int, format string, args ...any) error {
+	return r.fail(ErrMalformed, off, format, args...)
+}
+
+// unsupported records (once) and returns an ErrUnsupported error at offset
+// off of the input.
+func (r *rewriter) unsupported(off int, format string, args ...any) error {
+	return r.fail(ErrUnsupported, off, format, args...)
+}
+
+func (r *rewriter) fail(kind error, off int, format string, args ...any) error {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: at offset %#x: %s", kind, off, fmt.Sprintf(format, args...))
+	}
+	return r.err
+}
+
+// codeFail records an error inside the body of function r.fidx, at offset
+// off of the body, and returns bad.
+func (r *rewriter) codeFail(kind error, off int, format string, args ...any) int {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: function %d at offset %#x: %s", kind, r.fidx, r.base+off, fmt.Sprintf(format, args...))
+	}
+	return bad
+}
+
+// scanSections splits the input into sections, checks their order and reads
+// the counts the rewrite needs: types, imported functions and globals,
+// defined functions and globals.
+func (r *rewriter) scanSections() error {
+	in := r.in
+	if len(in) < 8 || in[0] != 0 || in[1] != 'a' || in[2] != 's' || in[3] != 'm' {
+		return r.malformed(0, "not a WebAssembly binary (bad magic)")
+	}
+	if in[4] != 1 || in[5] != 0 || in[6] != 0 || in[7] != 0 {
+		return r.unsupported(4, "binary version %#x %#x %#x %#x is not 1", in[4], in[5], in[6], in[7])
+	}
+	r.sections = r.secBuf[:0]
+	var lastRank uint8
+	for p := 8; p < len(in); {
+		start := p
+		id := in[p]
+		size, n := readU32(in, p+1)
+		if n == 0 {
+			return r.malformed(start, "bad section size")
+		}
+		body := p + 1 + n
+		if uint64(size) > uint64(len(in)-body) {
+			return r.malformed(start, "%s section of %d bytes runs past the end of the module", sectionName(id), size)
+		}
+		end := body + int(size)
+		if id != secCustom {
+			if int(id) >= len(sectionRank) {
+				return r.unsupported(start, "unknown section id %d", id)
+			}
+			rank := sectionRank[id]
+			if rank <= lastRank {
+				return r.malformed(start, "%s section out of order or repeated", sectionName(id))
+			}
+			lastRank = rank
+		}
+		s := section{id: id, start: start, body: body, end: end}
+		var err error
+		switch id {
+		case secCustom:
+			_, _, ok := readName(in[:end], body)
+			if !ok {
+				return r.malformed(start, "bad custom section name")
+			}
+		case secType:
+			err = r.scanTypes(s)
+		case secImport:
+			err = r.scanImports(s)
+		case secFunction:
+			err = r.scanFunctions(s)
+		case secTable:
+			err = r.scanTables(s)
+		case secMemory:
+			err = r.scanMemories(s)
+		case secTag:
+			err = r.unsupported(start, "tag section (exception handling)")
+		case secGlobal:
+			var cnt uint32
+			cnt, n = readU32(in[:end], body)
+			if n == 0 {
+				err = r.malformed(body, "bad global count")
+			}
+			r.nGlobals = cnt
+		case secCode:
+			r.codeSize = end - body
+		}
+		if err != nil {
+			return err
+		}
+		r.sections = append(r.sections, s)
+		p = end
+	}
+	if uint64(r.nGlobals)+uint64(r.nImpGlobals) >= 1<<32-1 {
+		return r.malformed(8, "too many globals")
+	}
+	r.nGlobals += r.nImpGlobals
+	r.nAllFuncs = r.nImpFuncs + r.nFuncs
+	if r.nImpFuncs == 1<<32-1 {
+		return r.malformed(8, "too many imported functions")
+	}
+	if r.tickType == r.nTypes && r.nTypes == 1<<32-1 {
+		return r.malformed(8, "too many types")
+	}
+	return nil
+}
+
+func sectionName(id byte) string {
+	if int(id) < len(sectionNames) {
+		return sectionNames[id]
+	}
+	return fmt.Sprintf("unknown (id %d)", id)
+}
+
+// isNumOrRefType reports whether b is a value type the rewriter accepts:
+// i32, i64, f32, f64, v128, funcref or externref.
+func isNumOrRefType(b byte) bool {
+	switch b {
+	case 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f:
+		return true
+	}
+	return false
+}
+
+// scanTypes counts the function types and looks for an existing () -> (i32).
+func (r *rewriter) scanTypes(s section) error {
+	in := r.in[:s.end]
+	cnt, n := readU32(in, s.body)
+	if n == 0 {
+		return r.malformed(s.body, "bad type count")
+	}
+	p := s.body + n
+	r.tickType = cnt
+	for i := uint32(0); i < cnt; i++ {
+		if p >= len(in) {
+			return r.malformed(p, "type section truncated")
+		}
+		if in[p] != 0x60 {
+			return r.unsupported(p, "type %d has form %#x, not a plain function type (0x60)", i, in[p])
+		}
+		p++
+		var counts [2]uint32
+		for j := range counts {
+			c, n := readU32(in, p)
+			if n == 0 {
+				return r.malformed(p, "bad value type count in type %d", i)
+			}
+			p += n
+			if uint64(c) > uint64(len(in)-p) {
+				return r.malformed(p, "type %d truncated", i)
+			}
+			for k := uint32(0); k < c; k++ {
+				if !isNumOrRefType(in[p]) {
+					return r.unsupported(p, "value type %#x in type %d", in[p], i)
+				}
+				p++
+			}
+			counts[j] = c
+		}
+		if r.tickType == cnt && counts[0] == 0 && counts[1] == 1 && in[p-1] == 0x7f {
+			r.tickType = i // reuse the first () -> (i32)
+		}
+	}
+	if p != s.end {
+		return r.malformed(p, "type section has %d trailing bytes", s.end-p)
+	}
+	r.nTypes = cnt
+	return nil
+}
+
+// scanLimits checks the limits of a table or memory at in[p:] and returns
+// the position after them.
+func (r *rewriter) scanLimits(in []byte, p int, what string) (int, error) {
+	if p >= len(in) {
+		return 0, r.malformed(p, "%s limits truncated", what)
+	}
+	flags := in[p]
+	if flags > 3 {
+		return 0, r.unsupported(p, "%s limits flags %#x (64-bit or unknown)", what, flags)
+	}
+	if flags&2 != 0 && what != "memory" {
+		return 0, r.malformed(p, "shared %s", what)
+	}
+	p++
+	_, n := readU32(in, p)
+	if n == 0 {
+		return 0, r.malformed(p, "bad %s minimum", what)
+	}
+	p += n
+	if flags&1 != 0 {
+		_, n = readU32(in, p)
+		if n == 0 {
+			return 0, r.malformed(p, "bad %s maximum", what)
+		}
+		p += n
+	}
+	return p, nil
+}
+
+// scanTableType checks a table type (reftype + limits) at in[p:].
+func (r *rewriter) scanTableType(in []byte, p int) (int, error) {
+	if p >= len(in) {
+		return 0, r.malformed(p, "table type truncated")
+	}
+	switch in[p] {
+	case 0x70, 0x6f:
+	case 0x40:
+		return 0, r.unsupported(p, "table with an initialiser expression")
+	default:
+		return 0, r.unsupported(p, "table element type %#x", in[p])
+	}
+	return r.scanLimits(in, p+1, "table")
+}
+
+// scanGlobalType checks a global type (valtype + mutability) at in[p:].
+func (r *rewriter) scanGlobalType(in []byte, p int) (int, error) {
+	if len(in)-p < 2 {
+		return 0, r.malformed(p, "global type truncated")
+	}
+	if !isNumOrRefType(in[p]) {
+		return 0, r.unsupported(p, "global value type %#x", in[p])
+	}
+	if in[p+1] > 1 {
+		return 0, r.malformed(p+1, "global mutability %#x", in[p+1])
+	}
+	return p + 2, nil
+}
+
+// scanImports counts imported functions and globals and refuses a module
+// that already imports from ImportModule.
+func (r *rewriter) scanImports(s section) error {
+	in := r.in[:s.end]
+	cnt, n := readU32(in, s.body)
+	if n == 0 {
+		return r.malformed(s.body, "bad import count")
+	}
+	p := s.body + n
+	for i := uint32(0); i < cnt; i++ {
+		at := p
+		mod, next, ok := readName(in, p)
+		if !ok {
+			return r.malformed(p, "bad module name of import %d", i)
+		}
+		if string(mod) == ImportModule {
+			return r.unsupported(p, "module already imports from %q (instrumented twice?)", ImportModule)
+		}
+		_, next, ok = readName(in, next)
+		if !ok {
+			return r.malformed(next, "bad name of import %d", i)
+		}
+		p = next
+		if p >= len(in) {
+			return r.malformed(at, "import %d truncated", i)
+		}
+		kind := in[p]
+		p++
+		var err error
+		switch kind {
+		case 0x00:
+			t, n := readU32(in, p)
+			if n == 0 {
+				return r.malformed(p, "bad type index of import %d", i)
+			}
+			if t >= r.nTypes {
+				return r.malformed(p, "import %d has type %d of %d", i, t, r.nTypes)
+			}
+			p += n
+			r.nImpFuncs++
+		case 0x01:
+			p, err = r.scanTableType(in, p)
+		case 0x02:
+			p, err = r.scanLimits(in, p, "memory")
+		case 0x03:
+			p, err = r.scanGlobalType(in, p)
+			r.nImpGlobals++
+		case 0x04:
+			err = r.unsupported(at, "tag import (exception handling)")
+		default:
+			err = r.malformed(p-1, "import %d has kind %#x", i, kind)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if p != s.end {
+		return r.malformed(p, "import section has %d trailing bytes", s.end-p)
+	}
+	return nil
+}
+
+// scanFunctions reads the number of defined functions and checks their type
+// indices.
+func (r *rewriter) scanFunctions(s section) error {
+	in := r.in[:s.end]
+	cnt, n := readU32(in, s.body)
+	if n == 0 {
+		return r.malformed(s.body, "bad function count")
+	}
+	p := s.body + n
+	for i := uint32(0); i < cnt; i++ {
+		t, n := readU32(in, p)
+		if n == 0 {
+			return r.malformed(p, "bad type index of function %d", i)
+		}
+		if t >= r.nTypes {
+			return r.malformed(p, "function %d has type %d of %d", i, t, r.nTypes)
+		}
+		p += n
+	}
+	if p != s.end {
+		return r.malformed(p, "function section has %d trailing bytes", s.end-p)
+	}
+	if uint64(cnt)+uint64(r.nImpFuncs) >= 1<<32-1 {
+		return r.malformed(s.body, "too many functions")
+	}
+	r.nFuncs = cnt
+	return nil
+}
+
+// scanTables refuses table types the rewriter does not know.
+func (r *rewriter) scanTables(s section) error {
+	in := r.in[:s.end]
+	cnt, n := readU32(in, s.body)
+	if n == 0 {
+		return r.malformed(s.body, "bad table count")
+	}
+	p := s.body + n
+	for i := uint32(0); i < cnt; i++ {
+		var err error
+		if p, err = r.scanTableType(in, p); err != nil {
+			return err
+		}
+	}
+	if p != s.end {
+		return r.malformed(p, "table section has %d trailing bytes", s.end-p)
+	}
+	return nil
+}
+
+// scanMemories refuses 64-bit memories.
+func (r *rewriter) scanMemories(s section) error {
+	in := r.in[:s.end]
+	cnt, n := readU32(in, s.body)
+	if n == 0 {
+		return r.malformed(s.body, "bad memory count")
+	}
+	p := s.body + n
+	for i := uint32(0); i < cnt; i++ {
+		var err error
+		if p, err = r.scanLimits(in, p, "memory"); err != nil {
+			return err
+		}
+	}
+	if p != s.end {
+		return r.malformed(p, "memory section has %d trailing bytes", s.end-p)
+	}
+	return nil
+}
+
+// buildSeq assembles the fuel check:
+//
+//	global.get $fuel
+//	i32.const 1
+//	i32.lt_s
+//	if
+//	  call $tick
+//	  global.set $fuel
+//	end
+//	global.get $fuel
+//	i32.const 1
+//	i32.sub
+//	global.set $fuel
+//
+// It is stack-neutral and, while fuel remains, costs a load, a compare and a
+// not-taken branch, a decrement and a store.
+func (r *rewriter) buildSeq() {
+	r.seq = r.seqFor()
+}
+
+// seqFor returns the fuel check for r's fuel global and tick function.
+func (r *rewriter) seqFor() []byte {
+	s := r.seqBuf[:0]
+	s = append(s, 0x23)
+	s = appendU32(s, r.nGlobals)
+	s = append(s, 0x41, 0x01, 0x48, 0x04, 0x40, 0x10)
+	s = appendU32(s, r.nImpFuncs)
+	s = append(s, 0x24)
+	s = appendU32(s, r.nGlobals)
+	s = append(s, 0x0b, 0x23)
+	s = appendU32(s, r.nGlobals)
+	s = append(s, 0x41, 0x01, 0x6b, 0x24)
+	return appendU32(s, r.nGlobals)
+}
+
+// emit writes the rewritten module to r.out.
+func (r *rewriter) emit(budget int32) error {
+	in := r.in
+	// Room for the new sections and entries, a check per function and
+	// 1/16 more code (Go-compiled code grows by about 1/50).
+	est := len(in) + 256 + int(r.nFuncs)*len(r.seq) + r.codeSize/16
+	r.out = make([]byte, 0, est)
+	r.out = append(r.out, in[:8]...)
+	haveType, haveImport, haveGlobal := false, false, false
+	for _, s := range r.sections {
+		if s.id != secCustom {
+			rank := sectionRank[s.id]
+			if !haveType && rank > sectionRank[secType] {
+				r.emitTypes(nil)
+				haveType = true
+			}
+			if !haveImport && rank > sectionRank[secImport] {
+				r.emitImports(nil)
+				haveImport = true
+			}
+			if !haveGlobal && rank > sectionRank[secGlobal] {
+				if err := r.emitGlobals(nil, budget); err != nil {
+					return err
+				}
+				haveGlobal = true
+			}
+		}
+		var err error
+		switch s.id {
+		case secType:
+			r.emitTypes(&s)
+			haveType = true
+		case secImport:
+			r.emitImports(&s)
+			haveImport = true
+		case secGlobal:
+			err = r.emitGlobals(&s, budget)
+			haveGlobal = true
+		case secExport:
+			err = r.emitExports(s)
+		case secStart:
+			err = r.emitStart(s)
+		case secElement:
+			err = r.emitElements(s)
+		case secCode:
+			err = r.emitCode(s)
+		case secCustom:
+			name, p, _ := readName(in[:s.end], s.body)
+			if string(name) == "name" {
+				r.emitNames(s, p)
+			} else {
+				r.out = append(r.out, in[s.start:s.end]...)
+			}
+		default:
+			r.out = append(r.out, in[s.start:s.end]...)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if !haveType {
+		r.emitTypes(nil)
+	}
+	if !haveImport {
+		r.emitImports(nil)
+	}
+	if !haveGlobal {
+		if err := r.emitGlobals(nil, budget); err != nil {
+			return err
+		}
+	}
+	if r.nFuncs != 0 && !r.sawCode() {
+		return r.malformed(len(in), "%d functions declared but no code section", r.nFuncs)
+	}
+	return r.err // set by closeSection, or nil
+}
+
+func (r *rewriter) sawCode() bool {
+	for _, s := range r.sections {
+		if s.id == secCode {
+			return true
+		}
+	}
+	return false
+}
+
+// openSection writes a section id and reserves room for its size, assuming
+// the content will need as many size bytes as oldSize does. It returns the
+// mark to pass to closeSection.
+func (r *rewriter) openSection(id byte, oldSize int) int {
+	r.out = append(r.out, id)
+	return r.reserveSize(oldSize)
+}
+
+// reserveSize reserves room for a u32 size that is probably close to
+// oldSize, and returns the mark to pass to closeSection.
+func (r *rewriter) reserveSize(oldSize int) int {
+	mark := len(r.out)
+	w := sizeU32(uint32(oldSize))
+	r.out = append(r.out, zeros[:w]...)
+	return mark<<3 | w
+}
+
+var zeros [8]byte
+
+// closeSection writes the size of the content written since mark, moving the
+// content if its size needs more or fewer bytes than were reserved.
+func (r *rewriter) closeSection(mark int) {
+	at, w := mark>>3, mark&7
+	size := len(r.out) - at - w
+	if uint64(size) > math.MaxUint32 {
+		r.fail(ErrUnsupported, len(r.in), "a rewritten section or body exceeds 4 GiB")
+		return
+	}
+	need := sizeU32(uint32(size))
+	if need != w {
+		end := len(r.out)
+		if need > w {
+			r.out = append(r.out, zeros[:need-w]...)
+		}
+		copy(r.out[at+need:], r.out[at+w:end])
+		r.out = r.out[:at+need+size]
+	}
+	putU32(r.out[at:at+need], uint32(size))
+}
+
+// emitTypes writes the type section, with the tick type appended unless an
+// identical type exists. s is nil when the input has no type section.
+func (r *rewriter) emitTypes(s *section) {
+	if s != nil && r.tickType != r.nTypes {
+		r.out = append(r.out, r.in[s.start:s.end]...)
+		return
+	}
+	oldSize := 1
+	if s != nil {
+		oldSize = s.end - s.body + 4
+	}
+	mark := r.openSection(secType, oldSize)
+	r.out = appendU32(r.out, r.nTypes+1)
+	if s != nil {
+		_, n := readU32(r.in, s.body)
+		r.out = append(r.out, r.in[s.body+n:s.end]...)
+	}
+	r.out = append(r.out, 0x60, 0x00, 0x01, 0x7f)
+	r.closeSection(mark)
+}
+
+// emitImports writes the import section with the tick import appended.
+func (r *rewriter) emitImports(s *section) {
+	oldSize := 1
+	var cnt uint32
+	if s != nil {
+		oldSize = s.end - s.body + len(ImportModule) + len(ImportName) + 8
+		cnt, _ = readU32(r.in, s.body)
+	}
+	mark := r.openSection(secImport, oldSize)
+	r.out = appendU32(r.out, cnt+1)
+	if s != nil {
+		_, n := readU32(r.in, s.body)
+		r.out = append(r.out, r.in[s.body+n:s.end]...)
+	}
+	r.out = appendU32(r.out, uint32(len(ImportModule)))
+	r.out = append(r.out, ImportModule...)
+	r.out = appendU32(r.out, uint32(len(ImportName)))
+	r.out = append(r.out, ImportName...)
+	r.out = append(r.out, 0x00)
+	r.out = appendU32(r.out, r.tickType)
+	r.closeSection(mark)
+}
+
+// emitGlobals writes the global section with ref.func in initialisers
+// renumbered and the fuel global appended.
+func (r *rewriter) emitGlobals(s *section, budget int32) error {
+	oldSize := 1
+	var cnt uint32
+	if s != nil {
+		oldSize = s.end - s.body + 8
+		cnt, _ = readU32(r.in, s.body)
+	}
+	mark := r.openSection(secGlobal, oldSize)
+	r.out = appendU32(r.out, cnt+1)
+	if s != nil {
+		in := r.in[:s.end]
+		_, n := readU32(in, s.body)
+		p := s.body + n
+		for i := uint32(0); i < cnt; i++ {
+			q, err := r.scanGlobalType(in, p)
+			if err != nil {
+				return err
+			}
+			r.out = append(r.out, in[p:q]...)
+			if p, err = r.constExpr(in, q); err != nil {
+				return err
+			}
+		}
+		if p != s.end {
+			return r.malformed(p, "global section has %d trailing bytes", s.end-p)
+		}
+	}
+	r.out = append(r.out, 0x7f, 0x01, 0x41)
+	r.out = appendS32(r.out, budget)
+	r.out = append(r.out, 0x0b)
+	r.closeSection(mark)
+	return nil
+}
+
+// constExpr copies the constant expression at in[p:] to r.out, renumbering
+// ref.func, and returns the position after its end.
+func (r *rewriter) constExpr(in []byte, p int) (int, error) {
+	for {
+		if p >= len(in) {
+			return 0, r.malformed(p, "constant expression truncated")
+		}
+		at := p
+		op := in[p]
+		p++
+		switch op {
+		case 0x0b: // end
+			r.out = append(r.out, op)
+			return p, nil
+		case 0x41: // i32.const
+			p = skipLEB(in, p, 5)
+		case 0x42: // i64.const
+			p = skipLEB(in, p, 10)
+		case 0x43: // f32.const
+			p += 4
+		case 0x44: // f64.const
+			p += 8
+		case 0x6a, 0x6b, 0x6c, 0x7c, 0x7d, 0x7e: // extended-const add, sub, mul
+		case 0x23: // global.get
+			g, n := readU32(in, p)
+			if n == 0 {
+				return 0, r.malformed(p, "bad global index in constant expression")
+			}
+			if g >= r.nGlobals {
+				return 0, r.malformed(p, "global index %d out of range in constant expression", g)
+			}
+			p += n
+		case 0xd0: // ref.null
+			if p >= len(in) || (in[p] != 0x70 && in[p] != 0x6f) {
+				return 0, r.unsupported(at, "ref.null of a type other than funcref or externref")
+			}
+			p++
+		case 0xd2: // ref.func
+			f, n := readU32(in, p)
+			if n == 0 {
+				return 0, r.malformed(p, "bad function index in ref.func")
+			}
+			r.out = append(r.out, op)
+			if err := r.appendFunc(f, n, p); err != nil {
+				return 0, err
+			}
+			p += n
+			continue
+		case 0xfd: // v128.const
+			if p >= len(in) || in[p] != 0x0c {
+				return 0, r.unsupported(at, "vector instruction in constant expression")
+			}
+			p += 17
+		default:
+			return 0, r.unsupported(at, "opcode %#x in constant expression", op)
+		}
+		if p > len(in) {
+			return 0, r.malformed(at, "constant expression truncated")
+		}
+		r.out = append(r.out, in[at:p]...)
+	}
+}
+
+// appendFunc appends function index f, read from an encoding of width w at
+// offset off, renumbered for the inserted import, keeping width w when it
+// can. It fails if f is out of range.
+func (r *rewriter) appendFunc(f uint32, w, off int) error {
+	if f >= r.nAllFuncs {
+		return r.malformed(off, "function index %d out of range", f)
+	}
+	if f >= r.nImpFuncs {
+		f++ // cannot wrap: scanSections bounds the function count.
+	}
+	r.out = appendU32Width(r.out, f, w)
+	return nil
+}
+
+// emitExports renumbers function exports.
+func (r *rewriter) emitExports(s section) error {
+	in := r.in[:s.end]
+	mark := r.openSection(secExport, s.end-s.body)
+	cnt, n := readU32(in, s.body)
+	if n == 0 {
+		return r.malformed(s.body, "bad export count")
+	}
+	r.out = append(r.out, in[s.body:s.body+n]...)
+	p := s.body + n
+	for i := uint32(0); i < cnt; i++ {
+		_, q, ok := readName(in, p)
+		if !ok || q >= len(in) {
+			return r.malformed(p, "bad name of export %d", i)
+		}
+		kind := in[q]
+		idx, n := readU32(in, q+1)
+		if n == 0 {
+			return r.malformed(q+1, "bad index of export %d", i)
+		}
+		r.out = append(r.out, in[p:q+1]...)
+		switch kind {
+		case 0x00:
+			if err := r.appendFunc(idx, n, q+1); err != nil {
+				return err
+			}
+		case 0x03:
+			if idx >= r.nGlobals {
+				return r.malformed(q+1, "export %d of global %d out of range", i, idx)
+			}
+			r.out = append(r.out, in[q+1:q+1+n]...)
+		case 0x01, 0x02:
+			r.out = append(r.out, in[q+1:q+1+n]...)
+		case 0x04:
+			return r.unsupported(q, "tag export (exception handling)")
+		default:
+			return r.malformed(q, "export %d has kind %#x", i, kind)
+		}
+		p = q + 1 + n
+	}
+	if p != s.end {
+		return r.malformed(p, "export section has %d trailing bytes", s.end-p)
+	}
+	r.closeSection(mark)
+	return nil
+}
+
+// emitStart renumbers the start function.
+func (r *rewriter) emitStart(s section) error {
+	in := r.in[:s.end]
+	f, n := readU32(in, s.body)
+	if n == 0 || s.body+n != s.end {
+		return r.malformed(s.body, "bad start section")
+	}
+	mark := r.openSection(secStart, s.end-s.body)
+	if err := r.appendFunc(f, n, s.body); err != nil {
+		return err
+	}
+	r.closeSection(mark)
+	return nil
+}
+
+// emitElements renumbers the function indices and ref.func expressions of
+// element segments, in each of their eight encodings.
+func (r *rewriter) emitElements(s section) error {
+	in := r.in[:s.end]
+	mark := r.openSection(secElement, s.end-s.body)
+	cnt, n := readU32(in, s.body)
+	if n == 0 {
+		return r.malformed(s.body, "bad element segment count")
+	}
+	r.out = append(r.out, in[s.body:s.body+n]...)
+	p := s.body + n
+	var err error
+	for i := uint32(0); i < cnt; i++ {
+		at := p
+		flags, n := readU32(in, p)
+		if n == 0 {
+			return r.malformed(p, "bad flags of element segment %d", i)
+		}
+		if flags > 7 {
+			return r.unsupported(p, "element segment %d has flags %d", i, flags)
+		}
+		r.out = append(r.out, in[p:p+n]...)
+		p += n
+		// Bit 1 without bit 0: explicit table index (active).
+		if flags&3 == 2 {
+			_, n := readU32(in, p)
+			if n == 0 {
+				return r.malformed(p, "bad table index of element segment %d", i)
+			}
+			r.out = append(r.out, in[p:p+n]...)
+			p += n
+		}
+		// Bit 0 clear: active, with an offset expression.
+		if flags&1 == 0 {
+			if p, err = r.constExpr(in, p); err != nil {
+				return err
+			}
+		}
+		// Flags 1, 2, 3 and 5, 6, 7: an element kind or reference type.
+		if flags&3 != 0 {
+			if p >= len(in) {
+				return r.malformed(at, "element segment %d truncated", i)
+			}
+			b := in[p]
+			if flags&4 == 0 && b != 0x00 {
+				return r.malformed(p, "element segment %d has element kind %#x", i, b)
+			}
+			if flags&4 != 0 && b != 0x70 && b != 0x6f {
+				return r.unsupported(p, "element segment %d has reference type %#x", i, b)
+			}
+			r.out = append(r.out, b)
+			p++
+		}
+		items, n := readU32(in, p)
+		if n == 0 {
+			return r.malformed(p, "bad item count of element segment %d", i)
+		}
+		r.out = append(r.out, in[p:p+n]...)
+		p += n
+		for j := uint32(0); j < items; j++ {
+			if flags&4 == 0 {
+				f, n := readU32(in, p)
+				if n == 0 {
+					return r.malformed(p, "bad function index in element segment %d", i)
+				}
+				if err := r.appendFunc(f, n, p); err != nil {
+					return err
+				}
+				p += n
+			} else if p, err = r.constExpr(in, p); err != nil {
+				return err
+			}
+		}
+	}
+	if p != s.end {
+		return r.malformed(p, "element section has %d trailing bytes", s.end-p)
+	}
+	r.closeSection(mark)
+	return nil
+}
+
+// readName reads a name (a length-prefixed byte string) at in[p:] and
+// returns it with the position after it.
+func readName(in []byte, p int) ([]byte, int, bool) {
+	l, n := readU32(in, p)
+	if n == 0 {
+		return nil, 0, false
+	}
+	p += n
+	if uint64(l) > uint64(len(in)-p) {
+		return nil, 0, false
+	}
+	return in[p : p+int(l)], p + int(l), true
+}
