@@ -17,7 +17,8 @@ import (
 
 // rawInstance is the default plugin as a bare extism instance, without
 // wasmhost's host package: closeOnDone is wazero's CloseOnContextDone, which
-// wasmhost always sets so that a runaway plugin can be interrupted.
+// wasmhost sets for modules it cannot meter so that a runaway plugin can be
+// interrupted.
 func rawInstance(b *testing.B, closeOnDone bool) *extism.Plugin {
 	b.Helper()
 	ctx := context.Background()
@@ -69,10 +70,11 @@ func projectRequest(b *testing.B, settings json.RawMessage, snap *view.Snapshot)
 // what limits the wasm-versus-native ratios; it has no target. For the
 // canonicalize call of BenchmarkCanonicalize1000 and the project calls of
 // BenchmarkProject1000 (1,000 tools) and BenchmarkReconcileMetadata (10
-// tools): "host" is the whole call through host.Plugin (JSON both ways,
-// pool, timeout, validation); "extism" is the bare extism call of the same
-// module with the same input bytes, under CloseOnContextDone as in
-// wasmhost; "extism-noclose" is that call without CloseOnContextDone, which
+// tools): "host" is the whole call through host.Plugin (the metered
+// module, a direct call, JSON both ways, pool, timeout, validation);
+// "extism" is the bare extism call of the unrewritten module with the same
+// input bytes, under CloseOnContextDone as wasmhost ran plugins before it
+// metered them; "extism-noclose" is that call without CloseOnContextDone, which
 // wasmhost never runs (wazero then cannot interrupt a runaway plugin), to
 // show what the termination checks cost; "native" is metakey.Reference.
 // handshake/extism is the cheapest call of the Go plugin (a constant
