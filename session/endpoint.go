@@ -476,20 +476,27 @@ const reservedMeta = "io.modelcontextprotocol/"
 // sent except the progress token (the relay sets its own) and the reserved
 // keys.
 func relayMeta(m mcp.Meta) mcp.Meta {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make(mcp.Meta, len(m))
-	for k, v := range m {
-		if k == "progressToken" || strings.HasPrefix(k, reservedMeta) {
-			continue
+	n := 0
+	for k := range m {
+		if relayed(k) {
+			n++
 		}
-		out[k] = v
 	}
-	if len(out) == 0 {
-		return nil
+	if n == 0 {
+		return nil // no map to make: most requests carry only dropped keys
+	}
+	out := make(mcp.Meta, n)
+	for k, v := range m {
+		if relayed(k) {
+			out[k] = v
+		}
 	}
 	return out
+}
+
+// relayed reports whether relayMeta forwards the request _meta key k.
+func relayed(k string) bool {
+	return k != "progressToken" && !strings.HasPrefix(k, reservedMeta)
 }
 
 // dropReserved removes the reserved keys from an upstream result's _meta
