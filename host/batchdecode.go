@@ -2,7 +2,7 @@ package host
 
 import (
 	"bytes"
-	"strings"
+	"encoding/json"
 
 	"github.com/wasmhost/wasmhost/abi"
 )
@@ -76,8 +76,17 @@ func blank(b []byte) bool {
 	return true
 }
 
-// unescapeCompact undoes the only escapes a compact refusal message has.
-var unescapeCompact = strings.NewReplacer(`\"`, `"`, `\\`, `\`)
+// unescapeCompact undoes the only escapes a compact string has, \" and \\.
+func unescapeCompact(b []byte) string {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] == '\\' {
+			i++
+		}
+		out = append(out, b[i])
+	}
+	return string(out)
+}
 
 // The members of a compact projection, in the order they must come.
 var compactMembers = [3]string{`"tools":[`, `"prompts":[`, `"resources":[`}
@@ -104,7 +113,7 @@ func compactResult(out []byte, i int) (abi.BatchResult, int, bool) {
 		}
 		msg := string(out[start:j])
 		if escaped {
-			msg = unescapeCompact.Replace(msg)
+			msg = unescapeCompact(out[start:j])
 		}
 		return abi.BatchResult{Error: msg}, j + 2, true
 	}
@@ -250,4 +259,125 @@ func compactBool(out []byte, i int) (bool, int, bool) {
 		return false, i + 5, true
 	}
 	return false, 0, false
+}
+
+// decodeCanonicalizeCompact decodes a canonicalize output written in the
+// compact form the default plugin writes: no white space but at the end,
+// each result either {"error":"..."} or {"canonical":VALUE,"key":"..."},
+// the strings printable ASCII whose only escapes are \" and \\. For that
+// form it gives exactly what decodeStrict gives, each canonical form a copy
+// of its own (VALUE is checked with json.Valid), and reports false for any
+// other output, which decodeStrict then decodes or refuses.
+func decodeCanonicalizeCompact(out []byte) ([]abi.CanonicalResult, bool) {
+	const (
+		head      = `{"results":[`
+		errHead   = `{"error":"`
+		canonHead = `{"canonical":`
+		keyHead   = `,"key":"`
+	)
+	if !bytes.HasPrefix(out, []byte(head)) {
+		return nil, false
+	}
+	i := len(head)
+	results := []abi.CanonicalResult{}
+	if i < len(out) && out[i] == ']' {
+		i++
+	} else {
+		for {
+			var r abi.CanonicalResult
+			var ok bool
+			switch {
+			case bytes.HasPrefix(out[i:], []byte(errHead)):
+				if r.Error, i, ok = compactString(out, i+len(errHead)); !ok || r.Error == "" {
+					return nil, false
+				}
+			case bytes.HasPrefix(out[i:], []byte(canonHead)):
+				start := i + len(canonHead)
+				end, ok := skipValue(out, start)
+				if !ok || !bytes.HasPrefix(out[end:], []byte(keyHead)) || !json.Valid(out[start:end]) {
+					return nil, false
+				}
+				r.Canonical = bytes.Clone(out[start:end])
+				if r.Key, i, ok = compactString(out, end+len(keyHead)); !ok {
+					return nil, false
+				}
+			default:
+				return nil, false
+			}
+			if i+1 >= len(out) || out[i] != '}' {
+				return nil, false
+			}
+			results = append(results, r)
+			i += 2
+			if out[i-1] == ']' {
+				break
+			}
+			if out[i-1] != ',' {
+				return nil, false
+			}
+		}
+	}
+	if i >= len(out) || out[i] != '}' || !blank(out[i+1:]) {
+		return nil, false
+	}
+	return results, true
+}
+
+// compactString reads the body of a JSON string from out[i] (just after its
+// opening quote) that is printable ASCII with no escapes but \" and \\, and
+// returns it and the index just past its closing quote.
+func compactString(out []byte, i int) (string, int, bool) {
+	start, escaped := i, false
+	for i < len(out) && out[i] >= 0x20 && out[i] < 0x7f && out[i] != '"' {
+		if out[i] == '\\' {
+			if i+1 >= len(out) || (out[i+1] != '"' && out[i+1] != '\\') {
+				return "", 0, false
+			}
+			escaped = true
+			i++
+		}
+		i++
+	}
+	if i >= len(out) || out[i] != '"' {
+		return "", 0, false
+	}
+	if escaped {
+		return unescapeCompact(out[start:i]), i + 1, true
+	}
+	return string(out[start:i]), i + 1, true
+}
+
+// skipValue returns the index just past the JSON value that starts at
+// out[i], found by counting brackets outside strings; the caller checks the
+// value with json.Valid.
+func skipValue(out []byte, i int) (int, bool) {
+	depth := 0
+	for ; i < len(out); i++ {
+		switch out[i] {
+		case '"':
+			for i++; i < len(out) && out[i] != '"'; i++ {
+				if out[i] == '\\' {
+					i++
+				}
+			}
+			if i >= len(out) {
+				return 0, false
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth < 0 {
+				return 0, false
+			}
+		case ',':
+			if depth == 0 {
+				return i, true
+			}
+		}
+		if depth == 0 && (out[i] == '"' || out[i] == '}' || out[i] == ']') {
+			return i + 1, true
+		}
+	}
+	return 0, false
 }

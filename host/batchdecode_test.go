@@ -200,3 +200,62 @@ func TestDecodeProjectCompact(t *testing.T) {
 		assert.True(t, projectAgreesWithStrict(t, out), "a project output of the default plugin was declined: %q", out)
 	}
 }
+
+// canonAgreesWithStrict checks that decodeCanonicalizeCompact either
+// declines out or decodes it exactly as decodeStrict does, and reports
+// whether it took it.
+func canonAgreesWithStrict(t testing.TB, out []byte) bool {
+	t.Helper()
+	fast, ok := decodeCanonicalizeCompact(out)
+	if !ok {
+		return false
+	}
+	var strict abi.CanonicalizeResponse
+	require.NoError(t, decodeStrict(out, &strict), "the compact decoder took %q, which decodeStrict refuses", out)
+	if diff := cmp.Diff(strict.Results, fast); diff != "" {
+		t.Fatalf("%q: (-decodeStrict +compact)\n%s", out, diff)
+	}
+	return true
+}
+
+func TestDecodeCanonicalizeCompact(t *testing.T) {
+	for _, tt := range []struct {
+		out  string
+		took bool
+	}{
+		{`{"results":[]}`, true},
+		{`{"results":[{"canonical":{"a":[1,"x]}"]},"key":"k\"\\"},{"error":"no"}]}  `, true},
+		{`{"results":[{"canonical":null,"key":"n"},{"canonical":"s,}","key":"s"},{"canonical":12,"key":"x"}]}`, true},
+		{`{"results":[{"canonical":{"a":1},"key":""}]}`, true},
+		{`{"results":[{"error":""}]}`, false},
+		{`{"results":[{"canonical":{"a":1}}]}`, false},
+		{`{"results":[{"key":"k","canonical":{}}]}`, false},
+		{`{"results":[{"canonical":{"a":},"key":"k"}]}`, false},
+		{`{"results":[{"canonical":{"a":1},"key":"\u0041"}]}`, false},
+		{`{"results":[{"canonical":{"a":1},"key":"é"}]}`, false},
+		{`{"results":[{"canonical":{"a":1},"key":"k","extra":1}]}`, false},
+		{`{"results":[{"canonical":{"a":1},"key":"k"}],"x":1}`, false},
+		{` {"results":[]}`, false},
+		{`{"results":[{"canonical":{"a":1},"key":"k"}]}x`, false},
+		{`{"results":[{"canonical":1}`, false},
+	} {
+		assert.Equal(t, tt.took, canonAgreesWithStrict(t, []byte(tt.out)), tt.out)
+	}
+	// The default plugin's outputs take the fast path (ASCII settings).
+	p := loadDefault(t, Options{})
+	in := []byte(`{"settings":[{},{"includeTools":["b(x)","a","<b>"],"trust":true},{"trust":"no"},null,{"excludeTools":["q\"uote","back\\slash"]}]}`)
+	var out []byte
+	require.NoError(t, p.call(context.Background(), abi.ExportCanonicalize, in, func(o []byte) error {
+		out = bytes.Clone(o)
+		return nil
+	}))
+	assert.True(t, canonAgreesWithStrict(t, out), "declined %q", out)
+}
+
+func FuzzDecodeCanonicalizeCompact(f *testing.F) {
+	f.Add([]byte(`{"results":[{"canonical":{"trust":true,"includeTools":["a"]},"key":"{\"trust\":true}"},{"error":"no \\ way"}]}`))
+	f.Add([]byte(`{"results":[{"canonical":[1,{"x":"]"}],"key":"k"}]}`))
+	f.Fuzz(func(t *testing.T, out []byte) {
+		canonAgreesWithStrict(t, out)
+	})
+}

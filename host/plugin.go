@@ -186,12 +186,27 @@ func (p *Plugin) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest)
 // canonicalizeBatch makes one canonicalize call.
 func (p *Plugin) canonicalizeBatch(ctx context.Context, batch []json.RawMessage) ([]abi.CanonicalResult, error) {
 	req := &abi.CanonicalizeRequest{Settings: batch}
-	in, err := json.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the request: %w", err)
+	// The request as json.Marshal writes it but for white space, without
+	// its second validating pass: Canonicalize checked each settings
+	// object with json.Valid.
+	n := len(`{"settings":[]}`) + len(batch)
+	for _, s := range batch {
+		n += len(s)
 	}
+	in := append(make([]byte, 0, n), `{"settings":[`...)
+	for i, s := range batch {
+		if i > 0 {
+			in = append(in, ',')
+		}
+		in = append(in, s...)
+	}
+	in = append(in, "]}"...)
 	var resp *abi.CanonicalizeResponse
-	err = p.call(ctx, abi.ExportCanonicalize, in, func(out []byte) (err error) {
+	err := p.call(ctx, abi.ExportCanonicalize, in, func(out []byte) (err error) {
+		if results, ok := decodeCanonicalizeCompact(out); ok {
+			resp = &abi.CanonicalizeResponse{Results: results}
+			return abi.ValidateCanonicalize(req, resp)
+		}
 		resp, err = decodeChecked(req, out, abi.ValidateCanonicalize)
 		return err
 	})
