@@ -134,7 +134,10 @@ func (p *Plugin) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest)
 	results := make([]abi.CanonicalResult, len(req.Settings))
 	var (
 		pending []json.RawMessage // distinct settings the memo lacks, in first-seen order
-		where   map[string][]int  // positions of each pending settings object
+		keys    []string          // their bytes as strings, the memo's keys
+		first   []int             // the position of each in req.Settings
+		index   map[string]int    // pending index by bytes
+		repeats map[int][]int     // later positions of a pending object, rare
 	)
 	p.mu.Lock()
 	if p.closed {
@@ -149,23 +152,29 @@ func (p *Plugin) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest)
 			results[i] = cloneResult(r)
 			continue
 		}
-		if where == nil {
-			where = map[string][]int{}
+		if j, seen := index[string(s)]; seen {
+			if repeats == nil {
+				repeats = map[int][]int{}
+			}
+			repeats[j] = append(repeats[j], i)
+			continue
+		}
+		if index == nil {
+			index = map[string]int{}
 		}
 		k := string(s)
-		if _, seen := where[k]; !seen {
-			pending = append(pending, s)
-		}
-		where[k] = append(where[k], i)
+		index[k] = len(pending)
+		pending, keys, first = append(pending, s), append(keys, k), append(first, i)
 	}
 	p.mu.Unlock()
-	for _, s := range pending {
+	for j, s := range pending {
 		if !json.Valid(s) {
-			return nil, p.errorf(export, "settings[%d] is not valid JSON", where[string(s)][0])
+			return nil, p.errorf(export, "settings[%d] is not valid JSON", first[j])
 		}
 	}
 	for start := 0; start < len(pending); start += abi.MaxBatch {
-		batch := pending[start:min(start+abi.MaxBatch, len(pending))]
+		end := min(start+abi.MaxBatch, len(pending))
+		batch := pending[start:end]
 		got, err := p.canonicalizeBatch(ctx, batch)
 		if err != nil {
 			if len(pending) > abi.MaxBatch {
@@ -173,9 +182,10 @@ func (p *Plugin) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest)
 			}
 			return nil, p.errorf(export, "%w", err)
 		}
-		p.remember(batch, got)
-		for j, s := range batch {
-			for _, i := range where[string(s)] {
+		p.remember(keys[start:end], got)
+		for j := range batch {
+			results[first[start+j]] = cloneResult(got[j])
+			for _, i := range repeats[start+j] {
 				results[i] = cloneResult(got[j])
 			}
 		}
@@ -216,21 +226,22 @@ func (p *Plugin) canonicalizeBatch(ctx context.Context, batch []json.RawMessage)
 	return resp.Results, nil
 }
 
-// remember stores one call's results in the memo.
-func (p *Plugin) remember(batch []json.RawMessage, results []abi.CanonicalResult) {
+// remember stores one call's results in the memo, under the settings bytes
+// of each as a string.
+func (p *Plugin) remember(keys []string, results []abi.CanonicalResult) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return
 	}
-	if len(p.memo)+len(batch) > p.memoLimit {
+	if len(p.memo)+len(keys) > p.memoLimit {
 		clear(p.memo)
 	}
-	for j, s := range batch {
+	for j, k := range keys {
 		if len(p.memo) >= p.memoLimit {
 			return
 		}
-		p.memo[string(s)] = results[j]
+		p.memo[k] = results[j]
 	}
 }
 
