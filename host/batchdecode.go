@@ -19,17 +19,24 @@ import (
 // host's work. It reports false for any other output, which decodeStrict
 // then decodes, or refuses with its own message.
 func decodeBatchCompact(out []byte) ([]abi.BatchResult, bool) {
+	return compactResults(out, compactResult)
+}
+
+// compactResults decodes {"results":[ITEM,...]} followed by nothing but
+// white space, each ITEM read by item from its first byte up to the index
+// just past it.
+func compactResults[T any](out []byte, item func(out []byte, i int) (T, int, bool)) ([]T, bool) {
 	const head = `{"results":[`
 	if !bytes.HasPrefix(out, []byte(head)) {
 		return nil, false
 	}
 	i := len(head)
-	results := []abi.BatchResult{}
+	results := []T{}
 	if i < len(out) && out[i] == ']' {
 		i++
 	} else {
 		for {
-			r, next, ok := compactResult(out, i)
+			r, next, ok := item(out, i)
 			if !ok || next >= len(out) {
 				return nil, false
 			}
@@ -43,10 +50,7 @@ func decodeBatchCompact(out []byte) ([]abi.BatchResult, bool) {
 			}
 		}
 	}
-	if i >= len(out) || out[i] != '}' {
-		return nil, false
-	}
-	if !blank(out[i+1:]) {
+	if i >= len(out) || out[i] != '}' || !blank(out[i+1:]) {
 		return nil, false
 	}
 	return results, true
@@ -96,26 +100,11 @@ var compactMembers = [3]string{`"tools":[`, `"prompts":[`, `"resources":[`}
 func compactResult(out []byte, i int) (abi.BatchResult, int, bool) {
 	const errHead = `{"error":"`
 	if bytes.HasPrefix(out[i:], []byte(errHead)) {
-		start := i + len(errHead)
-		j, escaped := start, false
-		for j < len(out) && out[j] >= 0x20 && out[j] < 0x7f && out[j] != '"' {
-			if out[j] == '\\' {
-				if j+1 >= len(out) || (out[j+1] != '"' && out[j+1] != '\\') {
-					return abi.BatchResult{}, 0, false
-				}
-				escaped = true
-				j++
-			}
-			j++
-		}
-		if j+1 >= len(out) || out[j] != '"' || out[j+1] != '}' {
+		msg, j, ok := compactString(out, i+len(errHead))
+		if !ok || j >= len(out) || out[j] != '}' {
 			return abi.BatchResult{}, 0, false
 		}
-		msg := string(out[start:j])
-		if escaped {
-			msg = unescapeCompact(out[start:j])
-		}
-		return abi.BatchResult{Error: msg}, j + 2, true
+		return abi.BatchResult{Error: msg}, j + 1, true
 	}
 	if i >= len(out) || out[i] != '{' {
 		return abi.BatchResult{}, 0, false
@@ -269,58 +258,41 @@ func compactBool(out []byte, i int) (bool, int, bool) {
 // of its own (VALUE is checked with json.Valid), and reports false for any
 // other output, which decodeStrict then decodes or refuses.
 func decodeCanonicalizeCompact(out []byte) ([]abi.CanonicalResult, bool) {
+	return compactResults(out, compactCanonical)
+}
+
+// compactCanonical decodes the compact canonicalize result at out[i] and
+// returns the index just past it.
+func compactCanonical(out []byte, i int) (abi.CanonicalResult, int, bool) {
 	const (
-		head      = `{"results":[`
 		errHead   = `{"error":"`
 		canonHead = `{"canonical":`
 		keyHead   = `,"key":"`
 	)
-	if !bytes.HasPrefix(out, []byte(head)) {
-		return nil, false
-	}
-	i := len(head)
-	results := []abi.CanonicalResult{}
-	if i < len(out) && out[i] == ']' {
-		i++
-	} else {
-		for {
-			var r abi.CanonicalResult
-			var ok bool
-			switch {
-			case bytes.HasPrefix(out[i:], []byte(errHead)):
-				if r.Error, i, ok = compactString(out, i+len(errHead)); !ok || r.Error == "" {
-					return nil, false
-				}
-			case bytes.HasPrefix(out[i:], []byte(canonHead)):
-				start := i + len(canonHead)
-				end, ok := skipValue(out, start)
-				if !ok || !bytes.HasPrefix(out[end:], []byte(keyHead)) || !json.Valid(out[start:end]) {
-					return nil, false
-				}
-				r.Canonical = bytes.Clone(out[start:end])
-				if r.Key, i, ok = compactString(out, end+len(keyHead)); !ok {
-					return nil, false
-				}
-			default:
-				return nil, false
-			}
-			if i+1 >= len(out) || out[i] != '}' {
-				return nil, false
-			}
-			results = append(results, r)
-			i += 2
-			if out[i-1] == ']' {
-				break
-			}
-			if out[i-1] != ',' {
-				return nil, false
-			}
+	var r abi.CanonicalResult
+	var ok bool
+	switch {
+	case bytes.HasPrefix(out[i:], []byte(errHead)):
+		if r.Error, i, ok = compactString(out, i+len(errHead)); !ok || r.Error == "" {
+			return r, 0, false
 		}
+	case bytes.HasPrefix(out[i:], []byte(canonHead)):
+		start := i + len(canonHead)
+		end, ok := skipValue(out, start)
+		if !ok || !bytes.HasPrefix(out[end:], []byte(keyHead)) || !json.Valid(out[start:end]) {
+			return r, 0, false
+		}
+		r.Canonical = bytes.Clone(out[start:end])
+		if r.Key, i, ok = compactString(out, end+len(keyHead)); !ok {
+			return r, 0, false
+		}
+	default:
+		return r, 0, false
 	}
-	if i >= len(out) || out[i] != '}' || !blank(out[i+1:]) {
-		return nil, false
+	if i >= len(out) || out[i] != '}' {
+		return r, 0, false
 	}
-	return results, true
+	return r, i + 1, true
 }
 
 // compactString reads the body of a JSON string from out[i] (just after its

@@ -37,13 +37,21 @@ func realBatchOutputs(t testing.TB, n int) [][]byte {
 // decodes it exactly as decodeStrict does, and reports whether it took it.
 func agreeWithStrict(t testing.TB, out []byte) bool {
 	t.Helper()
-	fast, ok := decodeBatchCompact(out)
+	return agrees(t, out, decodeBatchCompact, func(r *abi.ProjectBatchResponse) []abi.BatchResult { return r.Results })
+}
+
+// agrees checks that fast either declines out or decodes it exactly as
+// decodeStrict decodes it into a W (of which pick takes the part fast
+// gives), and reports whether fast took it.
+func agrees[W, F any](t testing.TB, out []byte, fast func([]byte) (F, bool), pick func(*W) F) bool {
+	t.Helper()
+	got, ok := fast(out)
 	if !ok {
 		return false
 	}
-	var strict abi.ProjectBatchResponse
+	var strict W
 	require.NoError(t, decodeStrict(out, &strict), "the compact decoder took %q, which decodeStrict refuses", out)
-	if diff := cmp.Diff(strict.Results, fast); diff != "" {
+	if diff := cmp.Diff(pick(&strict), got); diff != "" {
 		t.Fatalf("%q: (-decodeStrict +compact)\n%s", out, diff)
 	}
 	return true
@@ -146,21 +154,10 @@ func FuzzDecodeBatchCompact(f *testing.F) {
 	})
 }
 
-// projectAgreesWithStrict checks that decodeProjectCompact either declines
-// out or decodes it exactly as decodeStrict does, and reports whether it
-// took it.
+// projectAgreesWithStrict is agreeWithStrict for decodeProjectCompact.
 func projectAgreesWithStrict(t testing.TB, out []byte) bool {
 	t.Helper()
-	fast, ok := decodeProjectCompact(out)
-	if !ok {
-		return false
-	}
-	var strict *abi.ProjectResponse
-	require.NoError(t, decodeStrict(out, &strict), "the compact decoder took %q, which decodeStrict refuses", out)
-	if diff := cmp.Diff(strict, fast); diff != "" {
-		t.Fatalf("%q: (-decodeStrict +compact)\n%s", out, diff)
-	}
-	return true
+	return agrees(t, out, decodeProjectCompact, func(r **abi.ProjectResponse) *abi.ProjectResponse { return *r })
 }
 
 func TestDecodeProjectCompact(t *testing.T) {
@@ -201,21 +198,10 @@ func TestDecodeProjectCompact(t *testing.T) {
 	}
 }
 
-// canonAgreesWithStrict checks that decodeCanonicalizeCompact either
-// declines out or decodes it exactly as decodeStrict does, and reports
-// whether it took it.
+// canonAgreesWithStrict is agreeWithStrict for decodeCanonicalizeCompact.
 func canonAgreesWithStrict(t testing.TB, out []byte) bool {
 	t.Helper()
-	fast, ok := decodeCanonicalizeCompact(out)
-	if !ok {
-		return false
-	}
-	var strict abi.CanonicalizeResponse
-	require.NoError(t, decodeStrict(out, &strict), "the compact decoder took %q, which decodeStrict refuses", out)
-	if diff := cmp.Diff(strict.Results, fast); diff != "" {
-		t.Fatalf("%q: (-decodeStrict +compact)\n%s", out, diff)
-	}
-	return true
+	return agrees(t, out, decodeCanonicalizeCompact, func(r *abi.CanonicalizeResponse) []abi.CanonicalResult { return r.Results })
 }
 
 func TestDecodeCanonicalizeCompact(t *testing.T) {

@@ -446,23 +446,31 @@ func TestClose(t *testing.T) {
 	t.Run("terminates calls when its context ends", func(t *testing.T) {
 		p, err := Load(ctx, "script", watWasm(t, "script"), Options{CallTimeout: time.Minute})
 		require.NoError(t, err)
-		done := make(chan error)
-		go func() {
-			_, err := p.Project(ctx, &abi.ProjectRequest{Settings: json.RawMessage(`"L"`)})
-			done <- err
-		}()
-		require.Eventually(t, func() bool { return len(p.slots) == 1 }, 5*time.Second, time.Millisecond)
-		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-		defer cancel()
-		err = p.Close(cctx)
-		require.ErrorIs(t, err, context.DeadlineExceeded)
-		select {
-		case err := <-done:
-			require.ErrorIs(t, err, ErrClosed)
-		case <-time.After(timeoutMargin):
-			t.Fatal("the call in flight was not terminated")
-		}
+		closeTerminates(t, p)
 	})
+}
+
+// closeTerminates starts a runaway call on p (the script plugin), closes p
+// with a context that ends first, and checks that the call is terminated
+// with ErrClosed.
+func closeTerminates(t *testing.T, p *Plugin) {
+	t.Helper()
+	ctx := context.Background()
+	done := make(chan error)
+	go func() {
+		_, err := p.Project(ctx, &abi.ProjectRequest{Settings: json.RawMessage(`"L"`)})
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return len(p.slots) == 1 }, 5*time.Second, time.Millisecond)
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, p.Close(cctx), context.DeadlineExceeded)
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, ErrClosed)
+	case <-time.After(timeoutMargin):
+		t.Fatal("the call in flight was not terminated")
+	}
 }
 
 func TestLogs(t *testing.T) {
@@ -517,21 +525,7 @@ func TestRunawayStoppedBothWays(t *testing.T) {
 
 			q, err := Load(ctx, "script", watWasm(t, "script"), Options{CallTimeout: time.Minute, noMeter: mode.noMeter})
 			require.NoError(t, err)
-			done := make(chan error)
-			go func() {
-				_, err := canon(q, `"L"`)
-				done <- err
-			}()
-			require.Eventually(t, func() bool { return len(q.slots) == 1 }, 5*time.Second, time.Millisecond)
-			cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-			defer cancel()
-			require.ErrorIs(t, q.Close(cctx), context.DeadlineExceeded)
-			select {
-			case err := <-done:
-				require.ErrorIs(t, err, ErrClosed)
-			case <-time.After(timeoutMargin):
-				t.Fatal("the call in flight was not terminated")
-			}
+			closeTerminates(t, q)
 		})
 	}
 }
