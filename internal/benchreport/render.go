@@ -249,7 +249,7 @@ func render(m machine, r *results, rounds int, rawPath string) string {
 			"What limits it: that one plugin call, which only the policy can answer (`BenchmarkReconcileEquivalent/canonicalize`, the call alone): %s, %s of the identical reload. "+
 			"The rest is the reload's own handling of 10,000 overrides whose bytes changed (each compared with its copy, its replacement found, the pair recorded), "+
 			"which the identical reload settles with one byte comparison each: development runs measured it between 0.96x and 1.3x of the identical reload, "+
-			"so e lands on either side of 1.2x from run to run (1.19x and 1.52x in the last two `make bench` runs of this change).\n\n",
+			"so e lands on either side of 1.2x from run to run (1.19x, 1.52x and 1.25x in three `make bench` runs of this change).\n\n",
 			r.num("BenchmarkReconcileEquivalent/canonicalize", "settings/op"), r.durOf("BenchmarkReconcileEquivalent/canonicalize"), pctOf(floor, idle, fok && iok))
 	}
 
@@ -328,7 +328,7 @@ func render(m machine, r *results, rounds int, rawPath string) string {
 		s("`host.BenchmarkLoadWarmCache` (a later process loading the default plugin from a filled `CacheDir`) %s against `host.BenchmarkLoadCold` %s: %s of the cold time (target ≤ 5%%). "+
 			"A warm load rewrites the module for metering (about 5 ms, `internal/wasmmeter.BenchmarkInstrumentDefault`), then still decodes and validates it (wazero validates every function even when the compiled code comes from the cache: about 60%% of a warm load in a CPU profile), reads the cached machine code (14 MB), "+
 			"instantiates the module and runs the Go guest's runtime initialization and the handshake. "+
-			"Two changes brought it under the target, and the metering rewrite (about 5 ms) puts it back on the line (4.7%% and 5.2%% in the last two `make bench` runs of this change): the committed plugin is packed (`wasmhost pack`, internal/wasmpack), so a load decodes and copies 3 data segments instead of the 38,435 Go's linker writes, "+
+			"Two changes brought it under the target, and the metering rewrite (about 5 ms) puts it back on the line (4.7%%, 5.2%% and 4.7%% in three `make bench` runs of this change): the committed plugin is packed (`wasmhost pack`, internal/wasmpack), so a load decodes and copies 3 data segments instead of the 38,435 Go's linker writes, "+
 			"and an unpinned plugin's SHA-256 is computed while wazero compiles instead of before. Together they took a warm load from about 75 to 64 ms in interleaved runs (5.1%% to about 4.5%% of the cold load).\n\n",
 			r.durOf("BenchmarkLoadWarmCache"), r.durOf("BenchmarkLoadCold"), fmtPct(q, ok))
 	}
