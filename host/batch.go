@@ -272,14 +272,10 @@ func (p *Plugin) projectChunk(ctx context.Context, plan *batchPlan, pairs []abi.
 	}
 	in = append(in, "]}"...)
 
-	var resp abi.ProjectBatchResponse
-	err := p.call(ctx, abi.ExportProjectBatch, in, func(out []byte) error {
-		if results, ok := decodeBatchCompact(out); ok {
-			resp.Results = results
-		} else if err := decodeStrict(out, &resp); err != nil {
-			return err
-		}
-		return abi.ValidateProjectBatch(sub, &resp)
+	var resp *abi.ProjectBatchResponse
+	err := p.call(ctx, abi.ExportProjectBatch, in, func(out []byte) (err error) {
+		resp, err = decodeChecked(sub, out, decodeBatchCompact, abi.ValidateProjectBatch)
+		return err
 	})
 	if err != nil {
 		return nil, err

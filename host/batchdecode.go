@@ -18,8 +18,9 @@ import (
 // reflection, which for a batch of thousands of results is most of the
 // host's work. It reports false for any other output, which decodeStrict
 // then decodes, or refuses with its own message.
-func decodeBatchCompact(out []byte) ([]abi.BatchResult, bool) {
-	return compactResults(out, compactResult)
+func decodeBatchCompact(out []byte) (*abi.ProjectBatchResponse, bool) {
+	results, ok := compactResults(out, compactResult)
+	return &abi.ProjectBatchResponse{Results: results}, ok
 }
 
 // compactResults decodes {"results":[ITEM,...]} followed by nothing but
@@ -257,8 +258,9 @@ func compactBool(out []byte, i int) (bool, int, bool) {
 // form it gives exactly what decodeStrict gives, each canonical form a copy
 // of its own (VALUE is checked with json.Valid), and reports false for any
 // other output, which decodeStrict then decodes or refuses.
-func decodeCanonicalizeCompact(out []byte) ([]abi.CanonicalResult, bool) {
-	return compactResults(out, compactCanonical)
+func decodeCanonicalizeCompact(out []byte) (*abi.CanonicalizeResponse, bool) {
+	results, ok := compactResults(out, compactCanonical)
+	return &abi.CanonicalizeResponse{Results: results}, ok
 }
 
 // compactCanonical decodes the compact canonicalize result at out[i] and

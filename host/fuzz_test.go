@@ -16,8 +16,8 @@ import (
 )
 
 // The fuzz targets below feed arbitrary bytes as a plugin's output to the
-// host's decoding and validation: decodeChecked (decodeStrict followed by
-// abi.ValidateCanonicalize or abi.ValidateProject), which
+// host's decoding and validation: decodeChecked (the compact decoder or
+// decodeStrict, then abi.ValidateCanonicalize or abi.ValidateProject), which
 // Plugin.Canonicalize and Plugin.Project hand to Plugin.call. An
 // output that is valid JSON (not a JSON string, which would be one of the
 // script plugin's directives) also goes end to end through a real plugin
@@ -99,7 +99,7 @@ func FuzzDecodeCanonicalizeOutput(f *testing.F) {
 		for i := range req.Settings {
 			req.Settings[i] = json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))
 		}
-		if resp, err := decodeChecked(req, out, abi.ValidateCanonicalize); err == nil {
+		if resp, err := decodeChecked(req, out, decodeCanonicalizeCompact, abi.ValidateCanonicalize); err == nil {
 			checkCanonicalizeResponse(t, len(req.Settings), resp)
 		}
 
@@ -109,7 +109,7 @@ func FuzzDecodeCanonicalizeOutput(f *testing.F) {
 		// The script plugin answers {"results":[S]} for the settings S.
 		wire := append(append([]byte(`{"results":[`), onTheWire(t, out)...), "]}"...)
 		one := &abi.CanonicalizeRequest{Settings: []json.RawMessage{out}}
-		want, wantErr := decodeChecked(one, wire, abi.ValidateCanonicalize)
+		want, wantErr := decodeChecked(one, wire, decodeCanonicalizeCompact, abi.ValidateCanonicalize)
 		got, err := script.Canonicalize(context.Background(), one)
 		if err != nil {
 			require.ErrorIs(t, err, ErrBadOutput, "output %q", wire)
@@ -196,7 +196,7 @@ func FuzzDecodeProjectOutput(f *testing.F) {
 	script := loadWat(f, "script", Options{})
 	f.Fuzz(func(t *testing.T, out []byte, nt, np, nr uint8) {
 		req := projectFuzzReq(nil, int(nt%8), int(np%8), int(nr%8))
-		if resp, err := decodeChecked(req, out, abi.ValidateProject); err == nil {
+		if resp, err := decodeChecked(req, out, decodeProjectCompact, abi.ValidateProject); err == nil {
 			checkProjectResponse(t, req, resp)
 		}
 
@@ -206,7 +206,7 @@ func FuzzDecodeProjectOutput(f *testing.F) {
 		// The script plugin answers its settings.
 		req.Settings = out
 		wire := onTheWire(t, out)
-		want, wantErr := decodeChecked(req, wire, abi.ValidateProject)
+		want, wantErr := decodeChecked(req, wire, decodeProjectCompact, abi.ValidateProject)
 		got, err := script.Project(context.Background(), req)
 		if err != nil {
 			require.ErrorIs(t, err, ErrBadOutput, "output %q", wire)

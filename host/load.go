@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -17,7 +16,6 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/wasmhost/wasmhost/abi"
-	"github.com/wasmhost/wasmhost/internal/wasmmeter"
 	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
 )
 
@@ -105,23 +103,10 @@ func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Ins
 	} else {
 		cache = wazero.NewCompilationCache()
 	}
-	// Metering (meter.go) replaces wazero's termination checks when the
-	// rewriter supports the module; one it does not support (a proposal it
-	// does not know) is compiled as it is, with the checks. A module it
-	// finds malformed is refused here.
-	code, metered := wasm, false
-	if cfg.noMeter {
-		// compiled as it is
-	} else if m, merr := wasmmeter.Instrument(wasm, meterBudget); merr == nil {
-		code, metered = m, true
-	} else if errors.Is(merr, wasmmeter.ErrMalformed) {
-		// wazero v1.12 can panic on, or allocate gigabytes for, some
-		// malformed modules; the rewriter's decoder refuses them first.
+	code, metered, err := meterModule(ctx, name, wasm, cfg)
+	if err != nil {
 		_ = cache.Close(context.Background())
-		return nil, fail("compile: %w", merr)
-	} else {
-		cfg.log.LogAttrs(ctx, slog.LevelDebug, "plugin not metered; wazero checks for termination",
-			slog.String("plugin", name), slog.Any("cause", merr))
+		return nil, fail("compile: %w", err)
 	}
 	if insp != nil {
 		insp.Metered = metered

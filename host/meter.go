@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero/api"
@@ -35,6 +36,27 @@ const meterBudget = 1 << 16
 // errMeterStop is the panic value the meter stops a call with; wazero
 // returns it from the call as an error.
 var errMeterStop = errors.New("plugin stopped by the host")
+
+// meterModule returns the module to compile for wasm and whether it is
+// metered. A module the rewriter does not support (a proposal it does not
+// know) is compiled as it is, with wazero's checks, as is every module under
+// the noMeter option. A module the rewriter finds malformed is refused:
+// wazero v1.12 can panic on, or allocate gigabytes for, some of them.
+func meterModule(ctx context.Context, name string, wasm []byte, cfg settings) ([]byte, bool, error) {
+	if cfg.noMeter {
+		return wasm, false, nil
+	}
+	metered, err := wasmmeter.Instrument(wasm, meterBudget)
+	switch {
+	case err == nil:
+		return metered, true, nil
+	case errors.Is(err, wasmmeter.ErrMalformed):
+		return nil, false, err
+	}
+	cfg.log.LogAttrs(ctx, slog.LevelDebug, "plugin not metered; wazero checks for termination",
+		slog.String("plugin", name), slog.Any("cause", err))
+	return wasm, false, nil
+}
 
 // meterFunction is the host function a metered plugin calls when its fuel
 // runs out: it stops the call when the call's context has ended, and

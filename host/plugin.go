@@ -213,11 +213,7 @@ func (p *Plugin) canonicalizeBatch(ctx context.Context, batch []json.RawMessage)
 	in = append(in, "]}"...)
 	var resp *abi.CanonicalizeResponse
 	err := p.call(ctx, abi.ExportCanonicalize, in, func(out []byte) (err error) {
-		if results, ok := decodeCanonicalizeCompact(out); ok {
-			resp = &abi.CanonicalizeResponse{Results: results}
-			return abi.ValidateCanonicalize(req, resp)
-		}
-		resp, err = decodeChecked(req, out, abi.ValidateCanonicalize)
+		resp, err = decodeChecked(req, out, decodeCanonicalizeCompact, abi.ValidateCanonicalize)
 		return err
 	})
 	if err != nil {
@@ -285,14 +281,7 @@ func (p *Plugin) project(ctx context.Context, req *abi.ProjectRequest) (*abi.Pro
 	}
 	var resp *abi.ProjectResponse
 	err = p.call(ctx, abi.ExportProject, in, func(out []byte) (err error) {
-		if r, ok := decodeProjectCompact(out); ok {
-			if err := abi.ValidateProject(req, r); err != nil {
-				return err
-			}
-			resp = r
-			return nil
-		}
-		resp, err = decodeChecked(req, out, abi.ValidateProject)
+		resp, err = decodeChecked(req, out, decodeProjectCompact, abi.ValidateProject)
 		return err
 	})
 	if err != nil {
@@ -301,18 +290,23 @@ func (p *Plugin) project(ctx context.Context, req *abi.ProjectRequest) (*abi.Pro
 	return nonNilResponse(resp), nil
 }
 
-// decodeChecked decodes the output of a call for req with decodeStrict and
-// checks the response with validate (abi.ValidateCanonicalize,
-// abi.ValidateProject).
-func decodeChecked[Req, Resp any](req *Req, out []byte, validate func(*Req, *Resp) error) (*Resp, error) {
-	var resp Resp
-	if err := decodeStrict(out, &resp); err != nil {
+// decodeChecked decodes the output of a call for req, with compact (one of
+// the decoders of batchdecode.go, which gives what decodeStrict gives for
+// the form it takes) or else with decodeStrict, and checks the response
+// with validate (abi.ValidateCanonicalize, abi.ValidateProject,
+// abi.ValidateProjectBatch).
+func decodeChecked[Req, Resp any](req *Req, out []byte, compact func([]byte) (*Resp, bool), validate func(*Req, *Resp) error) (*Resp, error) {
+	resp, ok := compact(out)
+	if !ok {
+		resp = new(Resp)
+		if err := decodeStrict(out, resp); err != nil {
+			return nil, err
+		}
+	}
+	if err := validate(req, resp); err != nil {
 		return nil, err
 	}
-	if err := validate(req, &resp); err != nil {
-		return nil, err
-	}
-	return &resp, nil
+	return resp, nil
 }
 
 // nonNilResponse returns r, or an empty response when r is nil, with every
