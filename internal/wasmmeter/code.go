@@ -189,9 +189,7 @@ func (r *rewriter) body(b []byte) {
 	// opens the function (as in every Go-compiled function).
 	p = r.prologue(b, p)
 	if p >= n {
-		if r.err == nil {
-			r.codeFail(ErrMalformed, n, "body does not end with end")
-		}
+		r.codeFail(ErrMalformed, n, "body does not end with end") // unless prologue failed first
 		return
 	}
 	if b[p] != 0x03 {
@@ -338,10 +336,7 @@ func (r *rewriter) prologue(b []byte, p int) int {
 			return p
 		}
 		if p > len(b) {
-			if r.err == nil {
-				r.codeFail(ErrMalformed, at, "truncated instruction")
-			}
-			return bad
+			return r.codeFail(ErrMalformed, at, "truncated instruction") // unless it failed already
 		}
 	}
 	return p

@@ -186,7 +186,7 @@ func Instrument(wasm []byte, budget int32) ([]byte, error) {
 	if err := r.scanSections(); err != nil {
 		return nil, err
 	}
-	r.buildSeq()
+	r.seq = r.seqFor()
 	if err := r.emit(budget); err != nil {
 		return nil, err
 	}
@@ -325,48 +325,69 @@ func isNumOrRefType(b byte) bool {
 
 // scanTypes counts the function types and looks for an existing () -> (i32).
 func (r *rewriter) scanTypes(s section) error {
-	in := r.in[:s.end]
-	cnt, n := readU32(in, s.body)
-	if n == 0 {
-		return r.malformed(s.body, "bad type count")
-	}
-	p := s.body + n
-	r.tickType = cnt
-	for i := uint32(0); i < cnt; i++ {
+	found := false
+	cnt, err := r.scanVec(s, func(in []byte, i uint32, p int) (int, error) {
 		if p >= len(in) {
-			return r.malformed(p, "type section truncated")
+			return 0, r.malformed(p, "type section truncated")
 		}
 		if in[p] != 0x60 {
-			return r.unsupported(p, "type %d has form %#x, not a plain function type (0x60)", i, in[p])
+			return 0, r.unsupported(p, "type %d has form %#x, not a plain function type (0x60)", i, in[p])
 		}
 		p++
 		var counts [2]uint32
 		for j := range counts {
 			c, n := readU32(in, p)
 			if n == 0 {
-				return r.malformed(p, "bad value type count in type %d", i)
+				return 0, r.malformed(p, "bad value type count in type %d", i)
 			}
 			p += n
 			if uint64(c) > uint64(len(in)-p) {
-				return r.malformed(p, "type %d truncated", i)
+				return 0, r.malformed(p, "type %d truncated", i)
 			}
 			for k := uint32(0); k < c; k++ {
 				if !isNumOrRefType(in[p]) {
-					return r.unsupported(p, "value type %#x in type %d", in[p], i)
+					return 0, r.unsupported(p, "value type %#x in type %d", in[p], i)
 				}
 				p++
 			}
 			counts[j] = c
 		}
-		if r.tickType == cnt && counts[0] == 0 && counts[1] == 1 && in[p-1] == 0x7f {
-			r.tickType = i // reuse the first () -> (i32)
+		if !found && counts[0] == 0 && counts[1] == 1 && in[p-1] == 0x7f {
+			r.tickType, found = i, true // reuse the first () -> (i32)
 		}
+		return p, nil
+	})
+	if err != nil {
+		return err
 	}
-	if p != s.end {
-		return r.malformed(p, "type section has %d trailing bytes", s.end-p)
+	if !found {
+		r.tickType = cnt
 	}
 	r.nTypes = cnt
 	return nil
+}
+
+// scanVec checks section s, a vector: it reads the count and calls item for
+// each entry, with the entry's index and position, and item returns the
+// position after the entry. It returns the count.
+func (r *rewriter) scanVec(s section, item func(in []byte, i uint32, p int) (int, error)) (uint32, error) {
+	in := r.in[:s.end]
+	name := sectionName(s.id)
+	cnt, n := readU32(in, s.body)
+	if n == 0 {
+		return 0, r.malformed(s.body, "bad %s count", name)
+	}
+	p := s.body + n
+	for i := uint32(0); i < cnt; i++ {
+		var err error
+		if p, err = item(in, i, p); err != nil {
+			return 0, err
+		}
+	}
+	if p != s.end {
+		return 0, r.malformed(p, "%s section has %d trailing bytes", name, s.end-p)
+	}
+	return cnt, nil
 }
 
 // scanLimits checks the limits of a table or memory at in[p:] and returns
@@ -430,86 +451,66 @@ func (r *rewriter) scanGlobalType(in []byte, p int) (int, error) {
 // scanImports counts imported functions and globals and refuses a module
 // that already imports from ImportModule.
 func (r *rewriter) scanImports(s section) error {
-	in := r.in[:s.end]
-	cnt, n := readU32(in, s.body)
-	if n == 0 {
-		return r.malformed(s.body, "bad import count")
-	}
-	p := s.body + n
-	for i := uint32(0); i < cnt; i++ {
+	_, err := r.scanVec(s, func(in []byte, i uint32, p int) (int, error) {
 		at := p
 		mod, next, ok := readName(in, p)
 		if !ok {
-			return r.malformed(p, "bad module name of import %d", i)
+			return 0, r.malformed(p, "bad module name of import %d", i)
 		}
 		if string(mod) == ImportModule {
-			return r.unsupported(p, "module already imports from %q (instrumented twice?)", ImportModule)
+			return 0, r.unsupported(p, "module already imports from %q (instrumented twice?)", ImportModule)
 		}
 		_, next, ok = readName(in, next)
 		if !ok {
-			return r.malformed(next, "bad name of import %d", i)
+			return 0, r.malformed(next, "bad name of import %d", i)
 		}
 		p = next
 		if p >= len(in) {
-			return r.malformed(at, "import %d truncated", i)
+			return 0, r.malformed(at, "import %d truncated", i)
 		}
 		kind := in[p]
 		p++
-		var err error
 		switch kind {
 		case 0x00:
 			t, n := readU32(in, p)
 			if n == 0 {
-				return r.malformed(p, "bad type index of import %d", i)
+				return 0, r.malformed(p, "bad type index of import %d", i)
 			}
 			if t >= r.nTypes {
-				return r.malformed(p, "import %d has type %d of %d", i, t, r.nTypes)
+				return 0, r.malformed(p, "import %d has type %d of %d", i, t, r.nTypes)
 			}
-			p += n
 			r.nImpFuncs++
+			return p + n, nil
 		case 0x01:
-			p, err = r.scanTableType(in, p)
+			return r.scanTableType(in, p)
 		case 0x02:
-			p, err = r.scanLimits(in, p, "memory")
+			return r.scanLimits(in, p, "memory")
 		case 0x03:
-			p, err = r.scanGlobalType(in, p)
 			r.nImpGlobals++
+			return r.scanGlobalType(in, p)
 		case 0x04:
-			err = r.unsupported(at, "tag import (exception handling)")
-		default:
-			err = r.malformed(p-1, "import %d has kind %#x", i, kind)
+			return 0, r.unsupported(at, "tag import (exception handling)")
 		}
-		if err != nil {
-			return err
-		}
-	}
-	if p != s.end {
-		return r.malformed(p, "import section has %d trailing bytes", s.end-p)
-	}
-	return nil
+		return 0, r.malformed(p-1, "import %d has kind %#x", i, kind)
+	})
+	return err
 }
 
 // scanFunctions reads the number of defined functions and checks their type
 // indices.
 func (r *rewriter) scanFunctions(s section) error {
-	in := r.in[:s.end]
-	cnt, n := readU32(in, s.body)
-	if n == 0 {
-		return r.malformed(s.body, "bad function count")
-	}
-	p := s.body + n
-	for i := uint32(0); i < cnt; i++ {
+	cnt, err := r.scanVec(s, func(in []byte, i uint32, p int) (int, error) {
 		t, n := readU32(in, p)
 		if n == 0 {
-			return r.malformed(p, "bad type index of function %d", i)
+			return 0, r.malformed(p, "bad type index of function %d", i)
 		}
 		if t >= r.nTypes {
-			return r.malformed(p, "function %d has type %d of %d", i, t, r.nTypes)
+			return 0, r.malformed(p, "function %d has type %d of %d", i, t, r.nTypes)
 		}
-		p += n
-	}
-	if p != s.end {
-		return r.malformed(p, "function section has %d trailing bytes", s.end-p)
+		return p + n, nil
+	})
+	if err != nil {
+		return err
 	}
 	if uint64(cnt)+uint64(r.nImpFuncs) >= 1<<32-1 {
 		return r.malformed(s.body, "too many functions")
@@ -520,45 +521,21 @@ func (r *rewriter) scanFunctions(s section) error {
 
 // scanTables refuses table types the rewriter does not know.
 func (r *rewriter) scanTables(s section) error {
-	in := r.in[:s.end]
-	cnt, n := readU32(in, s.body)
-	if n == 0 {
-		return r.malformed(s.body, "bad table count")
-	}
-	p := s.body + n
-	for i := uint32(0); i < cnt; i++ {
-		var err error
-		if p, err = r.scanTableType(in, p); err != nil {
-			return err
-		}
-	}
-	if p != s.end {
-		return r.malformed(p, "table section has %d trailing bytes", s.end-p)
-	}
-	return nil
+	_, err := r.scanVec(s, func(in []byte, _ uint32, p int) (int, error) {
+		return r.scanTableType(in, p)
+	})
+	return err
 }
 
 // scanMemories refuses 64-bit memories.
 func (r *rewriter) scanMemories(s section) error {
-	in := r.in[:s.end]
-	cnt, n := readU32(in, s.body)
-	if n == 0 {
-		return r.malformed(s.body, "bad memory count")
-	}
-	p := s.body + n
-	for i := uint32(0); i < cnt; i++ {
-		var err error
-		if p, err = r.scanLimits(in, p, "memory"); err != nil {
-			return err
-		}
-	}
-	if p != s.end {
-		return r.malformed(p, "memory section has %d trailing bytes", s.end-p)
-	}
-	return nil
+	_, err := r.scanVec(s, func(in []byte, _ uint32, p int) (int, error) {
+		return r.scanLimits(in, p, "memory")
+	})
+	return err
 }
 
-// buildSeq assembles the fuel check:
+// seqFor returns the fuel check for r's fuel global and tick function:
 //
 //	global.get $fuel
 //	i32.const 1
@@ -574,11 +551,6 @@ func (r *rewriter) scanMemories(s section) error {
 //
 // It is stack-neutral and, while fuel remains, costs a load, a compare and a
 // not-taken branch, a decrement and a store.
-func (r *rewriter) buildSeq() {
-	r.seq = r.seqFor()
-}
-
-// seqFor returns the fuel check for r's fuel global and tick function.
 func (r *rewriter) seqFor() []byte {
 	s := r.seqBuf[:0]
 	s = append(s, 0x23)
@@ -601,24 +573,28 @@ func (r *rewriter) emit(budget int32) error {
 	est := len(in) + 256 + int(r.nFuncs)*len(r.seq) + r.codeSize/16
 	r.out = make([]byte, 0, est)
 	r.out = append(r.out, in[:8]...)
-	haveType, haveImport, haveGlobal := false, false, false
+	// The type, import and global sections get new entries; a module that
+	// lacks one gets it in its place, before the first section that
+	// follows it.
+	haveType, haveImport, haveGlobal, haveCode := false, false, false, false
+	addMissing := func(rank uint8) {
+		if !haveType && rank > sectionRank[secType] {
+			r.emitTypes(nil)
+			haveType = true
+		}
+		if !haveImport && rank > sectionRank[secImport] {
+			r.emitImports(nil)
+			haveImport = true
+		}
+		if !haveGlobal && rank > sectionRank[secGlobal] {
+			// Without a section to copy, emitGlobals cannot fail.
+			_ = r.emitGlobals(nil, budget)
+			haveGlobal = true
+		}
+	}
 	for _, s := range r.sections {
 		if s.id != secCustom {
-			rank := sectionRank[s.id]
-			if !haveType && rank > sectionRank[secType] {
-				r.emitTypes(nil)
-				haveType = true
-			}
-			if !haveImport && rank > sectionRank[secImport] {
-				r.emitImports(nil)
-				haveImport = true
-			}
-			if !haveGlobal && rank > sectionRank[secGlobal] {
-				if err := r.emitGlobals(nil, budget); err != nil {
-					return err
-				}
-				haveGlobal = true
-			}
+			addMissing(sectionRank[s.id])
 		}
 		var err error
 		switch s.id {
@@ -639,6 +615,7 @@ func (r *rewriter) emit(budget int32) error {
 			err = r.emitElements(s)
 		case secCode:
 			err = r.emitCode(s)
+			haveCode = true
 		case secCustom:
 			name, p, _ := readName(in[:s.end], s.body)
 			if string(name) == "name" {
@@ -653,30 +630,11 @@ func (r *rewriter) emit(budget int32) error {
 			return err
 		}
 	}
-	if !haveType {
-		r.emitTypes(nil)
-	}
-	if !haveImport {
-		r.emitImports(nil)
-	}
-	if !haveGlobal {
-		if err := r.emitGlobals(nil, budget); err != nil {
-			return err
-		}
-	}
-	if r.nFuncs != 0 && !r.sawCode() {
+	addMissing(math.MaxUint8)
+	if r.nFuncs != 0 && !haveCode {
 		return r.malformed(len(in), "%d functions declared but no code section", r.nFuncs)
 	}
 	return r.err // set by closeSection, or nil
-}
-
-func (r *rewriter) sawCode() bool {
-	for _, s := range r.sections {
-		if s.id == secCode {
-			return true
-		}
-	}
-	return false
 }
 
 // openSection writes a section id and reserves room for its size, assuming
@@ -744,15 +702,17 @@ func (r *rewriter) emitTypes(s *section) {
 func (r *rewriter) emitImports(s *section) {
 	oldSize := 1
 	var cnt uint32
+	rest := 0 // the entries follow the count at r.in[rest:]
 	if s != nil {
 		oldSize = s.end - s.body + len(ImportModule) + len(ImportName) + 8
-		cnt, _ = readU32(r.in, s.body)
+		var n int
+		cnt, n = readU32(r.in, s.body)
+		rest = s.body + n
 	}
 	mark := r.openSection(secImport, oldSize)
 	r.out = appendU32(r.out, cnt+1)
 	if s != nil {
-		_, n := readU32(r.in, s.body)
-		r.out = append(r.out, r.in[s.body+n:s.end]...)
+		r.out = append(r.out, r.in[rest:s.end]...)
 	}
 	r.out = appendU32(r.out, uint32(len(ImportModule)))
 	r.out = append(r.out, ImportModule...)
