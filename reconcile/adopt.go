@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 
+	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
 )
 
@@ -169,19 +170,35 @@ func (a *adopter) equivalentSettings(old, new json.RawMessage) equivalence {
 // try adopts t through its view (view.View.AdoptSettings) if it is such a
 // refresh and reports whether it did.
 func (a *adopter) try(t task) bool {
-	if t.want == nil || t.force || t.cur == nil || t.cur.handle == nil {
-		return false
-	}
-	h := t.cur.handle
-	if h.Identity() != t.want.identity || h.Released() || h.Entry().State().Terminal() {
+	h := inPlace(t)
+	if h == nil {
 		return false
 	}
 	key, ok := a.key(t.want.settings)
-	if !ok || !h.View().AdoptSettings(t.want.settings, a.keys, key) {
+	return ok && a.into(t, h, key)
+}
+
+// into adopts t, a refresh of h (see inPlace) to settings of key key,
+// through h's view, and reports whether the view took them.
+func (a *adopter) into(t task, h *pool.Handle, key string) bool {
+	if !h.View().AdoptSettings(t.want.settings, a.keys, key) {
 		return false
 	}
 	a.pending = append(a.pending, adoption{s: t.s, server: t.server, b: binding{handle: h, want: t.want}})
 	return true
+}
+
+// inPlace returns the held handle that t refreshes keeping its live
+// transport, or nil when t is no such refresh.
+func inPlace(t task) *pool.Handle {
+	if t.want == nil || t.force || t.cur == nil || t.cur.handle == nil {
+		return nil
+	}
+	h := t.cur.handle
+	if h.Identity() != t.want.identity || h.Released() || h.Entry().State().Terminal() {
+		return nil
+	}
+	return h
 }
 
 // keep counts n refreshes adopted by their wants alone.
@@ -190,20 +207,9 @@ func (a *adopter) keep(n int) {
 	a.quiet += n
 }
 
-// flush publishes the pending bindings and counts every adoption. Each
-// pending binding keeps its handle, so setBinding's held counts stay as
-// they are: one lock publishes them all, and one allocation holds them.
+// flush publishes the pending bindings and counts every adoption.
 func (a *adopter) flush() {
-	if n := len(a.pending); n > 0 {
-		bs := make([]binding, n)
-		a.r.smu.Lock()
-		for i := range a.pending {
-			p := &a.pending[i]
-			bs[i] = p.b
-			p.s.bindings[p.server] = &bs[i]
-		}
-		a.r.smu.Unlock()
-	}
+	a.r.publish(a.pending)
 	if n := len(a.pending) + a.kept; n > 0 {
 		a.o.add(&a.o.sum.Refreshed, n)
 	}
@@ -226,13 +232,12 @@ func (r *Reconciler) adopt(ad *adopter, tasks []task) ([]task, []view.PrefillIte
 	rest := tasks[:0]
 	var items []view.PrefillItem
 	for _, t := range tasks {
-		if ad.try(t) {
-			continue
-		}
-		if t.want != nil && !t.force && t.cur != nil && t.cur.handle != nil {
-			h := t.cur.handle
-			if h.Identity() == t.want.identity && !h.Released() && !h.Entry().State().Terminal() {
-				if key, ok := ad.key(t.want.settings); ok && key != h.View().Key() {
+		if h := inPlace(t); h != nil {
+			if key, ok := ad.key(t.want.settings); ok {
+				if ad.into(t, h, key) {
+					continue
+				}
+				if key != h.View().Key() {
 					items = append(items, prefillItem(h, key, t.want.settings))
 				}
 			}
@@ -241,4 +246,21 @@ func (r *Reconciler) adopt(ad *adopter, tasks []task) ([]task, []view.PrefillIte
 	}
 	ad.flush()
 	return rest, items
+}
+
+// publish makes each adoption's binding its session's. Each keeps the
+// handle of the binding it replaces, so setBinding's held counts stay as
+// they are: one lock publishes them all, and one allocation holds them.
+// r.mu is held.
+func (r *Reconciler) publish(as []adoption) {
+	if len(as) == 0 {
+		return
+	}
+	bs := make([]binding, len(as))
+	r.smu.Lock()
+	for i := range as {
+		bs[i] = as[i].b
+		as[i].s.bindings[as[i].server] = &bs[i]
+	}
+	r.smu.Unlock()
 }

@@ -67,7 +67,7 @@ func (c *cell) wants() bool {
 }
 
 // off reports whether the server is disabled under override o (nil: none):
-// the Disabled flag of c.layer(o).
+// the Disabled flag config.Override.Layer gives.
 func (c *cell) off(o *config.Override) bool {
 	if o != nil && o.Disabled != nil {
 		return *o.Disabled
@@ -75,20 +75,20 @@ func (c *cell) off(o *config.Override) bool {
 	return c.srv.disabled
 }
 
-// layer returns the server's settings and Disabled flag under override o
-// (nil: none).
-func (c *cell) layer(o *config.Override) (config.Settings, bool) {
+// layer returns the settings of a server with base settings base under
+// override o (nil: none), as config.Override.Layer gives them.
+func layer(base, o *config.Override) config.Settings {
 	if o == nil {
-		return c.srv.base.Settings, c.srv.disabled
+		return base.Settings
 	}
-	return o.Layer(c.srv.base.Settings, c.srv.disabled)
+	settings, _ := o.Layer(base.Settings, false)
+	return settings
 }
 
 // want returns the cell's want, making it if need be.
 func (c *cell) want() *want {
 	if c.w == nil && c.wants() {
-		settings, _ := c.layer(c.o)
-		c.w = &want{spec: &c.srv.spec, identity: c.srv.identity, settings: settings.JSON()}
+		c.w = &want{spec: &c.srv.spec, identity: c.srv.identity, settings: layer(c.srv.base, c.o).JSON()}
 	}
 	return c.w
 }
@@ -415,11 +415,7 @@ func (b *builder) object(base, o *config.Override) json.RawMessage {
 	if obj, ok := b.objects[k]; ok {
 		return obj
 	}
-	settings := base.Settings
-	if o != nil {
-		settings, _ = o.Layer(settings, false)
-	}
-	obj := settings.JSON()
+	obj := layer(base, o).JSON()
 	if c, ok := b.byBytes[string(obj)]; ok {
 		obj = c
 	} else {

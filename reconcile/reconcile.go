@@ -235,7 +235,7 @@ func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, er
 	}
 	r.warmKeys(ctx, keys, tasks, fresh)
 	tasks, items := r.adopt(ad, tasks)
-	r.prefill(ctx, r.viewPolicy(), items)
+	r.prefill(ctx, keys, items)
 	r.run(ctx, o, tasks)
 	if len(removed) > 0 {
 		r.smu.Lock()
@@ -249,9 +249,9 @@ func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, er
 
 // SetPolicy makes p the policy of every view, re-keying and re-projecting
 // each held view with it at once, on its binding's desired settings
-// ([view.View.SetPolicyWith]); later acquires use p too. No transport is touched. A view whose policy call fails fails
-// closed; its error is in the Summary. Summary.Refreshed counts the views
-// re-keyed.
+// ([view.View.SetPolicyWith]); later acquires use p too. No transport is
+// touched. A view whose policy call fails fails closed; its error is in
+// the Summary. Summary.Refreshed counts the views re-keyed.
 func (r *Reconciler) SetPolicy(ctx context.Context, p abi.Policy) (Summary, error) {
 	if p == nil {
 		return Summary{}, errors.New("reconcile: set policy: nil policy")
@@ -273,8 +273,8 @@ func (r *Reconciler) SetPolicy(ctx context.Context, p abi.Policy) (Summary, erro
 	// settings, and its binding the desired want.
 	var hs []*pool.Handle
 	var settings []json.RawMessage
+	var rebound []adoption
 	for name, s := range r.sessions {
-		var rebound []adoption
 		for server, b := range s.bindings {
 			if b.handle == nil {
 				continue
@@ -287,12 +287,8 @@ func (r *Reconciler) SetPolicy(ctx context.Context, p abi.Policy) (Summary, erro
 			hs = append(hs, b.handle)
 			settings = append(settings, w.settings)
 		}
-		r.smu.Lock()
-		for _, a := range rebound {
-			a.s.bindings[a.server] = &a.b
-		}
-		r.smu.Unlock()
 	}
+	r.publish(rebound)
 	// Every view re-keys and re-projects under p: one canonicalize call for
 	// the distinct settings and batched projections, as in Apply.
 	keys.warm(ctx, distinct(settings))
