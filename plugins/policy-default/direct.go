@@ -48,6 +48,7 @@ func projectBatchDirect(addr, n uint32) uint64 {
 // buffer of the last wasmhost_alloc, and returns where the answer (or the
 // refusal message) is.
 func answerDirect(fn func([]byte) ([]byte, error), addr, n uint32) uint64 {
+	defer yield() // the answer is held by directAnswer meanwhile
 	var out []byte
 	var err error
 	if addr != addressOf(directRequest) || int(n) > len(directRequest) {

@@ -19,6 +19,7 @@
 package main
 
 import (
+	"runtime"
 	"strconv"
 
 	"github.com/extism/go-pdk"
@@ -36,6 +37,7 @@ func main() {}
 //go:wasmexport handshake
 func handshake() int32 {
 	output([]byte(handshakeJSON))
+	yield()
 	return 0
 }
 
@@ -57,6 +59,7 @@ func projectBatch() int32 {
 // answer runs fn on the call's input and sets the call's output or error.
 func answer(fn func([]byte) ([]byte, error)) int32 {
 	out, err := fn(input())
+	defer yield()
 	if err != nil {
 		pdk.SetErrorString(err.Error())
 		return 1
@@ -64,3 +67,11 @@ func answer(fn func([]byte) ([]byte, error)) int32 {
 	output(out)
 	return 0
 }
+
+// yield ends every export. A Go reactor runs the runtime's own goroutines
+// (the garbage collector's mark workers and its sweeper) only while an
+// export runs and its goroutine yields. Without this the collector ran on
+// allocation assists alone, and after a few hundred large calls the heap
+// outgrew the memory cap and the plugin trapped with "out of memory" (see
+// TestGoPluginsReclaimMemory in host).
+func yield() { runtime.Gosched() }

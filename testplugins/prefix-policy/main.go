@@ -17,6 +17,7 @@ package main
 
 import (
 	"encoding/json"
+	"runtime"
 
 	"github.com/extism/go-pdk"
 	"github.com/wasmhost/wasmhost/testplugins/prefix-policy/internal/prefix"
@@ -38,7 +39,12 @@ func canonicalize() int32 { return answer(prefix.Canonicalize) }
 func project() int32 { return answer(prefix.Project) }
 
 // answer runs fn on the call's input and sets the call's output or error.
+// It yields before returning: a Go reactor runs the runtime's own
+// goroutines (the garbage collector's workers and sweeper) only when an
+// export's goroutine yields, and without them the heap can outgrow the
+// memory cap after a few hundred large calls.
 func answer(fn func([]byte) ([]byte, error)) int32 {
+	defer runtime.Gosched()
 	out, err := fn(pdk.Input())
 	if err != nil {
 		pdk.SetErrorString(err.Error())
