@@ -51,8 +51,9 @@
 // every binding is known healthy and settled on its desired binding, so
 // only changed ones get work: a session whose desired bindings did not
 // change gets none, and bindings whose settings moved to settings the
-// policy gives the same key (one canonicalize call for the distinct new
-// settings objects of the reload), on the same transport, are settled by
+// policy gives the same key (each distinct new settings object of the
+// reload canonicalized once, in calls made while the overrides are still
+// being compared), on the same transport, are settled by
 // that pair alone, without a look at their handles or views. Those views
 // keep their bytes, which mean the same under the current policy; the
 // desired binding holds the new bytes, which [Reconciler.SetPolicy] hands

@@ -175,8 +175,10 @@ type builder struct {
 	wants   map[wantKey]*want
 	objects map[[2]*config.Override]json.RawMessage // by base and override
 	byBytes map[string]json.RawMessage              // by contents
-	// fresh lists the settings objects first made by this builder.
+	// fresh lists the settings objects first made by this builder; made,
+	// when set, is told of each as it is made.
 	fresh []json.RawMessage
+	made  func(json.RawMessage)
 }
 
 type wantKey struct {
@@ -421,6 +423,9 @@ func (b *builder) object(base, o *config.Override) json.RawMessage {
 	} else {
 		b.byBytes[string(obj)] = obj
 		b.fresh = append(b.fresh, obj)
+		if b.made != nil {
+			b.made(obj)
+		}
 	}
 	b.objects[k] = obj
 	return obj

@@ -238,7 +238,7 @@ func TestWantsFollowConfigs(t *testing.T) {
 			cfg = m.config(t)
 		}
 		before := desiredOf(r)
-		deltas, _ := r.wants(cfg)
+		deltas, _ := r.wants(cfg, nil)
 		after := desiredOf(r)
 		require.Len(t, after, len(cfg.Sessions), "step %d", step)
 		for name, sess := range cfg.Sessions {

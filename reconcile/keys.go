@@ -19,9 +19,10 @@ const keyMemoEntries = 65536
 // A policy is a pure function of its input (abi/SPEC.md, "Determinism"), so
 // a remembered result is the one the policy would give again. Apply
 // canonicalizes every distinct settings object it is about to hand to views
-// in one call (warm), after which the views' own canonicalize calls are
-// answered from memory: a reload touching n views with k distinct settings
-// makes one canonicalize call of k settings, not n calls. Only successful
+// before the views need them (ahead, then warm), after which the views' own
+// canonicalize calls are answered from memory: a reload touching n views
+// with k distinct settings sends each of the k to the policy once, in a few
+// calls, not n calls. Only successful
 // results are remembered; per-item refusals and failed calls go to the
 // policy each time, so a view's error is always the policy's own. Project
 // calls pass through (views share projections through their entry's
@@ -119,4 +120,71 @@ func (m *keyMemo) lookup(settings json.RawMessage) (string, bool) {
 	defer m.mu.Unlock()
 	key, ok := m.keys[string(settings)]
 	return key, ok
+}
+
+// An ahead canonicalizes settings objects in the background while Apply is
+// still building wants: the builder hands over each settings object it
+// makes (add), and one goroutine canonicalizes whatever has arrived since
+// its last call, through the keyMemo, until Apply says it is done (wait).
+// The plugin call, the one part of an equivalent reload only the policy can
+// answer, then runs beside the comparison of every session's overrides
+// instead of after it. A settings object is sent once; the number of calls
+// depends on how the objects arrive, and is at most their number.
+type ahead struct {
+	keys *keyMemo
+	ctx  context.Context
+	wake chan struct{} // holds at most one token: something was added
+	done chan struct{} // closed when the goroutine has returned
+
+	mu       sync.Mutex
+	pending  []json.RawMessage
+	finished bool // wait was called: no more adds
+}
+
+// startAhead starts canonicalizing through keys what add hands over.
+func startAhead(ctx context.Context, keys *keyMemo) *ahead {
+	a := &ahead{keys: keys, ctx: ctx, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go a.run()
+	return a
+}
+
+// add queues settings, a settings object no earlier add queued.
+func (a *ahead) add(settings json.RawMessage) {
+	a.mu.Lock()
+	a.pending = append(a.pending, settings)
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// wait ends the adds and returns once everything added has been
+// canonicalized (or has failed: keyMemo.warm reports nothing, and views
+// then ask the policy themselves).
+func (a *ahead) wait() {
+	a.mu.Lock()
+	a.finished = true
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+	<-a.done
+}
+
+func (a *ahead) run() {
+	defer close(a.done)
+	for range a.wake {
+		a.mu.Lock()
+		batch, finished := a.pending, a.finished
+		a.pending = nil
+		a.mu.Unlock()
+		if len(batch) > 0 {
+			a.keys.warm(a.ctx, batch)
+		}
+		if finished {
+			return
+		}
+	}
 }

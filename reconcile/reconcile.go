@@ -196,18 +196,19 @@ func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, er
 	trusted := mark == r.mark
 	r.mark = mark
 
-	deltas, fresh := r.wants(cfg)
+	// The settings objects this reload builds are canonicalized while it
+	// builds them (see ahead), so that planning can settle the refreshes
+	// they leave equivalent on the spot (see adopter).
+	keys := r.viewPolicy()
+	early := startAhead(ctx, keys)
+	deltas, fresh := r.wants(cfg, early.add)
+	early.wait()
 	for name := range r.overlays {
 		if _, ok := r.inputs[name]; !ok {
 			delete(r.overlays, name)
 		}
 	}
 
-	// The settings objects this reload built are canonicalized in one
-	// call first, so that planning can settle the refreshes they leave
-	// equivalent on the spot (see adopter).
-	keys := r.viewPolicy()
-	keys.warm(ctx, fresh)
 	ad := r.newAdopter(o, keys, trusted)
 	var tasks []task
 	for _, name := range slices.Sorted(maps.Keys(deltas)) {
@@ -803,9 +804,11 @@ func (r *Reconciler) planChanges(tasks []task, s *session, name string, d delta,
 // and the session's override: the sessions built in one reload share the
 // want of each distinct pair, and equal settings objects share their bytes
 // (see builder). fresh lists the distinct settings objects this reload
-// made, which the policy may not know. r.mu is held.
-func (r *Reconciler) wants(cfg *config.Config) (deltas map[string]delta, fresh []json.RawMessage) {
+// made, which the policy may not know; made, when not nil, is told of
+// each as it is made. r.mu is held.
+func (r *Reconciler) wants(cfg *config.Config, made func(json.RawMessage)) (deltas map[string]delta, fresh []json.RawMessage) {
 	b := newBuilder()
+	b.made = made
 	for name, srv := range cfg.Servers {
 		in, same := b.server(r.servers[name], srv)
 		b.servers[name] = in
