@@ -59,6 +59,8 @@ var badCorpus = map[string][]string{
 	"type-excludetools-elem":   {`mcpServers.fs.excludeTools[0]: expected a string, got null`},
 	"type-disabled":            {`mcpServers.fs.disabled: expected a boolean, got a string`},
 	"type-pooled":              {`mcpServers.fs.pooled: expected a boolean, got a number`},
+	"type-protocol-version":    {`mcpServers.fs.protocolVersion: expected a string, got a number`},
+	"protocol-version-unknown": {`mcpServers.fs.protocolVersion: unsupported MCP protocol version "2024-01-01" (supported: 2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05)`},
 	"type-description":         {`mcpServers.fs.description: expected a string, got an array`},
 
 	// Every session field with a wrong type.
@@ -131,10 +133,11 @@ var badCorpus = map[string][]string{
 	"timeout-fraction":       {`mcpServers.fs.timeout: must be an integer from 0 to 2592000000 (milliseconds), got 1.5`},
 
 	// References between sessions and servers.
-	"override-unknown-server": {`sessions.a.overrides.nope: no server named "nope" in mcpServers`},
-	"override-transport-key":  {`sessions.a.overrides.fs.command: a session override may only set trust, includeTools, excludeTools, alwaysLoadTools and disabled; transport settings are shared by all sessions`},
-	"servers-unknown":         {`sessions.a.servers[1]: no server named "nope" in mcpServers`},
-	"servers-duplicate":       {`sessions.a.servers[1]: server "fs" is listed twice`},
+	"override-unknown-server":   {`sessions.a.overrides.nope: no server named "nope" in mcpServers`},
+	"override-transport-key":    {`sessions.a.overrides.fs.command: a session override may only set trust, includeTools, excludeTools, alwaysLoadTools and disabled; transport settings are shared by all sessions`},
+	"override-protocol-version": {`sessions.a.overrides.fs.protocolVersion: a session override may only set trust, includeTools, excludeTools, alwaysLoadTools and disabled; transport settings are shared by all sessions`},
+	"servers-unknown":           {`sessions.a.servers[1]: no server named "nope" in mcpServers`},
+	"servers-duplicate":         {`sessions.a.servers[1]: server "fs" is listed twice`},
 
 	// Tokens.
 	"token-missing":       {`sessions.a: expected exactly one of "token", "tokenFile" or "tokenEnv", found none`},

@@ -157,6 +157,13 @@ type Server struct {
 	Timeout time.Duration
 	// Pooled is true (the default) when sessions share one connection.
 	Pooled bool
+	// ProtocolVersion is the MCP protocol version wasmhost's client asks
+	// the server for ("protocolVersion"), one of
+	// mcp.SupportedProtocolVersions; empty means the go-sdk's choice: the
+	// newest version, falling back to the legacy initialize handshake
+	// with servers that do not speak it. It belongs to the transport, so
+	// sessions cannot override it.
+	ProtocolVersion string
 	// Disabled servers are never started. After Session.Effective it is
 	// the session's effective value.
 	Disabled bool
@@ -231,6 +238,9 @@ func (s Server) LogValue() slog.Value {
 	}
 	if len(s.Headers) > 0 {
 		attrs = append(attrs, slog.Any("headers", slices.Sorted(maps.Keys(s.Headers))))
+	}
+	if s.ProtocolVersion != "" {
+		attrs = append(attrs, slog.String("protocolVersion", s.ProtocolVersion))
 	}
 	attrs = append(attrs, slog.Bool("pooled", s.Pooled), slog.Bool("disabled", s.Disabled))
 	return slog.GroupValue(attrs...)

@@ -34,8 +34,11 @@
 // (streamable HTTP), plus "headers", "timeout" (milliseconds, 0 = transport
 // default), "description", the four session metadata settings "trust",
 // "alwaysLoadTools" (boolean or null) and "includeTools", "excludeTools"
-// (array of strings or null), and wasmhost's own "disabled" (default false)
-// and "pooled" (default true). The gemini-cli keys "oauth",
+// (array of strings or null), and wasmhost's own "disabled" (default false),
+// "pooled" (default true) and "protocolVersion" (the MCP protocol version
+// wasmhost's client asks the server for, one of the go-sdk's supported
+// versions; absent: the newest, with the go-sdk's fallback to the legacy
+// initialize handshake). The gemini-cli keys "oauth",
 // "authProviderType", "targetAudience", "targetServiceAccount", "tcp",
 // "type", "extensionName" and "extension" are accepted with a warning and
 // ignored. Values are used as written: unlike gemini-cli, wasmhost does not

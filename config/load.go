@@ -12,10 +12,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Load reads the config file at path and parses it with Parse, using the
@@ -347,6 +350,7 @@ var ignoredServerKeys = map[string]bool{
 var transportKeys = map[string]bool{
 	"command": true, "args": true, "env": true, "cwd": true, "url": true,
 	"httpUrl": true, "headers": true, "timeout": true, "pooled": true,
+	"protocolVersion": true,
 }
 
 // varRef matches what gemini-cli would expand as an environment variable.
@@ -466,6 +470,14 @@ func (l *loader) server(name string, n *node, path string) *Server {
 			}
 		case "pooled":
 			s.Pooled, _ = l.boolean(v, p)
+		case "protocolVersion":
+			if pv, ok := l.str(v, p); ok {
+				if versions := mcp.SupportedProtocolVersions(); slices.Contains(versions, pv) {
+					s.ProtocolVersion = pv
+				} else {
+					l.errorf(v, p, "unsupported MCP protocol version %q (supported: %s)", pv, strings.Join(versions, ", "))
+				}
+			}
 		case "disabled":
 			s.Disabled, _ = l.boolean(v, p)
 		case "description":

@@ -383,6 +383,14 @@ func TestParseInline(t *testing.T) {
 			},
 		},
 		{
+			name:  "protocol version",
+			input: `{"mcpServers": {"x": {"command": "c", "protocolVersion": "2025-11-25"}, "y": {"command": "c"}}, "sessions": {"a": {"token": "0123456789abcdef"}}}`,
+			check: func(t *testing.T, cfg *Config) {
+				assert.Equal(t, "2025-11-25", cfg.Servers["x"].ProtocolVersion)
+				assert.Empty(t, cfg.Servers["y"].ProtocolVersion, "the go-sdk's choice")
+			},
+		},
+		{
 			name:  "odd server names",
 			input: `{"mcpServers": {"my server.v2": {"command": "c"}, "é": {"command": "c"}}, "sessions": {"a": {"token": "0123456789abcdef", "overrides": {"my server.v2": {"disabled": true}}}}}`,
 			check: func(t *testing.T, cfg *Config) {

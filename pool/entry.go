@@ -263,7 +263,11 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 		ResourceListChangedHandler:  func(context.Context, *mcp.ResourceListChangedRequest) { e.listChanged(gen, kindResources) },
 		ProgressNotificationHandler: e.pool.progress,
 	})
-	cs, err := client.Connect(ctx, t, nil)
+	var opts *mcp.ClientSessionOptions
+	if e.spec.ProtocolVersion != "" {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: e.spec.ProtocolVersion}
+	}
+	cs, err := client.Connect(ctx, t, opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w", e.id, err)
 	}

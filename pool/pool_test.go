@@ -52,6 +52,7 @@ func TestFingerprint(t *testing.T) {
 		"unpooled":     func(s *pool.Spec) { s.Pooled = false },
 		"http":         func(s *pool.Spec) { s.Command, s.HTTPURL = "", "https://h/mcp" },
 		"headers":      func(s *pool.Spec) { s.Headers = map[string]string{"A": "b"} },
+		"protocol":     func(s *pool.Spec) { s.ProtocolVersion = "2025-11-25" },
 	}
 	seen := map[string]string{fp: "base"}
 	for name, mutate := range differ {
@@ -63,6 +64,9 @@ func TestFingerprint(t *testing.T) {
 		seen[got] = name
 	}
 	assert.Equal(t, fp, base.Fingerprint(), "mutating clones left base alone")
+	// The fingerprint of a spec that sets no protocol version is the one it
+	// had before Spec.ProtocolVersion existed.
+	assert.Equal(t, "fs::489fd2b7b73e1277efb5413c0b7dd3a2a731ccf071b8335f97f43de155055496", fp)
 
 	// Metadata settings and display fields are not transport identity.
 	cfgA := &config.Server{Name: "fs", Command: "srv", Args: []string{"a"}, Pooled: true,
@@ -71,6 +75,49 @@ func TestFingerprint(t *testing.T) {
 	cfgB.Description = "two"
 	cfgB.Settings = config.Settings{IncludeTools: json.RawMessage(`[]`), AlwaysLoadTools: json.RawMessage(`true`)}
 	assert.Equal(t, pool.FromConfig(cfgA).Fingerprint(), pool.FromConfig(cfgB).Fingerprint())
+}
+
+// TestSpecProtocolVersion: a spec's ProtocolVersion is what the pool's
+// client asks the upstream for. Pinned to 2025-11-25, the connection opens
+// with the initialize handshake of that version; left empty, the go-sdk
+// first tries the newer server/discover, which this upstream answers.
+func TestSpecProtocolVersion(t *testing.T) {
+	for _, tc := range []struct{ version, first string }{
+		{"", "server/discover"},
+		{"2025-11-25", "initialize"},
+	} {
+		t.Run("version="+tc.version, func(t *testing.T) {
+			u := newUpstream(t, "fs", "read")
+			var mu sync.Mutex
+			var methods []string
+			var asked string // the version of an initialize request
+			u.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+				return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+					mu.Lock()
+					methods = append(methods, method)
+					if params, ok := req.GetParams().(*mcp.InitializeParams); ok {
+						asked = params.ProtocolVersion
+					}
+					mu.Unlock()
+					return next(ctx, method, req)
+				}
+			})
+			e := newEnv(t, pool.Options{}, u)
+			spec := stdioSpec("fs")
+			spec.ProtocolVersion = tc.version
+			h := e.acquire(spec, "alice", `{}`, viewtest.NewRegistry())
+			mu.Lock()
+			require.NotEmpty(t, methods)
+			assert.Equal(t, tc.first, methods[0])
+			if tc.version != "" {
+				assert.Equal(t, tc.version, asked)
+			}
+			mu.Unlock()
+			res, err := h.Session().CallTool(context.Background(), &mcp.CallToolParams{Name: "read"})
+			require.NoError(t, err)
+			assert.False(t, res.IsError)
+		})
+	}
 }
 
 func TestSpecStringHidesSecrets(t *testing.T) {

@@ -41,6 +41,10 @@ type Spec struct {
 	// zero value is unpooled; the config loader already defaults
 	// config.Server.Pooled to true, which FromConfig carries over.
 	Pooled bool
+	// ProtocolVersion is the MCP protocol version the pool's client asks
+	// for (mcp.ClientSessionOptions.ProtocolVersion); empty means the
+	// go-sdk's default.
+	ProtocolVersion string
 }
 
 // FromConfig returns the transport identity of a config server entry,
@@ -57,6 +61,8 @@ func FromConfig(s *config.Server) Spec {
 		Headers: s.Headers,
 		Timeout: s.Timeout,
 		Pooled:  s.Pooled,
+
+		ProtocolVersion: s.ProtocolVersion,
 	}.Clone()
 }
 
@@ -119,6 +125,9 @@ type fingerprintForm struct {
 	Headers   [][2]string `json:"headers"`
 	Timeout   int64       `json:"timeoutNanos"`
 	Pooled    bool        `json:"pooled"`
+	// ProtocolVersion is left out when empty, so that specs without one
+	// keep the fingerprints they had before it existed.
+	ProtocolVersion string `json:"protocolVersion,omitempty"`
 }
 
 func sortedPairs(m map[string]string) [][2]string {
@@ -153,6 +162,8 @@ func (s Spec) Fingerprint() string {
 		Headers:   sortedPairs(s.Headers),
 		Timeout:   int64(s.Timeout),
 		Pooled:    s.Pooled,
+
+		ProtocolVersion: s.ProtocolVersion,
 	})
 	if err != nil {
 		// Strings, string slices, ints and bools always marshal.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -36,6 +37,10 @@ type dataPath struct {
 // stdin and stdout, as wasmhost reaches most servers.
 type upstreamKind string
 
+// pinnedProtocol is the protocol version of BenchmarkToolCall's pinned path:
+// the newest one without the per-request _meta block.
+const pinnedProtocol = "2025-11-25"
+
 // stdioServer is the config entry of the stdio upstream.
 func stdioServer() string {
 	return fmt.Sprintf(`{"command":%q,"env":{%q:"1"}}`, os.Args[0], demoserver.ChildEnv)
@@ -53,7 +58,10 @@ func (k upstreamKind) call() (tool string, args map[string]any, want string) {
 // session's own pool handle, with the pool and reconciler in between) and
 // connects a client to it over in-memory transports. The session uses one
 // server, reached as kind says.
-func wasmhostPath(tb testing.TB, kind upstreamKind, policy *CountingPolicy) *dataPath {
+// wasmhostPath reaches an upstream of the given kind through a wasmhost
+// session; protocol, when not empty, is the server entry's
+// "protocolVersion" (the version the pool's client asks the upstream for).
+func wasmhostPath(tb testing.TB, kind upstreamKind, policy *CountingPolicy, protocol string) *dataPath {
 	tb.Helper()
 	ctx := context.Background()
 	var w *World
@@ -73,12 +81,20 @@ func wasmhostPath(tb testing.TB, kind upstreamKind, policy *CountingPolicy) *dat
 	topo := Topology{Sessions: 1, Servers: 1, ToolsPerServer: 10}
 	var cfg *config.Config
 	var err error
+	var pin json.RawMessage // extra keys of the server entry
+	if protocol != "" {
+		pin = json.RawMessage(fmt.Sprintf(`{"protocolVersion":%q}`, protocol))
+	}
 	if kind == "stdio" {
 		opts.Dialer = pool.DefaultDialer
-		data := fmt.Sprintf(`{"mcpServers":{%q:%s},"sessions":{%q:{"token":"token-for-the-data-path-0123"}}}`, ServerName(0), stdioServer(), SessionName(0))
+		entry := stdioServer()
+		if pin != nil {
+			entry = entry[:len(entry)-1] + "," + string(pin[1:])
+		}
+		data := fmt.Sprintf(`{"mcpServers":{%q:%s},"sessions":{%q:{"token":"token-for-the-data-path-0123"}}}`, ServerName(0), entry, SessionName(0))
 		cfg, _, err = config.Parse("bench.json", []byte(data), func(string) (string, bool) { return "", false }, nil)
 	} else {
-		cfg, err = topo.Config(nil, nil)
+		cfg, err = topo.Config(pin, nil)
 	}
 	require.NoError(tb, err)
 	w = NewWorld(topo, policy, opts)
@@ -141,19 +157,25 @@ func (d *dataPath) call(ctx context.Context) error {
 // wasmhost's forwarding plus one more MCP hop against one hop, the worst
 // case; with upstream=stdio the upstream is a real subprocess. It reports
 // the latency percentiles of single calls; the wasmhost side also checks
-// that no policy call is made on the call path.
+// that no policy call is made on the call path. The path wasmhost-2025-11-25
+// is wasmhost with the server entry's "protocolVersion" pinned to
+// 2025-11-25, for context: the default is the go-sdk's newest protocol.
 func BenchmarkToolCall(b *testing.B) {
 	for _, kind := range []upstreamKind{"memory", "stdio"} {
-		for _, path := range []string{"wasmhost", "direct"} {
+		for _, path := range []string{"wasmhost", "direct", "wasmhost-" + pinnedProtocol} {
 			b.Run(fmt.Sprintf("upstream=%s/%s", kind, path), func(b *testing.B) {
 				ctx := context.Background()
 				var d *dataPath
 				var policy *CountingPolicy
-				if path == "wasmhost" {
+				switch path {
+				case "wasmhost":
 					policy = Count(wasmPolicy(b))
-					d = wasmhostPath(b, kind, policy)
-				} else {
+					d = wasmhostPath(b, kind, policy, "")
+				case "direct":
 					d = directPath(b, kind)
+				default:
+					policy = Count(wasmPolicy(b))
+					d = wasmhostPath(b, kind, policy, pinnedProtocol)
 				}
 				defer d.close()
 				for range 100 { // warm up both ends
@@ -192,7 +214,7 @@ func BenchmarkToolCall(b *testing.B) {
 func TestToolCallPaths(t *testing.T) {
 	ctx := context.Background()
 	for _, kind := range []upstreamKind{"memory", "stdio"} {
-		for _, d := range []*dataPath{wasmhostPath(t, kind, Count(wasmPolicy(t))), directPath(t, kind)} {
+		for _, d := range []*dataPath{wasmhostPath(t, kind, Count(wasmPolicy(t)), ""), wasmhostPath(t, kind, Count(wasmPolicy(t)), pinnedProtocol), directPath(t, kind)} {
 			require.NoError(t, d.call(ctx), "upstream=%s, tool %s", kind, d.tool)
 			d.close()
 		}
