@@ -22,12 +22,12 @@ const keyMemoEntries = 65536
 // before the views need them (ahead, then warm), after which the views' own
 // canonicalize calls are answered from memory: a reload touching n views
 // with k distinct settings sends each of the k to the policy once, in a few
-// calls, not n calls. Only successful
-// results are remembered; per-item refusals and failed calls go to the
-// policy each time, so a view's error is always the policy's own. Project
-// calls pass through (views share projections through their entry's
-// view.Memo). A keyMemo is used by pointer, so views sharing it share
-// projections; a policy swap makes a new one.
+// calls, not n calls. Only successful results are remembered; per-item
+// refusals and failed calls go to the policy each time, so a view's error
+// is always the policy's own. Project calls pass through (views share
+// projections through their entry's view.Memo). A keyMemo is used by
+// pointer, so views sharing it share projections; a policy swap makes a new
+// one.
 type keyMemo struct {
 	abi.Policy
 
@@ -173,6 +173,8 @@ func (a *ahead) wait() {
 	<-a.done
 }
 
+// run is the goroutine: at each wake it canonicalizes what is pending, and
+// returns after the wake that wait sends.
 func (a *ahead) run() {
 	defer close(a.done)
 	for range a.wake {
