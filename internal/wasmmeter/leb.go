@@ -1,5 +1,7 @@
 package wasmmeter
 
+import "encoding/binary"
+
 // readU32 decodes an unsigned LEB128 u32 at b[p:] with wazero's rules (at
 // most 5 bytes, no bits past the 32nd) and returns it with its width, or a
 // width of 0 if it is truncated or malformed.
@@ -84,13 +86,7 @@ func sizeU32(v uint32) int {
 }
 
 // appendU32 appends the minimal LEB128 encoding of v.
-func appendU32(b []byte, v uint32) []byte {
-	for v >= 0x80 {
-		b = append(b, byte(v)|0x80)
-		v >>= 7
-	}
-	return append(b, byte(v))
-}
+func appendU32(b []byte, v uint32) []byte { return binary.AppendUvarint(b, uint64(v)) }
 
 // appendU32Width appends v encoded in w bytes (padded), or minimally if it
 // does not fit in w bytes. Keeping the width of the input's encoding keeps
@@ -114,16 +110,4 @@ func putU32(b []byte, v uint32) {
 		v >>= 7
 	}
 	b[len(b)-1] = byte(v)
-}
-
-// appendS32 appends the minimal signed LEB128 encoding of v.
-func appendS32(b []byte, v int32) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
 }

@@ -69,6 +69,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/wasmhost/wasmhost/internal/leb128"
 )
 
 const (
@@ -735,25 +737,20 @@ func (r *rewriter) emitGlobals(s *section, budget int32) error {
 	mark := r.openSection(secGlobal, oldSize)
 	r.out = appendU32(r.out, cnt+1)
 	if s != nil {
-		in := r.in[:s.end]
-		_, n := readU32(in, s.body)
-		p := s.body + n
-		for i := uint32(0); i < cnt; i++ {
+		_, err := r.scanVec(*s, func(in []byte, _ uint32, p int) (int, error) {
 			q, err := r.scanGlobalType(in, p)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			r.out = append(r.out, in[p:q]...)
-			if p, err = r.constExpr(in, q); err != nil {
-				return err
-			}
-		}
-		if p != s.end {
-			return r.malformed(p, "global section has %d trailing bytes", s.end-p)
+			return r.constExpr(in, q)
+		})
+		if err != nil {
+			return err
 		}
 	}
 	r.out = append(r.out, 0x7f, 0x01, 0x41)
-	r.out = appendS32(r.out, budget)
+	r.out = leb128.AppendInt(r.out, int64(budget))
 	r.out = append(r.out, 0x0b)
 	r.closeSection(mark)
 	return nil
@@ -838,49 +835,52 @@ func (r *rewriter) appendFunc(f uint32, w, off int) error {
 
 // emitExports renumbers function exports.
 func (r *rewriter) emitExports(s section) error {
-	in := r.in[:s.end]
 	mark := r.openSection(secExport, s.end-s.body)
-	cnt, n := readU32(in, s.body)
-	if n == 0 {
-		return r.malformed(s.body, "bad export count")
-	}
-	r.out = append(r.out, in[s.body:s.body+n]...)
-	p := s.body + n
-	for i := uint32(0); i < cnt; i++ {
+	err := r.copyVec(s, func(in []byte, i uint32, p int) (int, error) {
 		_, q, ok := readName(in, p)
 		if !ok || q >= len(in) {
-			return r.malformed(p, "bad name of export %d", i)
+			return 0, r.malformed(p, "bad name of export %d", i)
 		}
 		kind := in[q]
 		idx, n := readU32(in, q+1)
 		if n == 0 {
-			return r.malformed(q+1, "bad index of export %d", i)
+			return 0, r.malformed(q+1, "bad index of export %d", i)
 		}
 		r.out = append(r.out, in[p:q+1]...)
 		switch kind {
 		case 0x00:
 			if err := r.appendFunc(idx, n, q+1); err != nil {
-				return err
+				return 0, err
 			}
 		case 0x03:
 			if idx >= r.nGlobals {
-				return r.malformed(q+1, "export %d of global %d out of range", i, idx)
+				return 0, r.malformed(q+1, "export %d of global %d out of range", i, idx)
 			}
 			r.out = append(r.out, in[q+1:q+1+n]...)
 		case 0x01, 0x02:
 			r.out = append(r.out, in[q+1:q+1+n]...)
 		case 0x04:
-			return r.unsupported(q, "tag export (exception handling)")
+			return 0, r.unsupported(q, "tag export (exception handling)")
 		default:
-			return r.malformed(q, "export %d has kind %#x", i, kind)
+			return 0, r.malformed(q, "export %d has kind %#x", i, kind)
 		}
-		p = q + 1 + n
-	}
-	if p != s.end {
-		return r.malformed(p, "export section has %d trailing bytes", s.end-p)
+		return q + 1 + n, nil
+	})
+	if err != nil {
+		return err
 	}
 	r.closeSection(mark)
 	return nil
+}
+
+// copyVec copies the element count of section s, a vector, to the output
+// and then reads its elements as scanVec does; item writes each element.
+func (r *rewriter) copyVec(s section, item func(in []byte, i uint32, p int) (int, error)) error {
+	if _, n := readU32(r.in[:s.end], s.body); n > 0 {
+		r.out = append(r.out, r.in[s.body:s.body+n]...)
+	}
+	_, err := r.scanVec(s, item)
+	return err
 }
 
 // emitStart renumbers the start function.
@@ -901,23 +901,16 @@ func (r *rewriter) emitStart(s section) error {
 // emitElements renumbers the function indices and ref.func expressions of
 // element segments, in each of their eight encodings.
 func (r *rewriter) emitElements(s section) error {
-	in := r.in[:s.end]
 	mark := r.openSection(secElement, s.end-s.body)
-	cnt, n := readU32(in, s.body)
-	if n == 0 {
-		return r.malformed(s.body, "bad element segment count")
-	}
-	r.out = append(r.out, in[s.body:s.body+n]...)
-	p := s.body + n
-	var err error
-	for i := uint32(0); i < cnt; i++ {
+	err := r.copyVec(s, func(in []byte, i uint32, p int) (int, error) {
+		var err error
 		at := p
 		flags, n := readU32(in, p)
 		if n == 0 {
-			return r.malformed(p, "bad flags of element segment %d", i)
+			return 0, r.malformed(p, "bad flags of element segment %d", i)
 		}
 		if flags > 7 {
-			return r.unsupported(p, "element segment %d has flags %d", i, flags)
+			return 0, r.unsupported(p, "element segment %d has flags %d", i, flags)
 		}
 		r.out = append(r.out, in[p:p+n]...)
 		p += n
@@ -925,7 +918,7 @@ func (r *rewriter) emitElements(s section) error {
 		if flags&3 == 2 {
 			_, n := readU32(in, p)
 			if n == 0 {
-				return r.malformed(p, "bad table index of element segment %d", i)
+				return 0, r.malformed(p, "bad table index of element segment %d", i)
 			}
 			r.out = append(r.out, in[p:p+n]...)
 			p += n
@@ -933,27 +926,27 @@ func (r *rewriter) emitElements(s section) error {
 		// Bit 0 clear: active, with an offset expression.
 		if flags&1 == 0 {
 			if p, err = r.constExpr(in, p); err != nil {
-				return err
+				return 0, err
 			}
 		}
 		// Flags 1, 2, 3 and 5, 6, 7: an element kind or reference type.
 		if flags&3 != 0 {
 			if p >= len(in) {
-				return r.malformed(at, "element segment %d truncated", i)
+				return 0, r.malformed(at, "element segment %d truncated", i)
 			}
 			b := in[p]
 			if flags&4 == 0 && b != 0x00 {
-				return r.malformed(p, "element segment %d has element kind %#x", i, b)
+				return 0, r.malformed(p, "element segment %d has element kind %#x", i, b)
 			}
 			if flags&4 != 0 && b != 0x70 && b != 0x6f {
-				return r.unsupported(p, "element segment %d has reference type %#x", i, b)
+				return 0, r.unsupported(p, "element segment %d has reference type %#x", i, b)
 			}
 			r.out = append(r.out, b)
 			p++
 		}
 		items, n := readU32(in, p)
 		if n == 0 {
-			return r.malformed(p, "bad item count of element segment %d", i)
+			return 0, r.malformed(p, "bad item count of element segment %d", i)
 		}
 		r.out = append(r.out, in[p:p+n]...)
 		p += n
@@ -961,19 +954,20 @@ func (r *rewriter) emitElements(s section) error {
 			if flags&4 == 0 {
 				f, n := readU32(in, p)
 				if n == 0 {
-					return r.malformed(p, "bad function index in element segment %d", i)
+					return 0, r.malformed(p, "bad function index in element segment %d", i)
 				}
 				if err := r.appendFunc(f, n, p); err != nil {
-					return err
+					return 0, err
 				}
 				p += n
 			} else if p, err = r.constExpr(in, p); err != nil {
-				return err
+				return 0, err
 			}
 		}
-	}
-	if p != s.end {
-		return r.malformed(p, "element section has %d trailing bytes", s.end-p)
+		return p, nil
+	})
+	if err != nil {
+		return err
 	}
 	r.closeSection(mark)
 	return nil

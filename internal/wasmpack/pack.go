@@ -18,6 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/wasmhost/wasmhost/internal/leb128"
 )
 
 // DefaultGap is the longest run of zeros Pack writes out to join two
@@ -242,7 +244,7 @@ func writeData(segs []segment) []byte {
 	b = binary.AppendUvarint(b, uint64(len(segs)))
 	for _, s := range segs {
 		b = append(b, 0, opI32Const)
-		b = appendSleb(b, int64(int32(s.offset)))
+		b = leb128.AppendInt(b, int64(int32(s.offset)))
 		b = append(b, opEnd)
 		b = binary.AppendUvarint(b, uint64(len(s.data)))
 		b = append(b, s.data...)
@@ -298,15 +300,4 @@ func sleb32(p []byte, pos int) (int32, int, error) {
 		}
 	}
 	return 0, 0, fmt.Errorf("%w: bad signed LEB128 number at byte %d", ErrMalformed, pos)
-}
-
-func appendSleb(b []byte, v int64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
 }
