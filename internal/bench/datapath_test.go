@@ -41,9 +41,14 @@ type upstreamKind string
 // the newest one without the per-request _meta block.
 const pinnedProtocol = "2025-11-25"
 
-// stdioServer is the config entry of the stdio upstream.
-func stdioServer() string {
-	return fmt.Sprintf(`{"command":%q,"env":{%q:"1"}}`, os.Args[0], demoserver.ChildEnv)
+// stdioServer is the config entry of the stdio upstream; protocol, when
+// not empty, is its "protocolVersion".
+func stdioServer(protocol string) string {
+	entry := fmt.Sprintf(`{"command":%q,"env":{%q:"1"}`, os.Args[0], demoserver.ChildEnv)
+	if protocol != "" {
+		entry += fmt.Sprintf(`,"protocolVersion":%q`, protocol)
+	}
+	return entry + "}"
 }
 
 func (k upstreamKind) call() (tool string, args map[string]any, want string) {
@@ -81,20 +86,16 @@ func wasmhostPath(tb testing.TB, kind upstreamKind, policy *CountingPolicy, prot
 	topo := Topology{Sessions: 1, Servers: 1, ToolsPerServer: 10}
 	var cfg *config.Config
 	var err error
-	var pin json.RawMessage // extra keys of the server entry
-	if protocol != "" {
-		pin = json.RawMessage(fmt.Sprintf(`{"protocolVersion":%q}`, protocol))
-	}
 	if kind == "stdio" {
 		opts.Dialer = pool.DefaultDialer
-		entry := stdioServer()
-		if pin != nil {
-			entry = entry[:len(entry)-1] + "," + string(pin[1:])
-		}
-		data := fmt.Sprintf(`{"mcpServers":{%q:%s},"sessions":{%q:{"token":"token-for-the-data-path-0123"}}}`, ServerName(0), entry, SessionName(0))
+		data := fmt.Sprintf(`{"mcpServers":{%q:%s},"sessions":{%q:{"token":"token-for-the-data-path-0123"}}}`, ServerName(0), stdioServer(protocol), SessionName(0))
 		cfg, _, err = config.Parse("bench.json", []byte(data), func(string) (string, bool) { return "", false }, nil)
 	} else {
-		cfg, err = topo.Config(pin, nil)
+		var extra json.RawMessage // keys added to the server entry
+		if protocol != "" {
+			extra = json.RawMessage(fmt.Sprintf(`{"protocolVersion":%q}`, protocol))
+		}
+		cfg, err = topo.Config(extra, nil)
 	}
 	require.NoError(tb, err)
 	w = NewWorld(topo, policy, opts)
