@@ -114,25 +114,56 @@ func wasmhostPath(tb testing.TB, kind upstreamKind, policy *CountingPolicy, prot
 	}}
 }
 
+// upstreamTransport returns a transport to a new upstream of the given
+// kind, as the direct and proxy paths reach it.
+func upstreamTransport(tb testing.TB, kind upstreamKind) mcp.Transport {
+	tb.Helper()
+	if kind == "stdio" {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), demoserver.ChildEnv+"=1")
+		return &mcp.CommandTransport{Command: cmd}
+	}
+	t, err := NewUpstream(ServerName(0), 10).Transport(context.Background())
+	require.NoError(tb, err)
+	return t
+}
+
 // directPath connects a go-sdk client straight to an upstream of the same
 // kind as wasmhostPath reaches.
 func directPath(tb testing.TB, kind upstreamKind) *dataPath {
 	tb.Helper()
-	ctx := context.Background()
-	var t mcp.Transport
-	if kind == "stdio" {
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), demoserver.ChildEnv+"=1")
-		t = &mcp.CommandTransport{Command: cmd}
-	} else {
-		var err error
-		t, err = NewUpstream(ServerName(0), 10).Transport(ctx)
-		require.NoError(tb, err)
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench-client", Version: "1"}, nil).Connect(ctx, t, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench-client", Version: "1"}, nil).Connect(context.Background(), upstreamTransport(tb, kind), nil)
 	require.NoError(tb, err)
 	tool, args, want := kind.call()
 	return &dataPath{cs: cs, tool: tool, args: args, want: want, close: func() { _ = cs.Close() }}
+}
+
+// proxyPath puts the thinnest proxy the go-sdk allows between a client and
+// an upstream of the given kind: a go-sdk server whose one tool hands each
+// call's raw arguments to a go-sdk client connected to the upstream, and
+// hands back its result. It has none of wasmhost (no pool, policy, views,
+// routing or _meta filtering), so it measures what the extra MCP hop costs
+// by itself: the floor of any proxy built on the go-sdk.
+func proxyPath(tb testing.TB, kind upstreamKind) *dataPath {
+	tb.Helper()
+	ctx := context.Background()
+	up, err := mcp.NewClient(&mcp.Implementation{Name: "bench-proxy", Version: "1"}, nil).Connect(ctx, upstreamTransport(tb, kind), nil)
+	require.NoError(tb, err)
+	tool, args, want := kind.call()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "bench-proxy", Version: "1"}, &mcp.ServerOptions{Logger: quiet})
+	srv.AddTool(&mcp.Tool{Name: tool, InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return up.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: req.Params.Arguments})
+	})
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	require.NoError(tb, err)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench-client", Version: "1"}, nil).Connect(ctx, ct, nil)
+	require.NoError(tb, err)
+	return &dataPath{cs: cs, tool: tool, args: args, want: want, close: func() {
+		_ = cs.Close()
+		_ = ss.Wait()
+		_ = up.Close()
+	}}
 }
 
 func (d *dataPath) call(ctx context.Context) error {
@@ -158,12 +189,14 @@ func (d *dataPath) call(ctx context.Context) error {
 // wasmhost's forwarding plus one more MCP hop against one hop, the worst
 // case; with upstream=stdio the upstream is a real subprocess. It reports
 // the latency percentiles of single calls; the wasmhost side also checks
-// that no policy call is made on the call path. The path wasmhost-2025-11-25
-// is wasmhost with the server entry's "protocolVersion" pinned to
-// 2025-11-25, for context: the default is the go-sdk's newest protocol.
+// that no policy call is made on the call path. The path proxy is the
+// thinnest go-sdk proxy (proxyPath), the floor any proxy on the go-sdk
+// starts from. The path wasmhost-2025-11-25 is wasmhost with the server
+// entry's "protocolVersion" pinned to 2025-11-25, for context: the default
+// is the go-sdk's newest protocol.
 func BenchmarkToolCall(b *testing.B) {
 	for _, kind := range []upstreamKind{"memory", "stdio"} {
-		for _, path := range []string{"wasmhost", "direct", "wasmhost-" + pinnedProtocol} {
+		for _, path := range []string{"wasmhost", "direct", "proxy", "wasmhost-" + pinnedProtocol} {
 			b.Run(fmt.Sprintf("upstream=%s/%s", kind, path), func(b *testing.B) {
 				ctx := context.Background()
 				var d *dataPath
@@ -174,6 +207,8 @@ func BenchmarkToolCall(b *testing.B) {
 					d = wasmhostPath(b, kind, policy, "")
 				case "direct":
 					d = directPath(b, kind)
+				case "proxy":
+					d = proxyPath(b, kind)
 				default:
 					policy = Count(wasmPolicy(b))
 					d = wasmhostPath(b, kind, policy, pinnedProtocol)
@@ -215,7 +250,7 @@ func BenchmarkToolCall(b *testing.B) {
 func TestToolCallPaths(t *testing.T) {
 	ctx := context.Background()
 	for _, kind := range []upstreamKind{"memory", "stdio"} {
-		for _, d := range []*dataPath{wasmhostPath(t, kind, Count(wasmPolicy(t)), ""), wasmhostPath(t, kind, Count(wasmPolicy(t)), pinnedProtocol), directPath(t, kind)} {
+		for _, d := range []*dataPath{wasmhostPath(t, kind, Count(wasmPolicy(t)), ""), wasmhostPath(t, kind, Count(wasmPolicy(t)), pinnedProtocol), directPath(t, kind), proxyPath(t, kind)} {
 			require.NoError(t, d.call(ctx), "upstream=%s, tool %s", kind, d.tool)
 			d.close()
 		}

@@ -308,7 +308,19 @@ func render(m machine, r *results, rounds int, rawPath string) string {
 		s("| %s | %s | %s | %s | %s / %s (+%s) | %s / %s (+%s) |\n", kind, r.durOf(t), r.durOf(d), fmtRatio(q, ok),
 			dur(pw), dur(pd), dur(pw-pd), dur(qw), dur(qd), dur(qw-qd))
 		if kind == "stdio" {
-			s("\nWhat limits it: a session adds a whole MCP hop (a second go-sdk client and server, each encoding and decoding every message: a direct call allocates %s, mostly in go-sdk v1.8.0's JSON decoding, and a call through wasmhost twice that). "+
+			s("\nThe floor for any proxy built on the go-sdk: `BenchmarkToolCall/upstream=*/proxy` puts the thinnest one between the client and the upstream " +
+				"(a go-sdk server whose one tool passes each call's raw arguments to a go-sdk client of the upstream and returns its result; no pool, policy, routing or `_meta` filtering). ")
+			for i, k := range []string{"memory", "stdio"} {
+				p, okp := r.ratio("BenchmarkToolCall/upstream="+k+"/proxy", "BenchmarkToolCall/upstream="+k+"/direct", "ns/op", true)
+				w, okw := r.ratio("BenchmarkToolCall/upstream="+k+"/wasmhost", "BenchmarkToolCall/upstream="+k+"/proxy", "ns/op", true)
+				with, sep := "With", "; "
+				if i == 1 {
+					with, sep = "with", ".\n\n"
+				}
+				s("%s upstream=%s it reaches %s of direct, allocating %s per call (wasmhost %s), and wasmhost makes %s of its calls per second%s",
+					with, k, fmtRatio(p, okp), kib(r.num("BenchmarkToolCall/upstream="+k+"/proxy", "B/op")), kib(r.num("BenchmarkToolCall/upstream="+k+"/wasmhost", "B/op")), fmtRatio(w, okw), sep)
+			}
+			s("What limits it: a session adds a whole MCP hop (a second go-sdk client and server, each encoding and decoding every message: a direct call allocates %s, mostly in go-sdk v1.8.0's JSON decoding, and a call through wasmhost twice that). "+
 				"wasmhost's own work per call (the endpoint's route lookup, the handle's connection lookup, copying `_meta`) is about 0.3%% of a CPU profile split by leg; no policy or wasm code runs. "+
 				"The JSON library the go-sdk decodes with (segmentio/encoding/json) allocates and clears a fresh 32 KiB buffer for every value it decodes, "+
 				"and the go-sdk decodes each message two or three times (a batch is tried first), each tool-call request three more times to check the `_meta` block "+
@@ -323,7 +335,7 @@ func render(m machine, r *results, rounds int, rawPath string) string {
 			s("An operator can pin the protocol version the pool's client asks an upstream for, per server (`\"protocolVersion\"` in the server entry, config/doc.go). "+
 				"Pinned to 2025-11-25, which has no per-request `_meta` block, the upstream link skips those three decodes per call: "+
 				"`BenchmarkToolCall/upstream=*/wasmhost-2025-11-25` measured %s (memory) and %s (stdio) of direct, for context. "+
-				"It is not the default, and g is reported on the default: the go-sdk's newest protocol, which carries each request's client capabilities and is the only one some servers speak.\n\n",
+				"It is not the default, and g is reported on the default: the go-sdk's newest protocol, whose requests each carry the protocol version and client capabilities, so that an upstream serving them keeps no state per connection (an HTTP upstream may hand one pooled connection's calls to any of its replicas).\n\n",
 				fmtRatio(pm, okm), fmtRatio(ps, oks))
 		}
 	}
