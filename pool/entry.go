@@ -64,6 +64,11 @@ type Entry struct {
 	memo     *view.Memo
 	log      *slog.Logger
 	timeout  time.Duration
+	// stop ends when the entry closes (closeLocked calls halt). Every
+	// connection attempt runs under it, so closing the entry, or the pool,
+	// abandons a dial or handshake in progress.
+	stop context.Context
+	halt context.CancelFunc
 
 	// fanMu serialises what reaches views in order: fan-outs, first applies
 	// of new views, the hold at a restart's start, the withdrawal at failure.
@@ -98,6 +103,7 @@ func (p *Pool) newEntry(id string, spec Spec, identity string) *Entry {
 	if timeout <= 0 {
 		timeout = p.timeout
 	}
+	stop, halt := context.WithCancel(context.Background())
 	return &Entry{
 		pool:     p,
 		id:       id,
@@ -106,6 +112,8 @@ func (p *Pool) newEntry(id string, spec Spec, identity string) *Entry {
 		memo:     view.NewMemo(),
 		log:      p.log.With("entry", id),
 		timeout:  timeout,
+		stop:     stop,
+		halt:     halt,
 		state:    StateConnecting,
 		changed:  make(chan struct{}),
 		handles:  make(map[*Handle]struct{}),
@@ -227,6 +235,7 @@ func (e *Entry) closeLocked(cause error) *mcp.ClientSession {
 		e.err = cause
 	}
 	e.setState(StateClosed)
+	e.halt()
 	return cs
 }
 
@@ -250,7 +259,7 @@ func (e *Entry) closeSession(ctx context.Context, cs *mcp.ClientSession) {
 // belongs to connection generation gen, which its notification handlers
 // report back.
 func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
+	ctx, cancel := context.WithTimeout(e.stop, e.timeout)
 	defer cancel()
 	t, err := e.pool.dial(ctx, e.spec.Clone())
 	if err != nil {
@@ -523,9 +532,13 @@ func (e *Entry) doRestart(ctx context.Context, explicit bool) error {
 	gen := e.conn
 	e.dirty = 0 // the restart rediscovers everything
 	e.setState(StateRestarting)
+	// Counted while e.mu is held: a pool Close either saw this entry
+	// terminal above or waits for the attempt.
+	done := e.pool.track()
 	e.mu.Unlock()
 
 	go func() {
+		defer done()
 		e.fanMu.Lock()
 		e.mu.Lock()
 		handles := e.handleList()

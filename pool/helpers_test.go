@@ -132,8 +132,9 @@ type env struct {
 	counters  *churn.Counters
 	pool      *pool.Pool
 	upstreams map[string]*upstream
-	// beforeDial, when set, runs before each dial (it may block or fail).
-	beforeDial atomic.Pointer[func(pool.Spec) error]
+	// beforeDial, when set, runs before each dial with the dial's context
+	// (it may block or fail).
+	beforeDial atomic.Pointer[func(context.Context, pool.Spec) error]
 }
 
 func newEnv(t *testing.T, opts pool.Options, ups ...*upstream) *env {
@@ -146,7 +147,7 @@ func newEnv(t *testing.T, opts pool.Options, ups ...*upstream) *env {
 	opts.Logger = quiet
 	opts.Dialer = func(ctx context.Context, spec pool.Spec) (mcp.Transport, error) {
 		if f := e.beforeDial.Load(); f != nil {
-			if err := (*f)(spec); err != nil {
+			if err := (*f)(ctx, spec); err != nil {
 				return nil, err
 			}
 		}

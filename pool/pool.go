@@ -141,12 +141,18 @@ type Pool struct {
 	pooled   map[string]*Entry   // live pooled entries by fingerprint
 	all      map[*Entry]struct{} // entries not yet closed
 	unpooled map[string]int      // last unpooled sequence number per name
-	// closing counts upstream sessions still being closed, possibly in the
-	// background after their caller's context ended (see startClose); idle,
-	// when set, is closed once closing drops to zero. Close waits for it.
-	// (A WaitGroup would not do: a close may start while Close waits.)
-	closing int
-	idle    chan struct{}
+
+	// bmu guards busy and idle. It is a leaf lock: it is taken with p.mu or
+	// an entry's mu held or not, and nothing is locked under it.
+	bmu sync.Mutex
+	// busy counts the work Close must see finished (see track): connection
+	// attempts (first connects and restarts) and upstream sessions being
+	// closed, possibly in the background after their caller's context
+	// ended (startClose). idle, when set, is closed once busy drops to
+	// zero; Close waits for it. (A WaitGroup would not do: a close may
+	// start while Close waits.)
+	busy int
+	idle chan struct{}
 }
 
 // New returns an empty pool.
@@ -214,10 +220,16 @@ func (p *Pool) Acquire(ctx context.Context, spec Spec, v *view.View) (*Handle, e
 	e.mu.Lock()
 	e.refs++
 	e.mu.Unlock()
-	p.mu.Unlock()
 	if created {
-		go e.connect()
+		// Counted before p.mu is let go, so a Close that follows waits
+		// for the attempt (which the entry's close cuts short).
+		done := p.track()
+		go func() {
+			defer done()
+			e.connect()
+		}()
 	}
+	p.mu.Unlock()
 
 	att, err := v.Attach(e.memo)
 	if err != nil {
@@ -328,7 +340,9 @@ func (p *Pool) Entries() []EntryInfo {
 // Close closes every entry: views still attached are withdrawn (their
 // registrations deleted, ErrClosed recorded), connections are closed, and
 // later Acquires fail with ErrClosed. Handles stay valid to Release. Close
-// waits for connections to close within ctx.
+// cuts short the connection attempts under way (first connects and
+// restarts) and waits, within ctx, for them to end and for connections to
+// close.
 func (p *Pool) Close(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closed {
@@ -357,16 +371,17 @@ func (p *Pool) Close(ctx context.Context) error {
 		e.fanMu.Unlock()
 		e.closeSession(ctx, cs)
 	}
-	// Wait, within ctx, for every close still going on, including those a
-	// release or restart left to finish in the background: after Close
-	// returns nil no upstream session or process is left behind.
-	p.mu.Lock()
+	// Wait, within ctx, for every connection attempt and every close still
+	// going on, including those a release or restart left to finish in the
+	// background: after Close returns nil no upstream session or process is
+	// left behind. Closing the entries cut their attempts short.
+	p.bmu.Lock()
 	idle := p.idle
-	if p.closing > 0 && idle == nil {
+	if p.busy > 0 && idle == nil {
 		idle = make(chan struct{})
 		p.idle = idle
 	}
-	p.mu.Unlock()
+	p.bmu.Unlock()
 	if idle != nil {
 		select {
 		case <-idle:
@@ -376,21 +391,30 @@ func (p *Pool) Close(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// startClose closes cs in the background, counted in p.closing, and
-// returns the channel of its result.
-func (p *Pool) startClose(cs *mcp.ClientSession) <-chan error {
-	p.mu.Lock()
-	p.closing++
-	p.mu.Unlock()
-	done := make(chan error, 1)
-	go func() {
-		err := cs.Close()
-		p.mu.Lock()
-		if p.closing--; p.closing == 0 && p.idle != nil {
+// track counts one piece of work Close must wait for and returns the
+// function that ends it; call it exactly once.
+func (p *Pool) track() (done func()) {
+	p.bmu.Lock()
+	p.busy++
+	p.bmu.Unlock()
+	return func() {
+		p.bmu.Lock()
+		if p.busy--; p.busy == 0 && p.idle != nil {
 			close(p.idle)
 			p.idle = nil
 		}
-		p.mu.Unlock()
+		p.bmu.Unlock()
+	}
+}
+
+// startClose closes cs in the background, tracked for Close, and returns
+// the channel of its result.
+func (p *Pool) startClose(cs *mcp.ClientSession) <-chan error {
+	end := p.track()
+	done := make(chan error, 1)
+	go func() {
+		err := cs.Close()
+		end()
 		done <- err
 	}()
 	return done

@@ -489,7 +489,7 @@ func newGate(after int64) *gate {
 	return &gate{after: after, entered: make(chan struct{}, 16), release: make(chan struct{})}
 }
 
-func (g *gate) hook(pool.Spec) error {
+func (g *gate) hook(context.Context, pool.Spec) error {
 	if g.n.Add(1) > g.after {
 		g.entered <- struct{}{}
 		<-g.release
@@ -675,7 +675,7 @@ func TestAcquireErrors(t *testing.T) {
 	e := newEnv(t, pool.Options{}, up)
 
 	// A connect failure fails every waiter and leaves nothing behind.
-	fail := func(pool.Spec) error { return errors.New("no route") }
+	fail := func(context.Context, pool.Spec) error { return errors.New("no route") }
 	e.beforeDial.Store(&fail)
 	_, err := e.pool.Acquire(ctx, stdioSpec("fs"), e.newView("s1", "fs", `{}`, viewtest.NewRegistry(), nil))
 	require.ErrorIs(t, err, pool.ErrTerminal)
@@ -761,6 +761,57 @@ func TestPoolCloseWaitsForBackgroundCloses(t *testing.T) {
 	}
 	close(gate)
 	require.NoError(t, <-closed)
+}
+
+// TestPoolCloseCutsShortAttempts: Close ends the connection attempts under
+// way, a first connect and a restart, each stuck in a dial that only its
+// context can end, and returns after they have: nothing connects after
+// Close returned nil.
+func TestPoolCloseCutsShortAttempts(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(map[bool]string{false: "connect", true: "restart"}[restart], func(t *testing.T) {
+			ctx := context.Background()
+			up := newUpstream(t, "fs", "read")
+			e := newEnv(t, pool.Options{}, up)
+			var h *pool.Handle
+			if restart {
+				h = e.acquire(stdioSpec("fs"), "s1", `{}`, viewtest.NewRegistry())
+			}
+			entered, ended := make(chan struct{}, 1), make(chan error, 1)
+			hang := func(ctx context.Context, _ pool.Spec) error {
+				entered <- struct{}{}
+				<-ctx.Done() // a dial to an upstream that never answers
+				ended <- ctx.Err()
+				return ctx.Err()
+			}
+			e.beforeDial.Store(&hang)
+			attempt := make(chan error, 1)
+			go func() {
+				if restart {
+					attempt <- h.Entry().Restart(ctx)
+					return
+				}
+				_, err := e.pool.Acquire(ctx, stdioSpec("fs"), e.newView("s2", "fs", `{}`, viewtest.NewRegistry(), nil))
+				attempt <- err
+			}()
+			<-entered
+
+			short, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			require.NoError(t, e.pool.Close(short), "Close ends the attempt instead of waiting out its timeout")
+			select {
+			case err := <-ended:
+				require.ErrorIs(t, err, context.Canceled, "the dial's context was cancelled by Close")
+			default:
+				t.Fatal("Close returned before the attempt under way ended")
+			}
+			require.ErrorIs(t, <-attempt, pool.ErrTerminal)
+			closedAt := e.counters.Snapshot()
+			require.Never(t, func() bool { return e.counters.Snapshot().Connects > closedAt.Connects },
+				100*time.Millisecond, 5*time.Millisecond, "nothing connects after Close returned")
+			assert.Empty(t, e.pool.Entries())
+		})
+	}
 }
 
 // slowClose is a transport whose connections' Close waits for gate.
@@ -1037,7 +1088,7 @@ func TestRestartFailure(t *testing.T) {
 	reg := viewtest.NewRegistry()
 	h := e.acquire(stdioSpec("fs"), "s1", `{}`, reg)
 	errDown := errors.New("upstream binary missing")
-	fail := func(pool.Spec) error { return errDown }
+	fail := func(context.Context, pool.Spec) error { return errDown }
 	e.beforeDial.Store(&fail)
 	err := h.Entry().Restart(ctx)
 	require.ErrorIs(t, err, pool.ErrTerminal)
