@@ -52,7 +52,9 @@ type LegacyOptions struct {
 // Upstream list_changed notifications rediscover the lists (coalesced, off
 // the notification goroutine). A connection that ends by itself is
 // withdrawn (its view shows nothing and records ErrDisconnected) and the
-// next Apply or Restart reconnects it. A Legacy is safe for concurrent use;
+// next Apply or Restart reconnects it; a view that failed closed on a
+// connection that stayed up is re-projected by the next Apply, in place.
+// A Legacy is safe for concurrent use;
 // its mutating methods are serialised.
 type Legacy struct {
 	dial     pool.Dialer
@@ -88,13 +90,17 @@ type legacyWant struct {
 type legacyConn struct {
 	l      *Legacy
 	server string
-	want   *legacyWant
 	view   *view.View       // nil when the connect failed
 	att    *view.Attachment // nil when the connect failed
 	err    error            // why there is no connection; fixed at creation
 
-	mu         sync.Mutex
-	identity   string // want.identity, re-keyed by SetPolicy
+	mu sync.Mutex
+	// want is what the last Apply (or Restart) wanted of the server: the
+	// want the connection was made for, or a later one of the same
+	// identity, whose settings may differ in bytes but not in key (see
+	// desired).
+	want       *legacyWant
+	identity   string // the connection's identity, re-keyed by SetPolicy
 	cs         *mcp.ClientSession
 	lost       error // set when the upstream went away by itself
 	closed     bool
@@ -210,12 +216,30 @@ func (l *Legacy) Apply(ctx context.Context, cfg *config.Config, sessionName stri
 		w := desired[name]
 		cur := l.conn(name)
 		if cur != nil && !reconnectAll && w.keyErr == nil && cur.live() && cur.currentIdentity() == w.identity {
+			l.keep(ctx, o, cur, w)
 			return
 		}
 		l.replace(ctx, o, name, cur, w)
 	})
 	parallel(len(drop), func(i int) { l.replace(ctx, o, drop[i], l.conn(drop[i]), nil) })
 	return o.finish()
+}
+
+// keep leaves cur, whose connection already has w's identity, connected.
+// It records w as cur's desired state (its settings bytes may differ but
+// mean the same, and a later SetPolicy keys the view by them), and
+// re-projects a view that failed closed, so that a policy failure that has
+// passed is repaired by the next Apply as it is in the pooled Reconciler.
+func (l *Legacy) keep(ctx context.Context, o *op, cur *legacyConn, w *legacyWant) {
+	cur.mu.Lock()
+	cur.want = w
+	cur.mu.Unlock()
+	if cur.view.Err() == nil {
+		return
+	}
+	o.count(&o.sum.Refreshed)
+	_, err := cur.view.SetSettings(ctx, w.settings)
+	o.fail(l.sessionName(), cur.server, err)
 }
 
 // Restart closes server's connection and connects it afresh with the same
@@ -233,7 +257,8 @@ func (l *Legacy) Restart(ctx context.Context, server string) error {
 	}
 	o := l.begin()
 	// The key is computed again: a policy failure may have been passing.
-	l.replace(ctx, o, server, cur, l.newWant(ctx, l.Policy(), cur.want.spec, cur.want.settings))
+	w := cur.desired()
+	l.replace(ctx, o, server, cur, l.newWant(ctx, l.Policy(), w.spec, w.settings))
 	_, err := o.finish()
 	return err
 }
@@ -251,9 +276,10 @@ func (l *Legacy) newWant(ctx context.Context, policy abi.Policy, spec pool.Spec,
 	return w
 }
 
-// SetPolicy re-keys every connected view with p ([view.View.SetPolicy]) and
-// stores the new keys in the connections' identities; no connection is
-// touched. Later connects use p too.
+// SetPolicy re-keys every connected view with p, by the settings the last
+// Apply wanted ([view.View.SetPolicyWith]), and stores the new keys in the
+// connections' identities; no connection is touched. Later connects use p
+// too.
 func (l *Legacy) SetPolicy(ctx context.Context, p abi.Policy) (Summary, error) {
 	if p == nil {
 		return Summary{}, errors.New("reconcile: legacy set policy: nil policy")
@@ -274,9 +300,13 @@ func (l *Legacy) SetPolicy(ctx context.Context, p abi.Policy) (Summary, error) {
 			return
 		}
 		o.count(&o.sum.Refreshed)
-		err := c.view.SetPolicy(ctx, p)
+		w := c.desired()
+		err := c.view.SetPolicyWith(ctx, p, w.settings)
 		c.mu.Lock()
-		c.identity = legacyIdentity(c.want.spec, c.view.Key())
+		c.identity = legacyIdentity(w.spec, c.view.Key())
+		if err == nil {
+			c.want = &legacyWant{spec: w.spec, settings: w.settings, identity: c.identity}
+		}
 		c.mu.Unlock()
 		o.fail(l.sessionName(), servers[i], err)
 	})
@@ -314,9 +344,10 @@ func (l *Legacy) State() State {
 	ss := SessionState{Name: name, Servers: make([]BindingState, 0, len(conns))}
 	for _, server := range slices.Sorted(maps.Keys(conns)) {
 		c := conns[server]
-		st := BindingState{Server: server, Desired: c.want.identity, EntryState: "failed"}
-		if c.want.keyErr != nil {
-			st.Desired = legacyIdentity(c.want.spec, "")
+		w := c.desired()
+		st := BindingState{Server: server, Desired: w.identity, EntryState: "failed"}
+		if w.keyErr != nil {
+			st.Desired = legacyIdentity(w.spec, "")
 		}
 		if c.err != nil {
 			st.Error = c.err.Error()
@@ -511,6 +542,13 @@ func (c *legacyConn) live() bool {
 	return c.cs != nil && !c.closed
 }
 
+// desired returns what the last Apply wanted of c's server.
+func (c *legacyConn) desired() *legacyWant {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.want
+}
+
 func (c *legacyConn) currentIdentity() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -602,9 +640,9 @@ func (c *legacyConn) refreshLoop() {
 		}
 		c.dirty = false
 		cs := c.cs
+		timeout := c.want.spec.Timeout
 		c.mu.Unlock()
 
-		timeout := c.want.spec.Timeout
 		if timeout <= 0 {
 			timeout = c.l.timeout
 		}

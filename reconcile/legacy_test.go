@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -239,4 +240,58 @@ func TestLegacyWithoutSessions(t *testing.T) {
 	key, err := view.CanonicalKey(context.Background(), ref, json.RawMessage(`{"includeTools":["write"]}`))
 	require.NoError(t, err)
 	assert.Equal(t, pool.FromConfig(c.Servers["fs"]).Fingerprint()+"#"+key, e.binding("fs").Identity)
+}
+
+// TestLegacyRepairsFailedView: a view that failed closed on a policy
+// failure, on a connection that stayed up, is re-projected by the next
+// Apply once the policy answers again, without reconnecting, as the pooled
+// Reconciler does (TestApplyRepairsBackgroundFailure).
+func TestLegacyRepairsFailedView(t *testing.T) {
+	e := newLegacyEnv(t, newUpstream("fs", "read"))
+	fail := new(atomic.Bool)
+	_, err := e.leg.SetPolicy(context.Background(), togglePolicy{ref, fail})
+	require.NoError(t, err)
+	c := newCfg().server("fs").session("alice").build(t)
+	fail.Store(true)
+	_, err = e.leg.Apply(context.Background(), c, "alice")
+	require.ErrorContains(t, err, "policy down", "the projection failed: the view failed closed")
+	assert.Empty(t, e.lreg.ToolNames("fs"))
+	assert.Contains(t, e.binding("fs").Error, "policy down", "State reports the failed view")
+
+	fail.Store(false)
+	before := e.lc.Snapshot()
+	sum := e.apply(c, "alice")
+	assert.Equal(t, []string{"read"}, e.lreg.ToolNames("fs"), "the next Apply repaired the view")
+	assert.Equal(t, 1, sum.Refreshed)
+	assert.Zero(t, e.lc.Snapshot().Sub(before).Connects, "in place, without reconnecting")
+	assert.Empty(t, e.binding("fs").Error)
+}
+
+// TestLegacySetPolicyKeysDesiredSettings: settings that are new in bytes
+// but equivalent leave the connection alone, and are still what a later
+// policy swap keys the view by: under a policy that tells the two byte
+// forms apart the identity is that of the settings the config holds, so the
+// next Apply of that config does not reconnect.
+func TestLegacySetPolicyKeysDesiredSettings(t *testing.T) {
+	e := newLegacyEnv(t, newUpstream("fs", "read", "wipe"))
+	c0 := newCfg().server("fs").session("alice", "overrides", override("fs", `{}`)).build(t)
+	c1 := newCfg().server("fs").session("alice", "overrides", override("fs", `{"excludeTools":[]}`)).build(t)
+	e.apply(c0, "alice")
+	before := e.lc.Snapshot()
+	e.apply(c1, "alice")
+	require.Zero(t, e.lc.Snapshot().Sub(before).Connects, "equivalent under the reference policy")
+
+	_, err := e.leg.SetPolicy(context.Background(), bytesPolicy{})
+	require.NoError(t, err)
+	srv, settings, ok := c1.Sessions["alice"].Effective("fs")
+	require.True(t, ok)
+	key, err := view.CanonicalKey(context.Background(), bytesPolicy{}, settings)
+	require.NoError(t, err)
+	assert.Equal(t, pool.FromConfig(srv).Fingerprint()+"#"+key, e.binding("fs").Identity)
+	assert.Equal(t, key, e.binding("fs").Key)
+
+	before = e.lc.Snapshot()
+	e.apply(c1, "alice")
+	assert.Zero(t, e.lc.Snapshot().Sub(before).Connects, "the identity is that of c1's settings")
+	assert.Equal(t, []string{"read", "wipe"}, e.lreg.ToolNames("fs"))
 }

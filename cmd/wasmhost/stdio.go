@@ -158,7 +158,8 @@ func stderrDialer(w io.Writer) pool.Dialer {
 }
 
 // superviseLegacy reconnects servers whose connection failed or was lost,
-// with exponential backoff, until ctx ends.
+// or whose view failed closed (a policy failure: stdio mode has no reload
+// to repair it), with exponential backoff, until ctx ends.
 func superviseLegacy(ctx context.Context, leg *reconcile.Legacy, log *slog.Logger) {
 	type retry struct {
 		next  time.Time
@@ -177,7 +178,7 @@ func superviseLegacy(ctx context.Context, leg *reconcile.Legacy, log *slog.Logge
 		down := make(map[string]bool)
 		for _, ss := range leg.State().Sessions {
 			for _, b := range ss.Servers {
-				if b.EntryState == "ready" {
+				if b.EntryState == "ready" && b.Error == "" {
 					continue
 				}
 				down[b.Server] = true
