@@ -30,8 +30,9 @@
 //
 // "mcpServers" takes the server entries gemini-cli and qwen-code users
 // already have, so theirs can be pasted: exactly one of "command" (with
-// "args", "env", "cwd"), "url" (SSE/streamable endpoint) or "httpUrl"
-// (streamable HTTP), plus "headers", "timeout" (milliseconds, 0 = transport
+// "args", "env", "cwd"), "url" (streamable HTTP, falling back to the older
+// HTTP+SSE transport for a server that refuses it, so gemini-cli's SSE
+// entries work) or "httpUrl" (streamable HTTP only), plus "headers", "timeout" (milliseconds, 0 = transport
 // default), "description", the four session metadata settings "trust",
 // "alwaysLoadTools" (boolean or null) and "includeTools", "excludeTools"
 // (array of strings or null), and wasmhost's own "disabled" (default false),

@@ -19,8 +19,10 @@ type Dialer func(ctx context.Context, spec Spec) (mcp.Transport, error)
 // DefaultDialer reaches stdio servers through mcp.CommandTransport (the
 // process inherits the daemon's environment plus spec.Env, runs in
 // spec.Cwd, and is not tied to ctx: it lives until the pool closes the
-// connection) and url/httpUrl servers through mcp.StreamableClientTransport
-// with spec.Headers added to every request.
+// connection), httpUrl servers through mcp.StreamableClientTransport and
+// url servers through streamable HTTP with a fallback to HTTP+SSE for
+// servers that refuse it (fallbackTransport), with spec.Headers added to
+// every request.
 func DefaultDialer(_ context.Context, spec Spec) (mcp.Transport, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
@@ -34,15 +36,14 @@ func DefaultDialer(_ context.Context, spec Spec) (mcp.Transport, error) {
 		}
 		return &mcp.CommandTransport{Command: cmd}, nil
 	}
-	endpoint := spec.HTTPURL
-	if endpoint == "" {
-		endpoint = spec.URL
-	}
 	client := http.DefaultClient
 	if len(spec.Headers) > 0 {
 		client = &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: spec.Clone().Headers}}
 	}
-	return &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: client}, nil
+	if spec.HTTPURL != "" {
+		return &mcp.StreamableClientTransport{Endpoint: spec.HTTPURL, HTTPClient: client}, nil
+	}
+	return &fallbackTransport{endpoint: spec.URL, client: client}, nil
 }
 
 // headerTransport adds fixed headers to each request.
