@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,8 +10,12 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
@@ -244,7 +249,11 @@ func sha256Hex(b []byte) string {
 
 // decodeHandshake decodes and checks a handshake output. The ABI version is
 // read first, leniently, so a plugin of another ABI version is refused with
-// ErrABIVersion even if its handshake has fields v1 lacks.
+// ErrABIVersion even if its handshake has fields v1 lacks (abi/SPEC.md
+// section 3). Any "abi" value other than the JSON number written exactly 1
+// is such a refusal; a handshake without "abi" is ErrHandshake, as the SPEC
+// lists "lacks abi" among the malformed handshakes: it states no version to
+// refuse.
 func decodeHandshake(out []byte, insp *Inspection) (abi.Handshake, error) {
 	if insp != nil {
 		var lenient abi.Handshake
@@ -254,11 +263,10 @@ func decodeHandshake(out []byte, insp *Inspection) (abi.Handshake, error) {
 	}
 	var probe map[string]json.RawMessage
 	if json.Unmarshal(out, &probe) == nil {
-		var version int
-		if json.Unmarshal(probe["abi"], &version) == nil && version != abi.Version {
-			var name string
-			_ = json.Unmarshal(probe["name"], &name)
-			return abi.Handshake{}, fmt.Errorf("%w: %w", ErrABIVersion, abi.ValidateHandshake(&abi.Handshake{ABI: version, Name: name}))
+		if raw, ok := probe["abi"]; ok {
+			if err := checkABI(raw, probe["name"]); err != nil {
+				return abi.Handshake{}, fmt.Errorf("%w: %w", ErrABIVersion, err)
+			}
 		}
 	}
 	var h abi.Handshake
@@ -272,4 +280,69 @@ func decodeHandshake(out []byte, insp *Inspection) (abi.Handshake, error) {
 		return abi.Handshake{}, fmt.Errorf("%w: %w", ErrHandshake, err)
 	}
 	return h, nil
+}
+
+// checkABI checks the raw "abi" value of a handshake, whose raw "name" (nil
+// when absent) names the plugin in the error. Only the JSON number written
+// exactly 1 is this host's version: the field is an integer version, and a
+// plugin writing 1.0, 1e0 or "1" is not speaking this ABI's handshake
+// precisely, even where the number equals 1. The error
+// quotes the value as the plugin wrote it (compacted, and cut when long).
+func checkABI(raw, name json.RawMessage) error {
+	raw = bytes.TrimSpace(raw)
+	if string(raw) == strconv.Itoa(abi.Version) {
+		return nil
+	}
+	who := "the plugin"
+	var n string
+	if json.Unmarshal(name, &n) == nil && n != "" {
+		who = fmt.Sprintf("plugin %q", n)
+	}
+	if isDigits(raw) {
+		// An integer, however large: another version, named as the SPEC
+		// names it.
+		return fmt.Errorf("%s speaks wasmhost ABI v%s, this host speaks ABI v%d", who, showJSON(raw), abi.Version)
+	}
+	return fmt.Errorf("%s gives \"abi\": %s; this host speaks ABI v%d and accepts only \"abi\": %d", who, showJSON(raw), abi.Version, abi.Version)
+}
+
+// isDigits reports whether b is a non-empty run of ASCII digits.
+func isDigits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(b) > 0
+}
+
+// showJSON shows a JSON value from a plugin in an error message: compacted,
+// cut at 64 bytes, with any rune that does not print escaped.
+func showJSON(raw []byte) string {
+	const limit = 64
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		b.Reset()
+		b.Write(raw)
+	}
+	s, total := b.String(), b.Len()
+	if total > limit {
+		cut := limit
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
+	}
+	var out strings.Builder
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		if unicode.IsPrint(r) {
+			out.WriteRune(r)
+		} else {
+			fmt.Fprintf(&out, "\\u%04x", r)
+		}
+	}
+	if total > limit {
+		fmt.Fprintf(&out, "... (%d bytes)", total)
+	}
+	return out.String()
 }
