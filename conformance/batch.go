@@ -138,8 +138,9 @@ func (sb *suiteBatch) send(ctx context.Context, bp abi.BatchProjector, cases []*
 }
 
 // check fails case c when its answer on the batch path differs from what
-// the case expects. A nil sb, or a case sb did not send, passes.
-func (sb *suiteBatch) check(c *Case) *failure {
+// the case expects, and records that answer in ans. A nil sb, or a case sb
+// did not send, passes.
+func (sb *suiteBatch) check(c *Case, ans *answers) *failure {
 	if sb == nil {
 		return nil
 	}
@@ -153,6 +154,11 @@ func (sb *suiteBatch) check(c *Case) *failure {
 		return it.f
 	}
 	r := it.result
+	if r.Error != "" {
+		ans.add("the batch path's answer", "error "+strconv.Quote(r.Error))
+	} else {
+		ans.add("the batch path's answer", summarizeResult(it.snap, r.ProjectResponse).String())
+	}
 	if c.Kind == KindReject {
 		if r.Error == "" {
 			return fail(batchPath+"the policy accepted settings it must refuse").

@@ -54,6 +54,14 @@
 // fails. A host.Plugin without project_batch is not checked this way, since
 // its batches are the very project calls the cases have already made.
 //
+// [RunBothWays] runs the suites against a plugin with direct exports
+// (abi/SPEC.md section 5.2) both ways, through its direct exports and with
+// host.Options.NoDirect, as `wasmhost conformance` does. Besides failing a
+// case that fails either way, it fails a case whose answers differ between
+// the two ways (a key, a canonical form's bytes, a refusal message, a
+// projection or a batch-path answer), naming the first such answer, with
+// the Extism answer as want and the direct one as got.
+//
 // For project cases the runner also checks, on its own, that each projected
 // tool differs from its snapshot tool only by the two session flags
 // ([view.MetaTrust] and [view.MetaAlwaysLoad] in _meta), that projected

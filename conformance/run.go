@@ -105,41 +105,133 @@ func (r *Report) add(res Result) {
 // abi.BatchProjector, the project and reject cases of each suite also go
 // through one ProjectBatch call (see the package documentation).
 func Run(ctx context.Context, p abi.Policy, suites []*Suite) *Report {
+	r, _ := run(ctx, p, suites, false)
+	return r
+}
+
+// run runs suites as Run does. With record set it also returns, for each
+// result, what the policy answered while the case ran (nil for a file
+// result).
+func run(ctx context.Context, p abi.Policy, suites []*Suite, record bool) (*Report, []*answers) {
 	r := &Report{Policy: handshake(p), Results: []Result{}}
+	var all []*answers
 	for _, s := range suites {
 		if s.Err != nil {
 			r.add(fileResult(s))
+			all = append(all, nil)
 			continue
 		}
 		sb := newSuiteBatch(ctx, p, s.Cases)
 		for _, c := range s.Cases {
-			r.add(runCase(ctx, p, s, c, sb))
+			var ans *answers
+			if record {
+				ans = &answers{}
+			}
+			r.add(runCase(ctx, p, s, c, sb, ans))
+			all = append(all, ans)
 		}
 	}
-	return r
+	return r, all
 }
 
 // RunBothWays runs suites against p, a plugin making direct calls
 // (abi/SPEC.md section 5.2), and against extism, the same plugin loaded
 // with host.Options.NoDirect, and reports each case as passing only when it
-// passed both ways. A case failing only through Extism calls is reported
-// with its message prefixed "through Extism calls: ". A nil extism runs
-// suites once, as Run.
+// passed both ways with the same answers: F_direct must answer, byte for
+// byte, what F answers. A case failing only through Extism calls is
+// reported with its message prefixed "through Extism calls: ". A case
+// passing both ways fails when any answer the runner got for it (each
+// canonicalize result, key, canonical form and refusal message, each
+// projection, project refusal and batch-path answer) differs between the
+// two ways; its message names the first such answer, want being the
+// Extism answer and got the direct one. A nil extism runs suites once, as
+// Run.
 func RunBothWays(ctx context.Context, p, extism abi.Policy, suites []*Suite) *Report {
-	r := Run(ctx, p, suites)
 	if extism == nil {
-		return r
+		return Run(ctx, p, suites)
 	}
-	for i, res := range Run(ctx, extism, suites).Results {
-		if res.Passed || !r.Results[i].Passed {
+	r, direct := run(ctx, p, suites, true)
+	er, viaExtism := run(ctx, extism, suites, true)
+	for i, res := range er.Results {
+		if !r.Results[i].Passed {
 			continue
 		}
-		res.Message = "through Extism calls: " + res.Message
+		if !res.Passed {
+			res.Message = "through Extism calls: " + res.Message
+		} else if f := direct[i].differ(viaExtism[i]); f != nil {
+			res.Passed, res.Message, res.Want, res.Got = false, f.msg, f.want, f.got
+		} else {
+			continue
+		}
 		r.Results[i] = res
 		r.Passed--
 		r.Failed++
 	}
 	return r
+}
+
+// An answer is one thing a policy answered while a case ran: what names
+// it in a report ("the first canonicalize call's answer for same[1]"), value
+// shows it exactly.
+type answer struct {
+	what, value string
+}
+
+// answers records, in call order, what a policy answered while one case
+// ran, for RunBothWays to compare the answers of two ways. A nil *answers
+// records nothing.
+type answers []answer
+
+func (a *answers) add(what, value string) {
+	if a != nil {
+		*a = append(*a, answer{what, value})
+	}
+}
+
+// canonicalize records the two answers keysTwice got for each settings
+// object, label naming settings object i: its key or refusal message and,
+// for a key, its canonical form as the policy's bytes.
+func (a *answers) canonicalize(label func(int) string, first, second []abi.CanonicalResult) {
+	if a == nil {
+		return
+	}
+	for call, results := range [][]abi.CanonicalResult{first, second} {
+		nth := [...]string{"first", "second"}[call]
+		for i, r := range results {
+			if r.Error != "" {
+				a.add(fmt.Sprintf("the %s canonicalize call's answer for %s", nth, label(i)), "error "+strconv.Quote(r.Error))
+				continue
+			}
+			a.add(fmt.Sprintf("the %s canonicalize call's answer for %s", nth, label(i)), "key "+showKey(r.Key))
+			canonical := "none"
+			if r.Canonical != nil {
+				canonical = showKey(string(r.Canonical))
+			}
+			a.add(fmt.Sprintf("the canonical form the %s canonicalize call gave %s", nth, label(i)), canonical)
+		}
+	}
+}
+
+// differ compares a, the answers of direct calls, with the answers of
+// Extism calls for the same case, and describes the first difference, or
+// returns nil when there is none.
+func (a *answers) differ(extism *answers) *failure {
+	if a == nil || extism == nil {
+		return nil
+	}
+	d, e := *a, *extism
+	const differ = "direct calls answer differently from Extism calls (abi/SPEC.md section 5.2): "
+	for i := range max(len(d), len(e)) {
+		switch {
+		case i >= len(d):
+			return fail(differ+"%s (want: through Extism calls; got: direct calls)", e[i].what).wantGot(e[i].value, "no answer")
+		case i >= len(e):
+			return fail(differ+"%s (want: through Extism calls; got: direct calls)", d[i].what).wantGot("no answer", d[i].value)
+		case d[i] != e[i]:
+			return fail(differ+"%s (want: through Extism calls; got: direct calls)", d[i].what).wantGot(e[i].value, d[i].value)
+		}
+	}
+	return nil
 }
 
 // handshake returns p's handshake, or the zero Handshake when p.Handshake
@@ -161,12 +253,12 @@ func fileResult(s *Suite) Result {
 // abi.BatchProjector, a project or reject case also goes through
 // ProjectBatch, in a batch of its own.
 func RunCase(ctx context.Context, p abi.Policy, s *Suite, c *Case) Result {
-	return runCase(ctx, p, s, c, newSuiteBatch(ctx, p, []*Case{c}))
+	return runCase(ctx, p, s, c, newSuiteBatch(ctx, p, []*Case{c}), nil)
 }
 
 // runCase runs one case, checking the answer sb holds for it (if any) once
-// the case has passed otherwise.
-func runCase(ctx context.Context, p abi.Policy, s *Suite, c *Case, sb *suiteBatch) (res Result) {
+// the case has passed otherwise, and records what p answered in ans.
+func runCase(ctx context.Context, p abi.Policy, s *Suite, c *Case, sb *suiteBatch, ans *answers) (res Result) {
 	res = Result{File: s.File, Suite: s.Name, Case: c.Name, Kind: c.Kind}
 	defer func() {
 		if v := recover(); v != nil {
@@ -176,18 +268,18 @@ func runCase(ctx context.Context, p abi.Policy, s *Suite, c *Case, sb *suiteBatc
 	var f *failure
 	switch c.Kind {
 	case KindCanonical:
-		f = runCanonical(ctx, p, c)
+		f = runCanonical(ctx, p, c, ans)
 	case KindSame:
-		f = runSame(ctx, p, c)
+		f = runSame(ctx, p, c, ans)
 	case KindDiffer:
-		f = runDiffer(ctx, p, c)
+		f = runDiffer(ctx, p, c, ans)
 	case KindProject:
-		if f = runProject(ctx, p, c); f == nil {
-			f = sb.check(c)
+		if f = runProject(ctx, p, c, ans); f == nil {
+			f = sb.check(c, ans)
 		}
 	case KindReject:
-		if f = runReject(ctx, p, c); f == nil {
-			f = sb.check(c)
+		if f = runReject(ctx, p, c, ans); f == nil {
+			f = sb.check(c, ans)
 		}
 	case KindMalformed:
 		f = &failure{msg: "malformed case: " + c.Err.Error()}
@@ -290,8 +382,8 @@ func deterministic(label string, a, b abi.CanonicalResult) *failure {
 	return nil
 }
 
-// showKey shows an opaque key in a report: between backquotes when that is
-// unambiguous, Go-quoted otherwise.
+// showKey shows an opaque key, or the exact bytes of a canonical form, in a
+// report: between backquotes when that is unambiguous, Go-quoted otherwise.
 func showKey(k string) string {
 	if strconv.CanBackquote(k) {
 		return "`" + k + "`"
@@ -310,11 +402,15 @@ func resultString(r abi.CanonicalResult) string {
 	return "key " + showKey(r.Key)
 }
 
-func runCanonical(ctx context.Context, p abi.Policy, c *Case) *failure {
+// theSettings labels the settings object of a canonical or reject case.
+func theSettings(int) string { return "the settings" }
+
+func runCanonical(ctx context.Context, p abi.Policy, c *Case, ans *answers) *failure {
 	first, second, f := keysTwice(ctx, p, []json.RawMessage{c.Settings})
 	if f != nil {
 		return f
 	}
+	ans.canonicalize(theSettings, first, second)
 	a := first[0]
 	if f := deterministic("the settings", a, second[0]); f != nil {
 		return f
@@ -338,11 +434,12 @@ func runCanonical(ctx context.Context, p abi.Policy, c *Case) *failure {
 
 // groupKeys computes the keys of a same or differ case, failing on any
 // refusal or nondeterminism.
-func groupKeys(ctx context.Context, p abi.Policy, c *Case) ([]string, *failure) {
+func groupKeys(ctx context.Context, p abi.Policy, c *Case, ans *answers) ([]string, *failure) {
 	first, second, f := keysTwice(ctx, p, c.Group)
 	if f != nil {
 		return nil, f
 	}
+	ans.canonicalize(func(i int) string { return fmt.Sprintf("%s[%d]", c.Kind, i) }, first, second)
 	keys := make([]string, len(first))
 	for i := range first {
 		label := fmt.Sprintf("%s[%d]", c.Kind, i)
@@ -358,8 +455,8 @@ func groupKeys(ctx context.Context, p abi.Policy, c *Case) ([]string, *failure) 
 	return keys, nil
 }
 
-func runSame(ctx context.Context, p abi.Policy, c *Case) *failure {
-	keys, f := groupKeys(ctx, p, c)
+func runSame(ctx context.Context, p abi.Policy, c *Case, ans *answers) *failure {
+	keys, f := groupKeys(ctx, p, c, ans)
 	if f != nil {
 		return f
 	}
@@ -372,8 +469,8 @@ func runSame(ctx context.Context, p abi.Policy, c *Case) *failure {
 	return nil
 }
 
-func runDiffer(ctx context.Context, p abi.Policy, c *Case) *failure {
-	keys, f := groupKeys(ctx, p, c)
+func runDiffer(ctx context.Context, p abi.Policy, c *Case, ans *answers) *failure {
+	keys, f := groupKeys(ctx, p, c, ans)
 	if f != nil {
 		return f
 	}
@@ -402,12 +499,13 @@ func isCrash(err error) bool {
 	return false
 }
 
-func runReject(ctx context.Context, p abi.Policy, c *Case) *failure {
+func runReject(ctx context.Context, p abi.Policy, c *Case, ans *answers) *failure {
 	first, second, f := keysTwice(ctx, p, []json.RawMessage{c.Settings})
 	if f != nil {
 		f.msg += " (a reject case needs a per-item error, not a failed call)"
 		return f
 	}
+	ans.canonicalize(theSettings, first, second)
 	if first[0].Error == "" {
 		return fail("the policy accepted settings it must refuse").wantGot("an error", resultString(first[0]))
 	}
@@ -424,10 +522,11 @@ func runReject(ctx context.Context, p abi.Policy, c *Case) *failure {
 	case isCrash(err):
 		return fail("project failed instead of refusing the settings: %v", err)
 	}
+	ans.add("the project call's refusal", "error "+strconv.Quote(err.Error()))
 	return nil
 }
 
-func runProject(ctx context.Context, p abi.Policy, c *Case) *failure {
+func runProject(ctx context.Context, p abi.Policy, c *Case, ans *answers) *failure {
 	want := c.Project.String()
 	snap, err := DecodeSnapshot(c.Snapshot)
 	if err != nil {
@@ -448,6 +547,7 @@ func runProject(ctx context.Context, p abi.Policy, c *Case) *failure {
 	if err != nil {
 		return fail("projection: %v", err)
 	}
+	ans.add("the first projection", got.String())
 	if !c.Project.equal(got) {
 		return fail("projection differs").wantGot(want, got.String())
 	}
@@ -484,6 +584,7 @@ func runProject(ctx context.Context, p abi.Policy, c *Case) *failure {
 	if !got.equal(got2) {
 		return fail("nondeterministic: two projections of the same snapshot differ").wantGot(got.String(), got2.String())
 	}
+	ans.add("the second projection", got2.String())
 	return nil
 }
 

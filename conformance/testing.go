@@ -59,7 +59,7 @@ func RunPolicyT(t *testing.T, p abi.Policy, paths ...string) {
 			sb := newSuiteBatch(t.Context(), p, s.Cases)
 			for _, c := range s.Cases {
 				t.Run(c.Name, func(t *testing.T) {
-					if res := runCase(t.Context(), p, s, c, sb); !res.Passed {
+					if res := runCase(t.Context(), p, s, c, sb, nil); !res.Passed {
 						t.Error(res.String())
 					}
 				})
