@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"os/exec"
 	"sync"
 	"time"
 
@@ -15,6 +16,12 @@ import (
 // stderrWaitDelay bounds how long closing a stdio upstream waits for its
 // stderr to be drained (a grandchild process may hold it open).
 const stderrWaitDelay = 2 * time.Second
+
+// groupTerminateGrace is how long closing a stdio upstream waits, after it
+// sent SIGTERM to what is left of the upstream's process group, before it
+// sends SIGKILL: the go-sdk's default grace for the upstream itself
+// (mcp.CommandTransport.TerminateDuration).
+const groupTerminateGrace = 5 * time.Second
 
 // A pidTable remembers the process id of the newest stdio upstream started
 // for each transport identity, for /v1/state.
@@ -62,7 +69,8 @@ func (d *Daemon) dial(base pool.Dialer) pool.Dialer {
 	}
 }
 
-// A pidTransport records the process id once the command started.
+// A pidTransport records the process id once the command started, and
+// makes closing the connection end the upstream's whole process group.
 type pidTransport struct {
 	mcp.Transport
 	cmd      *mcp.CommandTransport
@@ -72,10 +80,41 @@ type pidTransport struct {
 
 func (t *pidTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	c, err := t.Transport.Connect(ctx)
-	if err == nil && t.cmd.Command.Process != nil {
+	if err != nil {
+		return nil, err
+	}
+	if t.cmd.Command.Process != nil {
 		t.pids.set(t.identity, t.cmd.Command.Process.Pid)
 	}
-	return c, err
+	grace := t.cmd.TerminateDuration
+	if grace <= 0 {
+		grace = groupTerminateGrace
+	}
+	return &groupConn{Connection: c, cmd: t.cmd.Command, grace: grace}, nil
+}
+
+// A groupConn is a stdio upstream's connection whose Close also ends the
+// processes the upstream started: the go-sdk closes the upstream's stdin
+// and signals the upstream process only, which would leave, say, a wrapper
+// script's children running in the process group detach made for it.
+type groupConn struct {
+	mcp.Connection
+	cmd   *exec.Cmd
+	grace time.Duration
+
+	once sync.Once
+	err  error
+}
+
+// Close closes the connection the go-sdk way (the upstream has exited or
+// been killed when it returns), then signals what is left of its process
+// group (see killGroup).
+func (c *groupConn) Close() error {
+	c.once.Do(func() {
+		c.err = c.Connection.Close()
+		killGroup(c.cmd, c.grace)
+	})
+	return c.err
 }
 
 // A lineLogger logs each line an upstream writes to its stderr.

@@ -2,7 +2,13 @@
 
 package daemon
 
-import "os/exec"
+import (
+	"os/exec"
+	"time"
+)
 
 // detach does nothing on systems without process groups.
 func detach(*exec.Cmd) {}
+
+// killGroup does nothing on systems without process groups.
+func killGroup(*exec.Cmd, time.Duration) {}

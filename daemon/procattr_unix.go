@@ -3,16 +3,94 @@
 package daemon
 
 import (
+	"bytes"
+	"errors"
+	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
+	"time"
 )
 
 // detach starts cmd in a process group of its own, so a Ctrl-C meant for
 // the daemon does not also kill its upstreams behind its back: the daemon
-// closes them itself when it shuts down.
+// closes them itself when it shuts down (and killGroup ends what the
+// upstream left behind).
 func detach(cmd *exec.Cmd) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
+}
+
+// groupPollInterval is how often killGroup checks whether the group is
+// gone.
+const groupPollInterval = 20 * time.Millisecond
+
+// killGroup ends the processes left in the process group detach made for
+// cmd, once cmd's connection is closed (the go-sdk closes the leader's
+// stdin and signals the leader only, so a wrapper script's children would
+// outlive it): it sends SIGTERM to the group, waits up to grace for the
+// group to be gone, then sends SIGKILL. It does nothing when cmd was not
+// started in a group of its own, and never signals the daemon's own group.
+func killGroup(cmd *exec.Cmd, grace time.Duration) {
+	if cmd.Process == nil || cmd.SysProcAttr == nil || !cmd.SysProcAttr.Setpgid || cmd.SysProcAttr.Pgid != 0 {
+		return
+	}
+	// With Setpgid and Pgid 0 the leader's pid is the group id, and it is
+	// not reused while a process of the group lives.
+	pgid := cmd.Process.Pid
+	if pgid <= 1 || pgid == syscall.Getpgrp() {
+		return
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil {
+		return // ESRCH: nothing left
+	}
+	deadline := time.Now().Add(grace)
+	for groupAlive(pgid) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			return
+		}
+		time.Sleep(groupPollInterval)
+	}
+}
+
+// groupAlive reports whether a process of group pgid still runs. Zombies
+// do not count: an orphan that died waits for init to reap it, and some
+// inits (in containers) never do. Where /proc cannot be read, any process
+// of the group counts.
+func groupAlive(pgid int) bool {
+	if errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) {
+		return false
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	seen := false
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		seen = true
+		// "pid (comm) state ppid pgrp ...": comm may hold spaces and
+		// parentheses, so the fields are counted from the last ')'.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := bytes.Fields(stat[i+1:])
+		if len(f) < 3 || string(f[2]) != strconv.Itoa(pgid) {
+			continue
+		}
+		if string(f[0]) != "Z" {
+			return true
+		}
+	}
+	return !seen // no stat file read: /proc is not Linux's
 }
