@@ -45,9 +45,16 @@ const (
 	upstreamCloseGrace = 12 * time.Second
 )
 
-// ErrNotLoopback is returned by Run when the listen address is not a
-// loopback address and Options.AllowRemote is false.
-var ErrNotLoopback = errors.New("refusing to listen on a non-loopback address without AllowRemote (--allow-remote)")
+// Errors Run returns, wrapped with the details, when it refuses to start
+// (see also ErrConfigInvalid and ErrPolicyRefused).
+var (
+	// ErrNotLoopback: the listen address is not a loopback address and
+	// Options.AllowRemote is false.
+	ErrNotLoopback = errors.New("refusing to listen on a non-loopback address without AllowRemote (--allow-remote)")
+	// ErrBadListen: the listen address is not host:port, its port is not
+	// a port, or its host cannot be resolved.
+	ErrBadListen = errors.New("bad listen address")
+)
 
 // Options configure a Daemon.
 type Options struct {
@@ -225,9 +232,12 @@ func (d *Daemon) Sessions() []SessionInfo {
 // Run loads the config and the policy plugin, starts the pool, the
 // sessions and the HTTP server, and serves until ctx is done; then it shuts
 // everything down (clients, HTTP server, upstream connections, plugin) and
-// returns nil. It returns an error, without serving, when the config is
-// invalid (the error names the file and JSON path), the policy plugin
-// cannot be loaded, or the address cannot be bound.
+// returns nil. It returns an error, without serving, when the config
+// cannot be read or is invalid (ErrConfigInvalid; the error names the file
+// and JSON path), the policy plugin cannot be loaded or is refused
+// (ErrPolicyRefused, likewise located), the listen address is malformed
+// (ErrBadListen) or not loopback (ErrNotLoopback), or the address cannot
+// be bound.
 func (d *Daemon) Run(ctx context.Context) error {
 	d.mu.Lock()
 	if d.running {
@@ -237,11 +247,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.running = true
 	d.mu.Unlock()
 
+	// Warnings are logged even when the config is refused: an unknown key
+	// may be the typo behind the error.
 	cfg, warnings, err := config.Load(d.file)
-	if err != nil {
-		return fmt.Errorf("daemon: %w", err)
-	}
 	logWarnings(d.log, warnings)
+	if err != nil {
+		return fmt.Errorf("daemon: %w: %w", ErrConfigInvalid, err)
+	}
 
 	listen := cfg.Listen
 	if d.opts.Listen != "" {
@@ -253,13 +265,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	pol, err := d.loadPolicy(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("daemon: %s: policy: %w", d.file, err)
+		return fmt.Errorf("daemon: %w: %w", ErrPolicyRefused, d.policyError(cfg.Policy, err))
 	}
 	d.policy.Store(pol)
 
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		_ = pol.close(context.Background())
+		var dnsErr *net.DNSError
+		var addrErr *net.AddrError
+		if errors.As(err, &dnsErr) || errors.As(err, &addrErr) {
+			return fmt.Errorf("daemon: listen %q: %w: %w", listen, ErrBadListen, err)
+		}
 		return fmt.Errorf("daemon: %w", err)
 	}
 	d.addr = ln.Addr()
@@ -450,11 +467,15 @@ func (d *Daemon) clientsNotified(sum reconcile.Summary) int {
 	return n
 }
 
-// checkListen refuses a non-loopback address unless remote is allowed.
+// checkListen refuses a malformed address (ErrBadListen), and a
+// non-loopback address unless remote is allowed (ErrNotLoopback).
 func checkListen(listen string, allowRemote bool) error {
-	host, _, err := net.SplitHostPort(listen)
+	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrBadListen, err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadListen, err)
 	}
 	if allowRemote || isLoopback(host) {
 		return nil

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -60,6 +61,22 @@ func readPolicy(cfg *config.Config) (name string, wasm []byte, src policySource,
 	sum := sha256.Sum256(wasm)
 	src.digest = hex.EncodeToString(sum[:])
 	return name, wasm, src, nil
+}
+
+// policyError locates err, a policy plugin that could not be read or was
+// refused, in the config file the way config errors are located:
+// "file: policy.path: ...", naming the setting at fault (policy.sha256 for
+// a digest that does not match the pin; "policy" for the embedded default
+// plugin).
+func (d *Daemon) policyError(p config.Policy, err error) error {
+	field := "policy"
+	switch {
+	case errors.Is(err, host.ErrDigestMismatch):
+		field = "policy.sha256"
+	case p.Path != "":
+		field = "policy.path"
+	}
+	return fmt.Errorf("%s: %s: %w", d.file, field, err)
 }
 
 // loadPolicy loads and checks the plugin cfg names: the host checks the

@@ -16,13 +16,16 @@ import (
 	"github.com/wasmhost/wasmhost/reconcile"
 )
 
-// Errors a reload reports, wrapped with the details.
+// Errors a reload, or Run at start-up, reports, wrapped with the details.
 var (
 	// ErrConfigInvalid: the config file could not be read or is invalid;
-	// nothing was changed.
+	// nothing was changed (a reload) or started (Run).
 	ErrConfigInvalid = errors.New("config refused")
-	// ErrPolicyRefused: the changed policy plugin failed to load or its
-	// checks; nothing was changed and the old plugin keeps running.
+	// ErrPolicyRefused: the (changed) policy plugin could not be read or
+	// failed to load or its checks; nothing was changed and the old plugin
+	// keeps running (a reload), or nothing was started (Run). The error
+	// names the config file and the JSON path of the policy setting at
+	// fault, e.g. "wasmhost.json: policy.path: ...".
 	ErrPolicyRefused = errors.New("policy plugin refused")
 )
 
@@ -76,23 +79,25 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 		return res, err
 	}
 
+	// Warnings come with errors too (an unknown key may be the typo behind
+	// them), so they are logged first, whatever the outcome.
 	cfg, warnings, err := config.Load(d.file)
+	logWarnings(d.log, warnings)
 	if err != nil {
 		return refuse(ErrConfigInvalid, err)
 	}
-	logWarnings(d.log, warnings)
 
 	// A changed policy is loaded and checked before anything is touched.
 	var next *loadedPolicy
 	name, wasm, src, err := readPolicy(cfg)
 	if err != nil {
 		d.metrics.swaps.WithLabelValues("refused").Inc()
-		return refuse(ErrPolicyRefused, err)
+		return refuse(ErrPolicyRefused, d.policyError(cfg.Policy, err))
 	}
 	if src != d.policy.Load().src {
 		if next, err = d.loadPolicyBytes(ctx, name, wasm, src); err != nil {
 			d.metrics.swaps.WithLabelValues("refused").Inc()
-			return refuse(ErrPolicyRefused, err)
+			return refuse(ErrPolicyRefused, d.policyError(cfg.Policy, err))
 		}
 	}
 

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/daemon"
 	"github.com/wasmhost/wasmhost/host"
 )
@@ -79,10 +78,7 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 			return exitOK
 		}
 		s.errorf("run", "%v", err)
-		if errors.Is(err, daemon.ErrNotLoopback) || errors.Is(err, config.ErrInvalid) {
-			return exitUsage
-		}
-		return exitFail
+		return startStatus(err)
 	case <-d.Ready():
 	}
 	printSessions(s, d, *printTokens)
@@ -91,6 +87,19 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// startStatus is the exit status for err, the daemon refusing to start:
+// exitUsage for input that cannot be read or is refused (the config file,
+// the policy plugin, the listen address), as `wasmhost stdio` does;
+// exitFail for anything else.
+func startStatus(err error) int {
+	for _, input := range []error{daemon.ErrConfigInvalid, daemon.ErrPolicyRefused, daemon.ErrBadListen, daemon.ErrNotLoopback} {
+		if errors.Is(err, input) {
+			return exitUsage
+		}
+	}
+	return exitFail
 }
 
 // printSessions prints each session's URL (and, with printTokens, the

@@ -222,3 +222,39 @@ func TestExampleConfigIsValid(t *testing.T) {
 	assert.NotEqual(t, string(a), string(b), "the sessions have different policies")
 	assert.Equal(t, "token", cfg.Sessions["alice"].TokenSource, "inline demo tokens, printed by make run")
 }
+
+// TestRunStartupInputErrorsExitUsage checks that run, like stdio, exits
+// with exitUsage when its input cannot be read or is refused: a config file
+// that is missing or invalid, a policy plugin that is missing or does not
+// match its pin, a malformed or non-loopback listen address.
+func TestRunStartupInputErrorsExitUsage(t *testing.T) {
+	path := demoConfig(t)
+	dir := t.TempDir()
+	missingPolicy := filepath.Join(dir, "missing-policy.json")
+	require.NoError(t, os.WriteFile(missingPolicy, []byte(`{"policy": {"path": "nope.wasm"}}`), 0o600))
+	badPin := filepath.Join(dir, "bad-pin.json")
+	require.NoError(t, os.WriteFile(badPin, []byte(`{"policy": {"sha256": "`+strings.Repeat("0", 64)+`"}}`), 0o600))
+	invalid := filepath.Join(dir, "invalid.json")
+	require.NoError(t, os.WriteFile(invalid, []byte(`{"sessions": {"a": {"token": 5}}}`), 0o600))
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing config", []string{"--config", filepath.Join(dir, "nonexistent.json")}, "nonexistent.json: no such file"},
+		{"invalid config", []string{"--config", invalid}, invalid + ": sessions.a.token"},
+		{"missing policy", []string{"--config", missingPolicy}, missingPolicy + ": policy.path: "},
+		{"pin mismatch", []string{"--config", badPin}, badPin + ": policy.sha256: "},
+		{"malformed listen", []string{"--config", path, "--listen", "nonsense"}, `listen "nonsense"`},
+		{"bad port", []string{"--config", path, "--listen", "127.0.0.1:99999"}, `listen "127.0.0.1:99999"`},
+		{"remote listen", []string{"--config", path, "--listen", "0.0.0.0:0"}, "--allow-remote"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runCLI(t, "", append([]string{"run"}, tc.args...)...)
+			assert.Equal(t, exitUsage, r.code, r.errOut)
+			assert.Contains(t, r.errOut, tc.want)
+			assert.Empty(t, r.out, "nothing was served")
+		})
+	}
+}

@@ -1,0 +1,89 @@
+package daemon_test
+
+import (
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/daemon"
+)
+
+// TestRefusedReloadSaysWhere refuses reloads for a missing policy plugin,
+// a pin that does not match and an invalid config: each refusal names the
+// config file and the JSON path at fault, and the config's warnings (a
+// mistyped key) are logged with it.
+func TestRefusedReloadSaysWhere(t *testing.T) {
+	cfg := baseConfig()
+	r := start(t, cfg)
+	// The admin endpoint reloads at once (the watcher may start after
+	// Ready) and logs like any reload.
+	reload := func(cfg map[string]any) string {
+		t.Helper()
+		before := len(r.logs.String())
+		writeConfig(t, r.path, cfg)
+		code, body := r.do("POST", "/v1/reload", adminToken, nil, nil)
+		require.Equal(t, http.StatusUnprocessableEntity, code, body)
+		return r.logs.String()[before:] // this reload's lines
+	}
+
+	// A policy path that cannot be read, and a typo beside it.
+	set(cfg, "policy", map[string]any{"path": "nope.wasm", "memoryMB": 64})
+	logs := reload(cfg)
+	assert.Contains(t, logs, "policy plugin refused: "+r.path+": policy.path: plugin ")
+	assert.Contains(t, logs, "config: "+r.path+": policy.memoryMB: unknown key, ignored")
+
+	// A pin the embedded default plugin does not match.
+	set(cfg, "policy", map[string]any{"sha256": strings.Repeat("0", 64)})
+	logs = reload(cfg)
+	assert.Contains(t, logs, "policy plugin refused: "+r.path+": policy.sha256: ")
+
+	// An invalid config: its warnings are logged too.
+	set(cfg, "policy", map[string]any{})
+	set(cfg, "sesions", map[string]any{})
+	set(cfg, "listen", 5)
+	logs = reload(cfg)
+	assert.Contains(t, logs, "config refused: "+r.path+": listen: expected a string")
+	assert.Contains(t, logs, "config: "+r.path+": sesions: unknown key, ignored")
+	assert.Equal(t, "policy-default", r.state().Policy.Name)
+}
+
+// TestStartupRefusalsSayWhere checks that a refused start-up names the
+// config file and JSON path of a refused policy plugin, and logs the
+// config's warnings even when the config is invalid.
+func TestStartupRefusalsSayWhere(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "wasmhost.json")
+	runWith := func(cfg any, listen string) (string, error) {
+		t.Helper()
+		writeConfig(t, path, cfg)
+		logs := &syncBuffer{}
+		d, err := daemon.New(daemon.Options{ConfigPath: path, Listen: listen, Logger: slog.New(slog.NewTextHandler(logs, nil)), CacheDir: cacheDir()})
+		require.NoError(t, err)
+		err = d.Run(t.Context())
+		return logs.String(), err
+	}
+
+	logs, err := runWith(`{"sessions": {"a": {"token": 5}}, "sesions": {}}`, "")
+	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, daemon.ErrConfigInvalid)
+	assert.Contains(t, logs, "config: "+path+": sesions: unknown key, ignored")
+
+	_, err = runWith(set(baseConfig(), "policy", map[string]any{"path": "nope.wasm"}), "")
+	require.ErrorIs(t, err, daemon.ErrPolicyRefused)
+	assert.Contains(t, err.Error(), path+": policy.path: plugin \"")
+
+	_, err = runWith(set(baseConfig(), "policy", map[string]any{"sha256": strings.Repeat("0", 64)}), "")
+	require.ErrorIs(t, err, daemon.ErrPolicyRefused)
+	assert.Contains(t, err.Error(), path+": policy.sha256: ")
+
+	for _, listen := range []string{"nonsense", "127.0.0.1:99999", "127.0.0.1:nope"} {
+		_, err = runWith(baseConfig(), listen)
+		require.ErrorIs(t, err, daemon.ErrBadListen, listen)
+	}
+}
