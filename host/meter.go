@@ -30,7 +30,10 @@ import (
 // meterBudget is the number of function entries and loop turns between two
 // checks of the call's context: at a nanosecond or more each, a check every
 // 65 µs or more, and a runaway plugin stops within about that of its
-// deadline.
+// deadline. Bulk memory and table instructions (memory.fill, memory.copy,
+// ...) count one unit per 16 bytes they touch and are checked before they
+// run, so a loop of them stops about as soon as a loop of plain instructions
+// (and a single one that alone spends the budget is checked first).
 const meterBudget = 1 << 16
 
 // errMeterStop is the panic value the meter stops a call with; wazero

@@ -1,5 +1,11 @@
 package wasmmeter
 
+import (
+	"math"
+
+	"github.com/wasmhost/wasmhost/internal/leb128"
+)
+
 // Immediate kinds of single-byte opcodes.
 const (
 	kUnknown  = iota // not an opcode wazero knows: refused
@@ -119,7 +125,9 @@ func refusedName(op byte) string {
 }
 
 // emitCode rewrites the code section: each body gets the fuel check at its
-// entry and at the top of each loop, and its calls renumbered.
+// entry and at the top of each loop, a charge before each bulk instruction
+// (and an i32 local if one of them has a length known only at run time),
+// and its calls renumbered.
 func (r *rewriter) emitCode(s section) error {
 	in := r.in[:s.end]
 	cnt, n := readU32(in, s.body)
@@ -168,12 +176,14 @@ func (r *rewriter) body(b []byte) {
 		return
 	}
 	p := w
+	var nLocals uint64 // declared, not counting the parameters
 	for i := uint32(0); i < cnt; i++ {
-		_, w := readU32(b, p)
+		c, w := readU32(b, p)
 		if w == 0 || p+w >= n {
 			r.codeFail(ErrMalformed, p, "local declarations truncated")
 			return
 		}
+		nLocals += uint64(c)
 		p += w
 		if !isNumOrRefType(b[p]) {
 			r.codeFail(ErrUnsupported, p, "local of type %#x", b[p])
@@ -181,9 +191,15 @@ func (r *rewriter) body(b []byte) {
 		}
 		p++
 	}
+	declEnd := p // out[bodyStart:][:declEnd] is b[:declEnd] until the end
 
 	out := r.out
+	bodyStart := len(out)
 	copyFrom := 0
+	// The index of the i32 local that a bulk instruction of runtime length
+	// keeps its length in, once the first one needs it: appended after the
+	// declared locals, it moves no other.
+	scratch := int64(-1)
 	// The entry check can wait until the first instruction that may branch,
 	// call or loop; placed there, it merges with the check of a loop that
 	// opens the function (as in every Go-compiled function).
@@ -198,9 +214,9 @@ func (r *rewriter) body(b []byte) {
 		copyFrom = p
 	}
 
-	start := p
+	start, prev := p, p // the current and the previous instruction
 	for p < n {
-		start = p
+		prev, start = start, p
 		op := b[p]
 		p++
 		k := opKinds[op]
@@ -284,7 +300,32 @@ func (r *rewriter) body(b []byte) {
 				p = r.codeFail(ErrUnsupported, start, "ref.null of a type other than funcref or externref")
 			}
 		case kMisc:
-			p = r.misc(b, p)
+			sub, _ := readU32(b, p)
+			if p = r.misc(b, p); p > n || bulkShift[min(sub, 0x12)] == 0 {
+				break
+			}
+			// A bulk instruction: charge for its length before it runs.
+			shift := bulkShift[sub]
+			if prev < start && b[prev] == 0x41 {
+				// The length is the constant just pushed: charge it now.
+				if c, w := readS32(b, prev+1); w != 0 && prev+1+w == start {
+					if charge := uint32(c) >> shift; charge != 0 {
+						out = append(out, b[copyFrom:start]...)
+						out = r.appendConstCharge(out, charge)
+						copyFrom = start
+					}
+					break
+				}
+			}
+			if scratch < 0 {
+				if scratch = r.scratchLocal(nLocals, cnt); scratch < 0 {
+					p = bad
+					break
+				}
+			}
+			out = append(out, b[copyFrom:start]...)
+			out = r.appendCharge(out, uint32(scratch), shift)
+			copyFrom = start
 		case kVec:
 			p = r.vec(b, p)
 		case kAtomic:
@@ -302,7 +343,171 @@ func (r *rewriter) body(b []byte) {
 		r.codeFail(ErrMalformed, start, "truncated instruction or body not ending with end")
 		return
 	}
-	r.out = append(out, b[copyFrom:]...)
+	out = append(out, b[copyFrom:]...)
+	if scratch >= 0 {
+		out = addLocal(out, bodyStart, b[:declEnd], cnt, w)
+	}
+	r.out = out
+}
+
+// addLocal appends one i32 to the local declarations at the start of body
+// out[bodyStart:], which are decl (cnt entries after a count of width w),
+// moving the code after them.
+func addLocal(out []byte, bodyStart int, decl []byte, cnt uint32, w int) []byte {
+	var buf [5]byte
+	head := appendU32Width(buf[:0], cnt+1, w)
+	grow := len(head) - w + 2
+	code := bodyStart + len(decl) // where the code starts now
+	out = append(out, zeros[:grow]...)
+	copy(out[code+grow:], out[code:len(out)-grow])
+	copy(out[bodyStart:], head)
+	copy(out[bodyStart+len(head):], decl[w:])
+	out[code+grow-2], out[code+grow-1] = 1, 0x7f // one i32
+	return out
+}
+
+// Bulk instructions are charged in proportion to their length, one unit of
+// fuel per 2^shift bytes or elements; see the package doc for the choice.
+const (
+	// bulkMemShift is for memory.init, memory.copy and memory.fill, whose
+	// length is in bytes: one unit per 16 bytes.
+	bulkMemShift = 4
+	// bulkTableShift is for table.init, table.copy and table.fill, whose
+	// length is in elements of 8 bytes (a pointer each, in wazero): one unit
+	// per 2 elements, the same 16 bytes per unit. A shift of 1 or more also
+	// keeps every charge below 2^31, a positive i32.
+	bulkTableShift = 1
+)
+
+// bulkShift gives, by 0xFC sub-opcode, the shift of the bulk instructions'
+// charge, and 0 for the other instructions.
+var bulkShift = [0x13]uint8{
+	0x08: bulkMemShift,   // memory.init
+	0x0a: bulkMemShift,   // memory.copy
+	0x0b: bulkMemShift,   // memory.fill
+	0x0c: bulkTableShift, // table.init
+	0x0e: bulkTableShift, // table.copy
+	0x11: bulkTableShift, // table.fill
+}
+
+// appendCharge appends the charge of a bulk instruction whose length, an
+// i32 on top of the stack, it leaves in place:
+//
+//	local.tee $len
+//	local.get $len
+//	i32.const shift
+//	i32.shr_u
+//	local.tee $len    ;; now the charge, in [0, 2^31)
+//	global.get $fuel
+//	i32.ge_s
+//	if                ;; the charge would spend the fuel: check first
+//	  call $tick
+//	  global.set $fuel
+//	else
+//	  global.get $fuel
+//	  local.get $len
+//	  i32.sub
+//	  global.set $fuel
+//	end
+//
+// Unlike a subtraction and a test of its result, the comparison cannot
+// overflow, whatever the fuel (tick's result) is, and the else branch leaves
+// the fuel at 1 or more. When the check ticks, the fuel it grants is not
+// charged: the check has come, before the work, which is what the charge is
+// for.
+func (r *rewriter) appendCharge(out []byte, local uint32, shift uint8) []byte {
+	out = append(out, 0x22)
+	out = appendU32(out, local)
+	out = append(out, 0x20)
+	out = appendU32(out, local)
+	out = append(out, 0x41, shift, 0x76, 0x22)
+	out = appendU32(out, local)
+	out = append(out, 0x23)
+	out = appendU32(out, r.nGlobals)
+	out = append(out, 0x4e)
+	out = r.appendChargeTail(out)
+	out = append(out, 0x20)
+	out = appendU32(out, local)
+	return r.appendChargeEnd(out)
+}
+
+// appendConstCharge appends the charge of a bulk instruction whose length
+// is a constant: as appendCharge, with the charge c as a constant and no
+// local.
+func (r *rewriter) appendConstCharge(out []byte, c uint32) []byte {
+	out = append(out, 0x41)
+	out = leb128.AppendInt(out, int64(c))
+	out = append(out, 0x23)
+	out = appendU32(out, r.nGlobals)
+	out = append(out, 0x4e)
+	out = r.appendChargeTail(out)
+	out = append(out, 0x41)
+	out = leb128.AppendInt(out, int64(c))
+	return r.appendChargeEnd(out)
+}
+
+// appendChargeTail appends, after the comparison, the charge's code up to
+// the charge that the else branch subtracts.
+func (r *rewriter) appendChargeTail(out []byte) []byte {
+	out = append(out, 0x04, 0x40, 0x10)
+	out = appendU32(out, r.nImpFuncs)
+	out = append(out, 0x24)
+	out = appendU32(out, r.nGlobals)
+	out = append(out, 0x05, 0x23)
+	return appendU32(out, r.nGlobals)
+}
+
+// appendChargeEnd appends the end of the charge's code, after the charge
+// in its else branch.
+func (r *rewriter) appendChargeEnd(out []byte) []byte {
+	out = append(out, 0x6b, 0x24)
+	out = appendU32(out, r.nGlobals)
+	return append(out, 0x0b)
+}
+
+// scratchLocal returns the index of the i32 local to add to function r.fidx,
+// which declares nLocals locals in cnt entries, or fails and returns -1.
+func (r *rewriter) scratchLocal(nLocals uint64, cnt uint32) int64 {
+	idx := uint64(r.params(r.fidx-r.nImpFuncs)) + nLocals
+	if nLocals >= math.MaxUint32 || idx >= math.MaxUint32 || cnt == math.MaxUint32 {
+		r.codeFail(ErrUnsupported, 0, "too many locals to add one for a bulk instruction")
+		return -1
+	}
+	return int64(idx)
+}
+
+// params returns the number of parameters of defined function i. On first
+// use it decodes them for every defined function from the type and function
+// sections, which scanSections has checked: only a module with a bulk
+// instruction of runtime length needs them.
+func (r *rewriter) params(i uint32) uint32 {
+	if r.funcParams == nil {
+		r.funcParams = make([]uint32, 0, r.nFuncs)
+		var typeParams []uint32
+		for _, s := range r.sections {
+			in := r.in[:s.end]
+			_, n := readU32(in, s.body)
+			p := s.body + n
+			switch s.id {
+			case secType:
+				typeParams = make([]uint32, 0, r.nTypes)
+				for range r.nTypes {
+					params, n := readU32(in, p+1) // after 0x60
+					p += 1 + n + int(params)
+					results, n := readU32(in, p)
+					p += n + int(results)
+					typeParams = append(typeParams, params)
+				}
+			case secFunction:
+				for range r.nFuncs {
+					t, n := readU32(in, p)
+					p += n
+					r.funcParams = append(r.funcParams, typeParams[t])
+				}
+			}
+		}
+	}
+	return r.funcParams[i]
 }
 
 // prologue returns the position of the first instruction at or after b[p:]

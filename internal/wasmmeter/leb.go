@@ -1,6 +1,9 @@
 package wasmmeter
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math"
+)
 
 // readU32 decodes an unsigned LEB128 u32 at b[p:] with wazero's rules (at
 // most 5 bytes, no bits past the 32nd) and returns it with its width, or a
@@ -65,6 +68,30 @@ func readS33(b []byte, p int) (int64, int) {
 				return 0, 0
 			}
 			return v, i + 1
+		}
+	}
+	return 0, 0
+}
+
+// readS32 decodes the signed LEB128 i32 at b[p:] (the immediate of
+// i32.const) and returns it with its width, or a width of 0 if it is
+// truncated, longer than 5 bytes or out of the i32 range.
+func readS32(b []byte, p int) (int32, int) {
+	var v int64
+	for i := 0; i < 5; i++ {
+		if p+i >= len(b) {
+			return 0, 0
+		}
+		c := b[p+i]
+		v |= int64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			if c&0x40 != 0 {
+				v |= -1 << (7 * (i + 1))
+			}
+			if v < math.MinInt32 || v > math.MaxInt32 {
+				return 0, 0
+			}
+			return int32(v), i + 1
 		}
 	}
 	return 0, 0

@@ -25,6 +25,40 @@
 // reaches tick at least once every budget checks. A host that runs only
 // instrumented modules can therefore turn CloseOnContextDone off for them.
 //
+// # Bulk instructions
+//
+// One instruction can do an unbounded amount of work: memory.fill,
+// memory.copy and memory.init touch as many bytes, and table.fill,
+// table.copy and table.init as many elements, as their length operand (the
+// i32 on top of the stack) says, up to the whole 4 GiB memory. A loop
+// around a 64 MiB fill would turn only once every few milliseconds, and
+// reach tick once every few minutes. So each of them is preceded by a
+// charge of one unit of fuel per 16 bytes (bulkMemShift) or per 2 table
+// elements (bulkTableShift; an element is an 8-byte reference in wazero,
+// so 16 bytes too): when the charge is as large as the fuel left, the
+// charge calls tick instead, before the instruction runs, so that a single
+// huge instruction is preceded by a check and a loop of them reaches tick
+// about as often, in time, as a loop of plain instructions.
+//
+// Why 16 bytes: a function entry or loop turn, the unit of the other
+// checks, costs a nanosecond or more (1.1 ns for the tightest loop under
+// wazero's compiler on an x86-64 server), and wazero's bulk instructions
+// move from 16 bytes a nanosecond (a fill far larger than the caches, on a
+// loaded machine) to 100 or more (in the caches). At 16 bytes a unit, a
+// unit of bulk work thus costs at most about as much as one of the others,
+// so a budget of fuel lasts no longer in bulk work than elsewhere; when
+// the bytes are in the caches it lasts shorter, but a tick still pays for
+// at least budget*16 bytes of work (1 MiB for the host's budget, 10 µs or
+// more), so its cost stays small. A charge is a power-of-two shift, and
+// never reaches 2^31 (the length is a u32 and memory64 and table64 are
+// refused), so the charge compares with the fuel without overflowing.
+//
+// A length pushed by the i32.const just before the instruction (the
+// commonest case: Go copies and clears fixed-size values so) is charged as
+// a constant, and not at all below one unit. Any other length is saved in
+// an i32 local the rewriter adds to the function (after its declared
+// locals, so no other local moves) to compute the charge from.
+//
 // The entry check goes after the straight-line instructions that may open a
 // function (local and global access, constants, nop, block), before anything
 // that can branch, call or trap; when a loop opens the function, as in every
@@ -167,6 +201,8 @@ type rewriter struct {
 
 	seqBuf [48]byte
 	seq    []byte // the fuel check
+
+	funcParams []uint32 // parameters of each defined function, once needed
 }
 
 // Instrument returns a new module that behaves as wasm does, except that it
@@ -175,7 +211,10 @@ type rewriter struct {
 // entry and every loop iteration decrements. When a check finds the fuel
 // below 1, it calls the import and stores its result as the new fuel, so
 // the first call of the import comes at check budget+1 and, while it
-// returns budget, one comes every budget checks after that.
+// returns budget, one comes every budget checks after that. A bulk memory
+// or table instruction is charged in proportion to its length (see the
+// package doc) and calls the import first when its charge is at least the
+// fuel left.
 //
 // The input is not modified. The output is deterministic: the same input
 // and budget always give the same bytes. Errors wrap ErrUnsupported or

@@ -166,6 +166,22 @@ func TestBehaviourPreserved(t *testing.T) {
 			want:     map[string][]uint64{"fact[20 1]": {2432902008176640000}, "down[100000 0]": {200000}},
 		},
 		{
+			file: "bulk.wasm",
+			calls: []call{
+				{"fill", []uint64{1000, 3}}, {"sum", []uint64{2000}}, {"fill", []uint64{0, 1}},
+				{"copy", []uint64{500, 0, 300, 4}}, {"sum", []uint64{1000}},
+				{"init", []uint64{10, 3, 20}}, {"sum", []uint64{1000}}, {"init", []uint64{10, 30, 20}},
+				{"fill_const", []uint64{3}}, {"fill_small", []uint64{5}}, {"sum", []uint64{40000}},
+				{"fill", []uint64{1 << 20, 1}}, {"copy", []uint64{0, 1 << 17, 1 << 17, 1}},
+				{"tfill", []uint64{10, 2}}, {"tsum", []uint64{12}}, {"tinit", []uint64{1, 4}}, {"tsum", []uint64{12}},
+				{"tcopy", []uint64{5, 0, 6}}, {"tsum", []uint64{12}}, {"tsum", []uint64{104}},
+				{"tinit", []uint64{1, 5}}, {"tfill", []uint64{5000, 1}}, {"dead", []uint64{7}},
+			},
+			want: map[string][]uint64{
+				"sum[2000]": {1000}, "sum[40000]": {10 + 1717 + 34 + 32000}, // "3456789abcdefghijklm" adds 1717
+			},
+		},
+		{
 			file:  "runaway.wasm",
 			calls: []call{{"exp", []uint64{10}}, {"count", []uint64{1000}}, {"calls", []uint64{1000}}},
 			want:  map[string][]uint64{"exp[10]": {1024}, "count[1000]": {1000}, "calls[1000]": {1000}},
@@ -222,6 +238,8 @@ var runawayCases = []struct {
 	{"runaway.wasm", 0, call{"spin", nil}},
 	{"runaway.wasm", 0, call{"exp", []uint64{200}}},
 	{"tailcall.wasm", experimental.CoreFeaturesTailCall, call{"forever", nil}},
+	// 64 MiB fills, with a length known at run time: a few ms each.
+	{"spinfill.wasm", 0, call{"spin_fill", []uint64{64<<20 - 1024}}},
 }
 
 // TestRunawayReachesTick runs modules that never return on their own and
@@ -474,7 +492,7 @@ func fuzzRuntime(t testing.TB) wazero.Runtime {
 func TestMalformed(t *testing.T) {
 	r := fuzzRuntime(t)
 	t.Run("truncations", func(t *testing.T) {
-		for _, name := range []string{"runaway.wasm", "tailcall.wasm", "behaviour.wasm"} {
+		for _, name := range []string{"runaway.wasm", "tailcall.wasm", "behaviour.wasm", "bulk.wasm"} {
 			wasm := readTestdata(t, name)
 			errs := 0
 			for n := 0; n < len(wasm); n++ {
@@ -511,7 +529,7 @@ func TestMalformed(t *testing.T) {
 		// Single-byte changes of valid modules: mostly still parseable, so
 		// they reach deep into the scanner.
 		rng := rand.New(rand.NewPCG(3, 4))
-		for _, name := range []string{"behaviour.wasm", "features.wasm"} {
+		for _, name := range []string{"behaviour.wasm", "features.wasm", "bulk.wasm"} {
 			wasm := readTestdata(t, name)
 			for i := 0; i < 300; i++ {
 				b := bytes.Clone(wasm)
