@@ -52,31 +52,21 @@ func skipLEB(b []byte, p, max int) int {
 // readS33 decodes a signed LEB128 number of at most 33 bits (a block type) at
 // b[p:] and returns it with its width, or a width of 0.
 func readS33(b []byte, p int) (int64, int) {
-	var v int64
-	for i := 0; i < 5; i++ {
-		if p+i >= len(b) {
-			return 0, 0
-		}
-		c := b[p+i]
-		v |= int64(c&0x7f) << (7 * i)
-		if c < 0x80 {
-			shift := 7 * (i + 1)
-			if shift < 64 && c&0x40 != 0 {
-				v |= -1 << shift
-			}
-			if v < -(1<<32) || v >= 1<<32 {
-				return 0, 0
-			}
-			return v, i + 1
-		}
-	}
-	return 0, 0
+	return readSigned(b, p, -(1 << 32), 1<<32-1)
 }
 
 // readS32 decodes the signed LEB128 i32 at b[p:] (the immediate of
 // i32.const) and returns it with its width, or a width of 0 if it is
 // truncated, longer than 5 bytes or out of the i32 range.
 func readS32(b []byte, p int) (int32, int) {
+	v, w := readSigned(b, p, math.MinInt32, math.MaxInt32)
+	return int32(v), w
+}
+
+// readSigned decodes a signed LEB128 number of at most 5 bytes at b[p:] and
+// returns it with its width, or a width of 0 if it is truncated, longer or
+// outside [lo, hi].
+func readSigned(b []byte, p int, lo, hi int64) (int64, int) {
 	var v int64
 	for i := 0; i < 5; i++ {
 		if p+i >= len(b) {
@@ -88,10 +78,10 @@ func readS32(b []byte, p int) (int32, int) {
 			if c&0x40 != 0 {
 				v |= -1 << (7 * (i + 1))
 			}
-			if v < math.MinInt32 || v > math.MaxInt32 {
+			if v < lo || v > hi {
 				return 0, 0
 			}
-			return int32(v), i + 1
+			return v, i + 1
 		}
 	}
 	return 0, 0
