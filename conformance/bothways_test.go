@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -185,4 +186,30 @@ func TestAnswersDiffer(t *testing.T) {
 	f = (&answers{}).differ(a)
 	require.NotNil(t, f)
 	assert.Equal(t, [2]string{`{"tools":[]}`, "no answer"}, [2]string{f.want, f.got})
+}
+
+// The child half of TestRunBothWaysTReportsDifferences: it runs only when
+// the parent sets the variable, and is expected to fail.
+func TestRunBothWaysTChild(t *testing.T) {
+	if os.Getenv("CONFORMANCE_BOTHWAYS_CHILD") != "1" {
+		t.Skip("run by TestRunBothWaysTReportsDifferences")
+	}
+	runBothWaysT(t, &otherDirect{keys: true}, metakey.Reference{}, "testdata/runner/mixed.json", "testdata/broken")
+}
+
+// TestRunBothWaysTReportsDifferences: the subtests RunT makes for a plugin
+// with direct exports fail a case whose answers differ between the two
+// ways, as `wasmhost conformance` does, and still report each case and
+// each unreadable file on its own.
+func TestRunBothWaysTReportsDifferences(t *testing.T) {
+	text := failingChild(t, "TestRunBothWaysTChild", "CONFORMANCE_BOTHWAYS_CHILD")
+	for _, want := range []string{
+		"--- FAIL: TestRunBothWaysTChild/mixed.json/good_canonical ",
+		"direct calls answer differently from Extism calls",
+		"--- FAIL: TestRunBothWaysTChild/mixed.json/wrong_canonical ",
+		"--- PASS: TestRunBothWaysTChild/mixed.json/good_project ",
+		"--- FAIL: TestRunBothWaysTChild/broken.json ",
+	} {
+		assert.Contains(t, text, want)
+	}
 }

@@ -43,9 +43,12 @@ func TestGoldenReference(t *testing.T) {
 	RunPolicyT(t, metakey.Reference{}, defaultSuite)
 }
 
-// pluginSuites are the plugins committed in testplugins/ with the suites
-// they must pass.
+// pluginSuites are the plugins committed in the repository, loaded from
+// their files as plugin authors' tests load theirs, with the suites they
+// must pass. The default plugin has direct exports, so RunT checks it both
+// ways.
 var pluginSuites = []struct{ wasm, suite string }{
+	{"../plugins/policy-default/policy-default.wasm", defaultSuite},
 	{"../testplugins/prefix-policy/prefix-policy.wasm", "../testplugins/prefix-policy/golden"},
 	{"../testplugins/policy-default-as/policy-default-as.wasm", defaultSuite},
 }

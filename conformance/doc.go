@@ -70,7 +70,8 @@
 //
 // # In go test
 //
-// [RunT] loads a plugin file and reports each case as a subtest, so a
+// [RunT] loads a plugin file and reports each case as a subtest (checking
+// a plugin with direct exports both ways, as RunBothWays does), so a
 // plugin author's test is one line:
 //
 //	func TestGolden(t *testing.T) {
