@@ -24,17 +24,21 @@ build: ## build bin/wasmhost
 
 plugins: go-plugins wat-plugins as-plugins ## rebuild every committed .wasm from source
 
-# Each is then packed (wasmhost pack, through internal/wasmpack/cmd/wasmpack,
+# Each output is deleted first: go build finds the build ID that wasmhost
+# pack keeps in the packed file and would otherwise take the committed file
+# for up to date without linking. Each is then packed (wasmhost pack, through internal/wasmpack/cmd/wasmpack,
 # which does not embed the plugins being built: Go's linker writes tens of
 # thousands of data segments, which every load decodes one by one).
 go-plugins:
 	@for w in $(GO_PLUGINS); do \
 	  d=$$(dirname $$w); echo "go wasip1 $$w"; \
+	  rm -f $$w; \
 	  (cd $$d && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -buildvcs=false -o $$(basename $$w) .); \
 	  $(GO) run ./internal/wasmpack/cmd/wasmpack $$w; \
 	done
 	@for d in testplugins/hostile-go/*/; do \
 	  [ -f $$d/main.go ] || continue; n=$$(basename $$d); echo "go wasip1 $$d$$n.wasm"; \
+	  rm -f $$d$$n.wasm; \
 	  (cd $$d && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -buildvcs=false -o $$n.wasm .); \
 	  $(GO) run ./internal/wasmpack/cmd/wasmpack $$d$$n.wasm; \
 	done

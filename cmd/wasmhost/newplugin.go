@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -70,8 +71,32 @@ func runNewPlugin(_ context.Context, args []string, s stdio) int {
 	for _, f := range files {
 		fmt.Fprintf(s.out, "created %s\n", f)
 	}
-	fmt.Fprintf(s.out, "\nnext: cd %s && make test\n", dir)
+	fmt.Fprintf(s.out, "\nnext: cd %s && %s\n", dir, makeTestHint())
 	return exitOK
+}
+
+// makeTestHint is the command that builds and checks a new plugin: the
+// scaffold's Makefile runs "wasmhost" from PATH, so when that is not this
+// binary the hint names this one.
+func makeTestHint() string {
+	self, err := os.Executable()
+	if err != nil {
+		return "make test"
+	}
+	if onPath, err := exec.LookPath("wasmhost"); err == nil && sameFile(onPath, self) {
+		return "make test"
+	}
+	return "make test WASMHOST=" + self
+}
+
+// sameFile reports whether paths a and b name the same file.
+func sameFile(a, b string) bool {
+	ia, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	ib, err := os.Stat(b)
+	return err == nil && os.SameFile(ia, ib)
 }
 
 // deriveName turns the last element of dir into a plugin name.

@@ -52,6 +52,8 @@ func TestNewPluginBuildsAndPasses(t *testing.T) {
 	makefile, err := os.ReadFile(filepath.Join(dir, "Makefile"))
 	require.NoError(t, err)
 	assert.Contains(t, string(makefile), "GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o $(PLUGIN) .")
+	assert.Contains(t, string(makefile), "rm -f $(PLUGIN)\n", "make build links afresh")
+	assert.Contains(t, r.out, "\nnext: cd "+dir+" && make test")
 
 	goCmd(t, dir, []string{"GOOS=wasip1", "GOARCH=wasm"}, "build", "-buildmode=c-shared", "-trimpath", "-o", "my-policy.wasm", ".")
 	goCmd(t, dir, nil, "test", "./...")
@@ -134,4 +136,23 @@ func TestNewPluginNamesAndModule(t *testing.T) {
 	for in, want := range map[string]string{"My Policy": "my-policy", "__": "policy-plugin", "a.b_c": "a.b_c", "Ünï": "n"} {
 		assert.Equal(t, want, deriveName(in), in)
 	}
+}
+
+// TestMakeTestHint: new-plugin's closing hint names this binary for the
+// scaffold's Makefile unless "wasmhost" on PATH is this binary.
+func TestMakeTestHint(t *testing.T) {
+	self, err := os.Executable()
+	require.NoError(t, err)
+	t.Setenv("PATH", t.TempDir())
+	assert.Equal(t, "make test WASMHOST="+self, makeTestHint(), "no wasmhost on PATH")
+
+	bin := t.TempDir()
+	require.NoError(t, os.Symlink(self, filepath.Join(bin, "wasmhost")))
+	t.Setenv("PATH", bin)
+	assert.Equal(t, "make test", makeTestHint(), "wasmhost on PATH is this binary")
+
+	other := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(other, "wasmhost"), []byte("#!/bin/sh\n"), 0o755))
+	t.Setenv("PATH", other)
+	assert.Equal(t, "make test WASMHOST="+self, makeTestHint(), "another wasmhost on PATH")
 }
