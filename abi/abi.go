@@ -257,6 +257,17 @@ type Policy interface {
 // ErrRefused) tells the two apart. host.ErrPluginRefused wraps it.
 var ErrRefused = errors.New("policy refused the input")
 
+// A RefusalMessager is a Project refusal that carries the policy's own
+// message for it: the message a [BatchProjector] gives the same settings'
+// item in [BatchResult.Error] (abi/SPEC.md section 5.1). The host's plugin
+// refusals and the native reference's implement it; errors.As finds it in
+// a wrapped error. The conformance runner uses it to check that the batch
+// path refuses with project's message.
+type RefusalMessager interface {
+	error
+	RefusalMessage() string
+}
+
 // UnmarshalJSON decodes a decision strictly: "i" is required (a missing
 // index would otherwise read as tool 0 and expose it), and unknown members
 // are refused. A missing flag reads as false, the restrictive value.

@@ -141,6 +141,13 @@ func (sb *suiteBatch) send(ctx context.Context, bp abi.BatchProjector, cases []*
 // the case expects, and records that answer in ans. A nil sb, or a case sb
 // did not send, passes.
 func (sb *suiteBatch) check(c *Case, ans *answers) *failure {
+	return sb.checkRefusal(c, ans, "")
+}
+
+// checkRefusal is check for a reject case whose project call refused the
+// settings with message refusal ("" when unknown): the batch path must
+// refuse them with the same message (abi/SPEC.md section 5.1).
+func (sb *suiteBatch) checkRefusal(c *Case, ans *answers, refusal string) *failure {
 	if sb == nil {
 		return nil
 	}
@@ -163,6 +170,10 @@ func (sb *suiteBatch) check(c *Case, ans *answers) *failure {
 		if r.Error == "" {
 			return fail(batchPath+"the policy accepted settings it must refuse").
 				wantGot("an error", summarizeResult(it.snap, r.ProjectResponse).String())
+		}
+		if refusal != "" && r.Error != refusal {
+			return fail(batchPath+"the refusal message is not project's (abi/SPEC.md section 5.1)").
+				wantGot("error "+strconv.Quote(refusal), "error "+strconv.Quote(r.Error))
 		}
 		return nil
 	}

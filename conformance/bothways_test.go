@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -82,6 +83,16 @@ type reworded struct{ err error }
 
 func (r *reworded) Error() string { return "direct: " + r.err.Error() }
 func (r *reworded) Unwrap() error { return r.err }
+
+// RefusalMessage rewords the message as the batch results are reworded, so
+// that each way stays consistent with itself.
+func (r *reworded) RefusalMessage() string {
+	var rm abi.RefusalMessager
+	if errors.As(r.err, &rm) {
+		return "direct: " + rm.RefusalMessage()
+	}
+	return ""
+}
 
 // TestRunBothWaysComparesAnswers checks abi/SPEC.md section 5.2: a case
 // whose answers differ between direct and Extism calls fails, though each

@@ -278,8 +278,9 @@ func runCase(ctx context.Context, p abi.Policy, s *Suite, c *Case, sb *suiteBatc
 			f = sb.check(c, ans)
 		}
 	case KindReject:
-		if f = runReject(ctx, p, c, ans); f == nil {
-			f = sb.check(c, ans)
+		var refusal string
+		if refusal, f = runReject(ctx, p, c, ans); f == nil {
+			f = sb.checkRefusal(c, ans, refusal)
 		}
 	case KindMalformed:
 		f = &failure{msg: "malformed case: " + c.Err.Error()}
@@ -499,31 +500,38 @@ func isCrash(err error) bool {
 	return false
 }
 
-func runReject(ctx context.Context, p abi.Policy, c *Case, ans *answers) *failure {
+// runReject runs a reject case and returns, when it passed, project's own
+// refusal message for the settings (see abi.RefusalMessager; "" when the
+// policy's error does not carry one).
+func runReject(ctx context.Context, p abi.Policy, c *Case, ans *answers) (string, *failure) {
 	first, second, f := keysTwice(ctx, p, []json.RawMessage{c.Settings})
 	if f != nil {
 		f.msg += " (a reject case needs a per-item error, not a failed call)"
-		return f
+		return "", f
 	}
 	ans.canonicalize(theSettings, first, second)
 	if first[0].Error == "" {
-		return fail("the policy accepted settings it must refuse").wantGot("an error", resultString(first[0]))
+		return "", fail("the policy accepted settings it must refuse").wantGot("an error", resultString(first[0]))
 	}
 	if second[0].Error == "" {
-		return fail("nondeterministic: the settings were refused by one canonicalize call and accepted by the other").
+		return "", fail("nondeterministic: the settings were refused by one canonicalize call and accepted by the other").
 			wantGot("an error", resultString(second[0]))
 	}
 	req := &abi.ProjectRequest{Settings: c.Settings, Tools: []string{}, Prompts: []string{}, Resources: []string{}}
 	resp, err := p.Project(ctx, req)
 	switch {
 	case err == nil:
-		return fail("canonicalize refused the settings but project accepted them").
+		return "", fail("canonicalize refused the settings but project accepted them").
 			wantGot("an error", marshalLine(resp))
 	case isCrash(err):
-		return fail("project failed instead of refusing the settings: %v", err)
+		return "", fail("project failed instead of refusing the settings: %v", err)
 	}
 	ans.add("the project call's refusal", "error "+strconv.Quote(err.Error()))
-	return nil
+	var rm abi.RefusalMessager
+	if errors.As(err, &rm) {
+		return rm.RefusalMessage(), nil
+	}
+	return "", nil
 }
 
 func runProject(ctx context.Context, p abi.Policy, c *Case, ans *answers) *failure {

@@ -849,3 +849,42 @@ func TestRunBothWays(t *testing.T) {
 	assert.Positive(t, extismOnly, "the project cases pass directly and fail through Extism")
 	assert.Equal(t, once.Failed+extismOnly, r.Failed)
 }
+
+// otherBatchRefusal is metakey.Reference whose project_batch refuses an
+// item with a message of its own instead of project's.
+type otherBatchRefusal struct{ metakey.Reference }
+
+func (o otherBatchRefusal) ProjectBatch(ctx context.Context, req *abi.ProjectBatchRequest) (*abi.ProjectBatchResponse, error) {
+	resp, err := o.Reference.ProjectBatch(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	for i := range resp.Results {
+		if resp.Results[i].Error != "" {
+			resp.Results[i].Error = "different"
+		}
+	}
+	return resp, nil
+}
+
+// TestBatchRefusalIsProjects: abi/SPEC.md section 5.1 has a refused batch
+// item carry the message project refuses the settings with; a batch path
+// that refuses with another message fails every reject case, and nothing
+// else.
+func TestBatchRefusalIsProjects(t *testing.T) {
+	suites, err := Load(defaultSuite)
+	require.NoError(t, err)
+	r := Run(t.Context(), otherBatchRefusal{}, suites)
+	require.Positive(t, r.Failed)
+	for _, res := range r.Results {
+		if res.Kind != KindReject {
+			assert.True(t, res.Passed, res.String())
+			continue
+		}
+		require.False(t, res.Passed, "%s: a reject case", res.Case)
+		assert.Contains(t, res.Message, "batch path (project_batch): the refusal message is not project's")
+		assert.Equal(t, `error "different"`, res.Got)
+		assert.Contains(t, res.Want, `error "project: settings refused: `)
+	}
+	assert.Zero(t, Run(t.Context(), metakey.Reference{}, suites).Failed, "the reference refuses with one message both ways")
+}

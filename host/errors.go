@@ -81,4 +81,8 @@ func (pluginRefused) Unwrap() error { return abi.ErrRefused }
 type refusedError struct{ msg string }
 
 func (e *refusedError) Error() string { return ErrPluginRefused.Error() + ": " + e.msg }
-func (e *refusedError) Unwrap() error { return ErrPluginRefused }
+
+// RefusalMessage returns the plugin's message (cut as project_batch results
+// are), for abi.RefusalMessager.
+func (e *refusedError) RefusalMessage() string { return e.msg }
+func (e *refusedError) Unwrap() error          { return ErrPluginRefused }

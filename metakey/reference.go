@@ -110,8 +110,12 @@ func (Reference) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.Pro
 // *SettingsError and abi.ErrRefused.
 type refusal struct{ err error }
 
-func (r refusal) Error() string   { return "settings refused: " + r.err.Error() }
-func (r refusal) Unwrap() []error { return []error{r.err, abi.ErrRefused} }
+func (r refusal) Error() string { return "settings refused: " + r.err.Error() }
+
+// RefusalMessage returns the message ProjectBatch gives a refused item, for
+// abi.RefusalMessager.
+func (r refusal) RefusalMessage() string { return "project: " + r.Error() }
+func (r refusal) Unwrap() []error        { return []error{r.err, abi.ErrRefused} }
 
 var _ abi.BatchProjector = Reference{}
 
@@ -144,7 +148,7 @@ func (Reference) ProjectBatch(ctx context.Context, req *abi.ProjectBatchRequest)
 		if !s.done {
 			s.done = true
 			if ps, err := ParseSettings(req.Settings[it.Settings]); err != nil {
-				s.err = "project: " + refusal{err}.Error()
+				s.err = refusal{err}.RefusalMessage()
 			} else {
 				s.f = newFilter(ps.canonical(false))
 			}
