@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode"
 
 	"github.com/wasmhost/wasmhost/abi"
@@ -47,8 +49,8 @@ func runKey(ctx context.Context, args []string, s stdio) int {
 		return exitUsage
 	}
 	settings = bytes.TrimSpace(settings)
-	if !json.Valid(settings) {
-		s.errorf("key", "settings are not valid JSON")
+	if err := checkJSON(settings); err != nil {
+		s.errorf("key", "settings are not valid JSON: %v", err)
 		return exitUsage
 	}
 
@@ -104,4 +106,16 @@ func printableKey(key string) string {
 		}
 	}
 	return key
+}
+
+// checkJSON returns why data is not one valid JSON value, saying where
+// ("at byte N"), or nil.
+func checkJSON(data []byte) error {
+	var v json.RawMessage
+	err := json.Unmarshal(data, &v)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
+	}
+	return err
 }

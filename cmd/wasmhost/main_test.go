@@ -134,7 +134,11 @@ func TestKeyErrors(t *testing.T) {
 
 	r = runCLI(t, "", "key", `{"trust": `)
 	assert.Equal(t, exitUsage, r.code)
-	assert.Contains(t, r.errOut, "not valid JSON")
+	assert.Contains(t, r.errOut, "settings are not valid JSON: at byte 9: unexpected end of JSON input")
+
+	r = runCLI(t, "", "key", `{"trust": tru}`)
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, "settings are not valid JSON: at byte 14: invalid character '}' in literal true (expecting 'e')")
 
 	r = runCLI(t, "", "key", "@/does/not/exist.json")
 	assert.Equal(t, exitUsage, r.code)

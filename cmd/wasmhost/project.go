@@ -64,8 +64,8 @@ func runProject(ctx context.Context, args []string, s stdio) int {
 		return exitUsage
 	}
 	settings = bytes.TrimSpace(settings)
-	if !json.Valid(settings) {
-		s.errorf("project", "settings are not valid JSON")
+	if err := checkJSON(settings); err != nil {
+		s.errorf("project", "settings are not valid JSON: %v", err)
 		return exitUsage
 	}
 	rawSnap, err := readInput(snapshotArg, s.in)
