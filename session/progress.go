@@ -2,9 +2,9 @@ package session
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -21,9 +21,12 @@ const progressBuffer = 64
 const tokenPrefix = "wasmhost-progress-"
 
 // A ProgressRelay routes upstream notifications/progress back to the client
-// request that asked for them. A forwarded request carries a token unique to
-// the relay instead of the client's (clients of different sessions may pick
-// the same token, and they share one upstream connection); the relay reads
+// request that asked for them. A forwarded request carries a token of the
+// relay's instead of the client's (clients of different sessions may pick
+// the same token, and they share one upstream connection). The token is
+// random, 128 bits: only the upstream the call went to learns it, so no
+// other upstream can send progress into a call it does not serve, whatever
+// tokens it tries. The relay reads
 // the upstream connection's incoming messages, recognises its tokens, and
 // hands each notification to the waiting call, which sends it to its client
 // with the client's token.
@@ -41,7 +44,6 @@ const tokenPrefix = "wasmhost-progress-"
 // every endpoint of a daemon.
 type ProgressRelay struct {
 	mu    sync.Mutex
-	seq   uint64
 	calls map[string]chan *mcp.ProgressNotificationParams
 }
 
@@ -55,9 +57,8 @@ func NewProgressRelay() *ProgressRelay {
 // token and returns once every notification already received was sent.
 func (r *ProgressRelay) begin(send func(*mcp.ProgressNotificationParams)) (token string, end func()) {
 	ch := make(chan *mcp.ProgressNotificationParams, progressBuffer)
+	token = tokenPrefix + rand.Text()
 	r.mu.Lock()
-	r.seq++
-	token = tokenPrefix + strconv.FormatUint(r.seq, 10)
 	r.calls[token] = ch
 	r.mu.Unlock()
 	done := make(chan struct{})
