@@ -85,7 +85,19 @@ type Options struct {
 	RetryMin, RetryMax time.Duration
 	// Dialer makes upstream transports; nil means pool.DefaultDialer.
 	Dialer pool.Dialer
+	// ClientIdleTimeout closes an MCP client session that has sent no
+	// request for this long (an open event stream does not count); 0 means
+	// DefaultClientIdleTimeout, negative means never.
+	ClientIdleTimeout time.Duration
 }
+
+// DefaultClientIdleTimeout is how long a client session may go without a
+// request before the daemon closes it. Clients that leave without ending
+// their session (many do not send the DELETE) would otherwise be kept, and
+// notified of every change, for the life of the daemon. A client that
+// comes back later gets 404 for its session id and, as the MCP
+// specification requires, starts a new session.
+const DefaultClientIdleTimeout = time.Hour
 
 // A Daemon is one running wasmhost gateway. Create it with New and run it
 // with Run, once.
@@ -407,6 +419,7 @@ func (d *Daemon) registry(name string) view.Registry {
 		// AllowedHosts, which the go-sdk's own check would refuse behind a
 		// local reverse proxy).
 		DisableLocalhostProtection: true,
+		SessionTimeout:             d.clientIdleTimeout(),
 	})
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -465,6 +478,19 @@ func (d *Daemon) clientsNotified(sum reconcile.Summary) int {
 		}
 	}
 	return n
+}
+
+// clientIdleTimeout is Options.ClientIdleTimeout with its default, as the
+// go-sdk's SessionTimeout (0: never).
+func (d *Daemon) clientIdleTimeout() time.Duration {
+	switch t := d.opts.ClientIdleTimeout; {
+	case t < 0:
+		return 0
+	case t == 0:
+		return DefaultClientIdleTimeout
+	default:
+		return t
+	}
 }
 
 // checkListen refuses a malformed address (ErrBadListen), and a

@@ -500,3 +500,28 @@ func TestThirdPartyUpstreamServerEverything(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, []string{"e2e-progress 1", "e2e-progress 2", "e2e-progress 3"}, progress)
 }
+
+// TestIdleClientSessionsClose: a client that leaves without ending its
+// session (no DELETE) is closed once it has sent nothing for
+// ClientIdleTimeout, so it is no longer counted or notified; a client that
+// keeps making requests stays.
+func TestIdleClientSessionsClose(t *testing.T) {
+	r := start(t, baseConfig(), func(o *daemon.Options) { o.ClientIdleTimeout = 300 * time.Millisecond })
+	r.connect("alice", aliceToken) // never used again, never closed
+	busy := r.connect("bob", bobToken)
+	clients := func() map[string]int {
+		out := make(map[string]int)
+		for _, s := range r.state().Sessions {
+			out[s.Name] = s.Clients
+		}
+		return out
+	}
+	require.Equal(t, map[string]int{"alice": 1, "bob": 1}, clients())
+	deadline := time.Now().Add(10 * time.Second)
+	for clients()["alice"] != 0 {
+		require.True(t, time.Now().Before(deadline), "the idle client was not closed: %v", clients())
+		busy.tools(t) // bob keeps his session busy
+		time.Sleep(50 * time.Millisecond)
+	}
+	assert.Equal(t, 1, clients()["bob"], "a client making requests stays")
+}
