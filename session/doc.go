@@ -24,7 +24,9 @@
 // tool when another server appears. Server names are config keys and tool
 // names come from the upstream, so a rare ambiguous pair (server "a" with
 // tool "b__c" against server "a__b" with tool "c") is possible: the first
-// registration keeps the name and the other is left out, with a warning.
+// registration keeps the name and the other is left out, with a warning,
+// until the first lets the name go: then the one left out gets it (the
+// first of them by server name, if several wait).
 //
 // Resources keep their URIs, because tool results and clients refer to
 // resources by URI; the Endpoint records which server owns each URI and

@@ -76,7 +76,12 @@ type Endpoint struct {
 	tools     map[string]route // exposed name -> upstream
 	prompts   map[string]route // exposed name -> upstream
 	resources map[string]route // URI -> upstream
-	changes   uint64           // registrations added, replaced or removed
+	// The registrations left out because another server holds their name
+	// (see taken), by kind: exposed name -> server -> the function that
+	// registers that server's item. When the holder lets the name go, the
+	// first of them by server name gets it (promote).
+	waitTools, waitPrompts, waitResources map[string]map[string]func()
+	changes                               uint64 // registrations added, replaced or removed
 }
 
 var _ view.Registry = (*Endpoint)(nil)
@@ -96,13 +101,16 @@ func New(opts Options) *Endpoint {
 		impl = &mcp.Implementation{Name: "wasmhost", Version: "dev"}
 	}
 	e := &Endpoint{
-		name:      opts.Name,
-		upstream:  opts.Upstream,
-		relay:     opts.Progress,
-		log:       log.With("session", opts.Name),
-		tools:     make(map[string]route),
-		prompts:   make(map[string]route),
-		resources: make(map[string]route),
+		name:          opts.Name,
+		upstream:      opts.Upstream,
+		relay:         opts.Progress,
+		log:           log.With("session", opts.Name),
+		tools:         make(map[string]route),
+		prompts:       make(map[string]route),
+		resources:     make(map[string]route),
+		waitTools:     make(map[string]map[string]func()),
+		waitPrompts:   make(map[string]map[string]func()),
+		waitResources: make(map[string]map[string]func()),
 	}
 	e.srv = mcp.NewServer(impl, &mcp.ServerOptions{
 		// The go-sdk logs every client connect at info level; keep its
@@ -169,30 +177,61 @@ func (e *Endpoint) Close() {
 }
 
 // taken reports (and logs) whether another server than server already holds
-// exposed in m, one of e's maps. e.mu is held.
-func (e *Endpoint) taken(m map[string]route, kind, exposed, server string) bool {
+// exposed in m, one of e's maps; if so, put, which registers server's item,
+// waits in wait (m's waiting map) for the name to be let go. e.mu is held.
+func (e *Endpoint) taken(m map[string]route, wait map[string]map[string]func(), kind, exposed, server string, put func()) bool {
 	old, ok := m[exposed]
 	if !ok || old.server == server {
 		return false
 	}
+	if wait[exposed] == nil {
+		wait[exposed] = make(map[string]func())
+	}
+	wait[exposed][server] = put
 	e.log.Warn("name collision: "+kind+" left out", "name", exposed, "server", server, "owner", old.server)
 	return true
 }
 
 // unregister removes the exposed names server owns from m, one of e's maps,
-// and from the MCP server with remove. e.mu is held.
-func (e *Endpoint) unregister(m map[string]route, server string, exposed []string, remove func(...string)) {
+// and from the MCP server with remove, and forgets those of server's that
+// wait in wait (m's waiting map). A name let go goes to the registration
+// waiting for it, if any (promote). e.mu is held.
+func (e *Endpoint) unregister(m map[string]route, wait map[string]map[string]func(), server string, exposed []string, remove func(...string)) {
 	var gone []string
 	for _, x := range exposed {
 		if r, ok := m[x]; ok && r.server == server {
 			delete(m, x)
 			gone = append(gone, x)
+		} else if ws := wait[x]; ws != nil {
+			delete(ws, server)
+			if len(ws) == 0 {
+				delete(wait, x)
+			}
 		}
 	}
 	if len(gone) > 0 {
 		remove(gone...)
 		e.changes += uint64(len(gone))
 	}
+	for _, x := range gone {
+		promote(wait, x)
+	}
+}
+
+// promote registers the item that waits for exposed in wait, from the first
+// server by name, now that nothing holds the name. e.mu is held.
+func promote(wait map[string]map[string]func(), exposed string) {
+	ws := wait[exposed]
+	if len(ws) == 0 {
+		return
+	}
+	first := slices.Min(slices.Collect(maps.Keys(ws)))
+	put := ws[first]
+	delete(ws, first)
+	if len(ws) == 0 {
+		delete(wait, exposed)
+	}
+	put()
 }
 
 // exposedNames returns ExposedName(server, n) for each of names.
@@ -210,29 +249,34 @@ func (e *Endpoint) PutTools(server string, tools []*mcp.Tool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, t := range tools {
-		exposed := ExposedName(server, t.Name)
-		if e.taken(e.tools, "tool", exposed, server) {
-			continue
-		}
-		c, err := exposedTool(t, exposed)
-		if err == nil {
-			err = addTool(e.srv, c, e.forwardTool)
-		}
-		if err != nil {
-			e.log.Warn("upstream tool cannot be served, left out", "server", server, "tool", t.Name, "err", err)
-			e.unregister(e.tools, server, []string{exposed}, e.srv.RemoveTools) // an earlier version of it
-			continue
-		}
-		e.tools[exposed] = route{server, t.Name}
-		e.changes++
+		e.putTool(server, t)
 	}
+}
+
+// putTool registers one tool of server. e.mu is held.
+func (e *Endpoint) putTool(server string, t *mcp.Tool) {
+	exposed := ExposedName(server, t.Name)
+	if e.taken(e.tools, e.waitTools, "tool", exposed, server, func() { e.putTool(server, t) }) {
+		return
+	}
+	c, err := exposedTool(t, exposed)
+	if err == nil {
+		err = addTool(e.srv, c, e.forwardTool)
+	}
+	if err != nil {
+		e.log.Warn("upstream tool cannot be served, left out", "server", server, "tool", t.Name, "err", err)
+		e.unregister(e.tools, e.waitTools, server, []string{exposed}, e.srv.RemoveTools) // an earlier version of it
+		return
+	}
+	e.tools[exposed] = route{server, t.Name}
+	e.changes++
 }
 
 // DeleteTools implements view.Registry.
 func (e *Endpoint) DeleteTools(server string, names []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.unregister(e.tools, server, exposedNames(server, names), e.srv.RemoveTools)
+	e.unregister(e.tools, e.waitTools, server, exposedNames(server, names), e.srv.RemoveTools)
 }
 
 // PutPrompts implements view.Registry: it registers each prompt as
@@ -241,23 +285,28 @@ func (e *Endpoint) PutPrompts(server string, prompts []*mcp.Prompt) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, p := range prompts {
-		exposed := ExposedName(server, p.Name)
-		if e.taken(e.prompts, "prompt", exposed, server) {
-			continue
-		}
-		c := *p
-		c.Name = exposed
-		e.srv.AddPrompt(&c, e.forwardPrompt)
-		e.prompts[exposed] = route{server, p.Name}
-		e.changes++
+		e.putPrompt(server, p)
 	}
+}
+
+// putPrompt registers one prompt of server. e.mu is held.
+func (e *Endpoint) putPrompt(server string, p *mcp.Prompt) {
+	exposed := ExposedName(server, p.Name)
+	if e.taken(e.prompts, e.waitPrompts, "prompt", exposed, server, func() { e.putPrompt(server, p) }) {
+		return
+	}
+	c := *p
+	c.Name = exposed
+	e.srv.AddPrompt(&c, e.forwardPrompt)
+	e.prompts[exposed] = route{server, p.Name}
+	e.changes++
 }
 
 // DeletePrompts implements view.Registry.
 func (e *Endpoint) DeletePrompts(server string, names []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.unregister(e.prompts, server, exposedNames(server, names), e.srv.RemovePrompts)
+	e.unregister(e.prompts, e.waitPrompts, server, exposedNames(server, names), e.srv.RemovePrompts)
 }
 
 // PutResources implements view.Registry: resources keep their URIs.
@@ -265,23 +314,28 @@ func (e *Endpoint) PutResources(server string, resources []*mcp.Resource) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, r := range resources {
-		if e.taken(e.resources, "resource", r.URI, server) {
-			continue
-		}
-		if err := addResource(e.srv, r, e.forwardResource); err != nil {
-			e.log.Warn("upstream resource cannot be served, left out", "server", server, "uri", r.URI, "err", err)
-			continue
-		}
-		e.resources[r.URI] = route{server, r.URI}
-		e.changes++
+		e.putResource(server, r)
 	}
+}
+
+// putResource registers one resource of server. e.mu is held.
+func (e *Endpoint) putResource(server string, r *mcp.Resource) {
+	if e.taken(e.resources, e.waitResources, "resource", r.URI, server, func() { e.putResource(server, r) }) {
+		return
+	}
+	if err := addResource(e.srv, r, e.forwardResource); err != nil {
+		e.log.Warn("upstream resource cannot be served, left out", "server", server, "uri", r.URI, "err", err)
+		return
+	}
+	e.resources[r.URI] = route{server, r.URI}
+	e.changes++
 }
 
 // DeleteResources implements view.Registry.
 func (e *Endpoint) DeleteResources(server string, uris []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.unregister(e.resources, server, uris, e.srv.RemoveResources)
+	e.unregister(e.resources, e.waitResources, server, uris, e.srv.RemoveResources)
 }
 
 // exposedTool returns a copy of t named exposed, with an input schema the
