@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/wasmhost/wasmhost/view"
 )
@@ -300,12 +301,13 @@ func (e *Entry) discover(ctx context.Context, cs *mcp.ClientSession, which kinds
 	return snap, nil
 }
 
-// Discover lists every tool, prompt and resource of an initialized upstream
-// session, following pagination cursors, into a snapshot with Version 0 (the
-// caller numbers its snapshots). Lists the server declares no capability for
-// are empty. The pool uses the same listing; a caller running its own
-// connection (a legacy single-session mode) can use it with a view attached
-// with a nil memo.
+// Discover lists every tool, prompt, resource and resource template of an
+// initialized upstream session, following pagination cursors, into a
+// snapshot with Version 0 (the caller numbers its snapshots). Lists the
+// server declares no capability for are empty, and so are the templates of
+// a server that does not know resources/templates/list. The pool uses the
+// same listing; a caller running its own connection (a legacy
+// single-session mode) can use it with a view attached with a nil memo.
 func Discover(ctx context.Context, cs *mcp.ClientSession) (*view.Snapshot, error) {
 	return discover(ctx, cs, kindAll, nil)
 }
@@ -313,7 +315,7 @@ func Discover(ctx context.Context, cs *mcp.ClientSession) (*view.Snapshot, error
 func discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *view.Snapshot) (*view.Snapshot, error) {
 	snap := &view.Snapshot{}
 	if base != nil {
-		snap.Tools, snap.Prompts, snap.Resources = base.Tools, base.Prompts, base.Resources
+		snap.Tools, snap.Prompts, snap.Resources, snap.ResourceTemplates = base.Tools, base.Prompts, base.Resources, base.ResourceTemplates
 	}
 	caps := &mcp.ServerCapabilities{}
 	if r := cs.InitializeResult(); r != nil && r.Capabilities != nil {
@@ -337,10 +339,20 @@ func discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *vie
 		}
 	}
 	if which&kindResources != 0 {
-		snap.Resources = nil
+		snap.Resources, snap.ResourceTemplates = nil, nil
 		if caps.Resources != nil {
 			if snap.Resources, err = collect(cs.Resources(ctx, nil)); err != nil {
 				return nil, fmt.Errorf("list resources: %w", err)
+			}
+			// Templates are optional for a server with resources: one that
+			// does not know the method has none.
+			snap.ResourceTemplates, err = collect(cs.ResourceTemplates(ctx, nil))
+			var werr *jsonrpc.Error
+			if errors.As(err, &werr) && werr.Code == jsonrpc.CodeMethodNotFound {
+				snap.ResourceTemplates, err = nil, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("list resource templates: %w", err)
 			}
 		}
 	}

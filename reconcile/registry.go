@@ -45,3 +45,22 @@ func (r *trackedRegistry) DeleteResources(server string, uris []string) {
 	r.ops.Add(1)
 	r.inner.DeleteResources(server, uris)
 }
+
+var _ view.TemplateRegistry = (*trackedRegistry)(nil)
+
+// PutResourceTemplates passes templates on when the wrapped registry serves
+// them (view.TemplateRegistry), and counts the operation only then.
+func (r *trackedRegistry) PutResourceTemplates(server string, templates []*mcp.ResourceTemplate) {
+	if tr, ok := r.inner.(view.TemplateRegistry); ok {
+		r.ops.Add(1)
+		tr.PutResourceTemplates(server, templates)
+	}
+}
+
+// DeleteResourceTemplates is PutResourceTemplates' counterpart.
+func (r *trackedRegistry) DeleteResourceTemplates(server string, uriTemplates []string) {
+	if tr, ok := r.inner.(view.TemplateRegistry); ok {
+		r.ops.Add(1)
+		tr.DeleteResourceTemplates(server, uriTemplates)
+	}
+}

@@ -31,7 +31,10 @@
 // Resources keep their URIs, because tool results and clients refer to
 // resources by URI; the Endpoint records which server owns each URI and
 // forwards reads there. Two servers publishing the same URI in one session
-// collide the same way: the first keeps it.
+// collide the same way: the first keeps it. Resource templates keep their
+// URI templates too ([Endpoint] is a [view.TemplateRegistry]): a read of a
+// URI that no resource has and a template matches goes to the template's
+// server.
 //
 // The session flags set by the view are left in each tool's _meta, under
 // "wasmhost/trust" ([view.MetaTrust]) and "wasmhost/alwaysLoad"

@@ -76,15 +76,16 @@ type Endpoint struct {
 	tools     map[string]route // exposed name -> upstream
 	prompts   map[string]route // exposed name -> upstream
 	resources map[string]route // URI -> upstream
+	templates map[string]route // URI template -> upstream
 	// The registrations left out because another server holds their name
 	// (see taken), by kind: exposed name -> server -> the function that
 	// registers that server's item. When the holder lets the name go, the
 	// first of them by server name gets it (promote).
-	waitTools, waitPrompts, waitResources map[string]map[string]func()
-	changes                               uint64 // registrations added, replaced or removed
+	waitTools, waitPrompts, waitResources, waitTemplates map[string]map[string]func()
+	changes                                              uint64 // registrations added, replaced or removed
 }
 
-var _ view.Registry = (*Endpoint)(nil)
+var _ view.TemplateRegistry = (*Endpoint)(nil)
 
 // New returns an endpoint with nothing registered. It panics if
 // opts.Upstream is nil.
@@ -111,6 +112,8 @@ func New(opts Options) *Endpoint {
 		waitTools:     make(map[string]map[string]func()),
 		waitPrompts:   make(map[string]map[string]func()),
 		waitResources: make(map[string]map[string]func()),
+		templates:     make(map[string]route),
+		waitTemplates: make(map[string]map[string]func()),
 	}
 	e.srv = mcp.NewServer(impl, &mcp.ServerOptions{
 		// The go-sdk logs every client connect at info level; keep its
@@ -161,6 +164,9 @@ func (e *Endpoint) Prompts() []string { return e.names(e.prompts) }
 
 // Resources returns the exposed resource URIs, sorted.
 func (e *Endpoint) Resources() []string { return e.names(e.resources) }
+
+// ResourceTemplates returns the exposed URI templates, sorted.
+func (e *Endpoint) ResourceTemplates() []string { return e.names(e.templates) }
 
 func (e *Endpoint) names(m map[string]route) []string {
 	e.mu.Lock()
@@ -338,6 +344,53 @@ func (e *Endpoint) DeleteResources(server string, uris []string) {
 	e.unregister(e.resources, e.waitResources, server, uris, e.srv.RemoveResources)
 }
 
+// PutResourceTemplates implements view.TemplateRegistry: templates keep
+// their URI templates, and a read of a URI that no resource has and a
+// template matches goes to the template's server.
+func (e *Endpoint) PutResourceTemplates(server string, templates []*mcp.ResourceTemplate) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, t := range templates {
+		e.putTemplate(server, t)
+	}
+}
+
+// putTemplate registers one resource template of server. e.mu is held.
+func (e *Endpoint) putTemplate(server string, t *mcp.ResourceTemplate) {
+	key := t.URITemplate
+	if e.taken(e.templates, e.waitTemplates, "resource template", key, server, func() { e.putTemplate(server, t) }) {
+		return
+	}
+	read := func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return e.read(ctx, req, e.templates, key)
+	}
+	if err := addTemplate(e.srv, t, read); err != nil {
+		e.log.Warn("upstream resource template cannot be served, left out", "server", server, "uriTemplate", key, "err", err)
+		return
+	}
+	e.templates[key] = route{server, key}
+	e.changes++
+}
+
+// DeleteResourceTemplates implements view.TemplateRegistry.
+func (e *Endpoint) DeleteResourceTemplates(server string, uriTemplates []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.unregister(e.templates, e.waitTemplates, server, uriTemplates, e.srv.RemoveResourceTemplates)
+}
+
+// addTemplate adds a resource template to srv, turning the go-sdk's panic
+// on an invalid URI template into an error.
+func addTemplate(srv *mcp.Server, t *mcp.ResourceTemplate, h mcp.ResourceHandler) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+	}()
+	srv.AddResourceTemplate(t, h)
+	return nil
+}
+
 // exposedTool returns a copy of t named exposed, with an input schema the
 // go-sdk server accepts: a missing schema or one without "type" becomes an
 // object schema. The projection's tool is never modified.
@@ -466,8 +519,14 @@ func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest)
 
 // forwardResource serves resources/read.
 func (e *Endpoint) forwardResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	return e.read(ctx, req, e.resources, req.Params.URI)
+}
+
+// read forwards resources/read to the server that key (a resource's URI or
+// a template's URI template) routes to in m, one of e's maps.
+func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, m map[string]route, key string) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
-	r, ok := e.lookup(e.resources, uri)
+	r, ok := e.lookup(m, key)
 	if !ok {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}

@@ -29,6 +29,11 @@ type Snapshot struct {
 	Tools     []*mcp.Tool
 	Prompts   []*mcp.Prompt
 	Resources []*mcp.Resource
+	// ResourceTemplates are the server's resource templates. ABI v1 gives
+	// the policy no say over them (it sees resources by URI, and a
+	// template is no URI): every projection shares them, as the default
+	// policy shares every resource.
+	ResourceTemplates []*mcp.ResourceTemplate
 }
 
 // A Projection is what one session sees of one server's snapshot. Tools are
@@ -39,9 +44,10 @@ type Snapshot struct {
 // immutable once returned and may be shared between views whose metadata
 // keys are equal.
 type Projection struct {
-	Tools     []*mcp.Tool
-	Prompts   []*mcp.Prompt
-	Resources []*mcp.Resource
+	Tools             []*mcp.Tool
+	Prompts           []*mcp.Prompt
+	Resources         []*mcp.Resource
+	ResourceTemplates []*mcp.ResourceTemplate // the snapshot's, shared
 }
 
 // Project asks p which of snap's items one session with the given raw
@@ -118,12 +124,14 @@ func SnapshotNames(snap *Snapshot, annotations bool) (abi.BatchSnapshot, error) 
 }
 
 // projection applies a validated response to snap: the visible tools are
-// cloned with their session flags, prompts and resources are shared.
+// cloned with their session flags, prompts, resources and resource
+// templates are shared.
 func projection(snap *Snapshot, resp *abi.ProjectResponse) *Projection {
 	out := &Projection{
-		Tools:     make([]*mcp.Tool, len(resp.Tools)),
-		Prompts:   make([]*mcp.Prompt, len(resp.Prompts)),
-		Resources: make([]*mcp.Resource, len(resp.Resources)),
+		Tools:             make([]*mcp.Tool, len(resp.Tools)),
+		Prompts:           make([]*mcp.Prompt, len(resp.Prompts)),
+		Resources:         make([]*mcp.Resource, len(resp.Resources)),
+		ResourceTemplates: snap.ResourceTemplates,
 	}
 	for j, d := range resp.Tools {
 		out.Tools[j] = cloneTool(snap.Tools[d.Index], d.Trust, d.AlwaysLoad)

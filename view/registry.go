@@ -28,9 +28,20 @@ type Registry interface {
 	DeleteResources(server string, uris []string)
 }
 
+// A TemplateRegistry is a Registry that also serves resource templates,
+// keyed by their URI templates. A view puts a projection's templates only
+// into a registry that implements it; Registry stays as it is, so
+// registries written before templates keep working without them.
+type TemplateRegistry interface {
+	Registry
+	PutResourceTemplates(server string, templates []*mcp.ResourceTemplate)
+	DeleteResourceTemplates(server string, uriTemplates []string)
+}
+
 // applyDiff brings reg from old to next for server: it deletes what next
 // lacks, then puts what is new or different. Equal projections make no call
-// at all. Either projection may be nil (nothing registered).
+// at all. Either projection may be nil (nothing registered). Resource
+// templates go only to a TemplateRegistry.
 func applyDiff(reg Registry, c *churn.Counters, server string, old, next *Projection) {
 	if old == next {
 		return
@@ -68,6 +79,17 @@ func applyDiff(reg Registry, c *churn.Counters, server string, old, next *Projec
 	if put := changed(old.Resources, next.Resources, resourceURI); len(put) > 0 {
 		c.RegistryOps.Add(1)
 		reg.PutResources(server, put)
+	}
+	if tr, ok := reg.(TemplateRegistry); ok {
+		uriTemplate := func(t *mcp.ResourceTemplate) string { return t.URITemplate }
+		if del := removed(old.ResourceTemplates, next.ResourceTemplates, uriTemplate); len(del) > 0 {
+			c.RegistryOps.Add(1)
+			tr.DeleteResourceTemplates(server, del)
+		}
+		if put := changed(old.ResourceTemplates, next.ResourceTemplates, uriTemplate); len(put) > 0 {
+			c.RegistryOps.Add(1)
+			tr.PutResourceTemplates(server, put)
+		}
 	}
 }
 

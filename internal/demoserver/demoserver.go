@@ -69,6 +69,7 @@ func New() *Server {
 	})
 	s.srv.AddResource(&mcp.Resource{URI: "demo://notes/welcome", Name: "welcome", MIMEType: "text/plain"}, s.readResource)
 	s.srv.AddResource(&mcp.Resource{URI: "demo://about", Name: "about", MIMEType: "text/plain"}, s.readResource)
+	s.srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "demo://notes/{name}", Name: "note", Description: "A note written with write_note.", MIMEType: "text/plain"}, s.readResource)
 	return s
 }
 
