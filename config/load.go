@@ -372,6 +372,11 @@ func (l *loader) servers(cfg *Config, n *node) {
 		case strings.ContainsFunc(m.key, isControl):
 			l.errorAt(m.keyOff, p, "server name must not contain control characters")
 			continue
+		case strings.ContainsFunc(m.key, notToolNameRune):
+			// The name prefixes every tool and prompt the server exposes
+			// ("name__tool"); the MCP specification advises tool names of
+			// these characters only, and some clients refuse others.
+			l.warnAt(m.keyOff, p, "the server name makes tool names such as %q, with characters the MCP specification advises against (use letters, digits, '_', '-' and '.'); some clients refuse them", m.key+"__tool")
 		}
 		if s := l.server(m.key, m.val, p); s != nil {
 			cfg.Servers[m.key] = s
@@ -380,6 +385,13 @@ func (l *loader) servers(cfg *Config, n *node) {
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// notToolNameRune reports whether r is outside the characters the MCP
+// specification advises for tool names: ASCII letters, digits, '_', '-'
+// and '.'.
+func notToolNameRune(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.')
+}
 
 func (l *loader) server(name string, n *node, path string) *Server {
 	if n.kind != kindObject {

@@ -480,3 +480,16 @@ func TestErrorDetails(t *testing.T) {
 	assert.Equal(t, "dir/c.json: mcpServers.fs.args[1]: expected a string, got a number\n"+
 		`dir/c.json: mcpServers.x: expected exactly one of "command", "url" or "httpUrl", found none`, err.Error())
 }
+
+// TestServerNameToolNameWarning: a server name with characters the MCP
+// specification advises against in tool names (it prefixes them) is
+// accepted with a warning at its key; a plain one gets none.
+func TestServerNameToolNameWarning(t *testing.T) {
+	data := []byte(`{"mcpServers":{"my probe/x":{"command":"a"},"git-hub.v2_1":{"command":"b"}},"sessions":{"s":{"token":"a-token-of-twenty-chars-or-more"}}}`)
+	cfg, ws, err := Parse("names.json", data, fakeEnv(nil), nil)
+	require.NoError(t, err)
+	assert.Len(t, cfg.Servers, 2)
+	assert.Equal(t, []string{
+		`mcpServers["my probe/x"]: the server name makes tool names such as "my probe/x__tool", with characters the MCP specification advises against (use letters, digits, '_', '-' and '.'); some clients refuse them`,
+	}, warningLines("names.json", ws))
+}
