@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"strconv"
 	"strings"
 )
 
@@ -129,17 +130,103 @@ func jsonEqual(a, b []byte) (bool, error) {
 	return valueEqual(va, vb), nil
 }
 
+// decodeValue decodes one JSON value, numbers as json.Number. An object
+// with a key twice is an error: a golden file must never mean something
+// other than it reads, and which of two equal keys counts is up to each
+// reader.
 func decodeValue(raw []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, err := readValue(dec, "")
+	if err != nil {
 		return nil, err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("data after the top-level value")
 	}
 	return v, nil
+}
+
+// readValue reads the value at the decoder's position, path naming it in
+// errors ("" for the top).
+func readValue(dec *json.Decoder, path string) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		m := make(map[string]any)
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			k := kt.(string) // the decoder checks that keys are strings
+			kp := joinPath(path, k)
+			if _, dup := m[k]; dup {
+				return nil, fmt.Errorf("duplicate key %s", kp)
+			}
+			if m[k], err = readValue(dec, kp); err != nil {
+				return nil, err
+			}
+		}
+		_, err := dec.Token() // '}'
+		return m, err
+	case json.Delim('['):
+		a := []any{}
+		for dec.More() {
+			v, err := readValue(dec, fmt.Sprintf("%s[%d]", path, len(a)))
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		_, err := dec.Token() // ']'
+		return a, err
+	}
+	return tok, nil
+}
+
+// decimalForm returns a normal form of the JSON number n, equal for two
+// numbers exactly when their values are: the sign, the significant digits
+// without leading or trailing zeros, and the power of ten of the last
+// digit, as "-12e-3"; zero is "0" whatever its sign. The exponent may be
+// of any size (1e1000001 and 10e1000000 are equal). It reports false for
+// a string that is not a number.
+func decimalForm(n string) (string, bool) {
+	neg := strings.HasPrefix(n, "-")
+	mant, exp, hasExp := strings.Cut(strings.ToLower(strings.TrimPrefix(n, "-")), "e")
+	e := new(big.Int)
+	if hasExp {
+		if _, ok := e.SetString(exp, 10); !ok {
+			return "", false
+		}
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	digits := whole + frac
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return "", false
+	}
+	e.Sub(e, big.NewInt(int64(len(frac))))
+	digits = strings.TrimLeft(digits, "0")
+	if digits == "" {
+		return "0", true
+	}
+	sig := strings.TrimRight(digits, "0")
+	e.Add(e, big.NewInt(int64(len(digits)-len(sig))))
+	if neg {
+		sig = "-" + sig
+	}
+	return sig + "e" + e.String(), true
+}
+
+// joinPath appends object key k to path, for messages.
+func joinPath(path, k string) string {
+	if path == "" {
+		return strconv.Quote(k)
+	}
+	return path + "." + strconv.Quote(k)
 }
 
 func valueEqual(a, b any) bool {
@@ -172,12 +259,12 @@ func valueEqual(a, b any) bool {
 		if !ok {
 			return false
 		}
-		ra, oka := new(big.Rat).SetString(string(a))
-		rb, okb := new(big.Rat).SetString(string(b))
+		fa, oka := decimalForm(string(a))
+		fb, okb := decimalForm(string(b))
 		if !oka || !okb {
 			return a == b
 		}
-		return ra.Cmp(rb) == 0
+		return fa == fb
 	default: // string, bool, nil
 		return a == b
 	}

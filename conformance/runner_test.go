@@ -570,6 +570,14 @@ func TestJSONEqual(t *testing.T) {
 		{`"x"`, `"x"`, true},
 		{`"\u00e9"`, `"é"`, true},
 		{`true`, `"true"`, false},
+		{`-0`, `0.0e5`, true},
+		{`1.50`, `15e-1`, true},
+		{`1e1000001`, `1.0e1000001`, true},
+		{`1e1000001`, `10E1000000`, true},
+		{`1e-1000000`, `10e-1000001`, true},
+		{`1e1000001`, `2e1000001`, false},
+		{`-1e1000001`, `1e1000001`, false},
+		{`123456789012345678901234567890`, `1.2345678901234567890123456789e29`, true},
 	} {
 		eq, err := jsonEqual([]byte(tc.a), []byte(tc.b))
 		require.NoError(t, err)
@@ -577,6 +585,18 @@ func TestJSONEqual(t *testing.T) {
 	}
 	_, err := jsonEqual([]byte(`{}`), []byte(`{} {}`))
 	assert.Error(t, err)
+	_, err = jsonEqual([]byte(`{"a":{"b":1,"b":2}}`), []byte(`{}`))
+	assert.ErrorContains(t, err, `duplicate key "a"."b"`)
+}
+
+// TestCanonicalDuplicateKeysMalformed: a canonical case whose expected form
+// has a key twice is malformed, not read as the last of them.
+func TestCanonicalDuplicateKeysMalformed(t *testing.T) {
+	s := ParseSuite([]byte(`{"suite":"dup","cases":[{"name":"d","settings":{},"canonical":{"trust":true,"trust":null,"alwaysLoadTools":false,"includeTools":null,"excludeTools":[]}}]}`))
+	require.NoError(t, s.Err)
+	require.Len(t, s.Cases, 1)
+	assert.Equal(t, KindMalformed, s.Cases[0].Kind)
+	assert.ErrorContains(t, s.Cases[0].Err, `canonical: duplicate key "trust"`)
 }
 
 func TestDecodeSnapshot(t *testing.T) {
@@ -887,4 +907,37 @@ func TestBatchRefusalIsProjects(t *testing.T) {
 		assert.Contains(t, res.Want, `error "project: settings refused: `)
 	}
 	assert.Zero(t, Run(t.Context(), metakey.Reference{}, suites).Failed, "the reference refuses with one message both ways")
+}
+
+// TestLoadFollowsSymlinks: a suite directory reached through a symbolic
+// link, given as the path or met inside a directory, is read like any
+// other; a link cycle is read once and ends.
+func TestLoadFollowsSymlinks(t *testing.T) {
+	tmp := t.TempDir()
+	suite := `{"suite":"s","cases":[{"name":"a","settings":{"trust":"x"},"reject":true}]}`
+	require.NoError(t, os.MkdirAll(filepath.Join(tmp, "real", "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(tmp, "real", "sub", "in.json"), []byte(suite), 0o644))
+	require.NoError(t, os.Symlink("real", filepath.Join(tmp, "rootlink")))
+	require.NoError(t, os.MkdirAll(filepath.Join(tmp, "d"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(tmp, "d", "x.json"), []byte(suite), 0o644))
+	require.NoError(t, os.Symlink(filepath.Join("..", "real"), filepath.Join(tmp, "d", "linked")))
+	require.NoError(t, os.Symlink(".", filepath.Join(tmp, "d", "loop")))
+	require.NoError(t, os.Symlink("nowhere", filepath.Join(tmp, "d", "dangling")))
+
+	rels := func(suites []*Suite) []string {
+		var out []string
+		for _, s := range suites {
+			out = append(out, s.Rel)
+		}
+		return out
+	}
+	suites, err := Load(filepath.Join(tmp, "rootlink"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"sub/in.json"}, rels(suites))
+
+	suites, err = Load(filepath.Join(tmp, "d"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"linked/sub/in.json", "x.json"}, rels(suites))
+	r := Run(t.Context(), metakey.Reference{}, suites)
+	assert.Equal(t, 2, r.Passed)
 }

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
+	pathpkg "path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -122,18 +122,8 @@ func Load(paths ...string) ([]*Suite, error) {
 			continue
 		}
 		n := 0
-		err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() || !strings.HasSuffix(d.Name(), ".json") {
-				return nil
-			}
-			rel, err := filepath.Rel(root, path)
-			if err != nil {
-				rel = path
-			}
-			s, err := loadFile(path, filepath.ToSlash(rel))
+		err = walkSuites(root, "", make(map[string]bool), func(path, rel string) error {
+			s, err := loadFile(path, rel)
 			if err != nil {
 				return err
 			}
@@ -149,6 +139,45 @@ func Load(paths ...string) ([]*Suite, error) {
 		}
 	}
 	return suites, nil
+}
+
+// walkSuites calls add for each *.json file under dir, in name order,
+// descending into directories as it meets them; rel is dir's path relative
+// to the walk's root ("" for the root), in slash form. Symbolic links are
+// followed, to files and to directories alike; a directory reached again
+// (a link cycle, or two links to one directory) is read once.
+func walkSuites(dir, rel string, seen map[string]bool, add func(path, rel string) error) error {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return err
+	}
+	if seen[real] {
+		return nil
+	}
+	seen[real] = true
+	entries, err := os.ReadDir(dir) // sorted by name
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		p, r := filepath.Join(dir, e.Name()), pathpkg.Join(rel, e.Name())
+		info, err := os.Stat(p) // through a link
+		switch {
+		case err != nil && !strings.HasSuffix(e.Name(), ".json"):
+			continue // a dangling link that would not be read anyway
+		case err != nil:
+			return err
+		case info.IsDir():
+			if err := walkSuites(p, r, seen, add); err != nil {
+				return err
+			}
+		case strings.HasSuffix(e.Name(), ".json"):
+			if err := add(p, r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func loadFile(path, rel string) (*Suite, error) {
@@ -304,6 +333,9 @@ func parseCase(i int, raw json.RawMessage) *Case {
 	switch kind {
 	case KindCanonical:
 		c.Canonical = values["canonical"]
+		if _, err := decodeValue(c.Canonical); err != nil {
+			return malformed("canonical: %w", err)
+		}
 	case KindSame, KindDiffer:
 		group, err := readArray(values[string(kind)])
 		if err != nil {

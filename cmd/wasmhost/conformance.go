@@ -14,7 +14,8 @@ import (
 // failing case (per case with -v), then "N passed, N failed" alone on the
 // last line. It exits 0 when no case failed, 1 when one did, and 2 when the
 // plugin cannot be loaded, a path cannot be read (or holds no suite) or the
-// --json report cannot be written, with the reason on standard error.
+// --json report cannot be written (the text report is printed first), with
+// the reason on standard error.
 func runConformance(ctx context.Context, args []string, s stdio) int {
 	var pf pluginFlags
 	var verbose bool
@@ -59,6 +60,12 @@ func runConformance(ctx context.Context, args []string, s stdio) int {
 
 	report := conformance.RunBothWays(ctx, p, extism, suites)
 	report.Plugin, report.Digest = p.Name(), p.Digest()
+	// The text report comes first, so that a JSON report that cannot be
+	// written still leaves the results and the summary on stdout.
+	if err := report.WriteText(s.out, verbose); err != nil {
+		s.errorf("conformance", "%v", err)
+		return exitUsage
+	}
 	if jsonFile != "" {
 		b, err := json.MarshalIndent(report, "", "  ")
 		if err == nil {
@@ -68,10 +75,6 @@ func runConformance(ctx context.Context, args []string, s stdio) int {
 			s.errorf("conformance", "write JSON report: %v", err)
 			return exitUsage
 		}
-	}
-	if err := report.WriteText(s.out, verbose); err != nil {
-		s.errorf("conformance", "%v", err)
-		return exitUsage
 	}
 	if !report.OK() {
 		return exitFail

@@ -302,6 +302,10 @@ func TestConformanceExit2(t *testing.T) {
 	r = runCLI(t, "", "conformance", "--json", filepath.Join(t.TempDir(), "no", "dir", "r.json"), "testdata/failing.json")
 	assert.Equal(t, exitUsage, r.code)
 	assert.Contains(t, r.errOut, "write JSON report")
+	l := lines(r.out)
+	require.NotEmpty(t, l, "the text report is printed all the same")
+	assert.Regexp(t, `^\d+ passed, [1-9]\d* failed$`, l[len(l)-1])
+	assert.Contains(t, r.out, "FAIL ")
 }
 
 func TestConformancePublicSuite(t *testing.T) {
