@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -527,5 +528,30 @@ func TestRunawayStoppedBothWays(t *testing.T) {
 			require.NoError(t, err)
 			closeTerminates(t, q)
 		})
+	}
+}
+
+// TestCloseDuringNewInstance: a call still creating its instance when
+// Close gives up waiting and closes the runtime gets ErrClosed, as a call
+// that Close terminated while it ran does, not the runtime's own error.
+func TestCloseDuringNewInstance(t *testing.T) {
+	opts := Options{MaxInstances: 1, CacheDir: testCacheDir, CallTimeout: time.Minute}
+	for i := range 3 {
+		p, err := LoadDefault(context.Background(), opts)
+		require.NoError(t, err)
+		inst := <-p.idle // empty the pool: the next call creates an instance
+		p.closeInstance(inst)
+		done := make(chan error, 1)
+		go func() {
+			_, err := p.Project(context.Background(), projectReq(`{"trust":true}`))
+			done <- err
+		}()
+		require.Eventually(t, func() bool { return len(p.slots) == 1 }, 5*time.Second, 100*time.Microsecond)
+		time.Sleep(time.Duration(i) * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		_ = p.Close(ctx)
+		cancel()
+		err = <-done
+		assert.True(t, err == nil || errors.Is(err, ErrClosed), "want ErrClosed (or an answer), got %v", err)
 	}
 }

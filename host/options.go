@@ -26,10 +26,14 @@ type Options struct {
 	CallTimeout time.Duration
 	// PinSHA256, when non-empty, is the hex SHA-256 the wasm bytes must
 	// have (case-insensitive); other bytes are refused before compiling.
+	// The pin covers the wasm, not compiled code read from CacheDir.
 	PinSHA256 string
 	// CacheDir, when non-empty, is a directory for wazero's compilation
 	// cache, so that loading the same wasm again (in this process or a later
-	// one) skips compiling it. "" keeps compiled code in memory only.
+	// one) skips compiling it. "" keeps compiled code in memory only. The
+	// cache holds native code the host runs as it finds it: the directory
+	// must be writable only by those trusted to run code as the host (a
+	// corrupted entry makes loads of that module fail until it is deleted).
 	CacheDir string
 	// MaxInstances bounds the instances (and so the concurrent calls) of
 	// one Plugin. 0 means runtime.GOMAXPROCS(0).

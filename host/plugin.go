@@ -421,6 +421,14 @@ func (p *Plugin) acquire(ctx context.Context) (*instance, error) {
 	if err != nil {
 		<-p.slots
 		p.inflight.Done()
+		switch {
+		case p.killCtx.Err() != nil || p.isClosed():
+			// Close gave up waiting and closed the runtime under us: the
+			// call was terminated by Close, as one that was running.
+			return nil, ErrClosed
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		}
 		return nil, fmt.Errorf("creating an instance: %w", err)
 	}
 	return inst, nil
