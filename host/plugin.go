@@ -28,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	extism "github.com/extism/go-sdk"
@@ -44,6 +45,12 @@ const memoEntries = 65536
 
 // maxRefusalText caps the plugin error message quoted in an error.
 const maxRefusalText = 1 << 10
+
+// closeKillWait bounds how long Close waits, once it has terminated the
+// calls still running, for them to return. A terminated call ends at its
+// next meter check, within microseconds of guest work; the bound only
+// keeps Close from hanging on a host bug.
+const closeKillWait = 5 * time.Second
 
 // A Plugin is one loaded policy plugin build: its compiled module and a pool
 // of instances. It is safe for concurrent use; calls beyond MaxInstances
@@ -483,6 +490,9 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 		inst.exitCode.Store(code)
 		inst.exited.Store(true)
 	}))
+	if p.killCtx.Err() != nil { // Close gave up on the calls: no new instance
+		return nil, ErrClosed
+	}
 	ext, err := p.compiled.Instance(ictx, extism.PluginInstanceConfig{ModuleConfig: sandboxConfig(stdout, stderr)})
 	if err != nil {
 		return nil, err
@@ -657,8 +667,9 @@ func (p *Plugin) errorf(export, format string, args ...any) error {
 
 // Close stops new calls (they return ErrClosed), waits for the calls in
 // flight, then releases every instance and the compiled module. If ctx ends
-// first, Close terminates the calls still running (they return ErrClosed)
-// and returns ctx's error. Closing twice is a no-op.
+// first, Close terminates the calls still running (they return ErrClosed),
+// waits the moment they take to return, and returns ctx's error. Closing
+// twice is a no-op.
 func (p *Plugin) Close(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closed {
@@ -682,6 +693,18 @@ func (p *Plugin) Close(ctx context.Context) error {
 		err = fmt.Errorf("plugin %q: close: terminated the calls still running: %w", p.name, ctx.Err())
 	}
 	p.kill() // stops the calls still running, if any
+	if err != nil {
+		// They end at their next meter check (or wazero's own check for an
+		// unmetered module): wait for that before closing the runtime under
+		// them, which wazero does not allow while a module is being
+		// instantiated or called.
+		select {
+		case <-waited:
+		case <-time.After(closeKillWait):
+			p.log.LogAttrs(context.Background(), slog.LevelWarn, "plugin calls still running after being terminated; closing anyway",
+				slog.String("plugin", p.name))
+		}
+	}
 	for drained := false; !drained; {
 		select {
 		case inst := <-p.idle:
