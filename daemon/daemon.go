@@ -40,9 +40,11 @@ const (
 	shutdownGrace        = 5 * time.Second
 	// upstreamCloseGrace bounds the wait for upstream connections to
 	// close at shutdown. The go-sdk gives a stdio server 5 s to exit after
-	// its stdin closes and 5 s more after SIGTERM before it sends SIGKILL;
-	// waiting that long means shutdown leaves no upstream process behind.
-	upstreamCloseGrace = 12 * time.Second
+	// its stdin closes and 5 s more after SIGTERM before it sends SIGKILL,
+	// and then what is left of its process group gets groupTerminateGrace
+	// after SIGTERM before SIGKILL (killGroup); waiting that long means
+	// shutdown leaves no upstream process behind.
+	upstreamCloseGrace = 10*time.Second + groupTerminateGrace + 2*time.Second
 )
 
 // Errors Run returns, wrapped with the details, when it refuses to start
@@ -259,6 +261,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.running = true
 	d.mu.Unlock()
 
+	// SIGHUP is caught from the start: its default action would end a
+	// daemon still starting and leave its upstreams behind. One that comes
+	// before the daemon is ready waits in the channel and reloads after.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	// Warnings are logged even when the config is refused: an unknown key
 	// may be the typo behind the error.
 	cfg, warnings, err := config.Load(d.file)
@@ -345,8 +354,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if watchErr != nil {
 		d.log.Warn("config file watching disabled", "err", watchErr)
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
 	wg.Go(func() {
 		for {
 			select {

@@ -392,6 +392,16 @@ func TestAdminOverlay(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, code)
 	code, _ = r.do("DELETE", "/v1/sessions/alice/servers/demo", adminToken, nil, nil)
 	assert.Equal(t, http.StatusNotFound, code)
+
+	// An unknown key is accepted with the warning a file entry would get,
+	// in the answer and in the log.
+	typo := mustJSON(t, map[string]any{"command": self, "env": map[string]any{demoserver.ChildEnv: "1"}, "includeTool": []string{"echo"}})
+	code, body = r.do("PUT", "/v1/sessions/alice/servers/demo", adminToken, strings.NewReader(typo), nil)
+	require.Equal(t, http.StatusOK, code, body)
+	var res struct{ Warnings []string }
+	require.NoError(t, json.Unmarshal([]byte(body), &res))
+	assert.Equal(t, []string{"request body: mcpServers.demo.includeTool: unknown key, ignored"}, res.Warnings)
+	assert.Contains(t, r.logs.String(), "overlay put: request body: mcpServers.demo.includeTool: unknown key, ignored")
 }
 
 func TestStartupRefusals(t *testing.T) {

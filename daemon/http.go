@@ -170,6 +170,10 @@ func (d *Daemon) serveState(w http.ResponseWriter, _ *http.Request) {
 func (d *Daemon) serveReload(w http.ResponseWriter, r *http.Request) {
 	res, err := d.Reload(r.Context(), "admin")
 	switch {
+	case errors.Is(err, ErrNotReady):
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+	case res == nil:
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": fmt.Sprint(err)})
 	case err == nil:
 		writeJSON(w, http.StatusOK, res)
 	case !res.Applied:
@@ -185,24 +189,33 @@ type overlayResult struct {
 	Server  string `json:"server"`
 	Summary string `json:"summary"`
 	Error   string `json:"error,omitempty"`
+	// Warnings are the config loader's warnings about the entry (an
+	// unknown key, say), as a file entry would get them.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // parseServerEntry parses body as one "mcpServers" entry named name, with
 // the config loader's rules and messages; relative paths resolve against
 // the config file's directory.
-func (d *Daemon) parseServerEntry(name string, body []byte) (*config.Server, error) {
+func (d *Daemon) parseServerEntry(name string, body []byte) (*config.Server, []string, error) {
 	if !json.Valid(body) {
-		return nil, errors.New("request body: not a JSON value")
+		return nil, nil, errors.New("request body: not a JSON value")
 	}
 	key, _ := json.Marshal(name)
 	doc := append(append(append([]byte(`{"mcpServers":{`), key...), ':'), body...)
 	doc = append(doc, "}}"...)
 	file := filepath.Join(filepath.Dir(d.path), "request body")
-	cfg, _, err := config.Parse(file, doc, nil, nil)
+	cfg, ws, err := config.Parse(file, doc, nil, nil)
 	if err != nil {
-		return nil, errors.New(strings.ReplaceAll(err.Error(), file+": ", "request body: "))
+		return nil, nil, errors.New(strings.ReplaceAll(err.Error(), file+": ", "request body: "))
 	}
-	return cfg.Servers[name], nil
+	var warnings []string
+	for _, w := range ws {
+		if strings.HasPrefix(w.Path, "mcpServers") { // not the document's own, such as "no sessions"
+			warnings = append(warnings, "request body: "+w.Path+": "+w.Message)
+		}
+	}
+	return cfg.Servers[name], warnings, nil
 }
 
 func (d *Daemon) servePutOverlay(w http.ResponseWriter, r *http.Request) {
@@ -212,15 +225,18 @@ func (d *Daemon) servePutOverlay(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: "request body unreadable or larger than 1 MiB"})
 		return
 	}
-	srv, err := d.parseServerEntry(server, body)
+	srv, warnings, err := d.parseServerEntry(server, body)
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
 		return
 	}
+	for _, msg := range warnings {
+		d.log.Warn("overlay put: "+msg, "session", sessionName, "server", server)
+	}
 	d.reloadMu.Lock()
 	sum, err := d.rec.PutOverlay(r.Context(), sessionName, srv)
 	d.reloadMu.Unlock()
-	d.answerOverlay(w, "put", sessionName, server, sum, err)
+	d.answerOverlay(w, "put", sessionName, server, sum, err, warnings)
 }
 
 func (d *Daemon) serveDeleteOverlay(w http.ResponseWriter, r *http.Request) {
@@ -228,11 +244,11 @@ func (d *Daemon) serveDeleteOverlay(w http.ResponseWriter, r *http.Request) {
 	d.reloadMu.Lock()
 	sum, err := d.rec.DeleteOverlay(r.Context(), sessionName, server)
 	d.reloadMu.Unlock()
-	d.answerOverlay(w, "delete", sessionName, server, sum, err)
+	d.answerOverlay(w, "delete", sessionName, server, sum, err, nil)
 }
 
-func (d *Daemon) answerOverlay(w http.ResponseWriter, verb, sessionName, server string, sum reconcile.Summary, err error) {
-	res := overlayResult{Session: sessionName, Server: server, Summary: describeSummary(sum, d.clientsNotified(sum), "policy unchanged")}
+func (d *Daemon) answerOverlay(w http.ResponseWriter, verb, sessionName, server string, sum reconcile.Summary, err error, warnings []string) {
+	res := overlayResult{Session: sessionName, Server: server, Summary: describeSummary(sum, d.clientsNotified(sum), "policy unchanged"), Warnings: warnings}
 	status := http.StatusOK
 	if err != nil {
 		res.Error = err.Error()

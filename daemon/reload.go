@@ -27,6 +27,9 @@ var (
 	// names the config file and the JSON path of the policy setting at
 	// fault, e.g. "wasmhost.json: policy.path: ...".
 	ErrPolicyRefused = errors.New("policy plugin refused")
+	// ErrNotReady: the daemon is still starting (its first config is being
+	// applied); nothing was changed. Try again once it serves.
+	ErrNotReady = errors.New("the daemon is still starting")
 )
 
 // A ReloadResult reports one reload.
@@ -56,7 +59,7 @@ func (d *Daemon) Reload(ctx context.Context, trigger string) (*ReloadResult, err
 	select {
 	case <-d.ready:
 	default:
-		return nil, errors.New("daemon: reload before the daemon is ready")
+		return nil, fmt.Errorf("daemon: reload: %w", ErrNotReady)
 	}
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
