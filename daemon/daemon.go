@@ -22,6 +22,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/procgroup"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/session"
@@ -41,10 +42,10 @@ const (
 	// upstreamCloseGrace bounds the wait for upstream connections to
 	// close at shutdown. The go-sdk gives a stdio server 5 s to exit after
 	// its stdin closes and 5 s more after SIGTERM before it sends SIGKILL,
-	// and then what is left of its process group gets groupTerminateGrace
-	// after SIGTERM before SIGKILL (killGroup); waiting that long means
-	// shutdown leaves no upstream process behind.
-	upstreamCloseGrace = 10*time.Second + groupTerminateGrace + 2*time.Second
+	// and then what is left of its process group gets procgroup.DefaultGrace
+	// after SIGTERM before SIGKILL; waiting that long means shutdown leaves
+	// no upstream process behind.
+	upstreamCloseGrace = 10*time.Second + procgroup.DefaultGrace + 2*time.Second
 )
 
 // Errors Run returns, wrapped with the details, when it refuses to start

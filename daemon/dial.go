@@ -4,24 +4,18 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"os/exec"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/wasmhost/wasmhost/internal/procgroup"
 	"github.com/wasmhost/wasmhost/pool"
 )
 
 // stderrWaitDelay bounds how long closing a stdio upstream waits for its
 // stderr to be drained (a grandchild process may hold it open).
 const stderrWaitDelay = 2 * time.Second
-
-// groupTerminateGrace is how long closing a stdio upstream waits, after it
-// sent SIGTERM to what is left of the upstream's process group, before it
-// sends SIGKILL: the go-sdk's default grace for the upstream itself
-// (mcp.CommandTransport.TerminateDuration).
-const groupTerminateGrace = 5 * time.Second
 
 // A pidTable remembers the process id of the newest stdio upstream started
 // for each transport identity, for /v1/state.
@@ -58,7 +52,7 @@ func (d *Daemon) dial(base pool.Dialer) pool.Dialer {
 		if !ok {
 			return d.relay.WrapTransport(t), nil
 		}
-		detach(ct.Command)
+		procgroup.Detach(ct.Command)
 		if ct.Command.Stderr == nil {
 			ct.Command.Stderr = &lineLogger{log: d.log.With("component", "upstream", "server", spec.Name)}
 			if ct.Command.WaitDelay == 0 {
@@ -86,35 +80,7 @@ func (t *pidTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if t.cmd.Command.Process != nil {
 		t.pids.set(t.identity, t.cmd.Command.Process.Pid)
 	}
-	grace := t.cmd.TerminateDuration
-	if grace <= 0 {
-		grace = groupTerminateGrace
-	}
-	return &groupConn{Connection: c, cmd: t.cmd.Command, grace: grace}, nil
-}
-
-// A groupConn is a stdio upstream's connection whose Close also ends the
-// processes the upstream started: the go-sdk closes the upstream's stdin
-// and signals the upstream process only, which would leave, say, a wrapper
-// script's children running in the process group detach made for it.
-type groupConn struct {
-	mcp.Connection
-	cmd   *exec.Cmd
-	grace time.Duration
-
-	once sync.Once
-	err  error
-}
-
-// Close closes the connection the go-sdk way (the upstream has exited or
-// been killed when it returns), then signals what is left of its process
-// group (see killGroup).
-func (c *groupConn) Close() error {
-	c.once.Do(func() {
-		c.err = c.Connection.Close()
-		killGroup(c.cmd, c.grace)
-	})
-	return c.err
+	return procgroup.Conn(c, t.cmd), nil
 }
 
 // A lineLogger logs each line an upstream writes to its stderr.

@@ -14,6 +14,7 @@ import (
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/daemon"
 	"github.com/wasmhost/wasmhost/host"
+	"github.com/wasmhost/wasmhost/internal/procgroup"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/session"
@@ -98,7 +99,7 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 		},
 	})
 	leg = reconcile.NewLegacy(reconcile.LegacyOptions{
-		Dialer:     relay.Dialer(stderrDialer(s.err)),
+		Dialer:     stdioDialer(relay, s.err),
 		OnProgress: relay.Handle,
 		Policy:     plugin,
 		Registry:   ep,
@@ -121,7 +122,9 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 	err = ep.Server().Run(ctx, transport)
 	stopBG()
 	<-supervised
-	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// As long as the go-sdk's close of a stdio server (5 s after stdin, 5 s
+	// after SIGTERM) and the end of its process group take.
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second+procgroup.DefaultGrace+2*time.Second)
 	defer cancel()
 	if cerr := leg.Close(cctx); cerr != nil {
 		log.Warn("closing upstream connections", "err", cerr)
@@ -144,16 +147,25 @@ func servedToEnd(err error) bool {
 	return err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed)
 }
 
-// stderrDialer is pool.DefaultDialer with each stdio upstream's standard
-// error sent to w (never to standard output, which is the MCP stream).
-func stderrDialer(w io.Writer) pool.Dialer {
+// stdioDialer is pool.DefaultDialer for stdio mode: each stdio upstream's
+// standard error goes to w (never to standard output, which is the MCP
+// stream), it runs in a process group of its own that its close ends
+// (procgroup), and relay sees its progress notifications.
+func stdioDialer(relay *session.ProgressRelay, w io.Writer) pool.Dialer {
 	return func(ctx context.Context, spec pool.Spec) (mcp.Transport, error) {
 		t, err := pool.DefaultDialer(ctx, spec)
-		if ct, ok := t.(*mcp.CommandTransport); ok && ct.Command.Stderr == nil {
+		if err != nil {
+			return nil, err
+		}
+		ct, ok := t.(*mcp.CommandTransport)
+		if !ok {
+			return relay.WrapTransport(t), nil
+		}
+		if ct.Command.Stderr == nil {
 			ct.Command.Stderr = w
 			ct.Command.WaitDelay = 2 * time.Second
 		}
-		return t, err
+		return procgroup.Transport(relay.WrapTransport(ct), ct), nil
 	}
 }
 

@@ -1,6 +1,6 @@
 //go:build unix
 
-package daemon
+package procgroup
 
 import (
 	"bytes"
@@ -12,28 +12,27 @@ import (
 	"time"
 )
 
-// detach starts cmd in a process group of its own, so a Ctrl-C meant for
-// the daemon does not also kill its upstreams behind its back: the daemon
-// closes them itself when it shuts down (and killGroup ends what the
-// upstream left behind).
-func detach(cmd *exec.Cmd) {
+// Detach starts cmd in a process group of its own, so a Ctrl-C meant for
+// the host does not also kill its upstreams behind its back: the host
+// closes them itself when it shuts down (and Kill ends what the upstream
+// left behind).
+func Detach(cmd *exec.Cmd) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
 }
 
-// groupPollInterval is how often killGroup checks whether the group is
-// gone.
+// groupPollInterval is how often Kill checks whether the group is gone.
 const groupPollInterval = 20 * time.Millisecond
 
-// killGroup ends the processes left in the process group detach made for
+// Kill ends the processes left in the process group Detach made for
 // cmd, once cmd's connection is closed (the go-sdk closes the leader's
 // stdin and signals the leader only, so a wrapper script's children would
 // outlive it): it sends SIGTERM to the group, waits up to grace for the
 // group to be gone, then sends SIGKILL. It does nothing when cmd was not
-// started in a group of its own, and never signals the daemon's own group.
-func killGroup(cmd *exec.Cmd, grace time.Duration) {
+// started in a group of its own, and never signals the host's own group.
+func Kill(cmd *exec.Cmd, grace time.Duration) {
 	if cmd.Process == nil || cmd.SysProcAttr == nil || !cmd.SysProcAttr.Setpgid || cmd.SysProcAttr.Pgid != 0 {
 		return
 	}

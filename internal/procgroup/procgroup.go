@@ -1,0 +1,76 @@
+// Package procgroup runs a stdio MCP upstream in a process group of its own
+// and ends the whole group when its connection closes.
+//
+// The go-sdk's CommandTransport closes a server's stdin and then signals the
+// server process alone, so whatever the server started (the real server
+// behind a wrapper script, a helper) would outlive it. A command given to
+// [Detach] gets a group of its own, which also keeps a Ctrl-C meant for the
+// host from reaching it behind the host's back; a connection wrapped with
+// [Conn] or made by a transport wrapped with [Transport] ends that group
+// when it closes ([Kill]). On systems without process groups both do
+// nothing.
+package procgroup
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// DefaultGrace is how long Kill waits after SIGTERM before SIGKILL when the
+// transport sets no TerminateDuration: the go-sdk's own default for the
+// server process.
+const DefaultGrace = 5 * time.Second
+
+// Transport returns t, a transport that runs ct (t may be ct itself or a
+// wrapper of it), with ct's command detached into a group of its own and
+// every connection wrapped with Conn.
+func Transport(t mcp.Transport, ct *mcp.CommandTransport) mcp.Transport {
+	Detach(ct.Command)
+	return &transport{Transport: t, ct: ct}
+}
+
+type transport struct {
+	mcp.Transport
+	ct *mcp.CommandTransport
+}
+
+func (t *transport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return Conn(c, t.ct), nil
+}
+
+// Conn wraps c, a connection to the command of ct (detached with Detach),
+// so that closing it, after the go-sdk's own close, ends what is left of
+// the command's process group.
+func Conn(c mcp.Connection, ct *mcp.CommandTransport) mcp.Connection {
+	grace := ct.TerminateDuration
+	if grace <= 0 {
+		grace = DefaultGrace
+	}
+	return &conn{Connection: c, ct: ct, grace: grace}
+}
+
+type conn struct {
+	mcp.Connection
+	ct    *mcp.CommandTransport
+	grace time.Duration
+
+	once sync.Once
+	err  error
+}
+
+// Close closes the connection the go-sdk way (the server has exited or been
+// killed when it returns), then ends the rest of its process group.
+func (c *conn) Close() error {
+	c.once.Do(func() {
+		c.err = c.Connection.Close()
+		Kill(c.ct.Command, c.grace)
+	})
+	return c.err
+}
