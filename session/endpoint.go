@@ -379,18 +379,6 @@ func (e *Endpoint) DeleteResourceTemplates(server string, uriTemplates []string)
 	e.unregister(e.templates, e.waitTemplates, server, uriTemplates, e.srv.RemoveResourceTemplates)
 }
 
-// addTemplate adds a resource template to srv, turning the go-sdk's panic
-// on an invalid URI template into an error.
-func addTemplate(srv *mcp.Server, t *mcp.ResourceTemplate, h mcp.ResourceHandler) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%v", p)
-		}
-	}()
-	srv.AddResourceTemplate(t, h)
-	return nil
-}
-
 // exposedTool returns a copy of t named exposed, with an input schema the
 // go-sdk server accepts: a missing schema or one without "type" becomes an
 // object schema. The projection's tool is never modified.
@@ -414,25 +402,31 @@ func exposedTool(t *mcp.Tool, exposed string) (*mcp.Tool, error) {
 
 // addTool calls srv.AddTool, turning its panics (an input schema it
 // refuses) into errors.
-func addTool(srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
-		}
-	}()
-	srv.AddTool(t, h)
-	return nil
+func addTool(srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) error {
+	return unpanic(func() { srv.AddTool(t, h) })
 }
 
 // addResource calls srv.AddResource, turning its panic (an unparsable URI)
 // into an error.
-func addResource(srv *mcp.Server, r *mcp.Resource, h mcp.ResourceHandler) (err error) {
+func addResource(srv *mcp.Server, r *mcp.Resource, h mcp.ResourceHandler) error {
+	return unpanic(func() { srv.AddResource(r, h) })
+}
+
+// addTemplate calls srv.AddResourceTemplate, turning its panic (an invalid
+// URI template) into an error.
+func addTemplate(srv *mcp.Server, t *mcp.ResourceTemplate, h mcp.ResourceHandler) error {
+	return unpanic(func() { srv.AddResourceTemplate(t, h) })
+}
+
+// unpanic runs add, one of the go-sdk's Add methods, and returns the panic
+// it raises for input it refuses as an error.
+func unpanic(add func()) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%v", p)
 		}
 	}()
-	srv.AddResource(r, h)
+	add()
 	return nil
 }
 
