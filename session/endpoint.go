@@ -63,6 +63,24 @@ type route struct {
 	name   string // upstream tool or prompt name, or resource URI
 }
 
+// A kind is the state of one kind of item an Endpoint serves: tools,
+// prompts, resources or resource templates. It is guarded by the
+// endpoint's mu.
+type kind struct {
+	name   string           // for logs: "tool", "prompt", ...
+	remove func(...string)  // the MCP server's Remove method for the kind
+	routes map[string]route // exposed name (URI, URI template) -> upstream
+	// waiting holds the registrations left out because another server
+	// holds their name (see taken): exposed name -> server -> the function
+	// that registers that server's item. When the holder lets the name go,
+	// the first of them by server name gets it (promote).
+	waiting map[string]map[string]func()
+}
+
+func newKind(name string, remove func(...string)) kind {
+	return kind{name: name, remove: remove, routes: make(map[string]route), waiting: make(map[string]map[string]func())}
+}
+
 // An Endpoint is one session's MCP server. It implements view.Registry and is
 // safe for concurrent use. See the package documentation.
 type Endpoint struct {
@@ -72,17 +90,9 @@ type Endpoint struct {
 	relay    *ProgressRelay
 	log      *slog.Logger
 
-	mu        sync.Mutex
-	tools     map[string]route // exposed name -> upstream
-	prompts   map[string]route // exposed name -> upstream
-	resources map[string]route // URI -> upstream
-	templates map[string]route // URI template -> upstream
-	// The registrations left out because another server holds their name
-	// (see taken), by kind: exposed name -> server -> the function that
-	// registers that server's item. When the holder lets the name go, the
-	// first of them by server name gets it (promote).
-	waitTools, waitPrompts, waitResources, waitTemplates map[string]map[string]func()
-	changes                                              uint64 // registrations added, replaced or removed
+	mu                                   sync.Mutex
+	tools, prompts, resources, templates kind
+	changes                              uint64 // registrations added, replaced or removed
 }
 
 var _ view.TemplateRegistry = (*Endpoint)(nil)
@@ -102,18 +112,10 @@ func New(opts Options) *Endpoint {
 		impl = &mcp.Implementation{Name: "wasmhost", Version: "dev"}
 	}
 	e := &Endpoint{
-		name:          opts.Name,
-		upstream:      opts.Upstream,
-		relay:         opts.Progress,
-		log:           log.With("session", opts.Name),
-		tools:         make(map[string]route),
-		prompts:       make(map[string]route),
-		resources:     make(map[string]route),
-		waitTools:     make(map[string]map[string]func()),
-		waitPrompts:   make(map[string]map[string]func()),
-		waitResources: make(map[string]map[string]func()),
-		templates:     make(map[string]route),
-		waitTemplates: make(map[string]map[string]func()),
+		name:     opts.Name,
+		upstream: opts.Upstream,
+		relay:    opts.Progress,
+		log:      log.With("session", opts.Name),
 	}
 	e.srv = mcp.NewServer(impl, &mcp.ServerOptions{
 		// The go-sdk logs every client connect at info level; keep its
@@ -127,6 +129,10 @@ func New(opts Options) *Endpoint {
 			Resources: &mcp.ResourceCapabilities{ListChanged: true},
 		},
 	})
+	e.tools = newKind("tool", e.srv.RemoveTools)
+	e.prompts = newKind("prompt", e.srv.RemovePrompts)
+	e.resources = newKind("resource", e.srv.RemoveResources)
+	e.templates = newKind("resource template", e.srv.RemoveResourceTemplates)
 	return e
 }
 
@@ -157,21 +163,21 @@ func (e *Endpoint) Clients() int {
 }
 
 // Tools returns the exposed tool names, sorted.
-func (e *Endpoint) Tools() []string { return e.names(e.tools) }
+func (e *Endpoint) Tools() []string { return e.names(&e.tools) }
 
 // Prompts returns the exposed prompt names, sorted.
-func (e *Endpoint) Prompts() []string { return e.names(e.prompts) }
+func (e *Endpoint) Prompts() []string { return e.names(&e.prompts) }
 
 // Resources returns the exposed resource URIs, sorted.
-func (e *Endpoint) Resources() []string { return e.names(e.resources) }
+func (e *Endpoint) Resources() []string { return e.names(&e.resources) }
 
 // ResourceTemplates returns the exposed URI templates, sorted.
-func (e *Endpoint) ResourceTemplates() []string { return e.names(e.templates) }
+func (e *Endpoint) ResourceTemplates() []string { return e.names(&e.templates) }
 
-func (e *Endpoint) names(m map[string]route) []string {
+func (e *Endpoint) names(k *kind) []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return slices.Sorted(maps.Keys(m))
+	return slices.Sorted(maps.Keys(k.routes))
 }
 
 // Close closes every connected client session. Registrations stay; the
@@ -183,51 +189,51 @@ func (e *Endpoint) Close() {
 }
 
 // taken reports (and logs) whether another server than server already holds
-// exposed in m, one of e's maps; if so, put, which registers server's item,
-// waits in wait (m's waiting map) for the name to be let go. e.mu is held.
-func (e *Endpoint) taken(m map[string]route, wait map[string]map[string]func(), kind, exposed, server string, put func()) bool {
-	old, ok := m[exposed]
+// exposed among k's routes; if so, put, which registers server's item,
+// waits for the name to be let go. e.mu is held.
+func (e *Endpoint) taken(k *kind, exposed, server string, put func()) bool {
+	old, ok := k.routes[exposed]
 	if !ok || old.server == server {
 		return false
 	}
-	if wait[exposed] == nil {
-		wait[exposed] = make(map[string]func())
+	if k.waiting[exposed] == nil {
+		k.waiting[exposed] = make(map[string]func())
 	}
-	wait[exposed][server] = put
-	e.log.Warn("name collision: "+kind+" left out", "name", exposed, "server", server, "owner", old.server)
+	k.waiting[exposed][server] = put
+	e.log.Warn("name collision: "+k.name+" left out", "name", exposed, "server", server, "owner", old.server)
 	return true
 }
 
-// unregister removes the exposed names server owns from m, one of e's maps,
-// and from the MCP server with remove, and forgets those of server's that
-// wait in wait (m's waiting map). A name let go goes to the registration
-// waiting for it, if any (promote). e.mu is held.
-func (e *Endpoint) unregister(m map[string]route, wait map[string]map[string]func(), server string, exposed []string, remove func(...string)) {
+// unregister removes the exposed names of k that server holds, from k and
+// from the MCP server, and forgets those of server's that wait for their
+// name. A name let go goes to the registration waiting for it, if any
+// (promote). e.mu is held.
+func (e *Endpoint) unregister(k *kind, server string, exposed []string) {
 	var gone []string
 	for _, x := range exposed {
-		if r, ok := m[x]; ok && r.server == server {
-			delete(m, x)
+		if r, ok := k.routes[x]; ok && r.server == server {
+			delete(k.routes, x)
 			gone = append(gone, x)
-		} else if ws := wait[x]; ws != nil {
+		} else if ws := k.waiting[x]; ws != nil {
 			delete(ws, server)
 			if len(ws) == 0 {
-				delete(wait, x)
+				delete(k.waiting, x)
 			}
 		}
 	}
 	if len(gone) > 0 {
-		remove(gone...)
+		k.remove(gone...)
 		e.changes += uint64(len(gone))
 	}
 	for _, x := range gone {
-		promote(wait, x)
+		k.promote(x)
 	}
 }
 
-// promote registers the item that waits for exposed in wait, from the first
-// server by name, now that nothing holds the name. e.mu is held.
-func promote(wait map[string]map[string]func(), exposed string) {
-	ws := wait[exposed]
+// promote registers the item that waits for exposed, from the first server
+// by name, now that nothing holds the name. e.mu is held.
+func (k *kind) promote(exposed string) {
+	ws := k.waiting[exposed]
 	if len(ws) == 0 {
 		return
 	}
@@ -235,7 +241,7 @@ func promote(wait map[string]map[string]func(), exposed string) {
 	put := ws[first]
 	delete(ws, first)
 	if len(ws) == 0 {
-		delete(wait, exposed)
+		delete(k.waiting, exposed)
 	}
 	put()
 }
@@ -262,7 +268,7 @@ func (e *Endpoint) PutTools(server string, tools []*mcp.Tool) {
 // putTool registers one tool of server. e.mu is held.
 func (e *Endpoint) putTool(server string, t *mcp.Tool) {
 	exposed := ExposedName(server, t.Name)
-	if e.taken(e.tools, e.waitTools, "tool", exposed, server, func() { e.putTool(server, t) }) {
+	if e.taken(&e.tools, exposed, server, func() { e.putTool(server, t) }) {
 		return
 	}
 	c, err := exposedTool(t, exposed)
@@ -271,10 +277,10 @@ func (e *Endpoint) putTool(server string, t *mcp.Tool) {
 	}
 	if err != nil {
 		e.log.Warn("upstream tool cannot be served, left out", "server", server, "tool", t.Name, "err", err)
-		e.unregister(e.tools, e.waitTools, server, []string{exposed}, e.srv.RemoveTools) // an earlier version of it
+		e.unregister(&e.tools, server, []string{exposed}) // an earlier version of it
 		return
 	}
-	e.tools[exposed] = route{server, t.Name}
+	e.tools.routes[exposed] = route{server, t.Name}
 	e.changes++
 }
 
@@ -282,7 +288,7 @@ func (e *Endpoint) putTool(server string, t *mcp.Tool) {
 func (e *Endpoint) DeleteTools(server string, names []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.unregister(e.tools, e.waitTools, server, exposedNames(server, names), e.srv.RemoveTools)
+	e.unregister(&e.tools, server, exposedNames(server, names))
 }
 
 // PutPrompts implements view.Registry: it registers each prompt as
@@ -298,13 +304,13 @@ func (e *Endpoint) PutPrompts(server string, prompts []*mcp.Prompt) {
 // putPrompt registers one prompt of server. e.mu is held.
 func (e *Endpoint) putPrompt(server string, p *mcp.Prompt) {
 	exposed := ExposedName(server, p.Name)
-	if e.taken(e.prompts, e.waitPrompts, "prompt", exposed, server, func() { e.putPrompt(server, p) }) {
+	if e.taken(&e.prompts, exposed, server, func() { e.putPrompt(server, p) }) {
 		return
 	}
 	c := *p
 	c.Name = exposed
 	e.srv.AddPrompt(&c, e.forwardPrompt)
-	e.prompts[exposed] = route{server, p.Name}
+	e.prompts.routes[exposed] = route{server, p.Name}
 	e.changes++
 }
 
@@ -312,7 +318,7 @@ func (e *Endpoint) putPrompt(server string, p *mcp.Prompt) {
 func (e *Endpoint) DeletePrompts(server string, names []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.unregister(e.prompts, e.waitPrompts, server, exposedNames(server, names), e.srv.RemovePrompts)
+	e.unregister(&e.prompts, server, exposedNames(server, names))
 }
 
 // PutResources implements view.Registry: resources keep their URIs.
@@ -326,14 +332,14 @@ func (e *Endpoint) PutResources(server string, resources []*mcp.Resource) {
 
 // putResource registers one resource of server. e.mu is held.
 func (e *Endpoint) putResource(server string, r *mcp.Resource) {
-	if e.taken(e.resources, e.waitResources, "resource", r.URI, server, func() { e.putResource(server, r) }) {
+	if e.taken(&e.resources, r.URI, server, func() { e.putResource(server, r) }) {
 		return
 	}
 	if err := addResource(e.srv, r, e.forwardResource); err != nil {
 		e.log.Warn("upstream resource cannot be served, left out", "server", server, "uri", r.URI, "err", err)
 		return
 	}
-	e.resources[r.URI] = route{server, r.URI}
+	e.resources.routes[r.URI] = route{server, r.URI}
 	e.changes++
 }
 
@@ -341,7 +347,7 @@ func (e *Endpoint) putResource(server string, r *mcp.Resource) {
 func (e *Endpoint) DeleteResources(server string, uris []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.unregister(e.resources, e.waitResources, server, uris, e.srv.RemoveResources)
+	e.unregister(&e.resources, server, uris)
 }
 
 // PutResourceTemplates implements view.TemplateRegistry: templates keep
@@ -358,17 +364,17 @@ func (e *Endpoint) PutResourceTemplates(server string, templates []*mcp.Resource
 // putTemplate registers one resource template of server. e.mu is held.
 func (e *Endpoint) putTemplate(server string, t *mcp.ResourceTemplate) {
 	key := t.URITemplate
-	if e.taken(e.templates, e.waitTemplates, "resource template", key, server, func() { e.putTemplate(server, t) }) {
+	if e.taken(&e.templates, key, server, func() { e.putTemplate(server, t) }) {
 		return
 	}
 	read := func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		return e.read(ctx, req, e.templates, key)
+		return e.read(ctx, req, &e.templates, key)
 	}
 	if err := addTemplate(e.srv, t, read); err != nil {
 		e.log.Warn("upstream resource template cannot be served, left out", "server", server, "uriTemplate", key, "err", err)
 		return
 	}
-	e.templates[key] = route{server, key}
+	e.templates.routes[key] = route{server, key}
 	e.changes++
 }
 
@@ -376,7 +382,7 @@ func (e *Endpoint) putTemplate(server string, t *mcp.ResourceTemplate) {
 func (e *Endpoint) DeleteResourceTemplates(server string, uriTemplates []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.unregister(e.templates, e.waitTemplates, server, uriTemplates, e.srv.RemoveResourceTemplates)
+	e.unregister(&e.templates, server, uriTemplates)
 }
 
 // exposedTool returns a copy of t named exposed, with an input schema the
@@ -430,11 +436,11 @@ func unpanic(add func()) (err error) {
 	return nil
 }
 
-// lookup returns the route of exposed in m at this instant.
-func (e *Endpoint) lookup(m map[string]route, exposed string) (route, bool) {
+// lookup returns the route of exposed in k at this instant.
+func (e *Endpoint) lookup(k *kind, exposed string) (route, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	r, ok := m[exposed]
+	r, ok := k.routes[exposed]
 	return r, ok
 }
 
@@ -456,7 +462,7 @@ func (e *Endpoint) target(ctx context.Context, server string) (*mcp.ClientSessio
 // forwardTool serves tools/call.
 func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	exposed := req.Params.Name
-	r, ok := e.lookup(e.tools, exposed)
+	r, ok := e.lookup(&e.tools, exposed)
 	if !ok {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", exposed)}
 	}
@@ -488,7 +494,7 @@ func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*
 // forwardPrompt serves prompts/get.
 func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 	exposed := req.Params.Name
-	r, ok := e.lookup(e.prompts, exposed)
+	r, ok := e.lookup(&e.prompts, exposed)
 	if !ok {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", exposed)}
 	}
@@ -513,14 +519,14 @@ func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest)
 
 // forwardResource serves resources/read.
 func (e *Endpoint) forwardResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-	return e.read(ctx, req, e.resources, req.Params.URI)
+	return e.read(ctx, req, &e.resources, req.Params.URI)
 }
 
 // read forwards resources/read to the server that key (a resource's URI or
-// a template's URI template) routes to in m, one of e's maps.
-func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, m map[string]route, key string) (*mcp.ReadResourceResult, error) {
+// a template's URI template) routes to in k.
+func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, k *kind, key string) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
-	r, ok := e.lookup(m, key)
+	r, ok := e.lookup(k, key)
 	if !ok {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
