@@ -38,10 +38,10 @@ type TemplateRegistry interface {
 	DeleteResourceTemplates(server string, uriTemplates []string)
 }
 
-// applyDiff brings reg from old to next for server: it deletes what next
-// lacks, then puts what is new or different. Equal projections make no call
-// at all. Either projection may be nil (nothing registered). Resource
-// templates go only to a TemplateRegistry.
+// applyDiff brings reg from old to next for server: for each kind of item
+// it deletes what next lacks, then puts what is new or different. Equal
+// projections make no call at all. Either projection may be nil (nothing
+// registered). Resource templates go only to a TemplateRegistry.
 func applyDiff(reg Registry, c *churn.Counters, server string, old, next *Projection) {
 	if old == next {
 		return
@@ -52,44 +52,29 @@ func applyDiff(reg Registry, c *churn.Counters, server string, old, next *Projec
 	if next == nil {
 		next = &Projection{}
 	}
-	toolName := func(t *mcp.Tool) string { return t.Name }
-	promptName := func(p *mcp.Prompt) string { return p.Name }
-	resourceURI := func(r *mcp.Resource) string { return r.URI }
-
-	if del := removed(old.Tools, next.Tools, toolName); len(del) > 0 {
-		c.RegistryOps.Add(1)
-		reg.DeleteTools(server, del)
-	}
-	if del := removed(old.Prompts, next.Prompts, promptName); len(del) > 0 {
-		c.RegistryOps.Add(1)
-		reg.DeletePrompts(server, del)
-	}
-	if del := removed(old.Resources, next.Resources, resourceURI); len(del) > 0 {
-		c.RegistryOps.Add(1)
-		reg.DeleteResources(server, del)
-	}
-	if put := changed(old.Tools, next.Tools, toolName); len(put) > 0 {
-		c.RegistryOps.Add(1)
-		reg.PutTools(server, put)
-	}
-	if put := changed(old.Prompts, next.Prompts, promptName); len(put) > 0 {
-		c.RegistryOps.Add(1)
-		reg.PutPrompts(server, put)
-	}
-	if put := changed(old.Resources, next.Resources, resourceURI); len(put) > 0 {
-		c.RegistryOps.Add(1)
-		reg.PutResources(server, put)
-	}
+	diff(c, old.Tools, next.Tools, func(t *mcp.Tool) string { return t.Name },
+		func(del []string) { reg.DeleteTools(server, del) }, func(put []*mcp.Tool) { reg.PutTools(server, put) })
+	diff(c, old.Prompts, next.Prompts, func(p *mcp.Prompt) string { return p.Name },
+		func(del []string) { reg.DeletePrompts(server, del) }, func(put []*mcp.Prompt) { reg.PutPrompts(server, put) })
+	diff(c, old.Resources, next.Resources, func(r *mcp.Resource) string { return r.URI },
+		func(del []string) { reg.DeleteResources(server, del) }, func(put []*mcp.Resource) { reg.PutResources(server, put) })
 	if tr, ok := reg.(TemplateRegistry); ok {
-		uriTemplate := func(t *mcp.ResourceTemplate) string { return t.URITemplate }
-		if del := removed(old.ResourceTemplates, next.ResourceTemplates, uriTemplate); len(del) > 0 {
-			c.RegistryOps.Add(1)
-			tr.DeleteResourceTemplates(server, del)
-		}
-		if put := changed(old.ResourceTemplates, next.ResourceTemplates, uriTemplate); len(put) > 0 {
-			c.RegistryOps.Add(1)
-			tr.PutResourceTemplates(server, put)
-		}
+		diff(c, old.ResourceTemplates, next.ResourceTemplates, func(t *mcp.ResourceTemplate) string { return t.URITemplate },
+			func(del []string) { tr.DeleteResourceTemplates(server, del) }, func(put []*mcp.ResourceTemplate) { tr.PutResourceTemplates(server, put) })
+	}
+}
+
+// diff brings one kind of item from old to next: it deletes the keys next
+// lacks, then puts what is new or different, each in one call (counted in
+// c.RegistryOps) and only when there is something to send.
+func diff[T any](c *churn.Counters, old, next []*T, key func(*T) string, del func([]string), put func([]*T)) {
+	if keys := removed(old, next, key); len(keys) > 0 {
+		c.RegistryOps.Add(1)
+		del(keys)
+	}
+	if items := changed(old, next, key); len(items) > 0 {
+		c.RegistryOps.Add(1)
+		put(items)
 	}
 }
 
