@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
@@ -325,16 +324,9 @@ func showJSON(raw []byte) string {
 		b.Reset()
 		b.Write(raw)
 	}
-	s, total := b.String(), b.Len()
-	if total > limit {
-		cut := limit
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut]
-	}
+	total := b.Len()
 	var out strings.Builder
-	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+	for _, r := range strings.ToValidUTF8(runePrefix(b.String(), limit), "\uFFFD") {
 		if unicode.IsPrint(r) {
 			out.WriteRune(r)
 		} else {

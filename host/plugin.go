@@ -429,9 +429,9 @@ func (p *Plugin) acquire(ctx context.Context) (*instance, error) {
 		<-p.slots
 		p.inflight.Done()
 		switch {
-		case p.killCtx.Err() != nil || p.isClosed():
-			// Close gave up waiting and closed the runtime under us: the
-			// call was terminated by Close, as one that was running.
+		case p.killCtx.Err() != nil:
+			// Close terminated the call while it made its instance, as it
+			// terminates one that is running.
 			return nil, ErrClosed
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
@@ -647,11 +647,19 @@ func refusalText(msg string) string {
 	if len(msg) <= maxRefusalText {
 		return msg
 	}
-	cut := maxRefusalText
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
+	return fmt.Sprintf("%s... (%d bytes)", runePrefix(msg, maxRefusalText), len(msg))
+}
+
+// runePrefix returns the longest prefix of s of at most n bytes that ends
+// at a rune boundary.
+func runePrefix(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return fmt.Sprintf("%s... (%d bytes)", msg[:cut], len(msg))
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func (p *Plugin) isClosed() bool {
