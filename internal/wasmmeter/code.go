@@ -468,46 +468,12 @@ func (r *rewriter) appendChargeEnd(out []byte) []byte {
 // scratchLocal returns the index of the i32 local to add to function r.fidx,
 // which declares nLocals locals in cnt entries, or fails and returns -1.
 func (r *rewriter) scratchLocal(nLocals uint64, cnt uint32) int64 {
-	idx := uint64(r.params(r.fidx-r.nImpFuncs)) + nLocals
+	idx := uint64(r.funcParams[r.fidx-r.nImpFuncs]) + nLocals
 	if nLocals >= math.MaxUint32 || idx >= math.MaxUint32 || cnt == math.MaxUint32 {
 		r.codeFail(ErrUnsupported, 0, "too many locals to add one for a bulk instruction")
 		return -1
 	}
 	return int64(idx)
-}
-
-// params returns the number of parameters of defined function i. On first
-// use it decodes them for every defined function from the type and function
-// sections, which scanSections has checked: only a module with a bulk
-// instruction of runtime length needs them.
-func (r *rewriter) params(i uint32) uint32 {
-	if r.funcParams == nil {
-		r.funcParams = make([]uint32, 0, r.nFuncs)
-		var typeParams []uint32
-		for _, s := range r.sections {
-			in := r.in[:s.end]
-			_, n := readU32(in, s.body)
-			p := s.body + n
-			switch s.id {
-			case secType:
-				typeParams = make([]uint32, 0, r.nTypes)
-				for range r.nTypes {
-					params, n := readU32(in, p+1) // after 0x60
-					p += 1 + n + int(params)
-					results, n := readU32(in, p)
-					p += n + int(results)
-					typeParams = append(typeParams, params)
-				}
-			case secFunction:
-				for range r.nFuncs {
-					t, n := readU32(in, p)
-					p += n
-					r.funcParams = append(r.funcParams, typeParams[t])
-				}
-			}
-		}
-	}
-	return r.funcParams[i]
 }
 
 // prologue returns the position of the first instruction at or after b[p:]

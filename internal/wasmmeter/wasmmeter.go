@@ -202,7 +202,8 @@ type rewriter struct {
 	seqBuf [48]byte
 	seq    []byte // the fuel check
 
-	funcParams []uint32 // parameters of each defined function, once needed
+	typeParams []uint32 // parameters of each type (scanTypes)
+	funcParams []uint32 // parameters of each defined function (scanFunctions)
 }
 
 // Instrument returns a new module that behaves as wasm does, except that it
@@ -393,6 +394,7 @@ func (r *rewriter) scanTypes(s section) error {
 			}
 			counts[j] = c
 		}
+		r.typeParams = append(r.typeParams, counts[0])
 		if !found && counts[0] == 0 && counts[1] == 1 && in[p-1] == 0x7f {
 			r.tickType, found = i, true // reuse the first () -> (i32)
 		}
@@ -548,6 +550,7 @@ func (r *rewriter) scanFunctions(s section) error {
 		if t >= r.nTypes {
 			return 0, r.malformed(p, "function %d has type %d of %d", i, t, r.nTypes)
 		}
+		r.funcParams = append(r.funcParams, r.typeParams[t])
 		return p + n, nil
 	})
 	if err != nil {
