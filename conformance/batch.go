@@ -138,16 +138,11 @@ func (sb *suiteBatch) send(ctx context.Context, bp abi.BatchProjector, cases []*
 }
 
 // check fails case c when its answer on the batch path differs from what
-// the case expects, and records that answer in ans. A nil sb, or a case sb
-// did not send, passes.
-func (sb *suiteBatch) check(c *Case, ans *answers) *failure {
-	return sb.checkRefusal(c, ans, "")
-}
-
-// checkRefusal is check for a reject case whose project call refused the
-// settings with message refusal ("" when unknown): the batch path must
-// refuse them with the same message (abi/SPEC.md section 5.1).
-func (sb *suiteBatch) checkRefusal(c *Case, ans *answers, refusal string) *failure {
+// the case expects, and records that answer in ans. For a reject case,
+// refusal is the message project refused the settings with ("" when
+// unknown): the batch path must refuse them with the same message
+// (abi/SPEC.md section 5.1). A nil sb, or a case sb did not send, passes.
+func (sb *suiteBatch) check(c *Case, ans *answers, refusal string) *failure {
 	if sb == nil {
 		return nil
 	}

@@ -220,16 +220,23 @@ func (a *answers) differ(extism *answers) *failure {
 		return nil
 	}
 	d, e := *a, *extism
-	const differ = "direct calls answer differently from Extism calls (abi/SPEC.md section 5.2): "
 	for i := range max(len(d), len(e)) {
-		switch {
-		case i >= len(d):
-			return fail(differ+"%s (want: through Extism calls; got: direct calls)", e[i].what).wantGot(e[i].value, "no answer")
-		case i >= len(e):
-			return fail(differ+"%s (want: through Extism calls; got: direct calls)", d[i].what).wantGot("no answer", d[i].value)
-		case d[i] != e[i]:
-			return fail(differ+"%s (want: through Extism calls; got: direct calls)", d[i].what).wantGot(e[i].value, d[i].value)
+		if i < len(d) && i < len(e) && d[i] == e[i] {
+			continue
 		}
+		want, got := answer{value: "no answer"}, answer{value: "no answer"}
+		if i < len(e) {
+			want = e[i]
+		}
+		if i < len(d) {
+			got = d[i]
+		}
+		what := got.what
+		if what == "" {
+			what = want.what
+		}
+		return fail("direct calls answer differently from Extism calls (abi/SPEC.md section 5.2): %s (want: through Extism calls; got: direct calls)", what).
+			wantGot(want.value, got.value)
 	}
 	return nil
 }
@@ -275,12 +282,12 @@ func runCase(ctx context.Context, p abi.Policy, s *Suite, c *Case, sb *suiteBatc
 		f = runDiffer(ctx, p, c, ans)
 	case KindProject:
 		if f = runProject(ctx, p, c, ans); f == nil {
-			f = sb.check(c, ans)
+			f = sb.check(c, ans, "")
 		}
 	case KindReject:
 		var refusal string
 		if refusal, f = runReject(ctx, p, c, ans); f == nil {
-			f = sb.checkRefusal(c, ans, refusal)
+			f = sb.check(c, ans, refusal)
 		}
 	case KindMalformed:
 		f = &failure{msg: "malformed case: " + c.Err.Error()}
