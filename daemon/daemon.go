@@ -40,12 +40,8 @@ const (
 	DefaultRetryMax      = 30 * time.Second
 	shutdownGrace        = 5 * time.Second
 	// upstreamCloseGrace bounds the wait for upstream connections to
-	// close at shutdown. The go-sdk gives a stdio server 5 s to exit after
-	// its stdin closes and 5 s more after SIGTERM before it sends SIGKILL,
-	// and then what is left of its process group gets procgroup.DefaultGrace
-	// after SIGTERM before SIGKILL; waiting that long means shutdown leaves
-	// no upstream process behind.
-	upstreamCloseGrace = 10*time.Second + procgroup.DefaultGrace + 2*time.Second
+	// close at shutdown: as long as a stubborn stdio server's close takes.
+	upstreamCloseGrace = procgroup.MaxClose
 )
 
 // Errors Run returns, wrapped with the details, when it refuses to start

@@ -172,8 +172,6 @@ func (d *Daemon) serveReload(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, ErrNotReady):
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
-	case res == nil:
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": fmt.Sprint(err)})
 	case err == nil:
 		writeJSON(w, http.StatusOK, res)
 	case !res.Applied:

@@ -54,7 +54,7 @@ type ReloadResult struct {
 // Reload reloads the config file now (the debounce is skipped) and returns
 // what happened. The error wraps ErrConfigInvalid or ErrPolicyRefused when
 // nothing was changed, or joins the failed bindings when the rest was
-// applied. Reload must be called while Run serves.
+// applied; before Run serves it returns ErrNotReady and no result.
 func (d *Daemon) Reload(ctx context.Context, trigger string) (*ReloadResult, error) {
 	select {
 	case <-d.ready:

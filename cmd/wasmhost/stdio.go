@@ -122,9 +122,7 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 	err = ep.Server().Run(ctx, transport)
 	stopBG()
 	<-supervised
-	// As long as the go-sdk's close of a stdio server (5 s after stdin, 5 s
-	// after SIGTERM) and the end of its process group take.
-	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second+procgroup.DefaultGrace+2*time.Second)
+	cctx, cancel := context.WithTimeout(context.Background(), procgroup.MaxClose)
 	defer cancel()
 	if cerr := leg.Close(cctx); cerr != nil {
 		log.Warn("closing upstream connections", "err", cerr)

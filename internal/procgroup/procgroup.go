@@ -24,6 +24,14 @@ import (
 // server process.
 const DefaultGrace = 5 * time.Second
 
+// MaxClose is about the longest the Close of a connection from Conn takes
+// with the default graces, for a server that ignores both stdin's end and
+// SIGTERM: the go-sdk waits DefaultGrace after closing stdin and
+// DefaultGrace after SIGTERM, then Kill waits DefaultGrace more for the
+// rest of the group, plus a margin. A host that waits this long at
+// shutdown leaves no such process behind.
+const MaxClose = 3*DefaultGrace + 2*time.Second
+
 // Transport returns t, a transport that runs ct (t may be ct itself or a
 // wrapper of it), with ct's command detached into a group of its own and
 // every connection wrapped with Conn.
