@@ -3,8 +3,6 @@
 package daemon_test
 
 import (
-	"bytes"
-	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/internal/procgroup"
 )
 
 // TestClosedUpstreamLeavesNoChildren runs a stdio upstream that is a shell
@@ -86,7 +85,7 @@ func waitChildPID(t *testing.T, pidFile string) int {
 		return err == nil
 	}, 15*time.Second, 20*time.Millisecond, "the wrapper script did not start")
 	t.Cleanup(func() {
-		if !gone(pid) {
+		if !procgroup.Ended(pid) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
@@ -96,22 +95,6 @@ func waitChildPID(t *testing.T, pidFile string) int {
 // waitGone waits a few seconds for process pid to end.
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return gone(pid) }, 10*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return procgroup.Ended(pid) }, 10*time.Second, 20*time.Millisecond,
 		"the upstream's child %d outlived it", pid)
-}
-
-// gone reports whether process pid has ended. A zombie has ended: the
-// child is an orphan once the upstream exits, and the init of some
-// containers never reaps orphans.
-func gone(pid int) bool {
-	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-		return true
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	f := bytes.Fields(stat[i+1:])
-	return len(f) > 0 && string(f[0]) == "Z"
 }

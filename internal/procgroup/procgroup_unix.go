@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -30,7 +31,8 @@ const groupPollInterval = 20 * time.Millisecond
 // cmd, once cmd's connection is closed (the go-sdk closes the leader's
 // stdin and signals the leader only, so a wrapper script's children would
 // outlive it): it sends SIGTERM to the group, waits up to grace for the
-// group to be gone, then sends SIGKILL. It does nothing when cmd was not
+// group to be gone, then sends SIGKILL and waits (a moment, at most
+// killWait) for the kernel to end them. It does nothing when cmd was not
 // started in a group of its own, and never signals the host's own group.
 func Kill(cmd *exec.Cmd, grace time.Duration) {
 	if cmd.Process == nil || cmd.SysProcAttr == nil || !cmd.SysProcAttr.Setpgid || cmd.SysProcAttr.Pgid != 0 {
@@ -45,14 +47,28 @@ func Kill(cmd *exec.Cmd, grace time.Duration) {
 	if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil {
 		return // ESRCH: nothing left
 	}
-	deadline := time.Now().Add(grace)
+	if waitGroup(pgid, grace) {
+		return
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	waitGroup(pgid, killWait)
+}
+
+// killWait bounds the wait for a group to be gone after SIGKILL, which the
+// kernel carries out at once but not synchronously.
+const killWait = time.Second
+
+// waitGroup waits up to d for group pgid to be gone and reports whether it
+// is.
+func waitGroup(pgid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
 	for groupAlive(pgid) {
 		if time.Now().After(deadline) {
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			return
+			return false
 		}
 		time.Sleep(groupPollInterval)
 	}
+	return true
 }
 
 // groupAlive reports whether a process of group pgid still runs. Zombies
@@ -72,24 +88,40 @@ func groupAlive(pgid int) bool {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
+		f, ok := procStat(e.Name())
+		if !ok {
 			continue // gone meanwhile
 		}
 		seen = true
-		// "pid (comm) state ppid pgrp ...": comm may hold spaces and
-		// parentheses, so the fields are counted from the last ')'.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		f := bytes.Fields(stat[i+1:])
-		if len(f) < 3 || string(f[2]) != strconv.Itoa(pgid) {
-			continue
-		}
-		if string(f[0]) != "Z" {
+		if len(f) >= 3 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
 			return true
 		}
 	}
 	return !seen // no stat file read: /proc is not Linux's
+}
+
+// Ended reports whether process pid has ended: it is gone, or it is a
+// zombie (an orphan whose end waits for an init that may never reap it).
+func Ended(pid int) bool {
+	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+		return true
+	}
+	f, ok := procStat(strconv.Itoa(pid))
+	return ok && len(f) > 0 && f[0] == "Z"
+}
+
+// procStat returns the fields of /proc/PID/stat after the command name:
+// state, ppid, pgrp, and so on. The name may hold spaces and parentheses,
+// so the fields are counted from the last ')'. It reports false when the
+// file cannot be read.
+func procStat(pid string) ([]string, bool) {
+	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return nil, false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return nil, true
+	}
+	return strings.Fields(string(stat[i+1:])), true
 }
