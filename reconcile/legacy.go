@@ -54,8 +54,7 @@ type LegacyOptions struct {
 // withdrawn (its view shows nothing and records ErrDisconnected) and the
 // next Apply or Restart reconnects it; a view that failed closed on a
 // connection that stayed up is re-projected by the next Apply, in place.
-// A Legacy is safe for concurrent use;
-// its mutating methods are serialised.
+// A Legacy is safe for concurrent use; its mutating methods are serialised.
 type Legacy struct {
 	dial     pool.Dialer
 	client   *mcp.Implementation

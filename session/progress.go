@@ -24,12 +24,12 @@ const tokenPrefix = "wasmhost-progress-"
 // request that asked for them. A forwarded request carries a token of the
 // relay's instead of the client's (clients of different sessions may pick
 // the same token, and they share one upstream connection). The token is
-// random, 128 bits: only the upstream the call went to learns it, so no
-// other upstream can send progress into a call it does not serve, whatever
-// tokens it tries. The relay reads
-// the upstream connection's incoming messages, recognises its tokens, and
-// hands each notification to the waiting call, which sends it to its client
-// with the client's token.
+// random (crypto/rand.Text, 130 bits): only the upstream the call went to
+// learns it, so no other upstream can send progress into a call it does
+// not serve, whatever tokens it tries. The relay reads the upstream
+// connection's incoming messages, recognises its tokens, and hands each
+// notification to the waiting call, which sends it to its client with the
+// client's token.
 //
 // The relay hears an upstream's progress in two ways. Stdio, IO and
 // in-memory transports are wrapped ([ProgressRelay.WrapTransport],
