@@ -73,22 +73,38 @@ func (h *Handle) Session() *mcp.ClientSession {
 // changed=true. During a restart the view accepts the settings and the
 // restart's fan-out applies them. It never acquires again: the refcount does
 // not move. On a released handle it returns ErrReleased, on a failed or
-// closed entry ErrTerminal, changing nothing. A policy failure makes the
-// view fail closed and is returned.
+// closed entry ErrTerminal, changing nothing. An entry that turns terminal
+// while the view refreshes also gives ErrTerminal (the failure withdraws
+// the view). A policy failure makes the view fail closed and is returned.
 func (h *Handle) RefreshMetadata(ctx context.Context, settings json.RawMessage) (changed bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.released.Load() {
 		return false, fmt.Errorf("refresh %s for session %q: %w", h.entry.id, h.view.Session(), ErrReleased)
 	}
-	h.entry.mu.Lock()
-	if h.entry.state.Terminal() {
-		err := h.entry.terminalErr()
-		h.entry.mu.Unlock()
-		return false, fmt.Errorf("refresh for session %q: %w", h.view.Session(), err)
+	if err := h.terminal(); err != nil {
+		return false, err
 	}
-	h.entry.mu.Unlock()
-	return h.view.SetSettings(ctx, settings)
+	changed, err = h.view.SetSettings(ctx, settings)
+	// The entry may have failed while the policy ran: the failure withdraws
+	// the view once SetSettings lets go of it, so report the entry as
+	// terminal now rather than a refresh that will not last, and the caller
+	// replaces the entry at once instead of at the next reload.
+	if terr := h.terminal(); terr != nil {
+		return changed, terr
+	}
+	return changed, err
+}
+
+// terminal returns ErrTerminal, wrapped with the session and the entry's
+// cause, when the handle's entry is failed or closed, and nil otherwise.
+func (h *Handle) terminal() error {
+	h.entry.mu.Lock()
+	defer h.entry.mu.Unlock()
+	if h.entry.state.Terminal() {
+		return fmt.Errorf("refresh for session %q: %w", h.view.Session(), h.entry.terminalErr())
+	}
+	return nil
 }
 
 // Release detaches the view, deleting its registrations, and drops the

@@ -455,6 +455,54 @@ func TestTerminalEntryFailsClosed(t *testing.T) {
 	require.NoError(t, h.Release(ctx))
 }
 
+// gatedPolicy is the reference policy whose Canonicalize, while armed,
+// reports that it was entered and waits to be let go.
+type gatedPolicy struct {
+	metakey.Reference
+	armed   *atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (p gatedPolicy) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	if p.armed.Load() {
+		p.entered <- struct{}{}
+		<-p.release
+	}
+	return p.Reference.Canonicalize(ctx, req)
+}
+
+// TestRefreshWhileEntryFails: an entry that fails while a refresh asks the
+// policy for the new key makes the refresh return ErrTerminal, so the
+// reconciler replaces the entry at once; the failure still withdraws the
+// view.
+func TestRefreshWhileEntryFails(t *testing.T) {
+	ctx := context.Background()
+	up := newUpstream(t, "fs", "read")
+	e := newEnv(t, pool.Options{}, up)
+	reg := viewtest.NewRegistry()
+	p := gatedPolicy{armed: new(atomic.Bool), entered: make(chan struct{}), release: make(chan struct{})}
+	h, err := e.pool.Acquire(ctx, stdioSpec("fs"), e.newView("s1", "fs", `{}`, reg, p))
+	require.NoError(t, err)
+	require.Equal(t, []string{"read"}, reg.ToolNames("fs"))
+
+	p.armed.Store(true)
+	refreshed := make(chan error, 1)
+	go func() {
+		_, err := h.RefreshMetadata(ctx, json.RawMessage(`{"trust":true}`))
+		refreshed <- err
+	}()
+	<-p.entered
+	up.kill()
+	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, 5*time.Second, 5*time.Millisecond)
+	close(p.release)
+	require.ErrorIs(t, <-refreshed, pool.ErrTerminal)
+	settle(t, h)
+	assert.Empty(t, reg.Servers(), "the failure withdrew the view")
+	assert.ErrorIs(t, h.View().Err(), pool.ErrTerminal)
+	require.NoError(t, h.Release(ctx))
+}
+
 // TestCrashRestart: with CrashRestarts, an upstream that goes away is
 // reconnected and rediscovered; views keep their settings.
 func TestCrashRestart(t *testing.T) {
