@@ -2,6 +2,8 @@ package wasmmeter
 
 import (
 	"math"
+	"runtime"
+	"sort"
 
 	"github.com/wasmhost/wasmhost/internal/leb128"
 )
@@ -139,8 +141,11 @@ func (r *rewriter) emitCode(s section) error {
 	}
 	mark := r.openSection(secCode, s.end-s.body)
 	r.out = append(r.out, in[s.body:s.body+n]...)
+	// Where each body's size starts, and where the section's last ends.
+	starts := make([]int, cnt+1)
 	p := s.body + n
-	for i := uint32(0); i < cnt; i++ {
+	for i := range cnt {
+		starts[i] = p
 		size, n := readU32(in, p)
 		if n == 0 {
 			return r.malformed(p, "bad size of body %d", i)
@@ -149,21 +154,73 @@ func (r *rewriter) emitCode(s section) error {
 		if uint64(size) > uint64(len(in)-p) {
 			return r.malformed(p, "body %d runs past the code section", i)
 		}
-		r.fidx = r.nImpFuncs + i
-		r.base = p
-		bmark := r.reserveSize(int(size))
-		r.body(in[p : p+int(size)])
-		if r.err != nil {
-			return r.err
-		}
-		r.closeSection(bmark)
 		p += int(size)
 	}
 	if p != s.end {
 		return r.malformed(p, "code section has %d trailing bytes", s.end-p)
 	}
+	starts[cnt] = p
+	// A body's rewrite depends on nothing but the body and what the scan
+	// found, so a large section is cut in two halves of about equal size,
+	// the second rewritten meanwhile by a copy of r into its own buffer
+	// and appended: the same bytes, in about half the time when a second
+	// core is free, on the load path of every plugin.
+	mid := cnt
+	if splitCode(s.end - s.body) {
+		half := starts[0] + (p-starts[0])/2
+		mid = uint32(sort.Search(int(cnt), func(i int) bool { return starts[i] >= half }))
+	}
+	var second *rewriter
+	var done chan struct{}
+	if mid < cnt {
+		second = &rewriter{}
+		*second = *r
+		second.out = make([]byte, 0, p-starts[mid]+int(cnt-mid)*len(r.seq)+(p-starts[mid])/16)
+		done = make(chan struct{})
+		go func() {
+			defer close(done)
+			second.bodies(in, starts, mid, cnt)
+		}()
+	}
+	r.bodies(in, starts, 0, mid)
+	if second != nil {
+		<-done
+		if r.err == nil && second.err != nil {
+			r.err = second.err
+		}
+		r.out = append(r.out, second.out...)
+	}
+	if r.err != nil {
+		return r.err
+	}
 	r.closeSection(mark)
 	return nil
+}
+
+// splitCode reports whether emitCode rewrites the second half of a code
+// section of the given size on another goroutine: with a second core, from
+// 256 KiB on. Go-compiled plugins (megabytes) are split; small ones are
+// rewritten faster than a goroutine starts. Tests replace it.
+var splitCode = func(size int) bool {
+	return size >= 256<<10 && runtime.GOMAXPROCS(0) > 1
+}
+
+// bodies appends the instrumented bodies from up to to (exclusive) to r.out,
+// each preceded by its new size; starts holds where each body's size
+// starts in in. It stops at the first failure, which it leaves in r.err.
+func (r *rewriter) bodies(in []byte, starts []int, from, to uint32) {
+	for i := from; i < to; i++ {
+		size, n := readU32(in, starts[i])
+		p := starts[i] + n
+		r.fidx = r.nImpFuncs + i
+		r.base = p
+		bmark := r.reserveSize(int(size))
+		r.body(in[p : p+int(size)])
+		if r.err != nil {
+			return
+		}
+		r.closeSection(bmark)
+	}
 }
 
 // body appends the instrumented function body b to r.out. On failure it

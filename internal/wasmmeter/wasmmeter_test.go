@@ -705,3 +705,60 @@ func TestNameSection(t *testing.T) {
 		assert.NotContains(t, string(out), "\x04name")
 	})
 }
+
+// TestSplitRewriteSameBytes: rewriting a code section in two halves, the
+// second on another goroutine, gives the bytes of one sequential rewrite,
+// or the same error (the first in the module's order): for the committed
+// plugins, the test modules, and their truncations and mutations.
+func TestSplitRewriteSameBytes(t *testing.T) {
+	orig := splitCode
+	t.Cleanup(func() { splitCode = orig })
+	rewrite := func(wasm []byte, split bool) ([]byte, string) {
+		splitCode = func(int) bool { return split }
+		out, err := Instrument(wasm, 1000)
+		if err != nil {
+			return nil, err.Error()
+		}
+		return out, ""
+	}
+	same := func(t *testing.T, what string, wasm []byte) {
+		t.Helper()
+		seqOut, seqErr := rewrite(wasm, false)
+		splitOut, splitErr := rewrite(wasm, true)
+		require.Equal(t, seqErr, splitErr, "%s: errors differ", what)
+		require.True(t, bytes.Equal(seqOut, splitOut), "%s: outputs differ", what)
+	}
+	for _, path := range committedPlugins(t) {
+		same(t, path, readFile(t, path))
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, name := range testdataModules(t) {
+		wasm := readTestdata(t, name)
+		same(t, name, wasm)
+		for n := 8; n < len(wasm); n++ {
+			same(t, fmt.Sprintf("%s cut at %d", name, n), wasm[:n])
+		}
+		for i := range 300 {
+			b := bytes.Clone(wasm)
+			b[8+rng.IntN(len(b)-8)] = byte(rng.Uint32())
+			same(t, fmt.Sprintf("%s mutation %d", name, i), b)
+		}
+	}
+	// An unsupported body in the first half and a malformed one in the
+	// second: the first is the error, as in one pass.
+	two := []byte("\x00asm\x01\x00\x00\x00")
+	two = append(two, secType, 4, 1, 0x60, 0, 0)
+	two = append(two, secFunction, 3, 2, 0, 0)
+	bodies := [][]byte{{0, 0x06, 0x40, 0x0b, 0x0b}, {0, 0x10, 0x07, 0x0b}} // try; call of function 7
+	code := appendU32(nil, 2)
+	for _, b := range bodies {
+		code = appendU32(code, uint32(len(b)))
+		code = append(code, b...)
+	}
+	two = append(two, secCode)
+	two = appendU32(two, uint32(len(code)))
+	two = append(two, code...)
+	_, splitErr := rewrite(two, true)
+	assert.Contains(t, splitErr, "exception-handling")
+	same(t, "two bodies", two)
+}
