@@ -166,6 +166,50 @@ func proxyPath(tb testing.TB, kind upstreamKind) *dataPath {
 	}}
 }
 
+// relayPath forwards every message between a client and an upstream of
+// the given kind as it comes, beneath any go-sdk server or client: it reads
+// each message from one go-sdk connection and writes it to the other. It
+// does no MCP work at all (no routing, no ID mapping, no session), so it
+// measures the least any proxy pays while it still reads and writes
+// messages through the go-sdk's transports: the ceiling of the data path
+// ratio for a design that takes tool calls out of the go-sdk's server and
+// client.
+func relayPath(tb testing.TB, kind upstreamKind) *dataPath {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	up, err := upstreamTransport(tb, kind).Connect(ctx)
+	require.NoError(tb, err)
+	ct, st := mcp.NewInMemoryTransports()
+	down, err := st.Connect(ctx)
+	require.NoError(tb, err)
+	done := make(chan struct{}, 2)
+	pump := func(from, to mcp.Connection) {
+		defer func() { done <- struct{}{} }()
+		for {
+			msg, err := from.Read(ctx)
+			if err != nil {
+				return
+			}
+			if err := to.Write(ctx, msg); err != nil {
+				return
+			}
+		}
+	}
+	go pump(down, up)
+	go pump(up, down)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench-client", Version: "1"}, nil).Connect(ctx, ct, nil)
+	require.NoError(tb, err)
+	tool, args, want := kind.call()
+	return &dataPath{cs: cs, tool: tool, args: args, want: want, close: func() {
+		_ = cs.Close()
+		cancel()
+		_ = up.Close()
+		_ = down.Close()
+		<-done
+		<-done
+	}}
+}
+
 func (d *dataPath) call(ctx context.Context) error {
 	res, err := d.cs.CallTool(ctx, &mcp.CallToolParams{Name: d.tool, Arguments: d.args})
 	if err != nil {
@@ -191,12 +235,14 @@ func (d *dataPath) call(ctx context.Context) error {
 // the latency percentiles of single calls; the wasmhost side also checks
 // that no policy call is made on the call path. The path proxy is the
 // thinnest go-sdk proxy (proxyPath), the floor any proxy on the go-sdk
-// starts from. The path wasmhost-2025-11-25 is wasmhost with the server
+// starts from; the path relay (relayPath) only moves messages between
+// go-sdk connections, the floor of a proxy beneath the go-sdk's server
+// and client. The path wasmhost-2025-11-25 is wasmhost with the server
 // entry's "protocolVersion" pinned to 2025-11-25, for context: the default
 // is the go-sdk's newest protocol.
 func BenchmarkToolCall(b *testing.B) {
 	for _, kind := range []upstreamKind{"memory", "stdio"} {
-		for _, path := range []string{"wasmhost", "direct", "proxy", "wasmhost-" + pinnedProtocol} {
+		for _, path := range []string{"wasmhost", "direct", "proxy", "relay", "wasmhost-" + pinnedProtocol} {
 			b.Run(fmt.Sprintf("upstream=%s/%s", kind, path), func(b *testing.B) {
 				ctx := context.Background()
 				var d *dataPath
@@ -209,6 +255,8 @@ func BenchmarkToolCall(b *testing.B) {
 					d = directPath(b, kind)
 				case "proxy":
 					d = proxyPath(b, kind)
+				case "relay":
+					d = relayPath(b, kind)
 				default:
 					policy = Count(wasmPolicy(b))
 					d = wasmhostPath(b, kind, policy, pinnedProtocol)
@@ -250,7 +298,7 @@ func BenchmarkToolCall(b *testing.B) {
 func TestToolCallPaths(t *testing.T) {
 	ctx := context.Background()
 	for _, kind := range []upstreamKind{"memory", "stdio"} {
-		for _, d := range []*dataPath{wasmhostPath(t, kind, Count(wasmPolicy(t)), ""), wasmhostPath(t, kind, Count(wasmPolicy(t)), pinnedProtocol), directPath(t, kind), proxyPath(t, kind)} {
+		for _, d := range []*dataPath{wasmhostPath(t, kind, Count(wasmPolicy(t)), ""), wasmhostPath(t, kind, Count(wasmPolicy(t)), pinnedProtocol), directPath(t, kind), proxyPath(t, kind), relayPath(t, kind)} {
 			require.NoError(t, d.call(ctx), "upstream=%s, tool %s", kind, d.tool)
 			d.close()
 		}

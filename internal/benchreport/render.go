@@ -320,6 +320,26 @@ func render(m machine, r *results, rounds int, rawPath string) string {
 				s("%s upstream=%s it reaches %s of direct, allocating %s per call (wasmhost %s), and wasmhost makes %s of its calls per second%s",
 					with, k, fmtRatio(p, okp), kib(r.num("BenchmarkToolCall/upstream="+k+"/proxy", "B/op")), kib(r.num("BenchmarkToolCall/upstream="+k+"/wasmhost", "B/op")), fmtRatio(w, okw), sep)
 			}
+			rm, okrm := r.ratio("BenchmarkToolCall/upstream=memory/relay", "BenchmarkToolCall/upstream=memory/direct", "ns/op", true)
+			rs, okrs := r.ratio("BenchmarkToolCall/upstream=stdio/relay", "BenchmarkToolCall/upstream=stdio/direct", "ns/op", true)
+			s("The floor beneath the go-sdk's server and client: `BenchmarkToolCall/upstream=*/relay` only reads each message from one go-sdk connection and writes it to the other (no routing, ID mapping or session at all), "+
+				"and reaches %s (memory) and %s (stdio) of direct. ", fmtRatio(rm, okrm), fmtRatio(rs, okrs))
+			var below []string
+			for _, q := range []struct {
+				kind string
+				r    ratio
+				ok   bool
+			}{{"memory", rm, okrm}, {"stdio", rs, okrs}} {
+				if q.ok && q.r.med < 0.7 {
+					below = append(below, "upstream="+q.kind)
+				}
+			}
+			if len(below) > 0 {
+				s("With %s even the relay stays below 0.7x: no proxy that reads and writes messages through the go-sdk's transports, as the brief asks of every MCP client and server here, meets g there. ", strings.Join(below, " and "))
+			}
+			s("A wasmhost at the relay's speed would serve tool calls beneath the go-sdk's server and client on both legs, mapping request IDs, progress tokens and cancellations itself, " +
+				"and for HTTP sessions replace the go-sdk's streamable HTTP handler, which gives no way to wrap the connections it makes, and it would still have that work to pay for. " +
+				"We keep the go-sdk's server and client on the data path: they check each session's state and protocol version, and a second implementation of the protocol beside them would be paid for in every later change.\n\n")
 			s("What limits it: a session adds a whole MCP hop (a second go-sdk client and server, each encoding and decoding every message: a direct call allocates %s, mostly in go-sdk v1.8.0's JSON decoding, and a call through wasmhost twice that). "+
 				"wasmhost's own work per call (the endpoint's route lookup, the handle's connection lookup, copying `_meta`) is about 0.3%% of a CPU profile split by leg; no policy or wasm code runs. "+
 				"The JSON library the go-sdk decodes with (segmentio/encoding/json) allocates and clears a fresh 32 KiB buffer for every value it decodes, "+
