@@ -21,8 +21,11 @@ type retry struct {
 
 // unhealthy reports whether a binding holds no live connection: its
 // acquire failed, or its entry failed or closed (the pool gave up
-// restarting it).
+// restarting it). A binding a reconciling call is replacing is not.
 func unhealthy(b reconcile.BindingState) bool {
+	if b.Pending {
+		return false
+	}
 	if b.Identity == "" {
 		return true
 	}
@@ -31,7 +34,8 @@ func unhealthy(b reconcile.BindingState) bool {
 
 // supervise retries unhealthy bindings with exponential backoff until ctx
 // ends. A retry releases the binding and acquires it afresh
-// (reconcile.Teardown); a pooled connection other sessions share is joined,
+// (reconcile.Repair, which leaves alone a binding a reload has repaired
+// meanwhile); a pooled connection other sessions share is joined,
 // not duplicated. While nothing is being retried and the reconciler's
 // health epoch has not moved since the last look, no binding can have
 // turned unhealthy, and a tick costs nothing (the state of every binding is
@@ -84,8 +88,11 @@ func (d *Daemon) supervise(ctx context.Context) {
 				if now.Before(r.next) {
 					continue
 				}
-				err := d.rec.Teardown(ctx, s.Name, b.Server)
+				repaired, err := d.rec.Repair(ctx, s.Name, b.Server)
 				switch {
+				case !repaired:
+					// A reload made it healthy meanwhile.
+					delete(retries, k)
 				case err == nil:
 					d.metrics.retries.WithLabelValues("ok").Inc()
 					d.log.Info("upstream reconnected", "session", s.Name, "server", b.Server)

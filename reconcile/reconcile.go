@@ -33,6 +33,7 @@ var (
 	// ErrNotBound is returned by Teardown for a server the session does
 	// not use, and by Restart for a server no session holds.
 	ErrNotBound = errors.New("no binding for server")
+
 	// ErrNoOverlay is returned by DeleteOverlay when the session has no
 	// overlay for the server.
 	ErrNoOverlay = errors.New("no runtime overlay for server")
@@ -471,6 +472,29 @@ func (r *Reconciler) Teardown(ctx context.Context, sessionName, server string) e
 	return err
 }
 
+// Repair is Teardown for a binding that is still unhealthy once the
+// reconciler is free: one whose last acquire failed, or whose entry failed
+// or closed. A binding that a reconciling call made healthy while Repair
+// waited for it (a reload that replaced its connection, say) is left as it
+// is, and Repair returns false. Otherwise it returns true and what Teardown
+// returns. A supervisor retries through Repair, so that its retry never
+// tears down the connection a reload has just made.
+func (r *Reconciler) Repair(ctx context.Context, sessionName, server string) (bool, error) {
+	r.mu.Lock()
+	if s := r.sessions[sessionName]; s != nil && !r.closed {
+		if b := s.bindings[server]; b != nil && b.handle != nil && !b.handle.Entry().State().Terminal() {
+			r.mu.Unlock()
+			return false, nil
+		}
+	}
+	r.mu.Unlock()
+	return true, r.Teardown(ctx, sessionName, server)
+}
+
+// errReacquiring is the error of a binding while a reconciling call
+// replaces its connection (BindingState.Pending).
+var errReacquiring = errors.New("reacquiring")
+
 // Handle returns the handle session holds for server, or nil if none (not
 // wanted, or the last acquire failed). The handle may be released by a
 // later reconciling call; fetch it for each use.
@@ -897,7 +921,7 @@ func (r *Reconciler) converge(ctx context.Context, o *op, t task) {
 	if held != nil {
 		// Release first: the old view must leave the registry before the
 		// new one fills it.
-		r.setBinding(t.s, t.server, &binding{want: t.want, err: errors.New("reacquiring")})
+		r.setBinding(t.s, t.server, &binding{want: t.want, err: errReacquiring})
 		r.release(ctx, o, t, held)
 	}
 	v := view.New(view.Config{
@@ -962,6 +986,7 @@ func describe(bs map[string]*binding) []BindingState {
 		st := BindingState{Server: server, Desired: b.want.identity, Overlay: b.want.overlay}
 		if b.err != nil {
 			st.Error = b.err.Error()
+			st.Pending = b.err == errReacquiring
 		}
 		if h := b.handle; h != nil {
 			info := h.Entry().Info()

@@ -1036,3 +1036,58 @@ func TestApplyEmptyServerList(t *testing.T) {
 	assert.Nil(t, e.rec.Handle("alice", "fs"))
 	e.requireProjected(none, ref)
 }
+
+// TestRepairAfterReload: while a reload replaces a binding's connection,
+// State shows the binding as pending (not failed), and a Repair that waited
+// for the reload leaves the new connection alone; Repair of a binding whose
+// acquire failed acquires it again.
+func TestRepairAfterReload(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read"))
+	c := newCfg().server("fs").session("alice")
+	e.apply(c.build(t))
+	old := e.handle("alice", "fs")
+
+	gate := make(chan struct{})
+	e.mu.Lock()
+	e.gates = map[string]chan struct{}{"fs": gate}
+	e.mu.Unlock()
+	moved := newCfg().server("fs", "args", []string{"--root", "/elsewhere"}).session("alice")
+	before := e.snap()
+	applied := make(chan error, 1)
+	go func() {
+		_, err := e.rec.Apply(context.Background(), moved.build(t))
+		applied <- err
+	}()
+	pending := func() bool {
+		b := e.rec.Bindings("alice")
+		return len(b) == 1 && b[0].Pending
+	}
+	require.Eventually(t, pending, 5*time.Second, time.Millisecond, "the binding shows as pending while it is replaced")
+	assert.Equal(t, "reacquiring", e.rec.Bindings("alice")[0].Error)
+	repaired := make(chan bool, 1)
+	go func() {
+		ok, err := e.rec.Repair(context.Background(), "alice", "fs")
+		assert.NoError(t, err)
+		repaired <- ok
+	}()
+	time.Sleep(20 * time.Millisecond) // let Repair wait for the reload
+	close(gate)
+	require.NoError(t, <-applied)
+	assert.False(t, <-repaired, "the reload repaired it")
+	d := e.delta(before)
+	assert.Equal(t, int64(1), d.Acquires, "one acquire: the reload's")
+	assert.Equal(t, int64(1), d.Releases)
+	assert.True(t, old.Released())
+	assert.False(t, e.rec.Bindings("alice")[0].Pending)
+
+	// A failed acquire is repaired.
+	e.setFailing("fs", errors.New("no such command"))
+	e.rec.Apply(context.Background(), c.build(t)) //nolint:errcheck // the failure is the point
+	require.Nil(t, e.rec.Handle("alice", "fs"))
+	e.setFailing("fs", nil)
+	ok, err := e.rec.Repair(context.Background(), "alice", "fs")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	require.NotNil(t, e.handle("alice", "fs"))
+	assert.Equal(t, []string{"read"}, e.reg("alice").ToolNames("fs"))
+}

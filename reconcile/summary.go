@@ -148,6 +148,10 @@ type BindingState struct {
 	// (a failed acquire, a policy failure, a failed upstream); "" when
 	// healthy.
 	Error string `json:"error,omitempty"`
+	// Pending is true while a reconciling call replaces the binding's
+	// connection (Error is then "reacquiring"): a passing state, not a
+	// failure.
+	Pending bool `json:"pending,omitempty"`
 	// Tools, Prompts and Resources count what the view has registered in
 	// the session.
 	Tools     int `json:"tools"`

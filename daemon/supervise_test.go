@@ -1,0 +1,30 @@
+package daemon
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/wasmhost/wasmhost/reconcile"
+)
+
+// TestUnhealthy: the supervisor retries a binding without a connection or
+// with a failed or closed entry, and leaves alone a healthy one and one a
+// reload is replacing (pending), which would otherwise be torn down again
+// once the reload had made it healthy.
+func TestUnhealthy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    reconcile.BindingState
+		want bool
+	}{
+		{"ready", reconcile.BindingState{Identity: "id", EntryState: "ready"}, false},
+		{"restarting", reconcile.BindingState{Identity: "id", EntryState: "restarting"}, false},
+		{"acquire failed", reconcile.BindingState{Error: "no such command"}, true},
+		{"entry failed", reconcile.BindingState{Identity: "id", EntryState: "failed"}, true},
+		{"entry closed", reconcile.BindingState{Identity: "id", EntryState: "closed"}, true},
+		{"pending", reconcile.BindingState{Error: "reacquiring", Pending: true}, false},
+	} {
+		assert.Equal(t, tc.want, unhealthy(tc.b), tc.name)
+	}
+}
