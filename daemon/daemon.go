@@ -22,6 +22,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/inflight"
 	"github.com/wasmhost/wasmhost/internal/procgroup"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
@@ -39,6 +40,10 @@ const (
 	DefaultRetryMin      = time.Second
 	DefaultRetryMax      = 30 * time.Second
 	shutdownGrace        = 5 * time.Second
+	// drainGrace bounds the wait, at shutdown, for the tool calls, prompt
+	// gets and resource reads under way to be answered; new ones are
+	// refused meanwhile.
+	drainGrace = 10 * time.Second
 	// upstreamCloseGrace bounds the wait for upstream connections to
 	// close at shutdown: as long as a stubborn stdio server's close takes.
 	upstreamCloseGrace = procgroup.MaxClose
@@ -124,6 +129,9 @@ type Daemon struct {
 	addr     net.Addr
 	allowed  map[string]bool
 	listenAt string
+	// requests counts the MCP requests under way other than GET streams,
+	// so that a shutdown waits until their answers are written.
+	requests inflight.Gate
 
 	mu sync.Mutex
 	// admin is nil when the admin API is disabled, which is decided at
@@ -371,16 +379,17 @@ func (d *Daemon) Run(ctx context.Context) error {
 		runErr = fmt.Errorf("daemon: serve: %w", err)
 	}
 
-	// Shutdown: stop triggers, disconnect clients, stop HTTP, release
-	// upstreams, close the plugin.
+	// Shutdown: stop triggers, let the calls under way be answered,
+	// disconnect clients, stop HTTP, release upstreams, close the plugin.
 	signal.Stop(hup)
 	stopBG()
 	wg.Wait()
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
 	d.mu.Lock()
 	eps := slices.Collect(maps.Values(d.endpoints))
 	d.mu.Unlock()
+	d.drain(eps)
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
 	for _, e := range eps {
 		e.ep.Close()
 	}
@@ -405,6 +414,26 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.reloadMu.Unlock()
 	d.log.Info("stopped")
 	return runErr
+}
+
+// drain, at shutdown, makes every endpoint refuse new calls and waits, at
+// most drainGrace, until the calls under way have returned and the MCP
+// requests that carried them have written their answers.
+func (d *Daemon) drain(eps []*endpoint) {
+	ctx, cancel := context.WithTimeout(context.Background(), drainGrace)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, e := range eps {
+		wg.Go(func() {
+			if err := e.ep.Drain(ctx); err != nil {
+				d.log.Warn("shutdown: calls cut short", "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := d.requests.Wait(ctx); err != nil {
+		d.log.Warn("shutdown: MCP requests cut short", "err", err)
+	}
 }
 
 // registry is the reconciler's Registry callback: it creates the session's

@@ -535,3 +535,32 @@ func TestIdleClientSessionsClose(t *testing.T) {
 	}
 	assert.Equal(t, 1, clients()["bob"], "a client making requests stays")
 }
+
+// TestShutdownAnswersCallsUnderWay: a tool call under way when the daemon
+// is told to stop gets its answer before the daemon closes the session.
+func TestShutdownAnswersCallsUnderWay(t *testing.T) {
+	self, err := os.Executable()
+	require.NoError(t, err)
+	cfg := baseConfig()
+	cfg["mcpServers"] = map[string]any{"slow": map[string]any{"command": self, "env": map[string]any{slowEnv: "1"}}}
+	cfg["sessions"] = map[string]any{"alice": map[string]any{"token": aliceToken}}
+	r := start(t, cfg)
+	c := r.connect("alice", aliceToken)
+	mark := filepath.Join(t.TempDir(), "started")
+	answered := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := c.call(t, "slow__slow", map[string]any{"mark": mark, "ms": 1500})
+		assert.NoError(t, err)
+		answered <- res
+	}()
+	require.Eventually(t, func() bool { _, err := os.Stat(mark); return err == nil }, 10*time.Second, 10*time.Millisecond, "the call reached the upstream")
+	r.stop()
+	select {
+	case res := <-answered:
+		require.NotNil(t, res)
+		assert.False(t, res.IsError, resultText(res))
+		assert.Equal(t, "slept", resultText(res))
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer")
+	}
+}

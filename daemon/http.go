@@ -128,6 +128,9 @@ func (d *Daemon) serveMCP(w http.ResponseWriter, r *http.Request) {
 		unauthorized(w, "wasmhost")
 		return
 	}
+	if r.Method != http.MethodGet && d.requests.Enter() {
+		defer d.requests.Leave()
+	}
 	e.http.ServeHTTP(w, r)
 }
 

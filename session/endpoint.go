@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/wasmhost/wasmhost/internal/inflight"
 	"github.com/wasmhost/wasmhost/view"
 )
 
@@ -29,6 +30,11 @@ func ExposedName(server, name string) string { return server + Separator + name 
 // a forwarded call gets when the server's upstream connection is not ready:
 // connecting, restarting after a crash, or failed.
 var ErrUnavailable = errors.New("upstream unavailable")
+
+// ErrDraining is wrapped by the error (or the isError tool result text) a
+// call gets once Drain has been called: the session is shutting down and
+// takes no new calls.
+var ErrDraining = errors.New("session shutting down")
 
 // A Target is the upstream a call is forwarded to.
 type Target struct {
@@ -89,6 +95,7 @@ type Endpoint struct {
 	upstream func(string) Target
 	relay    *ProgressRelay
 	log      *slog.Logger
+	calls    inflight.Gate // forwarded calls; closed by Drain
 
 	mu                                   sync.Mutex
 	tools, prompts, resources, templates kind
@@ -444,6 +451,33 @@ func (e *Endpoint) lookup(k *kind, exposed string) (route, bool) {
 	return r, ok
 }
 
+// begin looks exposed up in k for a call to forward and, when it is found,
+// admits the call (the caller then calls e.calls.Leave). Once the endpoint
+// drains, it returns an error wrapping ErrDraining instead.
+func (e *Endpoint) begin(k *kind, exposed string) (_ route, ok bool, err error) {
+	if !e.calls.Enter() {
+		return route{}, false, fmt.Errorf("session %q: %w", e.name, ErrDraining)
+	}
+	r, ok := e.lookup(k, exposed)
+	if !ok {
+		e.calls.Leave()
+	}
+	return r, ok, nil
+}
+
+// Drain makes the endpoint refuse new tool calls, prompt gets and resource
+// reads (with ErrDraining) and waits until those under way have returned,
+// or until ctx ends, whose cause the error then wraps. A daemon drains its
+// sessions before it closes them, so that a call under way gets its answer.
+// Drain may be called more than once; the endpoint stays draining.
+func (e *Endpoint) Drain(ctx context.Context) error {
+	e.calls.Close()
+	if err := e.calls.Wait(ctx); err != nil {
+		return fmt.Errorf("session %q: drain: calls: %w", e.name, err)
+	}
+	return nil
+}
+
 // target returns the upstream for server and a context bounded by its
 // timeout (ctx itself when there is none), or an error wrapping
 // ErrUnavailable.
@@ -462,10 +496,14 @@ func (e *Endpoint) target(ctx context.Context, server string) (*mcp.ClientSessio
 // forwardTool serves tools/call.
 func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	exposed := req.Params.Name
-	r, ok := e.lookup(&e.tools, exposed)
+	r, ok, err := e.begin(&e.tools, exposed)
+	if err != nil {
+		return errorResult(err), nil
+	}
 	if !ok {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", exposed)}
 	}
+	defer e.calls.Leave()
 	cs, ctx, cancel, err := e.target(ctx, r.server)
 	if err != nil {
 		return errorResult(err), nil
@@ -494,10 +532,14 @@ func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*
 // forwardPrompt serves prompts/get.
 func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 	exposed := req.Params.Name
-	r, ok := e.lookup(&e.prompts, exposed)
+	r, ok, err := e.begin(&e.prompts, exposed)
+	if err != nil {
+		return nil, err
+	}
 	if !ok {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", exposed)}
 	}
+	defer e.calls.Leave()
 	cs, ctx, cancel, err := e.target(ctx, r.server)
 	if err != nil {
 		return nil, err
@@ -526,10 +568,14 @@ func (e *Endpoint) forwardResource(ctx context.Context, req *mcp.ReadResourceReq
 // a template's URI template) routes to in k.
 func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, k *kind, key string) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
-	r, ok := e.lookup(k, key)
+	r, ok, err := e.begin(k, key)
+	if err != nil {
+		return nil, err
+	}
 	if !ok {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
+	defer e.calls.Leave()
 	cs, ctx, cancel, err := e.target(ctx, r.server)
 	if err != nil {
 		return nil, err

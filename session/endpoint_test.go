@@ -354,3 +354,40 @@ func TestToolSchemasTheServerRefusesAreFixedOrLeftOut(t *testing.T) {
 		assert.Equal(t, "object", tool.InputSchema.(map[string]any)["type"])
 	}
 }
+
+// TestDrainWaitsForCallsUnderWay: Drain refuses new calls (an isError
+// result naming ErrDraining, or an error for prompts) and returns once the
+// call under way has its answer.
+func TestDrainWaitsForCallsUnderWay(t *testing.T) {
+	f := newFixture(t)
+	c := f.connect("alice", `{}`)
+	answered := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := c.call(t, "demo__block", nil)
+		assert.NoError(t, err)
+		answered <- res
+	}()
+	<-f.up.started
+
+	drained := make(chan error, 1)
+	go func() { drained <- c.ep.Drain(context.Background()) }()
+	require.Eventually(t, func() bool {
+		res, err := c.call(t, "demo__echo", map[string]any{"text": "late"})
+		return err == nil && res.IsError && strings.Contains(text(res), session.ErrDraining.Error())
+	}, 5*time.Second, 5*time.Millisecond, "new calls are refused while draining")
+	_, err := c.cs.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "demo__greet"})
+	require.ErrorContains(t, err, session.ErrDraining.Error())
+	select {
+	case err := <-drained:
+		t.Fatalf("Drain returned %v with a call under way", err)
+	default:
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, c.ep.Drain(ctx), context.DeadlineExceeded)
+
+	close(f.up.release)
+	require.NoError(t, <-drained)
+	assert.Equal(t, "released", text(<-answered))
+}
