@@ -127,7 +127,7 @@ func New(opts Options) *Endpoint {
 	e.srv = mcp.NewServer(impl, &mcp.ServerOptions{
 		// The go-sdk logs every client connect at info level; keep its
 		// warnings and errors only.
-		Logger: slog.New(minLevel{e.log.Handler(), slog.LevelWarn}),
+		Logger: slog.New(sdkLogs{e.log.Handler(), slog.LevelWarn}),
 		// Announce the three lists (with list_changed) even while the
 		// projection is empty: a reload may fill them later.
 		Capabilities: &mcp.ServerCapabilities{
@@ -683,21 +683,38 @@ func upstreamError(err error) *jsonrpc.Error {
 }
 
 // minLevel drops records below level.
-type minLevel struct {
+// sdkLogs is the handler of the go-sdk server's logger: it keeps records
+// from level on, except that the warning the go-sdk logs when a
+// notification finds no stream to go out on is demoted to debug. A client
+// of streamable HTTP need not keep a GET stream open, and one that left
+// without a DELETE (the Inspector CLI, curl) stays until the idle timeout:
+// a list change for such a client is not a fault, and a reload would
+// otherwise log a warning for each.
+type sdkLogs struct {
 	slog.Handler
 	level slog.Level
 }
 
-func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+func (h sdkLogs) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= h.level && h.Handler.Enabled(ctx, l)
 }
 
-func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return minLevel{h.Handler.WithAttrs(attrs), h.level}
+func (h sdkLogs) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn && strings.HasPrefix(r.Message, "calling notifications/") && strings.Contains(r.Message, "stream not connected") {
+		if !h.Handler.Enabled(ctx, slog.LevelDebug) {
+			return nil
+		}
+		r.Level = slog.LevelDebug
+	}
+	return h.Handler.Handle(ctx, r)
 }
 
-func (h minLevel) WithGroup(name string) slog.Handler {
-	return minLevel{h.Handler.WithGroup(name), h.level}
+func (h sdkLogs) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return sdkLogs{h.Handler.WithAttrs(attrs), h.level}
+}
+
+func (h sdkLogs) WithGroup(name string) slog.Handler {
+	return sdkLogs{h.Handler.WithGroup(name), h.level}
 }
 
 // errorResult is a tool result reporting err to the client (and its model).
