@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // A field is one member of a JSON object, its value kept as the raw bytes
@@ -290,6 +291,37 @@ func syntaxLocation(data []byte, err error) string {
 // oneLine folds a message onto a single line, since the runner prints one
 // line per case.
 func oneLine(s string) string {
-	s = strings.ReplaceAll(s, "\r\n", "\n")
-	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", " | ")
+	s = strings.TrimRight(strings.ReplaceAll(s, "\r\n", "\n"), "\n")
+	if !strings.ContainsFunc(s, unprintable) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n':
+			b.WriteString(" | ")
+		case unprintable(r):
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// unprintable reports whether r would break a report line or draw over
+// it: a control character other than tab, or a line or paragraph
+// separator.
+func unprintable(r rune) bool {
+	return (unicode.IsControl(r) && r != '\t') || r == '\u2028' || r == '\u2029'
+}
+
+// label is a case name or file name as a report line shows it: as it is,
+// or quoted as a Go string when it holds a character oneLine would change,
+// so that a name cannot forge or break a line.
+func label(s string) string {
+	if strings.ContainsFunc(s, unprintable) {
+		return strconv.Quote(s)
+	}
+	return s
 }

@@ -43,9 +43,9 @@ type Result struct {
 //	FAIL FILE: CASE (KIND): MESSAGE: want WANT; got GOT
 func (r Result) String() string {
 	if r.Passed {
-		return fmt.Sprintf("PASS %s: %s (%s)", r.File, r.Case, r.Kind)
+		return fmt.Sprintf("PASS %s: %s (%s)", label(r.File), label(r.Case), r.Kind)
 	}
-	line := fmt.Sprintf("FAIL %s: %s (%s): %s", r.File, r.Case, r.Kind, oneLine(r.Message))
+	line := fmt.Sprintf("FAIL %s: %s (%s): %s", label(r.File), label(r.Case), r.Kind, oneLine(r.Message))
 	if r.Want != "" || r.Got != "" {
 		line += fmt.Sprintf(": want %s; got %s", oneLine(r.Want), oneLine(r.Got))
 	}

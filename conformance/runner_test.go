@@ -106,8 +106,8 @@ func TestParseDuplicateNames(t *testing.T) {
 	assert.Equal(t, KindCanonical, s.Cases[0].Kind)
 	assert.Equal(t, KindCanonical, s.Cases[1].Kind)
 	assert.Equal(t, KindMalformed, s.Cases[2].Kind)
-	assert.ErrorContains(t, s.Cases[2].Err, "duplicate case name (first used by case #1)")
-	assert.Equal(t, "#4", s.Cases[3].Name)
+	assert.ErrorContains(t, s.Cases[2].Err, "duplicate case name (first used by cases[0])")
+	assert.Equal(t, "cases[3]", s.Cases[3].Name)
 }
 
 func TestParseBadFiles(t *testing.T) {
@@ -940,4 +940,34 @@ func TestLoadFollowsSymlinks(t *testing.T) {
 	assert.Equal(t, []string{"linked/sub/in.json", "x.json"}, rels(suites))
 	r := Run(t.Context(), metakey.Reference{}, suites)
 	assert.Equal(t, 2, r.Passed)
+}
+
+// TestReportLinesStayOneLine: a case name, file name or message holding a
+// line break or another control character cannot break a report line in
+// two or forge one: names are quoted, messages escaped.
+func TestReportLinesStayOneLine(t *testing.T) {
+	for _, r := range []Result{
+		{File: "nl.json", Case: "fake\nPASS nl.json: other (same)\n99 passed, 0 failed", Kind: KindSame, Message: "keys differ"},
+		{File: "a\rb.json", Case: "cr\rname", Kind: KindDiffer, Message: "x\ry\u2028z\x1b[2K", Want: "w\nv", Got: "g"},
+		{File: "ok.json", Case: "tab\tname", Kind: KindSame, Passed: true},
+	} {
+		line := r.String()
+		assert.False(t, strings.ContainsFunc(line, unprintable), "%q", line)
+		assert.NotContains(t, line, "\n")
+		assert.True(t, strings.HasPrefix(line, "PASS ") || strings.HasPrefix(line, "FAIL "), "%q", line)
+	}
+	r := Result{File: "nl.json", Case: "a\nb", Kind: KindSame, Message: "m\rn"}
+	assert.Equal(t, `FAIL nl.json: "a\nb" (same): m\u000dn`, r.String())
+	r = Result{File: "plain.json", Case: "plain name", Kind: KindSame, Passed: true}
+	assert.Equal(t, "PASS plain.json: plain name (same)", r.String(), "ordinary names stay as they are")
+}
+
+// TestParseIgnoresByteOrderMark: a suite saved with a UTF-8 byte order mark
+// parses as without it.
+func TestParseIgnoresByteOrderMark(t *testing.T) {
+	s := ParseSuite([]byte("\uFEFF" + `{"suite":"bom","cases":[{"name":"a","same":[{},{}]}]}`))
+	require.NoError(t, s.Err)
+	assert.Equal(t, "bom", s.Name)
+	require.Len(t, s.Cases, 1)
+	assert.Equal(t, KindSame, s.Cases[0].Kind)
 }

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,8 +54,8 @@ type Suite struct {
 
 // A Case is one golden case. Which fields are set depends on Kind.
 type Case struct {
-	// Name is the case's name, or "#N" (its 1-based position) when it has
-	// no usable name.
+	// Name is the case's name, or "cases[N]" (its JSON path in the file,
+	// N counting from 0) when it has no usable name.
 	Name string
 	// Index is the case's 0-based position in its file.
 	Index int
@@ -193,9 +194,11 @@ func loadFile(path, rel string) (*Suite, error) {
 
 // ParseSuite parses one suite file's contents. It never fails: a file that
 // cannot be understood comes back with Err set, a malformed case as a case
-// of kind [KindMalformed]. File and Rel are left empty.
+// of kind [KindMalformed]. File and Rel are left empty. A UTF-8 byte order
+// mark at the start is ignored, as RFC 8259 allows: some editors write one.
 func ParseSuite(data []byte) *Suite {
 	s := &Suite{}
+	data = bytes.TrimPrefix(data, []byte("\uFEFF"))
 	if !json.Valid(data) {
 		var v any
 		err := json.Unmarshal(data, &v)
@@ -249,7 +252,7 @@ func ParseSuite(data []byte) *Suite {
 			if first, dup := names[c.Name]; !dup {
 				names[c.Name] = i
 			} else if c.Kind != KindMalformed {
-				c.Kind, c.Err = KindMalformed, fmt.Errorf("duplicate case name (first used by case #%d)", first+1)
+				c.Kind, c.Err = KindMalformed, fmt.Errorf("duplicate case name (first used by cases[%d])", first)
 			}
 		}
 		s.Cases = append(s.Cases, c)
@@ -257,7 +260,7 @@ func ParseSuite(data []byte) *Suite {
 	return s
 }
 
-func placeholderName(i int) string { return fmt.Sprintf("#%d", i+1) }
+func placeholderName(i int) string { return fmt.Sprintf("cases[%d]", i) }
 
 // parseCase parses cases[i]. It always returns a case: a malformed one has
 // Kind KindMalformed and Err set.
