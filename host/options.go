@@ -99,7 +99,7 @@ func (o Options) resolve() (settings, error) {
 	}
 	if s.pin != "" {
 		if b, err := hex.DecodeString(s.pin); err != nil || len(b) != 32 {
-			return s, fmt.Errorf("%w: pin %q is not a hex SHA-256 (64 hex digits)", ErrDigestMismatch, o.PinSHA256)
+			return s, fmt.Errorf("%w: the pin %q is not a hex SHA-256 (64 hex digits), so no wasm can match it", ErrDigestMismatch, o.PinSHA256)
 		}
 	}
 	return s, nil

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/host"
 )
 
@@ -46,8 +47,15 @@ func (pf *pluginFlags) load(ctx context.Context, stderr io.Writer) (*host.Plugin
 	return pf.loadWith(ctx, pf.options(stderr))
 }
 
+// maxTimeout bounds --timeout, as config.MaxPolicyTimeoutMs bounds a
+// config's policy.timeoutMs.
+const maxTimeout = config.MaxPolicyTimeoutMs * time.Millisecond
+
 // loadWith loads the plugin the flags name with opts.
 func (pf *pluginFlags) loadWith(ctx context.Context, opts host.Options) (*host.Plugin, error) {
+	if pf.timeout < 0 || pf.timeout > maxTimeout {
+		return nil, fmt.Errorf("--timeout %v: must be from 1ms to %v (0: the host default)", pf.timeout, maxTimeout)
+	}
 	if pf.plugin == "" {
 		return host.LoadDefault(ctx, opts)
 	}

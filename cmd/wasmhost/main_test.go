@@ -171,6 +171,14 @@ func TestKeyWithPluginFlags(t *testing.T) {
 	r = runCLI(t, "", "key", "--memory-mib", "1", "{}")
 	assert.Equal(t, exitUsage, r.code, "a 1 MiB cap cannot hold the default plugin")
 	assert.Contains(t, r.errOut, "load plugin")
+
+	// --timeout takes what a config's policy.timeoutMs takes.
+	for _, bad := range []string{"-1s", "700s"} {
+		r = runCLI(t, "", "key", "--timeout", bad, "{}")
+		assert.Equal(t, exitUsage, r.code, bad)
+		assert.Contains(t, r.errOut, "--timeout", bad)
+		assert.Contains(t, r.errOut, "must be from 1ms to 10m0s", bad)
+	}
 }
 
 func TestProject(t *testing.T) {
