@@ -69,8 +69,8 @@ func TestValidateCanonicalize(t *testing.T) {
 	for name, resp := range map[string]*CanonicalizeResponse{
 		"1 results for 2":        {Results: []CanonicalResult{{Key: "a"}}},
 		"both error and key set": {Results: []CanonicalResult{{Key: "a"}, {Key: "b", Error: "x"}}},
-		"neither key nor error":  {Results: []CanonicalResult{{Key: "a"}, {}}},
-		"limit 65536":            {Results: []CanonicalResult{{Key: "a"}, {Key: strings.Repeat("k", MaxKeyBytes+1)}}},
+		"neither a key (keys are never empty) nor an error": {Results: []CanonicalResult{{Key: "a"}, {}}},
+		"limit 65536": {Results: []CanonicalResult{{Key: "a"}, {Key: strings.Repeat("k", MaxKeyBytes+1)}}},
 	} {
 		assert.ErrorContains(t, ValidateCanonicalize(req, resp), name)
 	}

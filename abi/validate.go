@@ -33,7 +33,7 @@ func ValidateCanonicalize(req *CanonicalizeRequest, resp *CanonicalizeResponse) 
 				return fmt.Errorf("canonicalize: results[%d]: both error and key set", i)
 			}
 		case r.Key == "":
-			return fmt.Errorf("canonicalize: results[%d]: neither key nor error set", i)
+			return fmt.Errorf("canonicalize: results[%d]: neither a key (keys are never empty) nor an error", i)
 		case len(r.Key) > MaxKeyBytes:
 			return fmt.Errorf("canonicalize: results[%d]: key is %d bytes, limit %d", i, len(r.Key), MaxKeyBytes)
 		}

@@ -143,7 +143,7 @@ func TestDirectExportTypes(t *testing.T) {
 	}
 	err := checkExports(wrong, []string{abi.ExportAlloc, abi.ExportCanonicalize + abi.DirectSuffix})
 	require.ErrorIs(t, err, ErrMissingExport)
-	assert.EqualError(t, err, "missing required export: wasmhost_alloc has signature () -> i32, want (i32) -> i32")
+	assert.EqualError(t, err, "missing or mistyped export: wasmhost_alloc has signature () -> i32, want (i32) -> i32")
 	assert.Equal(t, "(i32, i32) -> i64", abi.ExportSignature("project_batch_direct"))
 	assert.Equal(t, "() -> i32", abi.ExportSignature(abi.ExportProjectBatch))
 }

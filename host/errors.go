@@ -29,7 +29,7 @@ var (
 	// in abi.RequiredExports, or exports it, or one of the optional exports
 	// in abi.OptionalExports, with a signature other than the one
 	// abi.ExportSignature gives for it; the message names each of them.
-	ErrMissingExport = errors.New("missing required export")
+	ErrMissingExport = errors.New("missing or mistyped export")
 	// ErrUnknownImport is returned when the module imports something the
 	// host does not provide: any module other than "extism:host/env" and
 	// "wasi_snapshot_preview1", or a name those modules lack. The message

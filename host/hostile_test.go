@@ -195,7 +195,7 @@ func TestHostileContainment(t *testing.T) {
 			abi.ExportProject:      "project: tools[3]: index 3 out of range [0,3)",
 		}},
 		{mode: "fields", exports: []string{abi.ExportCanonicalize}, want: ErrBadOutput,
-			msg: map[string]string{"": "canonicalize: results[0]: neither key nor error set"}},
+			msg: map[string]string{"": "canonicalize: results[0]: neither a key (keys are never empty) nor an error"}},
 	}
 	for _, tt := range tests {
 		exports := tt.exports

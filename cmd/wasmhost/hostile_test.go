@@ -175,7 +175,7 @@ func TestConformanceHostilePlugin(t *testing.T) {
 		{mode: "loop", timeout: "300ms", limit: 2, files: heavy, msg: []string{"plugin call timed out (limit 300ms)"}},
 		{mode: "big", limit: 2, files: heavy, msg: []string{"bytes of output, limit 16777216"}},
 		{mode: "shape", files: heavy, msg: []string{"results for", "out of range"}},
-		{mode: "fields", in: "canonicalize", files: heavy, msg: []string{"neither key nor error set"}},
+		{mode: "fields", in: "canonicalize", files: heavy, msg: []string{"neither a key (keys are never empty) nor an error"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.mode+"/"+tt.in, func(t *testing.T) {
