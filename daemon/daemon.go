@@ -122,6 +122,9 @@ type Daemon struct {
 	// policy is the running plugin: written with reloadMu held, read
 	// anywhere.
 	policy atomic.Pointer[loadedPolicy]
+	// warned holds the warnings of the last config load (logWarnings);
+	// reloadMu guards it.
+	warned map[string]bool
 
 	// Set once in Run before ready is closed, then read-only.
 	pool     *pool.Pool
@@ -276,7 +279,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// Warnings are logged even when the config is refused: an unknown key
 	// may be the typo behind the error.
 	cfg, warnings, err := config.Load(d.file)
-	logWarnings(d.log, warnings)
+	d.logWarnings(warnings)
 	if err != nil {
 		return fmt.Errorf("daemon: %w: %w", ErrConfigInvalid, err)
 	}
@@ -551,8 +554,20 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func logWarnings(log *slog.Logger, ws []config.Warning) {
+// logWarnings logs a config load's warnings: at warn level those the last
+// load did not give, at debug level the others, so that every reload does
+// not repeat what the operator has already been told. Start-up and reloads
+// call it with reloadMu held, or before anything else can reload.
+func (d *Daemon) logWarnings(ws []config.Warning) {
+	seen := make(map[string]bool, len(ws))
 	for _, w := range ws {
-		log.Warn("config: " + w.String())
+		s := w.String()
+		seen[s] = true
+		if d.warned[s] {
+			d.log.Debug("config (warned before): " + s)
+		} else {
+			d.log.Warn("config: " + s)
+		}
 	}
+	d.warned = seen
 }

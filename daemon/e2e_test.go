@@ -564,3 +564,32 @@ func TestShutdownAnswersCallsUnderWay(t *testing.T) {
 		t.Fatal("no answer")
 	}
 }
+
+// TestReloadDoesNotRepeatWarnings: a config warning is logged at warn
+// level once, when it first appears, not again at every reload that still
+// has it; a new one is.
+func TestReloadDoesNotRepeatWarnings(t *testing.T) {
+	cfg := baseConfig()
+	cfg = set(cfg, "sessions.bob.token", "bob-short")
+	r := start(t, cfg)
+	for range 2 {
+		_, err := r.d.Reload(t.Context(), "test")
+		require.NoError(t, err)
+	}
+	warned := func(s string) int {
+		n := 0
+		for _, line := range strings.Split(r.logs.String(), "\n") {
+			if strings.Contains(line, "level=WARN") && strings.Contains(line, s) {
+				n++
+			}
+		}
+		return n
+	}
+	assert.Equal(t, 1, warned("shorter than 16 characters"), "once, at start-up")
+	assert.Contains(t, r.logs.String(), "config (warned before)")
+
+	writeConfig(t, r.path, set(cfg, "sessions.alice.token", "alice-short"))
+	_, err := r.d.Reload(t.Context(), "test")
+	require.NoError(t, err)
+	assert.Equal(t, 2, warned("shorter than 16 characters"), "alice's is new")
+}

@@ -85,7 +85,7 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 	// Warnings come with errors too (an unknown key may be the typo behind
 	// them), so they are logged first, whatever the outcome.
 	cfg, warnings, err := config.Load(d.file)
-	logWarnings(d.log, warnings)
+	d.logWarnings(warnings)
 	if err != nil {
 		return refuse(ErrConfigInvalid, err)
 	}
