@@ -44,7 +44,13 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 	if err != nil {
 		return parseStatus(err)
 	}
-	if *configPath == "" || len(rest) > 0 {
+	switch {
+	case *configPath == "":
+		s.errorf("run", "--config is required")
+		fs.Usage()
+		return exitUsage
+	case len(rest) > 0:
+		s.errorf("run", "unexpected argument %q", rest[0])
 		fs.Usage()
 		return exitUsage
 	}

@@ -156,6 +156,16 @@ func TestStdioRefusals(t *testing.T) {
 
 	r = runCLI(t, "", "stdio", "--config", path)
 	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, "--session is required")
+	r = runCLI(t, "", "stdio", "--session", "alice")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, "--config is required")
+	r = runCLI(t, "", "run")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, "--config is required")
+	r = runCLI(t, "", "run", "--config", path, "extra")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, `unexpected argument "extra"`)
 }
 
 func TestRunPrintsSessionsAndStops(t *testing.T) {

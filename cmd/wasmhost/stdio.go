@@ -42,7 +42,17 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 	if err != nil {
 		return parseStatus(err)
 	}
-	if *configPath == "" || *sessionName == "" || len(rest) > 0 {
+	switch {
+	case *configPath == "":
+		s.errorf("stdio", "--config is required")
+		fs.Usage()
+		return exitUsage
+	case *sessionName == "":
+		s.errorf("stdio", "--session is required")
+		fs.Usage()
+		return exitUsage
+	case len(rest) > 0:
+		s.errorf("stdio", "unexpected argument %q", rest[0])
 		fs.Usage()
 		return exitUsage
 	}
