@@ -167,12 +167,17 @@ func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Ins
 	if insp != nil {
 		insp.Imports, insp.Exports = info.imports, info.exports
 	}
-	if err := checkImports(info.imports); err != nil {
-		return nil, fail("%w", err)
-	}
+	importErr := checkImports(info.imports)
 	// An optional export the module has must have the type of the others.
 	optional := presentExports(info.exports, abi.OptionalExports)
 	exportErr := checkExports(info.exports, append(slices.Clone(abi.RequiredExports), optional...))
+	if importErr != nil {
+		// Every offender at once, imports and exports alike.
+		if exportErr != nil {
+			return nil, fail("%w; %w", importErr, exportErr)
+		}
+		return nil, fail("%w", importErr)
+	}
 	usable := slices.DeleteFunc(optional, func(name string) bool {
 		return checkExports(info.exports, []string{name}) != nil
 	})

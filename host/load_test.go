@@ -45,6 +45,8 @@ func TestLoadRefusals(t *testing.T) {
 		{name: "optional export of the wrong type", wat: "batch-type", want: []error{ErrMissingExport},
 			msg: []string{"project_batch has signature (i32) -> i32, want () -> i32"}},
 		{name: "unknown module", wat: "unknown-import", want: []error{ErrUnknownImport}, msg: []string{`module "env" function "now"`}},
+		{name: "bad import and exports", wat: "import-and-export", want: []error{ErrUnknownImport, ErrMissingExport},
+			msg: []string{`module "env" function "now"`, "missing canonicalize", "project has signature (i32) -> i32"}},
 		{name: "unknown kernel function", wat: "unknown-env-func", want: []error{ErrUnknownImport},
 			msg: []string{`module "extism:host/env" function "teleport"`}},
 		{name: "memory limit below the kernel's minimum", wat: "script", opts: Options{MemoryLimitBytes: 512 << 10},
