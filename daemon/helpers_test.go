@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -102,30 +101,12 @@ func baseConfig() map[string]any {
 	}
 }
 
-// syncBuffer is a log sink safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // A running daemon and its config file.
 type running struct {
 	t    *testing.T
 	d    *daemon.Daemon
 	path string
-	logs *syncBuffer
+	logs *mcptest.LogBuffer
 	http *http.Client
 	// stop cancels Run and waits for it to return (once; later calls
 	// return at once).
@@ -155,7 +136,7 @@ func start(t *testing.T, cfg map[string]any, opts ...func(*daemon.Options)) *run
 	dir := t.TempDir()
 	path := filepath.Join(dir, "wasmhost.json")
 	writeConfig(t, path, cfg)
-	logs := &syncBuffer{}
+	logs := &mcptest.LogBuffer{}
 	o := daemon.Options{
 		ConfigPath: path,
 		Logger:     slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/daemon"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 )
 
 // TestRefusedReloadSaysWhere refuses reloads for a missing policy plugin,
@@ -62,7 +63,7 @@ func TestStartupRefusalsSayWhere(t *testing.T) {
 	runWith := func(cfg any, listen string) (string, error) {
 		t.Helper()
 		writeConfig(t, path, cfg)
-		logs := &syncBuffer{}
+		logs := &mcptest.LogBuffer{}
 		d, err := daemon.New(daemon.Options{ConfigPath: path, Listen: listen, Logger: slog.New(slog.NewTextHandler(logs, nil)), CacheDir: cacheDir()})
 		require.NoError(t, err)
 		err = d.Run(t.Context())

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/daemon"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/pool"
 )
 
@@ -34,7 +35,7 @@ func TestWhileStarting(t *testing.T) {
 
 	path := filepath.Join(t.TempDir(), "wasmhost.json")
 	writeConfig(t, path, baseConfig())
-	logs := &syncBuffer{}
+	logs := &mcptest.LogBuffer{}
 	entered, release := make(chan struct{}), make(chan struct{})
 	var hold sync.Once
 	d, err := daemon.New(daemon.Options{

@@ -1,12 +1,10 @@
 package session_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,33 +12,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/session"
 )
-
-// lockedBuffer is a log sink safe for concurrent use.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestNoStreamIsNotAWarning: a client of streamable HTTP that never opened
 // a GET stream (as the Inspector CLI and curl do) cannot be sent a
 // list_changed; the go-sdk's warning about it is logged at debug level, and
 // the endpoint's other warnings stay warnings.
 func TestNoStreamIsNotAWarning(t *testing.T) {
-	var logs lockedBuffer
+	var logs mcptest.LogBuffer
 	ep := session.New(session.Options{
 		Name:     "alice",
 		Logger:   slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

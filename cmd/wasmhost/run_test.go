@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -66,7 +65,7 @@ func pipeClient(t *testing.T, args ...string) (*mcp.ClientSession, func() (int, 
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	var errOut syncBuffer
+	var errOut mcptest.LogBuffer
 	done := make(chan int, 1)
 	go func() {
 		code := run(t.Context(), args, inR, outW, &errOut)
@@ -90,23 +89,6 @@ func pipeClient(t *testing.T, args ...string) (*mcp.ClientSession, func() (int, 
 		}
 	}
 	return cs, finish
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
@@ -172,7 +154,7 @@ func TestRunPrintsSessionsAndStops(t *testing.T) {
 	path := demoConfig(t)
 	for _, print := range []bool{false, true} {
 		ctx, cancel := context.WithCancel(t.Context())
-		var out, errOut syncBuffer
+		var out, errOut mcptest.LogBuffer
 		done := make(chan int, 1)
 		args := []string{"run", "--config", path, "--listen", "127.0.0.1:0"}
 		if print {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"net"
 	"slices"
+	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -48,4 +50,24 @@ func Text(res *mcp.CallToolResult) string {
 		return tc.Text
 	}
 	return ""
+}
+
+// A LogBuffer is a log sink that tests read while servers write to it:
+// Write and String are safe for concurrent use.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
