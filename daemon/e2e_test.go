@@ -387,7 +387,11 @@ func TestAdminOverlay(t *testing.T) {
 	// Bad requests are refused with the path of the problem.
 	code, body = r.do("PUT", "/v1/sessions/alice/servers/demo", adminToken, strings.NewReader(`{"command": 7}`), nil)
 	assert.Equal(t, http.StatusBadRequest, code)
-	assert.Contains(t, body, "request body: mcpServers.demo.command: expected a string")
+	assert.Contains(t, body, "request body: command: expected a string")
+	assert.NotContains(t, body, "mcpServers", "paths are the body's own")
+	code, body = r.do("PUT", "/v1/sessions/alice/servers/demo", adminToken, strings.NewReader(`{"args": []}`), nil)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.NotContains(t, body, "mcpServers", "paths are the body's own: %s", body)
 	code, _ = r.do("PUT", "/v1/sessions/nobody/servers/demo", adminToken, strings.NewReader(entry), nil)
 	assert.Equal(t, http.StatusNotFound, code)
 	code, _ = r.do("DELETE", "/v1/sessions/alice/servers/demo", adminToken, nil, nil)
@@ -400,8 +404,8 @@ func TestAdminOverlay(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 	var res struct{ Warnings []string }
 	require.NoError(t, json.Unmarshal([]byte(body), &res))
-	assert.Equal(t, []string{"request body: mcpServers.demo.includeTool: unknown key, ignored"}, res.Warnings)
-	assert.Contains(t, r.logs.String(), "overlay put: request body: mcpServers.demo.includeTool: unknown key, ignored")
+	assert.Equal(t, []string{"request body: includeTool: unknown key, ignored"}, res.Warnings)
+	assert.Contains(t, r.logs.String(), "overlay put: request body: includeTool: unknown key, ignored")
 }
 
 func TestStartupRefusals(t *testing.T) {

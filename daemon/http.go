@@ -207,13 +207,17 @@ func (d *Daemon) parseServerEntry(name string, body []byte) (*config.Server, []s
 	doc = append(doc, "}}"...)
 	file := filepath.Join(filepath.Dir(d.path), "request body")
 	cfg, ws, err := config.Parse(file, doc, nil, nil)
+	// Paths are given in the body, not in the document wrapped around it:
+	// "trust", not "mcpServers.NAME.trust".
+	entry := "mcpServers." + name
+	inBody := strings.NewReplacer(file+": "+entry+".", "request body: ", file+": "+entry+": ", "request body: ", file+": ", "request body: ")
 	if err != nil {
-		return nil, nil, errors.New(strings.ReplaceAll(err.Error(), file+": ", "request body: "))
+		return nil, nil, errors.New(inBody.Replace(err.Error()))
 	}
 	var warnings []string
 	for _, w := range ws {
 		if strings.HasPrefix(w.Path, "mcpServers") { // not the document's own, such as "no sessions"
-			warnings = append(warnings, "request body: "+w.Path+": "+w.Message)
+			warnings = append(warnings, inBody.Replace(file+": "+w.Path+": "+w.Message))
 		}
 	}
 	return cfg.Servers[name], warnings, nil
