@@ -68,11 +68,24 @@ conformance: build ## run the golden suites against the default, native-equivale
 	@if [ -f testplugins/policy-default-as/policy-default-as.wasm ]; then \
 	  $(BIN) conformance --plugin testplugins/policy-default-as/policy-default-as.wasm conformance/golden/default; fi
 
+# A run that fails only with "context deadline exceeded" and writes no
+# failing input is Go's own race at the end of -fuzztime (go.dev/issue/75804,
+# in every Go 1.26 release, fixed in 1.27), not a finding: it is reported and
+# passed over. Any other failure, or any new input under testdata/fuzz,
+# fails the target.
 fuzz: ## a bounded run of each fuzz target (FUZZTIME each)
 	@grep -rl --include='*_test.go' '^func Fuzz' . | while read f; do \
 	  pkg=./$$(dirname $$f); \
 	  for t in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$f | sed 's/^func //'); do \
-	    echo "fuzz $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+	    echo "fuzz $$pkg $$t"; corpus=$$pkg/testdata/fuzz/$$t; log=$$(mktemp); \
+	    before=$$({ ls $$corpus 2>/dev/null || true; } | wc -l); \
+	    if $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg >$$log 2>&1; then cat $$log; \
+	    else cat $$log; \
+	      if grep -qx '    context deadline exceeded' $$log && ! grep -q 'Failing input written' $$log \
+	         && [ "$$({ ls $$corpus 2>/dev/null || true; } | wc -l)" = "$$before" ]; then \
+	        echo "fuzz $$t: ended by Go's -fuzztime deadline race (go.dev/issue/75804), no failing input: not a finding"; \
+	      else rm -f $$log; exit 1; fi; \
+	    fi; rm -f $$log; \
 	  done; done
 
 bench: ## run the benchmark suite and write BENCHMARKS.md
