@@ -971,3 +971,19 @@ func TestParseIgnoresByteOrderMark(t *testing.T) {
 	require.Len(t, s.Cases, 1)
 	assert.Equal(t, KindSame, s.Cases[0].Kind)
 }
+
+// TestSnapshotIntegralNumbers: MCP's integer fields take any JSON number
+// that is an integer (1024.0, 1e3), as JSON Schema's "integer" does; a
+// fractional one is refused with its JSON path.
+func TestSnapshotIntegralNumbers(t *testing.T) {
+	snap, err := DecodeSnapshot([]byte(`{"resources":[{"uri":"a","size":1024.0},{"uri":"b","size":1e3},{"uri":"c","size":7}]}`))
+	require.NoError(t, err)
+	require.Len(t, snap.Resources, 3)
+	assert.Equal(t, []int64{1024, 1000, 7}, []int64{snap.Resources[0].Size, snap.Resources[1].Size, snap.Resources[2].Size})
+
+	_, err = DecodeSnapshot([]byte(`{"resources":[{"uri":"a","size":1.5}]}`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "resources[0].size: expected an integer, got a JSON number 1.5")
+	_, err = DecodeSnapshot([]byte(`{"tools":[{"name":"t","title":7}]}`))
+	assert.ErrorContains(t, err, "tools[0].title: expected a string, got a JSON number")
+}

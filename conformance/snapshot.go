@@ -1,8 +1,12 @@
 package conformance
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math/big"
+	"reflect"
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -157,7 +161,11 @@ func decodeItems[T any](list string, raw json.RawMessage, required string) ([]*T
 			return nil, fmt.Errorf("%s[%d]: missing %q", list, i, required)
 		}
 		item := new(T)
-		if err := json.Unmarshal(e, item); err != nil {
+		if err := json.Unmarshal(integralFields(e, fields), item); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && te.Field != "" {
+				return nil, fmt.Errorf("%s[%d].%s: expected %s, got a JSON %s", list, i, te.Field, jsonTypeName(te.Type), te.Value)
+			}
 			return nil, fmt.Errorf("%s[%d]: %w", list, i, err)
 		}
 		items = append(items, item)
@@ -259,4 +267,60 @@ func decodeTyped(raw []byte, kind string, v any) error {
 		return fmt.Errorf("expected %s, got %s", kind, got)
 	}
 	return json.Unmarshal(raw, v)
+}
+
+// integralFields returns the object e, whose members are fields, with each
+// member that is a number written with a fraction or an exponent but
+// integral (1024.0, 1e3) rewritten as an integer, and e itself when there
+// is none. JSON Schema counts such numbers as integers, and MCP's integer
+// fields (a resource's "size") are Go integers in the go-sdk's types,
+// which refuse them.
+func integralFields(e json.RawMessage, fields []field) json.RawMessage {
+	rewrite := make(map[int]string)
+	for j, f := range fields {
+		v := bytes.TrimSpace(f.value)
+		if len(v) == 0 || !bytes.ContainsAny(v, ".eE") || jsonKind(v) != "a number" {
+			continue
+		}
+		r, ok := new(big.Rat).SetString(string(v))
+		if ok && r.IsInt() && r.Num().IsInt64() {
+			rewrite[j] = r.Num().String()
+		}
+	}
+	if len(rewrite) == 0 {
+		return e
+	}
+	out := []byte{'{'}
+	for j, f := range fields {
+		if j > 0 {
+			out = append(out, ',')
+		}
+		key, _ := json.Marshal(f.key)
+		out = append(append(out, key...), ':')
+		if v, ok := rewrite[j]; ok {
+			out = append(out, v...)
+		} else {
+			out = append(out, f.value...)
+		}
+	}
+	return append(out, '}')
+}
+
+// jsonTypeName names the JSON type a Go type decodes from, for messages.
+func jsonTypeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	default:
+		return "an object"
+	}
 }
