@@ -116,6 +116,10 @@ type Daemon struct {
 	pids     *pidTable
 	ready    chan struct{}
 	trigger  chan string // debounced reload requests (source name)
+	// requests counts the MCP requests under way other than GET streams,
+	// so that a shutdown waits until their answers are written; it is
+	// safe for concurrent use.
+	requests inflight.Gate
 
 	// reloadMu serialises reloads, policy swaps and admin mutations.
 	reloadMu sync.Mutex
@@ -132,9 +136,6 @@ type Daemon struct {
 	addr     net.Addr
 	allowed  map[string]bool
 	listenAt string
-	// requests counts the MCP requests under way other than GET streams,
-	// so that a shutdown waits until their answers are written.
-	requests inflight.Gate
 
 	mu sync.Mutex
 	// admin is nil when the admin API is disabled, which is decided at
@@ -384,7 +385,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	// Shutdown: stop triggers, let the calls under way be answered,
 	// disconnect clients, stop HTTP, release upstreams, close the plugin.
-	signal.Stop(hup)
+	// SIGHUP stays caught (the deferred Stop) until Run returns: its
+	// default action would end the daemon during the shutdown and leave
+	// its upstreams behind.
 	stopBG()
 	wg.Wait()
 	d.mu.Lock()
@@ -434,6 +437,7 @@ func (d *Daemon) drain(eps []*endpoint) {
 		})
 	}
 	wg.Wait()
+	d.requests.Close() // requests that come now are refused calls, not waited for
 	if err := d.requests.Wait(ctx); err != nil {
 		d.log.Warn("shutdown: MCP requests cut short", "err", err)
 	}

@@ -52,19 +52,19 @@ func (d *Daemon) dial(base pool.Dialer) pool.Dialer {
 		if !ok {
 			return d.relay.WrapTransport(t), nil
 		}
-		procgroup.Detach(ct.Command)
 		if ct.Command.Stderr == nil {
 			ct.Command.Stderr = &lineLogger{log: d.log.With("component", "upstream", "server", spec.Name)}
 			if ct.Command.WaitDelay == 0 {
 				ct.Command.WaitDelay = stderrWaitDelay
 			}
 		}
-		return &pidTransport{Transport: d.relay.WrapTransport(ct), cmd: ct, identity: spec.Fingerprint(), pids: d.pids}, nil
+		return &pidTransport{Transport: procgroup.Transport(d.relay.WrapTransport(ct), ct), cmd: ct, identity: spec.Fingerprint(), pids: d.pids}, nil
 	}
 }
 
-// A pidTransport records the process id once the command started, and
-// makes closing the connection end the upstream's whole process group.
+// A pidTransport records the process id once the command started (its
+// Transport, from procgroup.Transport, makes closing the connection end the
+// upstream's whole process group).
 type pidTransport struct {
 	mcp.Transport
 	cmd      *mcp.CommandTransport
@@ -80,7 +80,7 @@ func (t *pidTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if t.cmd.Command.Process != nil {
 		t.pids.set(t.identity, t.cmd.Command.Process.Pid)
 	}
-	return procgroup.Conn(c, t.cmd), nil
+	return c, nil
 }
 
 // A lineLogger logs each line an upstream writes to its stderr.

@@ -217,7 +217,7 @@ func (d *Daemon) parseServerEntry(name string, body []byte) (*config.Server, []s
 	var warnings []string
 	for _, w := range ws {
 		if strings.HasPrefix(w.Path, "mcpServers") { // not the document's own, such as "no sessions"
-			warnings = append(warnings, inBody.Replace(file+": "+w.Path+": "+w.Message))
+			warnings = append(warnings, inBody.Replace(w.String()))
 		}
 	}
 	return cfg.Servers[name], warnings, nil

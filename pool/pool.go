@@ -72,7 +72,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/inflight"
 	"github.com/wasmhost/wasmhost/view"
 )
 
@@ -142,17 +144,13 @@ type Pool struct {
 	all      map[*Entry]struct{} // entries not yet closed
 	unpooled map[string]int      // last unpooled sequence number per name
 
-	// bmu guards busy and idle. It is a leaf lock: it is taken with p.mu or
-	// an entry's mu held or not, and nothing is locked under it.
-	bmu sync.Mutex
-	// busy counts the work Close must see finished (see track): connection
+	// work counts what Close must see finished (see track): connection
 	// attempts (first connects and restarts) and upstream sessions being
 	// closed, possibly in the background after their caller's context
-	// ended (startClose). idle, when set, is closed once busy drops to
-	// zero; Close waits for it. (A WaitGroup would not do: a close may
-	// start while Close waits.)
-	busy int
-	idle chan struct{}
+	// ended (startClose). It is never closed: a close may start while Close
+	// waits. Its lock is a leaf: taken with p.mu or an entry's mu held or
+	// not.
+	work inflight.Gate
 }
 
 // New returns an empty pool.
@@ -375,36 +373,15 @@ func (p *Pool) Close(ctx context.Context) error {
 	// going on, including those a release or restart left to finish in the
 	// background: after Close returns nil no upstream session or process is
 	// left behind. Closing the entries cut their attempts short.
-	p.bmu.Lock()
-	idle := p.idle
-	if p.busy > 0 && idle == nil {
-		idle = make(chan struct{})
-		p.idle = idle
-	}
-	p.bmu.Unlock()
-	if idle != nil {
-		select {
-		case <-idle:
-		case <-ctx.Done():
-		}
-	}
+	_ = p.work.Wait(ctx) // its error is ctx's
 	return ctx.Err()
 }
 
 // track counts one piece of work Close must wait for and returns the
 // function that ends it; call it exactly once.
 func (p *Pool) track() (done func()) {
-	p.bmu.Lock()
-	p.busy++
-	p.bmu.Unlock()
-	return func() {
-		p.bmu.Lock()
-		if p.busy--; p.busy == 0 && p.idle != nil {
-			close(p.idle)
-			p.idle = nil
-		}
-		p.bmu.Unlock()
-	}
+	p.work.Enter() // never closed: always admits
+	return p.work.Leave
 }
 
 // startClose closes cs in the background, tracked for Close, and returns

@@ -33,7 +33,6 @@ var (
 	// ErrNotBound is returned by Teardown for a server the session does
 	// not use, and by Restart for a server no session holds.
 	ErrNotBound = errors.New("no binding for server")
-
 	// ErrNoOverlay is returned by DeleteOverlay when the session has no
 	// overlay for the server.
 	ErrNoOverlay = errors.New("no runtime overlay for server")
@@ -452,6 +451,11 @@ func (r *Reconciler) Restart(ctx context.Context, server string) error {
 func (r *Reconciler) Teardown(ctx context.Context, sessionName, server string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.teardown(ctx, sessionName, server)
+}
+
+// teardown is Teardown with r.mu held.
+func (r *Reconciler) teardown(ctx context.Context, sessionName, server string) error {
 	if r.closed {
 		return fmt.Errorf("reconcile: teardown %q for session %q: %w", server, sessionName, ErrClosed)
 	}
@@ -481,14 +485,13 @@ func (r *Reconciler) Teardown(ctx context.Context, sessionName, server string) e
 // tears down the connection a reload has just made.
 func (r *Reconciler) Repair(ctx context.Context, sessionName, server string) (bool, error) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if s := r.sessions[sessionName]; s != nil && !r.closed {
 		if b := s.bindings[server]; b != nil && b.handle != nil && !b.handle.Entry().State().Terminal() {
-			r.mu.Unlock()
 			return false, nil
 		}
 	}
-	r.mu.Unlock()
-	return true, r.Teardown(ctx, sessionName, server)
+	return true, r.teardown(ctx, sessionName, server)
 }
 
 // errReacquiring is the error of a binding while a reconciling call

@@ -682,7 +682,6 @@ func upstreamError(err error) *jsonrpc.Error {
 	return nil
 }
 
-// minLevel drops records below level.
 // sdkLogs is the handler of the go-sdk server's logger: it keeps records
 // from level on, except that the warning the go-sdk logs when a
 // notification finds no stream to go out on is demoted to debug. A client
