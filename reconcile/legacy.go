@@ -262,6 +262,33 @@ func (l *Legacy) Restart(ctx context.Context, server string) error {
 	return err
 }
 
+// Repair repairs server's binding for a supervisor: a live connection
+// that already has the desired identity is kept and only its view, if it
+// failed closed, is projected again (a policy failure that has passed);
+// otherwise the connection is replaced as by Restart. It returns ErrNotBound
+// when the last Apply did not want the server.
+func (l *Legacy) Repair(ctx context.Context, server string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return fmt.Errorf("reconcile: legacy repair %q: %w", server, ErrClosed)
+	}
+	cur := l.conn(server)
+	if cur == nil {
+		return fmt.Errorf("reconcile: legacy repair: server %q: %w", server, ErrNotBound)
+	}
+	o := l.begin()
+	old := cur.desired()
+	w := l.newWant(ctx, l.Policy(), old.spec, old.settings)
+	if w.keyErr == nil && cur.live() && cur.currentIdentity() == w.identity {
+		l.keep(ctx, o, cur, w)
+	} else {
+		l.replace(ctx, o, server, cur, w)
+	}
+	_, err := o.finish()
+	return err
+}
+
 // newWant computes the desired identity of spec with settings under
 // policy.
 func (l *Legacy) newWant(ctx context.Context, policy abi.Policy, spec pool.Spec, settings json.RawMessage) *legacyWant {

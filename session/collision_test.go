@@ -5,6 +5,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/session"
 )
@@ -42,4 +43,21 @@ func TestCollisionLeftOutComesBack(t *testing.T) {
 	assert.Empty(t, e.Resources())
 	e.DeleteTools("a__b", []string{"c"})
 	assert.Empty(t, e.Tools())
+}
+
+// TestCollisionPromotionSkipsUnservable: when the first registration
+// waiting for a freed name cannot be served (its input schema is not an
+// object), the next one waiting gets the name.
+func TestCollisionPromotionSkipsUnservable(t *testing.T) {
+	e := session.New(session.Options{Name: "s", Upstream: func(string) session.Target { return session.Target{} }})
+	obj := map[string]any{"type": "object"}
+	e.PutTools("a", []*mcp.Tool{{Name: "b__c__d", InputSchema: obj}})
+	e.PutTools("a__b", []*mcp.Tool{{Name: "c__d", InputSchema: map[string]any{"type": "string"}}}) // waits; cannot be served
+	e.PutTools("a__b__c", []*mcp.Tool{{Name: "d", InputSchema: obj}})                              // waits
+	require.Equal(t, []string{"a__b__c__d"}, e.Tools())
+
+	e.DeleteTools("a", []string{"b__c__d"})
+	assert.Equal(t, []string{"a__b__c__d"}, e.Tools(), "a__b__c's tool has the name")
+	e.DeleteTools("a__b__c", []string{"d"})
+	assert.Empty(t, e.Tools(), "the route was a__b__c's")
 }

@@ -238,19 +238,26 @@ func (e *Endpoint) unregister(k *kind, server string, exposed []string) {
 }
 
 // promote registers the item that waits for exposed, from the first server
-// by name, now that nothing holds the name. e.mu is held.
+// by name, now that nothing holds the name; if that item cannot be
+// registered (a put may refuse it), the next waiting one gets the name.
+// e.mu is held.
 func (k *kind) promote(exposed string) {
-	ws := k.waiting[exposed]
-	if len(ws) == 0 {
-		return
+	for {
+		ws := k.waiting[exposed]
+		if len(ws) == 0 {
+			return
+		}
+		if _, held := k.routes[exposed]; held {
+			return
+		}
+		first := slices.Min(slices.Collect(maps.Keys(ws)))
+		put := ws[first]
+		delete(ws, first)
+		if len(ws) == 0 {
+			delete(k.waiting, exposed)
+		}
+		put()
 	}
-	first := slices.Min(slices.Collect(maps.Keys(ws)))
-	put := ws[first]
-	delete(ws, first)
-	if len(ws) == 0 {
-		delete(k.waiting, exposed)
-	}
-	put()
 }
 
 // exposedNames returns ExposedName(server, n) for each of names.

@@ -29,9 +29,7 @@ func runConformance(ctx context.Context, args []string, s stdio) int {
 		return parseStatus(err)
 	}
 	if len(paths) == 0 {
-		s.errorf("conformance", "no suite path given")
-		fs.Usage()
-		return exitUsage
+		return s.usageError(fs, "conformance", "no suite path given")
 	}
 	suites, err := conformance.Load(paths...)
 	if err != nil {

@@ -53,7 +53,7 @@ const maxTimeout = config.MaxPolicyTimeoutMs * time.Millisecond
 
 // loadWith loads the plugin the flags name with opts.
 func (pf *pluginFlags) loadWith(ctx context.Context, opts host.Options) (*host.Plugin, error) {
-	if pf.timeout < 0 || pf.timeout > maxTimeout {
+	if pf.timeout < 0 || (pf.timeout > 0 && pf.timeout < time.Millisecond) || pf.timeout > maxTimeout {
 		return nil, fmt.Errorf("--timeout %v: must be from 1ms to %v (0: the host default)", pf.timeout, maxTimeout)
 	}
 	if pf.plugin == "" {

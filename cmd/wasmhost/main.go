@@ -32,6 +32,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -68,6 +69,14 @@ type stdio struct {
 
 func (s stdio) errorf(cmd, format string, args ...any) {
 	fmt.Fprintf(s.err, "wasmhost %s: %s\n", cmd, fmt.Sprintf(format, args...))
+}
+
+// usageError reports a misused command, prints its usage and returns
+// exitUsage.
+func (s stdio) usageError(fs *flag.FlagSet, cmd, format string, args ...any) int {
+	s.errorf(cmd, format, args...)
+	fs.Usage()
+	return exitUsage
 }
 
 var commands []command

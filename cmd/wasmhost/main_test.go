@@ -173,7 +173,7 @@ func TestKeyWithPluginFlags(t *testing.T) {
 	assert.Contains(t, r.errOut, "load plugin")
 
 	// --timeout takes what a config's policy.timeoutMs takes.
-	for _, bad := range []string{"-1s", "700s"} {
+	for _, bad := range []string{"-1s", "500us", "700s"} {
 		r = runCLI(t, "", "key", "--timeout", bad, "{}")
 		assert.Equal(t, exitUsage, r.code, bad)
 		assert.Contains(t, r.errOut, "--timeout", bad)

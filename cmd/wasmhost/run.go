@@ -46,13 +46,9 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 	}
 	switch {
 	case *configPath == "":
-		s.errorf("run", "--config is required")
-		fs.Usage()
-		return exitUsage
+		return s.usageError(fs, "run", "--config is required")
 	case len(rest) > 0:
-		s.errorf("run", "unexpected argument %q", rest[0])
-		fs.Usage()
-		return exitUsage
+		return s.usageError(fs, "run", "unexpected argument %q", rest[0])
 	}
 	level, err := parseLevel(*logLevel)
 	if err != nil {

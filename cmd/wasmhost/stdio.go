@@ -44,17 +44,11 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 	}
 	switch {
 	case *configPath == "":
-		s.errorf("stdio", "--config is required")
-		fs.Usage()
-		return exitUsage
+		return s.usageError(fs, "stdio", "--config is required")
 	case *sessionName == "":
-		s.errorf("stdio", "--session is required")
-		fs.Usage()
-		return exitUsage
+		return s.usageError(fs, "stdio", "--session is required")
 	case len(rest) > 0:
-		s.errorf("stdio", "unexpected argument %q", rest[0])
-		fs.Usage()
-		return exitUsage
+		return s.usageError(fs, "stdio", "unexpected argument %q", rest[0])
 	}
 	level, err := parseLevel(*logLevel)
 	if err != nil {
@@ -211,7 +205,7 @@ func superviseLegacy(ctx context.Context, leg *reconcile.Legacy, log *slog.Logge
 				if now.Before(r.next) {
 					continue
 				}
-				if err := leg.Restart(ctx, b.Server); err != nil {
+				if err := leg.Repair(ctx, b.Server); err != nil {
 					r.delay = min(2*r.delay, stdioRetryMax)
 					r.next = time.Now().Add(r.delay)
 					log.Warn("upstream retry failed", "server", b.Server, "next in", r.delay, "err", err)

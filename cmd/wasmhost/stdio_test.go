@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/abi"
@@ -60,9 +61,12 @@ func TestSuperviseLegacyRepairsFailedView(t *testing.T) {
 	_, err = leg.Apply(ctx, cfg, "")
 	require.ErrorContains(t, err, "policy down")
 	require.Empty(t, reg.ToolNames("fs"))
+	conn := leg.Session("fs")
+	require.NotNil(t, conn, "the connection stayed up")
 
 	down.Store(false)
 	go superviseLegacy(ctx, leg, quiet)
 	require.Eventually(t, func() bool { return len(reg.ToolNames("fs")) == 1 }, 10*time.Second, 20*time.Millisecond,
 		"the supervisor retried the server whose view failed closed")
+	assert.Same(t, conn, leg.Session("fs"), "repaired on the same connection, not reconnected")
 }
