@@ -41,7 +41,7 @@ func bulkTicks(budget, charge int64, n int) int64 {
 func TestBulkChargesByLength(t *testing.T) {
 	const (
 		budget = 1000
-		turns  = 300
+		turns  = 3000
 	)
 	wasm := instrument(t, readTestdata(t, "bulk.wasm"), budget)
 	cases := []struct {
@@ -78,10 +78,15 @@ func TestBulkChargesByLength(t *testing.T) {
 		})
 	}
 	// The model itself: a charge of the budget or more ticks on every
-	// turn; no charge ticks as the loop alone does.
+	// turn; no charge ticks as the loop alone does. A tick comes when a
+	// unit is due and the fuel is spent, so u units cost (u-1)/budget.
 	assert.Equal(t, int64(turns), bulkTicks(budget, budget, turns))
-	assert.Equal(t, int64(turns/budget), bulkTicks(budget, -1, turns))
-	assert.Equal(t, int64(turns*11/budget), bulkTicks(budget, 10, turns))
+	assert.Equal(t, int64((turns-1)/budget), bulkTicks(budget, -1, turns))
+	assert.Equal(t, int64((turns*11-1)/budget), bulkTicks(budget, 10, turns))
+	// Enough turns that the small charges are told apart: with too few,
+	// no charge, a charge of 0 and one of 1 would all give no tick.
+	require.Less(t, bulkTicks(budget, -1, turns), bulkTicks(budget, 0, turns))
+	require.Less(t, bulkTicks(budget, 0, turns), bulkTicks(budget, 1, turns))
 }
 
 // TestBulkChecksBeforeItRuns checks that a bulk instruction whose charge
