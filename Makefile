@@ -79,8 +79,9 @@ fuzz: ## a bounded run of each fuzz target (FUZZTIME each)
 	  for t in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$f | sed 's/^func //'); do \
 	    echo "fuzz $$pkg $$t"; corpus=$$pkg/testdata/fuzz/$$t; log=$$(mktemp); \
 	    before=$$({ ls $$corpus 2>/dev/null || true; } | wc -l); \
-	    if $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg >$$log 2>&1; then cat $$log; \
-	    else cat $$log; \
+	    rc=0; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg >$$log 2>&1 || rc=$$?; \
+	    cat $$log; \
+	    if [ $$rc -ne 0 ]; then \
 	      if grep -qx '    context deadline exceeded' $$log && ! grep -q 'Failing input written' $$log \
 	         && [ "$$({ ls $$corpus 2>/dev/null || true; } | wc -l)" = "$$before" ]; then \
 	        echo "fuzz $$t: ended by Go's -fuzztime deadline race (go.dev/issue/75804), no failing input: not a finding"; \
