@@ -478,6 +478,12 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 	if wasiOutputSet() {
 		return nil, errWASIOutput
 	}
+	// Close terminates an instance being made as it terminates a call: the
+	// guest's start-up (the Go runtime's, for Go plugins) is metered and
+	// stops at its next check.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(p.killCtx, cancel)()
 	inst := &instance{id: p.nextID.Add(1)}
 	var stdout, stderr io.Writer = io.Discard, io.Discard
 	if p.log.Enabled(ctx, slog.LevelDebug) {
@@ -490,7 +496,7 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 		inst.exitCode.Store(code)
 		inst.exited.Store(true)
 	}))
-	if p.killCtx.Err() != nil { // Close gave up on the calls: no new instance
+	if p.killCtx.Err() != nil { // Close gave up on the calls: no new instance to start
 		return nil, ErrClosed
 	}
 	ext, err := p.compiled.Instance(ictx, extism.PluginInstanceConfig{ModuleConfig: sandboxConfig(stdout, stderr)})
