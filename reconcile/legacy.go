@@ -245,21 +245,7 @@ func (l *Legacy) keep(ctx context.Context, o *op, cur *legacyConn, w *legacyWant
 // desired settings (a reconnect and a rediscovery). It returns ErrNotBound
 // when the last Apply did not want the server.
 func (l *Legacy) Restart(ctx context.Context, server string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return fmt.Errorf("reconcile: legacy restart %q: %w", server, ErrClosed)
-	}
-	cur := l.conn(server)
-	if cur == nil {
-		return fmt.Errorf("reconcile: legacy restart: server %q: %w", server, ErrNotBound)
-	}
-	o := l.begin()
-	// The key is computed again: a policy failure may have been passing.
-	w := cur.desired()
-	l.replace(ctx, o, server, cur, l.newWant(ctx, l.Policy(), w.spec, w.settings))
-	_, err := o.finish()
-	return err
+	return l.rebind(ctx, "restart", server, true)
 }
 
 // Repair repairs server's binding for a supervisor: a live connection
@@ -268,19 +254,25 @@ func (l *Legacy) Restart(ctx context.Context, server string) error {
 // otherwise the connection is replaced as by Restart. It returns ErrNotBound
 // when the last Apply did not want the server.
 func (l *Legacy) Repair(ctx context.Context, server string) error {
+	return l.rebind(ctx, "repair", server, false)
+}
+
+// rebind is Restart (reconnect) and Repair (reconnect only what needs it).
+// The key is computed again either way: a policy failure may have passed.
+func (l *Legacy) rebind(ctx context.Context, what, server string, reconnect bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return fmt.Errorf("reconcile: legacy repair %q: %w", server, ErrClosed)
+		return fmt.Errorf("reconcile: legacy %s %q: %w", what, server, ErrClosed)
 	}
 	cur := l.conn(server)
 	if cur == nil {
-		return fmt.Errorf("reconcile: legacy repair: server %q: %w", server, ErrNotBound)
+		return fmt.Errorf("reconcile: legacy %s: server %q: %w", what, server, ErrNotBound)
 	}
 	o := l.begin()
 	old := cur.desired()
 	w := l.newWant(ctx, l.Policy(), old.spec, old.settings)
-	if w.keyErr == nil && cur.live() && cur.currentIdentity() == w.identity {
+	if !reconnect && w.keyErr == nil && cur.live() && cur.currentIdentity() == w.identity {
 		l.keep(ctx, o, cur, w)
 	} else {
 		l.replace(ctx, o, server, cur, w)
