@@ -512,7 +512,7 @@ func TestRunawayStoppedBothWays(t *testing.T) {
 		noMeter bool
 	}{{"metered", false}, {"checks", true}} {
 		t.Run(mode.name, func(t *testing.T) {
-			insp, err := inspect(ctx, watWasm(t, "script"), Options{noMeter: mode.noMeter})
+			insp, err := inspect(ctx, "script", watWasm(t, "script"), Options{noMeter: mode.noMeter})
 			require.NoError(t, err)
 			assert.Equal(t, !mode.noMeter, insp.Metered)
 

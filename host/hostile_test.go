@@ -475,10 +475,10 @@ func TestLoadRefusalsAreOneLine(t *testing.T) {
 			assert.Contains(t, msg, tt.want.Error())
 
 			if tt.opts == (Options{}) {
-				insp, err := Inspect(context.Background(), tt.wasm)
+				insp, err := Inspect(context.Background(), "plugins/x.wasm", tt.wasm)
 				require.NoError(t, err)
 				assert.False(t, insp.Accepted)
-				assert.NotContains(t, insp.Reason, "\n")
+				assert.Equal(t, msg, insp.Reason, "Inspect gives Load's reason")
 				assert.ErrorIs(t, insp.Err, tt.want)
 			}
 		})

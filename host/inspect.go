@@ -45,23 +45,22 @@ type Inspection struct {
 	Err error `json:"-"`
 }
 
-// inspectName names the module in Inspect's messages.
-const inspectName = "inspected module"
-
 // Inspect runs Load's checks on wasm with default Options and reports what
-// it found, for `wasmhost inspect`. Refusals are reported in the
-// Inspection; the error is non-nil only when ctx ended.
-func Inspect(ctx context.Context, wasm []byte) (*Inspection, error) {
-	return inspect(ctx, wasm, Options{})
+// it found, for `wasmhost inspect`. name names the module in the refusal
+// text, as LoadFile's path does (usually the file it was read from).
+// Refusals are reported in the Inspection; the error is non-nil only when
+// ctx ended.
+func Inspect(ctx context.Context, name string, wasm []byte) (*Inspection, error) {
+	return inspect(ctx, name, wasm, Options{})
 }
 
 // inspect is Inspect with Options (tests pass a CacheDir).
-func inspect(ctx context.Context, wasm []byte, opts Options) (*Inspection, error) {
+func inspect(ctx context.Context, name string, wasm []byte, opts Options) (*Inspection, error) {
 	insp := &Inspection{}
 	if _, st, err := wasmpack.Pack(wasm, wasmpack.DefaultGap); err == nil {
 		insp.DataSegments, insp.Packed = st.SegmentsBefore, st.SegmentsAfter
 	}
-	p, err := load(ctx, inspectName, wasm, opts, insp)
+	p, err := load(ctx, name, wasm, opts, insp)
 	if p != nil {
 		_ = p.Close(context.Background())
 	}

@@ -173,7 +173,7 @@ func TestInspect(t *testing.T) {
 	ctx := context.Background()
 	t.Run("accepted", func(t *testing.T) {
 		wasm := watWasm(t, "script")
-		insp, err := Inspect(ctx, wasm)
+		insp, err := Inspect(ctx, "test.wasm", wasm)
 		require.NoError(t, err)
 		sum := sha256.Sum256(wasm)
 		assert.Equal(t, hex.EncodeToString(sum[:]), insp.SHA256)
@@ -192,7 +192,7 @@ func TestInspect(t *testing.T) {
 		assert.Contains(t, insp.Imports, Import{Module: "wasi_snapshot_preview1", Name: "proc_exit", Kind: "func", Signature: "(i32) -> ()"})
 	})
 	t.Run("other abi version", func(t *testing.T) {
-		insp, err := Inspect(ctx, watWasm(t, "abi2"))
+		insp, err := Inspect(ctx, "test.wasm", watWasm(t, "abi2"))
 		require.NoError(t, err)
 		assert.False(t, insp.Accepted)
 		assert.ErrorIs(t, insp.Err, ErrABIVersion)
@@ -201,7 +201,7 @@ func TestInspect(t *testing.T) {
 		assert.Equal(t, 2, insp.Handshake.ABI)
 	})
 	t.Run("optional export of the wrong type", func(t *testing.T) {
-		insp, err := Inspect(ctx, watWasm(t, "batch-type"))
+		insp, err := Inspect(ctx, "test.wasm", watWasm(t, "batch-type"))
 		require.NoError(t, err)
 		assert.False(t, insp.Accepted)
 		assert.ErrorIs(t, insp.Err, ErrMissingExport)
@@ -212,14 +212,14 @@ func TestInspect(t *testing.T) {
 		assert.Equal(t, "wat-batch-type", insp.Handshake.Name)
 	})
 	t.Run("no optional export", func(t *testing.T) {
-		insp, err := Inspect(ctx, hostileWasm(t, "hostile"))
+		insp, err := Inspect(ctx, "test.wasm", hostileWasm(t, "hostile"))
 		require.NoError(t, err)
 		assert.True(t, insp.Accepted, insp.Reason)
 		assert.NotNil(t, insp.OptionalExports)
 		assert.Empty(t, insp.OptionalExports)
 	})
 	t.Run("missing exports still shakes hands", func(t *testing.T) {
-		insp, err := Inspect(ctx, watWasm(t, "missing-exports"))
+		insp, err := Inspect(ctx, "test.wasm", watWasm(t, "missing-exports"))
 		require.NoError(t, err)
 		assert.False(t, insp.Accepted)
 		assert.ErrorIs(t, insp.Err, ErrMissingExport)
@@ -227,7 +227,7 @@ func TestInspect(t *testing.T) {
 		assert.Equal(t, "wat-missing-exports", insp.Handshake.Name)
 	})
 	t.Run("unknown import", func(t *testing.T) {
-		insp, err := Inspect(ctx, watWasm(t, "unknown-import"))
+		insp, err := Inspect(ctx, "test.wasm", watWasm(t, "unknown-import"))
 		require.NoError(t, err)
 		assert.False(t, insp.Accepted)
 		assert.ErrorIs(t, insp.Err, ErrUnknownImport)
@@ -235,7 +235,7 @@ func TestInspect(t *testing.T) {
 		assert.Contains(t, insp.Imports, Import{Module: "env", Name: "now", Kind: "func", Signature: "() -> i64"})
 	})
 	t.Run("not wasm", func(t *testing.T) {
-		insp, err := Inspect(ctx, []byte("#!/bin/sh\n"))
+		insp, err := Inspect(ctx, "test.wasm", []byte("#!/bin/sh\n"))
 		require.NoError(t, err)
 		assert.False(t, insp.Accepted)
 		assert.ErrorIs(t, insp.Err, ErrNotWasm)
@@ -247,7 +247,7 @@ func TestInspect(t *testing.T) {
 	t.Run("cancelled", func(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		_, err := Inspect(cctx, watWasm(t, "script"))
+		_, err := Inspect(cctx, "test.wasm", watWasm(t, "script"))
 		require.True(t, errors.Is(err, context.Canceled), "got %v", err)
 	})
 }

@@ -62,7 +62,7 @@ func runInspect(ctx context.Context, args []string, s stdio) int {
 		s.errorf("inspect", "%v", err)
 		return exitUsage
 	}
-	insp, err := host.Inspect(ctx, wasm)
+	insp, err := host.Inspect(ctx, file, wasm)
 	if err != nil {
 		s.errorf("inspect", "%v", err)
 		return exitUsage

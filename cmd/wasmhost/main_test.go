@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -387,10 +388,11 @@ func TestInspect(t *testing.T) {
 	assert.Equal(t, exitFail, r.code, "no ABI exports")
 	assert.Contains(t, r.out, "data segments: 2 (wasmhost pack would leave 1, for faster loads)\n")
 
-	r = runCLI(t, "", "inspect", notWasm(t))
+	bad := notWasm(t)
+	r = runCLI(t, "", "inspect", bad)
 	assert.Equal(t, exitFail, r.code)
 	assert.Contains(t, r.out, "handshake: none\noptional exports: none\n")
-	assert.Contains(t, r.out, "accepted: no: ")
+	assert.Contains(t, r.out, fmt.Sprintf("accepted: no: plugin %q: ", bad), "the refusal names the file")
 	assert.Contains(t, r.out, host.ErrNotWasm.Error())
 
 	r = runCLI(t, "", "inspect", filepath.Join(t.TempDir(), "missing.wasm"))
