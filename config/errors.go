@@ -47,6 +47,10 @@ type Warning struct {
 	Path string
 	// Message says what is ignored or why the value is suspicious.
 	Message string
+	// Session names the session whose entry under "sessions" the warning
+	// is about; it is empty for the rest of the file. `wasmhost stdio`,
+	// which serves one session, passes over the other sessions' warnings.
+	Session string
 }
 
 // String returns "file: path: message".

@@ -79,6 +79,8 @@ type loader struct {
 	warns  []located[Warning]
 	known  map[string]bool   // every key of mcpServers, valid or not
 	tokens map[string]string // resolved token -> who uses it
+
+	session string // the session being parsed, for Warning.Session
 }
 
 type located[T any] struct {
@@ -142,7 +144,7 @@ func (l *loader) errorf(n *node, path, format string, args ...any) {
 }
 
 func (l *loader) warnAt(off int, path, format string, args ...any) {
-	w := Warning{File: l.file, Path: path, Message: fmt.Sprintf(format, args...)}
+	w := Warning{File: l.file, Path: path, Message: fmt.Sprintf(format, args...), Session: l.session}
 	l.warns = append(l.warns, located[Warning]{off, w})
 }
 
@@ -701,13 +703,15 @@ func (l *loader) sessions(cfg *Config, n *node) {
 			l.errorAt(m.keyOff, p, "session name must not be %q", m.key)
 			continue
 		}
-		if s := l.session(cfg, m.key, m.val, p); s != nil {
+		l.session = m.key
+		if s := l.parseSession(cfg, m.key, m.val, p); s != nil {
 			cfg.Sessions[m.key] = s
 		}
+		l.session = ""
 	}
 }
 
-func (l *loader) session(cfg *Config, name string, n *node, path string) *Session {
+func (l *loader) parseSession(cfg *Config, name string, n *node, path string) *Session {
 	if n.kind != kindObject {
 		l.errorf(n, path, "expected an object, got %s", n.kind)
 		return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -451,6 +452,13 @@ func TestWarnings(t *testing.T) {
 		assert.NotContains(t, w.String(), "tiny-tok", "token leaked into a warning")
 	}
 	assert.Equal(t, "c.json: mcp: unknown key, ignored", ws[0].String())
+	for _, w := range ws {
+		want := ""
+		if strings.HasPrefix(w.Path, "sessions.a.") {
+			want = "a"
+		}
+		assert.Equal(t, want, w.Session, "Session of %s", w)
+	}
 
 	_, ws, err = Parse("c.json", []byte(`{}`), fakeEnv(nil), failRead)
 	require.NoError(t, err)

@@ -123,6 +123,31 @@ func TestStdioServesOneSessionWithoutPool(t *testing.T) {
 	assert.Contains(t, stderr, "started: 1 session changed", "logs go to standard error")
 }
 
+// TestStdioWarnsAboutItsSessionOnly: stdio mode serves one session, so the
+// config's warnings about the other sessions are not its operator's concern.
+func TestStdioWarnsAboutItsSessionOnly(t *testing.T) {
+	path := demoConfig(t)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var cfg map[string]any
+	require.NoError(t, json.Unmarshal(b, &cfg))
+	sessions := cfg["sessions"].(map[string]any)
+	sessions["alice"].(map[string]any)["colour"] = "red"
+	sessions["bob"].(map[string]any)["flavour"] = "mint"
+	cfg["extra"] = true
+	b, err = json.Marshal(cfg)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+
+	cs, finish := pipeClient(t, "stdio", "--config", path, "--session", "alice")
+	assert.NotEmpty(t, toolNames(t, cs))
+	code, stderr := finish()
+	assert.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stderr, "sessions.alice.colour: unknown key, ignored")
+	assert.Contains(t, stderr, "extra: unknown key, ignored", "warnings about the whole file stay")
+	assert.NotContains(t, stderr, "sessions.bob", "another session's warning")
+}
+
 func TestStdioRefusals(t *testing.T) {
 	path := demoConfig(t)
 	r := runCLI(t, "", "stdio", "--config", path, "--session", "carol")

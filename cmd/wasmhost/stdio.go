@@ -62,12 +62,14 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 		s.errorf("stdio", "%v", err)
 		return exitUsage
 	}
-	for _, w := range warnings {
-		log.Warn("config: " + w.String())
-	}
 	if cfg.Sessions[*sessionName] == nil {
 		s.errorf("stdio", "%s: no session named %q (sessions: %v)", *configPath, *sessionName, cfg.SessionNames())
 		return exitUsage
+	}
+	for _, w := range warnings {
+		if w.Session == "" || w.Session == *sessionName {
+			log.Warn("config: " + w.String())
+		}
 	}
 	opts := host.Options{
 		MemoryLimitBytes: cfg.Policy.MemoryLimitBytes(),
