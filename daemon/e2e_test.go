@@ -25,6 +25,7 @@ import (
 	"github.com/wasmhost/wasmhost/daemon"
 	"github.com/wasmhost/wasmhost/host"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
 	"github.com/wasmhost/wasmhost/view"
 )
@@ -546,7 +547,7 @@ func TestShutdownAnswersCallsUnderWay(t *testing.T) {
 	self, err := os.Executable()
 	require.NoError(t, err)
 	cfg := baseConfig()
-	cfg["mcpServers"] = map[string]any{"slow": map[string]any{"command": self, "env": map[string]any{slowEnv: "1"}}}
+	cfg["mcpServers"] = map[string]any{"slow": map[string]any{"command": self, "env": map[string]any{mcptest.SlowEnv: "1"}}}
 	cfg["sessions"] = map[string]any{"alice": map[string]any{"token": aliceToken}}
 	r := start(t, cfg)
 	c := r.connect("alice", aliceToken)

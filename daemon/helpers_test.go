@@ -30,37 +30,8 @@ import (
 // leaked goroutines.
 func TestMain(m *testing.M) {
 	demoserver.RunIfChild()
-	if os.Getenv(slowEnv) == "1" {
-		serveSlow()
-		return
-	}
+	mcptest.RunSlowIfChild()
 	goleak.VerifyTestMain(m)
-}
-
-// slowEnv makes the test binary serve, over stdio, a server with one tool,
-// "slow", that creates the file "mark" names, waits "ms" milliseconds and
-// answers "slept".
-const slowEnv = "WASMHOST_TEST_SLOW_UPSTREAM"
-
-type slowIn struct {
-	Mark string `json:"mark"`
-	MS   int    `json:"ms"`
-}
-
-func serveSlow() {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "slow"}, func(ctx context.Context, _ *mcp.CallToolRequest, in slowIn) (*mcp.CallToolResult, any, error) {
-		if err := os.WriteFile(in.Mark, nil, 0o600); err != nil {
-			return nil, nil, err
-		}
-		select {
-		case <-time.After(time.Duration(in.MS) * time.Millisecond):
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
-		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "slept"}}}, nil, nil
-	})
-	_ = srv.Run(context.Background(), &mcp.StdioTransport{})
 }
 
 // cacheDir is the compilation cache the tests share with the CLI.

@@ -17,12 +17,14 @@ import (
 
 	"github.com/wasmhost/wasmhost/conformance"
 	"github.com/wasmhost/wasmhost/host"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
 )
 
 // TestMain points the compilation cache at a directory shared by the whole
 // test binary, so the default plugin compiles once, not once per command.
 func TestMain(m *testing.M) {
+	mcptest.RunSlowIfChild()
 	if os.Getenv("WASMHOST_CLI_DEMO_HELPER") == "1" {
 		// This binary is a child serving as an upstream (TestHelperDemoServer
 		// exits the process): it needs no cache and must leave none behind.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
+	"github.com/wasmhost/wasmhost/session"
 )
 
 // TestHelperDemoServer is not a test: run with WASMHOST_CLI_DEMO_HELPER=1
@@ -63,12 +65,19 @@ func demoConfig(t *testing.T) string {
 // status and standard error.
 func pipeClient(t *testing.T, args ...string) (*mcp.ClientSession, func() (int, string)) {
 	t.Helper()
+	return pipeClientCtx(t, t.Context(), args...)
+}
+
+// pipeClientCtx is pipeClient with the context the command line runs
+// under; cancelling it is the interrupt signal.
+func pipeClientCtx(t *testing.T, runCtx context.Context, args ...string) (*mcp.ClientSession, func() (int, string)) {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	var errOut mcptest.LogBuffer
 	done := make(chan int, 1)
 	go func() {
-		code := run(t.Context(), args, inR, outW, &errOut)
+		code := run(runCtx, args, inR, outW, &errOut)
 		outW.Close()
 		done <- code
 	}()
@@ -146,6 +155,47 @@ func TestStdioWarnsAboutItsSessionOnly(t *testing.T) {
 	assert.Contains(t, stderr, "sessions.alice.colour: unknown key, ignored")
 	assert.Contains(t, stderr, "extra: unknown key, ignored", "warnings about the whole file stay")
 	assert.NotContains(t, stderr, "sessions.bob", "another session's warning")
+}
+
+// TestStdioSignalAnswersCallsUnderWay: at a signal, stdio mode refuses new
+// calls and lets the one under way finish and be answered before it exits.
+func TestStdioSignalAnswersCallsUnderWay(t *testing.T) {
+	cfg := map[string]any{
+		"mcpServers": map[string]any{"slow": map[string]any{"command": os.Args[0], "env": map[string]any{mcptest.SlowEnv: "1"}}},
+		"sessions":   map[string]any{"alice": map[string]any{"token": "alice-token-0123456789abcdef"}},
+	}
+	b, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "wasmhost.json")
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+
+	runCtx, interrupt := context.WithCancel(t.Context())
+	defer interrupt()
+	cs, finish := pipeClientCtx(t, runCtx, "stdio", "--config", path, "--session", "alice", "--log-level", "info")
+	require.Eventually(t, func() bool { return slices.Contains(toolNames(t, cs), "slow__slow") }, 20*time.Second, 20*time.Millisecond)
+	mark := filepath.Join(t.TempDir(), "started")
+	answered := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow__slow", Arguments: map[string]any{"mark": mark, "ms": 1500}})
+		assert.NoError(t, err)
+		answered <- res
+	}()
+	require.Eventually(t, func() bool { _, err := os.Stat(mark); return err == nil }, 10*time.Second, 10*time.Millisecond, "the call reached the upstream")
+	interrupt()
+	require.Eventually(t, func() bool {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow__slow", Arguments: map[string]any{"mark": mark, "ms": 1}})
+		return err == nil && res.IsError && strings.Contains(mcptest.Text(res), session.ErrDraining.Error())
+	}, 5*time.Second, 10*time.Millisecond, "a new call is refused while draining")
+	select {
+	case res := <-answered:
+		require.NotNil(t, res)
+		assert.False(t, res.IsError, mcptest.Text(res))
+		assert.Equal(t, "slept", mcptest.Text(res))
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer")
+	}
+	code, stderr := finish()
+	assert.Equal(t, exitOK, code, stderr)
 }
 
 func TestStdioRefusals(t *testing.T) {

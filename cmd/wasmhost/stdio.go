@@ -2,18 +2,22 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/daemon"
 	"github.com/wasmhost/wasmhost/host"
+	"github.com/wasmhost/wasmhost/internal/inflight"
 	"github.com/wasmhost/wasmhost/internal/procgroup"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
@@ -90,6 +94,11 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 	}
 	defer plugin.Close(context.Background())
 
+	// A signal (SIGTERM here, or the interrupt that ends ctx) starts the
+	// drain; serving goes on, under its own context, until the calls under
+	// way have their answers written.
+	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServing()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
 	defer stop()
 
@@ -124,8 +133,17 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 		superviseLegacy(bg, leg, log)
 	}()
 
-	transport := &mcp.IOTransport{Reader: io.NopCloser(s.in), Writer: nopWriteCloser{s.out}}
-	err = ep.Server().Run(ctx, transport)
+	var pending unanswered
+	transport := pending.wrap(&mcp.IOTransport{Reader: io.NopCloser(s.in), Writer: nopWriteCloser{s.out}})
+	served := make(chan error, 1)
+	go func() { served <- ep.Server().Run(serveCtx, transport) }()
+	select {
+	case err = <-served: // the client closed the stream
+	case <-ctx.Done():
+		drainStdio(ep, &pending, log)
+		stopServing()
+		err = <-served
+	}
 	stopBG()
 	<-supervised
 	cctx, cancel := context.WithTimeout(context.Background(), procgroup.MaxClose)
@@ -138,6 +156,103 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// stdioDrainGrace bounds how long stdio mode waits, at a signal, for the
+// calls under way, as the daemon's drain does.
+const stdioDrainGrace = 10 * time.Second
+
+// drainStdio makes ep refuse new calls and waits, at most stdioDrainGrace,
+// until the calls under way have returned and every request admitted
+// before has its answer written to the client.
+func drainStdio(ep *session.Endpoint, pending *unanswered, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), stdioDrainGrace)
+	defer cancel()
+	if err := ep.Drain(ctx); err != nil {
+		log.Warn("shutdown: calls cut short", "err", err)
+	}
+	pending.gate.Close() // requests that come now are refused calls, not waited for
+	if err := pending.gate.Wait(ctx); err != nil {
+		log.Warn("shutdown: answers cut short", "err", err)
+	}
+}
+
+// unanswered counts the requests the client has sent that have no answer
+// written yet; wrap puts it on a server transport. A request the client
+// cancels needs no answer.
+type unanswered struct {
+	gate inflight.Gate
+	mu   sync.Mutex
+	open map[jsonrpc.ID]bool // requests gate admitted
+}
+
+func (u *unanswered) wrap(t mcp.Transport) mcp.Transport { return &unansweredTransport{t, u} }
+
+func (u *unanswered) opened(id jsonrpc.ID) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.open[id] || !u.gate.Enter() {
+		return
+	}
+	if u.open == nil {
+		u.open = make(map[jsonrpc.ID]bool)
+	}
+	u.open[id] = true
+}
+
+func (u *unanswered) closed(id jsonrpc.ID) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.open[id] {
+		delete(u.open, id)
+		u.gate.Leave()
+	}
+}
+
+type unansweredTransport struct {
+	mcp.Transport
+	u *unanswered
+}
+
+func (t *unansweredTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &unansweredConn{c, t.u}, nil
+}
+
+type unansweredConn struct {
+	mcp.Connection
+	u *unanswered
+}
+
+func (c *unansweredConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if req, ok := msg.(*jsonrpc.Request); ok && err == nil {
+		switch {
+		case req.IsCall():
+			c.u.opened(req.ID)
+		case req.Method == "notifications/cancelled":
+			var p struct {
+				RequestID any `json:"requestId"`
+			}
+			if json.Unmarshal(req.Params, &p) == nil {
+				if id, err := jsonrpc.MakeID(p.RequestID); err == nil {
+					c.u.closed(id)
+				}
+			}
+		}
+	}
+	return msg, err
+}
+
+func (c *unansweredConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, msg)
+	if res, ok := msg.(*jsonrpc.Response); ok {
+		c.u.closed(res.ID) // written or not: the client will not get it later
+	}
+	return err
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -69,4 +71,50 @@ func TestSuperviseLegacyRepairsFailedView(t *testing.T) {
 	require.Eventually(t, func() bool { return len(reg.ToolNames("fs")) == 1 }, 10*time.Second, 20*time.Millisecond,
 		"the supervisor retried the server whose view failed closed")
 	assert.Same(t, conn, leg.Session("fs"), "repaired on the same connection, not reconnected")
+}
+
+// TestUnanswered: a request read from the client counts until its answer
+// is written or the client cancels it; once the gate closes, new requests
+// are not waited for.
+func TestUnanswered(t *testing.T) {
+	ctx := t.Context()
+	ct, st := mcp.NewInMemoryTransports()
+	var u unanswered
+	server, err := u.wrap(st).Connect(ctx)
+	require.NoError(t, err)
+	client, err := ct.Connect(ctx)
+	require.NoError(t, err)
+	defer client.Close()
+	defer server.Close()
+
+	send := func(msg jsonrpc.Message) {
+		t.Helper()
+		require.NoError(t, client.Write(ctx, msg))
+		_, err := server.Read(ctx)
+		require.NoError(t, err)
+	}
+	id := func(n float64) jsonrpc.ID {
+		id, err := jsonrpc.MakeID(n)
+		require.NoError(t, err)
+		return id
+	}
+	call := func(n float64) *jsonrpc.Request {
+		return &jsonrpc.Request{ID: id(n), Method: "tools/call", Params: json.RawMessage(`{"name":"x"}`)}
+	}
+	send(call(1))
+	send(call(2))
+	send(call(2)) // a repeated ID counts once
+	send(&jsonrpc.Request{Method: "notifications/initialized"})
+	assert.Equal(t, 2, u.gate.Len())
+
+	go func() { _, _ = client.Read(ctx) }()
+	require.NoError(t, server.Write(ctx, &jsonrpc.Response{ID: id(1), Result: json.RawMessage(`{}`)}))
+	assert.Equal(t, 1, u.gate.Len(), "answered")
+	send(&jsonrpc.Request{Method: "notifications/cancelled", Params: json.RawMessage(`{"requestId":2}`)})
+	assert.Equal(t, 0, u.gate.Len(), "cancelled")
+
+	u.gate.Close()
+	send(call(3))
+	assert.Equal(t, 0, u.gate.Len(), "not admitted once closed")
+	require.NoError(t, u.gate.Wait(ctx))
 }
