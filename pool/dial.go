@@ -46,6 +46,45 @@ func DefaultDialer(_ context.Context, spec Spec) (mcp.Transport, error) {
 	return &fallbackTransport{endpoint: spec.URL, client: client}, nil
 }
 
+// WithRoundTripper returns a copy of t whose HTTP requests go through wrap
+// applied to the round tripper t used (http.DefaultTransport when it had
+// none), and true, when t reaches its server over HTTP: a go-sdk
+// StreamableClientTransport or SSEClientTransport, or a "url" transport of
+// DefaultDialer. For any other transport it returns t and false. t itself
+// is not changed.
+func WithRoundTripper(t mcp.Transport, wrap func(http.RoundTripper) http.RoundTripper) (mcp.Transport, bool) {
+	switch t := t.(type) {
+	case *mcp.StreamableClientTransport:
+		c := *t
+		c.HTTPClient = wrapClient(t.HTTPClient, wrap)
+		return &c, true
+	case *mcp.SSEClientTransport:
+		c := *t
+		c.HTTPClient = wrapClient(t.HTTPClient, wrap)
+		return &c, true
+	case *fallbackTransport:
+		c := *t
+		c.client = wrapClient(t.client, wrap)
+		return &c, true
+	}
+	return t, false
+}
+
+// wrapClient returns a copy of c (nil meaning http.DefaultClient) whose
+// round tripper is wrap applied to c's.
+func wrapClient(c *http.Client, wrap func(http.RoundTripper) http.RoundTripper) *http.Client {
+	if c == nil {
+		c = http.DefaultClient
+	}
+	cc := *c
+	base := c.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	cc.Transport = wrap(base)
+	return &cc
+}
+
 // headerTransport adds fixed headers to each request.
 type headerTransport struct {
 	base    http.RoundTripper

@@ -48,8 +48,9 @@
 // _meta minus the protocol's reserved per-request keys; a progress token is
 // replaced by one unique to the upstream connection and the upstream's
 // notifications/progress are relayed back to the caller with the client's
-// own token (through a [ProgressRelay], for upstreams whose transport it
-// wraps). A tool result with isError is relayed as is, and so is a JSON-RPC
+// own token (through a [ProgressRelay], which reads them off the upstream
+// connection in wire order, so each reaches the client before the call's
+// result). A tool result with isError is relayed as is, and so is a JSON-RPC
 // error from the upstream. When the upstream is restarting or gone, or the
 // connection breaks during the call, the client gets a tool result with
 // isError set and a message naming the server (prompts/get and

@@ -104,7 +104,12 @@ func TestMetaRelayedWithoutReservedKeys(t *testing.T) {
 }
 
 func TestProgressRelayedWithClientToken(t *testing.T) {
-	for name, fixture := range map[string]func(*testing.T) *fixture{"in-memory": newFixture, "streamable-http": newHTTPFixture} {
+	for name, fixture := range map[string]func(*testing.T) *fixture{
+		"in-memory":       newFixture,
+		"streamable-http": newHTTPFixture,
+		"http+sse":        newSSEFixture,
+		"url":             newURLFixture,
+	} {
 		t.Run(name, func(t *testing.T) { testProgressRelayed(t, fixture(t)) })
 	}
 }

@@ -59,10 +59,6 @@ func newUpstream() *upstream {
 				}
 			}
 		}
-		// Over streamable HTTP the relay hears progress through the go-sdk's
-		// asynchronous notification handler; a slow tool (as real ones that
-		// report progress are) gives it time to run before the result.
-		time.Sleep(200 * time.Millisecond)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
 	})
 	mcp.AddTool(u.server, &mcp.Tool{Name: "meta"}, func(_ context.Context, req *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, any, error) {
@@ -140,12 +136,46 @@ func newFixture(t *testing.T) *fixture {
 // HTTP on loopback instead of in-memory transports.
 func newHTTPFixture(t *testing.T) *fixture {
 	t.Helper()
-	up := newUpstream()
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up.server }, nil))
-	t.Cleanup(srv.Close)
-	return newFixtureWith(t, up, session.NewProgressRelay(), func(context.Context, pool.Spec) (mcp.Transport, error) {
-		return &mcp.StreamableClientTransport{Endpoint: srv.URL}, nil
+	return newServedFixture(t, func(srv *mcp.Server) http.Handler {
+		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	}, func(url string) (mcp.Transport, error) {
+		return &mcp.StreamableClientTransport{Endpoint: url}, nil
 	})
+}
+
+// newURLFixture is newHTTPFixture reached the way pool.DefaultDialer
+// reaches a "url" server.
+func newURLFixture(t *testing.T) *fixture {
+	t.Helper()
+	return newServedFixture(t, func(srv *mcp.Server) http.Handler {
+		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	}, dialURL)
+}
+
+// newSSEFixture is newURLFixture with the upstream served over the HTTP+SSE
+// transport of protocol 2024-11-05, which a "url" server falls back to.
+func newSSEFixture(t *testing.T) *fixture {
+	t.Helper()
+	return newServedFixture(t, func(srv *mcp.Server) http.Handler {
+		return mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	}, dialURL)
+}
+
+func dialURL(url string) (mcp.Transport, error) {
+	return pool.DefaultDialer(context.Background(), pool.Spec{Name: "demo", URL: url})
+}
+
+// newServedFixture serves the upstream over HTTP on loopback with handler
+// and dials it with dial, wrapped by the fixture's relay.
+func newServedFixture(t *testing.T, handler func(*mcp.Server) http.Handler, dial func(url string) (mcp.Transport, error)) *fixture {
+	t.Helper()
+	up := newUpstream()
+	srv := httptest.NewServer(handler(up.server))
+	t.Cleanup(srv.Close)
+	relay := session.NewProgressRelay()
+	return newFixtureWith(t, up, relay, relay.Dialer(func(context.Context, pool.Spec) (mcp.Transport, error) {
+		return dial(srv.URL)
+	}))
 }
 
 func newFixtureWith(t *testing.T, up *upstream, relay *session.ProgressRelay, dial pool.Dialer) *fixture {

@@ -31,25 +31,32 @@ const tokenPrefix = "wasmhost-progress-"
 // notification to the waiting call, which sends it to its client with the
 // client's token.
 //
-// The relay hears an upstream's progress in two ways. Stdio, IO and
-// in-memory transports are wrapped ([ProgressRelay.WrapTransport],
-// [ProgressRelay.Dialer]): the wrapper reads progress in wire order, before
-// the result of the call it belongs to, so none is lost. Streamable HTTP and
-// SSE connections cannot be wrapped (the go-sdk passes their session state
-// through an unexported interface), so for them the relay is also the
+// The relay hears an upstream's progress where it arrives, in wire order,
+// before the result of the call it belongs to, so none is lost:
+// [ProgressRelay.WrapTransport] and [ProgressRelay.Dialer] wrap stdio, IO
+// and in-memory connections, and put a tap on the HTTP client of streamable
+// HTTP and HTTP+SSE transports that reads the server-sent event streams as
+// their bytes pass to the go-sdk. (The go-sdk's HTTP connections cannot be
+// wrapped themselves: the client passes them its session state through an
+// unexported method.) For transports it cannot wrap, the relay is also the
 // upstream client's progress handler ([ProgressRelay.Handle]); the go-sdk
-// runs notification handlers asynchronously, so there a notification that
-// is handled only after its call returned is dropped (progress is
-// advisory). A ProgressRelay is safe for concurrent use and may be shared by
-// every endpoint of a daemon.
+// runs that handler asynchronously, so there a notification handled only
+// after its call returned is dropped. A ProgressRelay is safe for
+// concurrent use and may be shared by every endpoint of a daemon.
 type ProgressRelay struct {
 	mu    sync.Mutex
-	calls map[string]chan *mcp.ProgressNotificationParams
+	calls map[string]*progressCall
+}
+
+// A progressCall is one call waiting for progress.
+type progressCall struct {
+	ch   chan *mcp.ProgressNotificationParams
+	wire bool // a wrapper or tap delivered its progress: Handle's copies are repeats
 }
 
 // NewProgressRelay returns an empty relay.
 func NewProgressRelay() *ProgressRelay {
-	return &ProgressRelay{calls: make(map[string]chan *mcp.ProgressNotificationParams)}
+	return &ProgressRelay{calls: make(map[string]*progressCall)}
 }
 
 // begin registers one call: notifications for the returned token are passed
@@ -59,7 +66,7 @@ func (r *ProgressRelay) begin(send func(*mcp.ProgressNotificationParams)) (token
 	ch := make(chan *mcp.ProgressNotificationParams, progressBuffer)
 	token = tokenPrefix + rand.Text()
 	r.mu.Lock()
-	r.calls[token] = ch
+	r.calls[token] = &progressCall{ch: ch}
 	r.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
@@ -89,16 +96,25 @@ func (r *ProgressRelay) Pending() int {
 
 // deliver hands p to its call and reports whether the token was the
 // relay's (then the message is consumed, whether or not a call still waits).
-func (r *ProgressRelay) deliver(p *mcp.ProgressNotificationParams) bool {
+// wire is true when a transport wrapper or tap read p off the connection;
+// from then on the go-sdk handler's copies of that call's notifications
+// (Handle, wire false) are repeats and are passed over.
+func (r *ProgressRelay) deliver(p *mcp.ProgressNotificationParams, wire bool) bool {
 	tok, ok := p.ProgressToken.(string)
 	if !ok || len(tok) <= len(tokenPrefix) || tok[:len(tokenPrefix)] != tokenPrefix {
 		return false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if ch, ok := r.calls[tok]; ok {
+	c, ok := r.calls[tok]
+	switch {
+	case !ok:
+	case wire:
+		c.wire = true
+		fallthrough
+	case !c.wire:
 		select {
-		case ch <- p:
+		case c.ch <- p:
 		default: // the client is slow; drop this update
 		}
 	}
@@ -108,11 +124,13 @@ func (r *ProgressRelay) deliver(p *mcp.ProgressNotificationParams) bool {
 // Handle is a go-sdk ProgressNotificationHandler for upstream clients
 // (pool.Options.OnProgress, reconcile.LegacyOptions.OnProgress): it passes a
 // notification carrying one of the relay's tokens to the call still waiting
-// for it. Wrapped transports never reach it (their wrapper consumes the
-// relay's notifications), so nothing is delivered twice.
+// for it, for transports WrapTransport leaves alone. Wrapped connections
+// never reach it (their wrapper consumes the relay's notifications), and it
+// passes over a call whose progress a tap delivered, so nothing is
+// delivered twice.
 func (r *ProgressRelay) Handle(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 	if req != nil && req.Params != nil {
-		r.deliver(req.Params)
+		r.deliver(req.Params, false)
 	}
 }
 
@@ -123,6 +141,9 @@ func (r *ProgressRelay) WrapTransport(t mcp.Transport) mcp.Transport {
 	switch t.(type) {
 	case *mcp.CommandTransport, *mcp.IOTransport, *mcp.InMemoryTransport:
 		return &relayTransport{Transport: t, relay: r}
+	}
+	if tapped, ok := pool.WithRoundTripper(t, r.tap); ok {
+		return tapped
 	}
 	return t
 }
@@ -181,7 +202,7 @@ func (c *relayConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return msg, nil
 		}
 		var p mcp.ProgressNotificationParams
-		if json.Unmarshal(req.Params, &p) != nil || !c.relay.deliver(&p) {
+		if json.Unmarshal(req.Params, &p) != nil || !c.relay.deliver(&p, true) {
 			return msg, nil
 		}
 	}

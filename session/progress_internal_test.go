@@ -1,9 +1,13 @@
 package session
 
 import (
+	"io"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
@@ -25,10 +29,89 @@ func TestProgressTokensCannotBeGuessed(t *testing.T) {
 	assert.GreaterOrEqual(t, len(tok)-len(tokenPrefix), 26, "128 bits or more, in base32")
 
 	for i := range 10_000 {
-		assert.True(t, r.deliver(&mcp.ProgressNotificationParams{ProgressToken: tokenPrefix + strconv.Itoa(i), Progress: 666}), "the relay's prefix is consumed")
+		assert.True(t, r.deliver(&mcp.ProgressNotificationParams{ProgressToken: tokenPrefix + strconv.Itoa(i), Progress: 666}, true), "the relay's prefix is consumed")
 	}
-	assert.True(t, r.deliver(&mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1}))
+	assert.True(t, r.deliver(&mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1}, true))
 	end()
 	require.Len(t, got, 1, "only the call's own token reached it")
 	assert.Equal(t, float64(1), (<-got).Progress)
+}
+
+// TestEventTap: the tap passes a server-sent event stream through
+// byte for byte and delivers the relay's progress notifications in it,
+// however the stream is cut into reads, with CRLF line ends, data split
+// over several lines, an event too large to keep just before, and a last
+// event the stream ends without an empty line after.
+func TestEventTap(t *testing.T) {
+	r := NewProgressRelay()
+	var (
+		mu  sync.Mutex
+		got []string
+	)
+	tok, end := r.begin(func(p *mcp.ProgressNotificationParams) { mu.Lock(); got = append(got, p.Message); mu.Unlock() })
+	delivered := func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(got) }
+	note := func(msg string) string {
+		return `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"` + tok + `","progress":1,"message":"` + msg + `"}}`
+	}
+	big := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", maxTapEvent) + `"}]}}`
+	stream := "event: message\nid: 1\ndata: " + note("a") + "\n\n" +
+		": a comment\r\ndata: " + note("b") + "\r\n\r\n" +
+		"data: " + big + "\n\n" +
+		"data: " + strings.Replace(note("c"), `,"params"`, "\ndata:,\"params\"", 1) + "\n\n" + // joined with '\n' between JSON tokens
+		"data: " + note("d") + "\r\n\r\n" +
+		"data: " + big[:100] + "\ndata: " + strings.Repeat("y", maxTapEvent) + "\n\n" +
+		"data: " + `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"someone-else","progress":1}}` + "\n\n" +
+		"data: " + note("e")
+	want := []string{"a", "b", "c", "d", "e"}
+	for _, size := range []int{1, 2, 7, 100, 4096, len(stream)} {
+		mu.Lock()
+		got = nil
+		mu.Unlock()
+		tap := &eventTap{ReadCloser: io.NopCloser(&chunked{s: stream, n: size}), relay: r}
+		out, err := io.ReadAll(tap)
+		require.NoError(t, err)
+		assert.Equal(t, stream, string(out), "read %d bytes at a time", size)
+		require.Eventually(t, func() bool { return len(delivered()) >= len(want) }, 5*time.Second, time.Millisecond, "read %d bytes at a time: %q", size, delivered())
+		assert.Equal(t, want, delivered(), "read %d bytes at a time", size)
+	}
+	end()
+}
+
+// chunked reads s at most n bytes at a time.
+type chunked struct {
+	s string
+	n int
+}
+
+func (c *chunked) Read(p []byte) (int, error) {
+	if c.s == "" {
+		return 0, io.EOF
+	}
+	k := min(len(p), c.n, len(c.s))
+	copy(p, c.s[:k])
+	c.s = c.s[k:]
+	return k, nil
+}
+
+// TestHandlePassesOverTappedCalls: once a tap delivered a call's progress,
+// the go-sdk handler's copies of it are not delivered again; a call no tap
+// serves gets its progress from the handler.
+func TestHandlePassesOverTappedCalls(t *testing.T) {
+	r := NewProgressRelay()
+	var mu sync.Mutex
+	counts := map[string]int{}
+	count := func(name string) func(*mcp.ProgressNotificationParams) {
+		return func(*mcp.ProgressNotificationParams) { mu.Lock(); counts[name]++; mu.Unlock() }
+	}
+	tapped, endTapped := r.begin(count("tapped"))
+	handled, endHandled := r.begin(count("handled"))
+	for i := range 3 {
+		p := &mcp.ProgressNotificationParams{ProgressToken: tapped, Progress: float64(i)}
+		r.deliver(p, true)
+		r.Handle(t.Context(), &mcp.ProgressNotificationClientRequest{Params: p})
+		r.Handle(t.Context(), &mcp.ProgressNotificationClientRequest{Params: &mcp.ProgressNotificationParams{ProgressToken: handled, Progress: float64(i)}})
+	}
+	endTapped()
+	endHandled()
+	assert.Equal(t, map[string]int{"tapped": 3, "handled": 3}, counts)
 }

@@ -1,0 +1,75 @@
+package pool_test
+
+import (
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/pool"
+)
+
+// countingTripper counts requests.
+type countingTripper struct {
+	base http.RoundTripper
+	n    *atomic.Int32
+}
+
+func (c countingTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.base.RoundTrip(req)
+}
+
+// TestWithRoundTripper: every HTTP transport DefaultDialer makes sends
+// through the wrapper; the transport it was given is left as it was;
+// other transports are not HTTP.
+func TestWithRoundTripper(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		sse     bool
+		httpURL bool
+	}{
+		{name: "url/streamable"},
+		{name: "url/sse", sse: true},
+		{name: "httpUrl/streamable", httpURL: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := pool.Spec{Name: "web", Pooled: true}
+			if tc.httpURL {
+				spec.HTTPURL = httpServer(t, tc.sse)
+			} else {
+				spec.URL = httpServer(t, tc.sse)
+			}
+			tr, err := pool.DefaultDialer(t.Context(), spec)
+			require.NoError(t, err)
+			var n atomic.Int32
+			wrapped, ok := pool.WithRoundTripper(tr, func(base http.RoundTripper) http.RoundTripper { return countingTripper{base, &n} })
+			require.True(t, ok)
+			require.NotSame(t, tr, wrapped)
+
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(t.Context(), wrapped, nil)
+			require.NoError(t, err)
+			defer cs.Close()
+			_, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo"})
+			require.NoError(t, err)
+			seen := n.Load()
+			assert.Positive(t, seen, "requests went through the wrapper")
+
+			// The original transport does not send through the wrapper.
+			cs2, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(t.Context(), tr, nil)
+			require.NoError(t, err)
+			defer cs2.Close()
+			_, err = cs2.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo"})
+			require.NoError(t, err)
+			assert.Equal(t, seen, n.Load())
+		})
+	}
+	tr, err := pool.DefaultDialer(t.Context(), pool.Spec{Name: "local", Command: "true"})
+	require.NoError(t, err)
+	same, ok := pool.WithRoundTripper(tr, func(base http.RoundTripper) http.RoundTripper { panic("called") })
+	assert.False(t, ok)
+	assert.Same(t, tr, same)
+}
