@@ -135,6 +135,11 @@ func New(opts Options) *Endpoint {
 			Prompts:   &mcp.PromptCapabilities{ListChanged: true},
 			Resources: &mcp.ResourceCapabilities{ListChanged: true},
 		},
+		// What a session lists, and may read, is its own policy's doing: a
+		// shared cache must not hand one session's answer to another.
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
+			c.CacheScope = "private"
+		},
 	})
 	e.tools = newKind("tool", e.srv.RemoveTools)
 	e.prompts = newKind("prompt", e.srv.RemovePrompts)

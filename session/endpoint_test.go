@@ -396,3 +396,31 @@ func TestDrainWaitsForCallsUnderWay(t *testing.T) {
 	require.NoError(t, <-drained)
 	assert.Equal(t, "released", text(<-answered))
 }
+
+// TestResultsAreCachedPrivately: a session's lists and reads are its policy's
+// doing, so no shared cache may serve them to another session.
+func TestResultsAreCachedPrivately(t *testing.T) {
+	f := newFixture(t)
+	c := f.connect("alice", `{}`)
+	ctx := t.Context()
+	tools, err := c.cs.ListTools(ctx, nil)
+	require.NoError(t, err)
+	prompts, err := c.cs.ListPrompts(ctx, nil)
+	require.NoError(t, err)
+	resources, err := c.cs.ListResources(ctx, nil)
+	require.NoError(t, err)
+	templates, err := c.cs.ListResourceTemplates(ctx, nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, resources.Resources)
+	read, err := c.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: resources.Resources[0].URI})
+	require.NoError(t, err)
+	for name, scope := range map[string]string{
+		"tools/list":               tools.CacheScope,
+		"prompts/list":             prompts.CacheScope,
+		"resources/list":           resources.CacheScope,
+		"resources/templates/list": templates.CacheScope,
+		"resources/read":           read.CacheScope,
+	} {
+		assert.Equal(t, "private", scope, name)
+	}
+}
