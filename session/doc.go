@@ -55,7 +55,13 @@
 // connection breaks during the call, the client gets a tool result with
 // isError set and a message naming the server (prompts/get and
 // resources/read, which have no such result, get a JSON-RPC error).
-// prompts/get and resources/read are forwarded the same way.
+// prompts/get and resources/read are forwarded the same way. A client's
+// cancellation cancels the upstream call (the go-sdk sends
+// notifications/cancelled on both legs).
+//
+// Not forwarded, in either direction, and not announced: sampling,
+// elicitation, roots, completion, logging and resource subscriptions.
+// Each concerns one client, and the upstream connection serves many.
 //
 // # Enforcement
 //

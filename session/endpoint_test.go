@@ -424,3 +424,38 @@ func TestResultsAreCachedPrivately(t *testing.T) {
 		assert.Equal(t, "private", scope, name)
 	}
 }
+
+// TestCancellationReachesUpstream: a client cancelling its call cancels
+// the upstream's call too (the go-sdk sends notifications/cancelled on
+// both legs), over every kind of upstream transport.
+func TestCancellationReachesUpstream(t *testing.T) {
+	for name, fixture := range map[string]func(*testing.T) *fixture{
+		"in-memory":       newFixture,
+		"streamable-http": newHTTPFixture,
+		"url":             newURLFixture,
+		"http+sse":        newSSEFixture,
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := fixture(t)
+			c := f.connect("alice", `{}`)
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: "demo__block", Arguments: map[string]any{}})
+				done <- err
+			}()
+			select {
+			case <-f.up.started:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the call did not reach the upstream")
+			}
+			cancel()
+			require.Error(t, <-done)
+			select {
+			case <-f.up.cancelled:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the upstream's call was not cancelled")
+			}
+		})
+	}
+}

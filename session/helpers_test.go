@@ -35,8 +35,9 @@ type upstream struct {
 	mu       sync.Mutex
 	sessions []net.Conn // the server ends of the connections
 	metas    []mcp.Meta // _meta of each "meta" call
-	release  chan struct{}
-	started  chan struct{}
+	release   chan struct{}
+	started   chan struct{}
+	cancelled chan struct{} // one value per "block" call cancelled
 }
 
 type textIn struct {
@@ -48,7 +49,7 @@ type textIn struct {
 // "block" (waits for release or cancellation) and "fail" (an isError
 // result).
 func newUpstream() *upstream {
-	u := &upstream{release: make(chan struct{}), started: make(chan struct{}, 16)}
+	u := &upstream{release: make(chan struct{}), started: make(chan struct{}, 16), cancelled: make(chan struct{}, 16)}
 	u.server = demoserver.New().MCP()
 	mcp.AddTool(u.server, &mcp.Tool{Name: "progress"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		tok := req.Params.GetProgressToken()
@@ -72,6 +73,7 @@ func newUpstream() *upstream {
 		select {
 		case <-u.release:
 		case <-ctx.Done():
+			u.cancelled <- struct{}{}
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil, nil
 	})
