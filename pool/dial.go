@@ -20,9 +20,9 @@ type Dialer func(ctx context.Context, spec Spec) (mcp.Transport, error)
 // process inherits the daemon's environment plus spec.Env, runs in
 // spec.Cwd, and is not tied to ctx: it lives until the pool closes the
 // connection), httpUrl servers through mcp.StreamableClientTransport and
-// url servers through streamable HTTP with a fallback to HTTP+SSE for
-// servers that refuse it (fallbackTransport), with spec.Headers added to
-// every request.
+// url servers through streamable HTTP or, for servers that refuse it,
+// HTTP+SSE, as a probe on connecting finds (fallbackTransport), with
+// spec.Headers added to every request.
 func DefaultDialer(_ context.Context, spec Spec) (mcp.Transport, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err

@@ -2,160 +2,136 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
-	"sync"
-	"sync/atomic"
+	"net/url"
+	"strings"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// A fallbackTransport reaches a "url" server the way the MCP specification
-// tells clients to support servers of either HTTP transport: it speaks
-// streamable HTTP, and if the server answers the first POST with a 4xx
-// status, it opens the HTTP+SSE transport of protocol 2024-11-05 on the same
-// URL instead and sends that first message again over it. gemini-cli's
-// "url" means an SSE endpoint and most servers now serve streamable HTTP, so
-// a pasted entry works with either. ("httpUrl" is streamable HTTP only.)
+// A fallbackTransport reaches a "url" server the way the MCP specification's
+// backwards-compatibility section tells clients to support servers of either
+// HTTP transport: Connect POSTs an InitializeRequest to the URL; a server
+// that accepts it speaks streamable HTTP, and one that answers with a 4xx
+// status is asked for the HTTP+SSE stream of protocol 2024-11-05 on the same
+// URL instead. gemini-cli's "url" means an SSE endpoint and most servers now
+// serve streamable HTTP, so a pasted entry works with either. ("httpUrl" is
+// streamable HTTP only.)
+//
+// The transport is chosen before Connect returns so that a streamable HTTP
+// connection is the go-sdk's own, unwrapped: after initialize, the go-sdk
+// hands it the negotiated session through an unexported method, from which
+// it sends the Mcp-Protocol-Version header and, below protocol 2026-07-28,
+// opens the standalone GET stream that carries the server's list_changed
+// notifications. A wrapper cannot pass that on.
 type fallbackTransport struct {
 	endpoint string
 	client   *http.Client
 }
 
-// Connect opens the streamable HTTP connection; nothing is sent yet.
+// probeInit is the InitializeRequest Connect probes a server with; only the
+// HTTP status of the answer matters.
+const probeInit = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"wasmhost-probe","version":"0"}}}`
+
+// Connect probes the server and connects the transport it speaks; ctx bounds
+// the probe, and the connection outlives it. A server that refuses both the
+// probe (with a 4xx) and the HTTP+SSE stream gets a streamable HTTP
+// connection anyway, so that a "url" entry reaches every server an "httpUrl"
+// one does (one that wants no legacy initialize, say) and a failure is
+// reported by the go-sdk's own handshake.
 func (t *fallbackTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	probe := &firstPost{base: t.client.Transport}
-	if probe.base == nil {
-		probe.base = http.DefaultTransport
-	}
-	hc := *t.client
-	hc.Transport = probe
-	conn, err := (&mcp.StreamableClientTransport{Endpoint: t.endpoint, HTTPClient: &hc}).Connect(ctx)
+	status, err := t.probe(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("probe %s: %w", redactURL(t.endpoint), stripURL(err))
 	}
-	return &fallbackConn{t: t, probe: probe, cur: conn, decided: make(chan struct{}), closed: make(chan struct{})}, nil
-}
-
-// firstPost is a RoundTripper that records the status of the first POST
-// response it sees.
-type firstPost struct {
-	base   http.RoundTripper
-	status atomic.Int32 // 0 until the first POST has an answer
-}
-
-func (p *firstPost) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := p.base.RoundTrip(req)
-	if err == nil && req.Method == http.MethodPost {
-		p.status.CompareAndSwap(0, int32(resp.StatusCode))
-	}
-	return resp, err
-}
-
-// A fallbackConn is the connection a fallbackTransport makes: streamable
-// HTTP until its first write shows the server does not speak it. Reads wait
-// for the first write to settle which connection answers.
-type fallbackConn struct {
-	t       *fallbackTransport
-	probe   *firstPost
-	decided chan struct{} // closed once the first write chose cur
-	closed  chan struct{} // closed by Close
-
-	mu        sync.Mutex
-	cur       mcp.Connection
-	stopSSE   context.CancelFunc // ends the SSE stream's context, once cur is one
-	wrote     bool
-	closeOnce sync.Once
-}
-
-func (c *fallbackConn) conn() mcp.Connection {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cur
-}
-
-// Read reads from the chosen connection.
-func (c *fallbackConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	select {
-	case <-c.decided:
-	case <-c.closed:
-		return nil, mcp.ErrConnectionClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	return c.conn().Read(ctx)
-}
-
-// Write sends msg. The first write decides the transport: a 4xx answer to
-// it over streamable HTTP switches to HTTP+SSE, and msg is sent there.
-func (c *fallbackConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	c.mu.Lock()
-	first := !c.wrote
-	c.wrote = true
-	c.mu.Unlock()
-	if !first {
-		select {
-		case <-c.decided:
-		case <-c.closed:
-			return mcp.ErrConnectionClosed
-		case <-ctx.Done():
-			return ctx.Err()
+	if status >= 400 && status <= 499 {
+		sse, err := t.connectSSE(ctx)
+		if err == nil {
+			return sse, nil
 		}
-		return c.conn().Write(ctx, msg)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("HTTP+SSE %s (the probe got status %d): %w", redactURL(t.endpoint), status, stripURL(err))
+		}
 	}
-	defer close(c.decided)
-	err := c.cur.Write(ctx, msg)
-	if status := c.probe.status.Load(); err == nil || status < 400 || status > 499 {
-		return err
+	return (&mcp.StreamableClientTransport{Endpoint: t.endpoint, HTTPClient: t.client}).Connect(ctx)
+}
+
+// probe POSTs probeInit and returns the status of the answer, ending the
+// session the server may have opened for it.
+func (t *fallbackTransport) probe(ctx context.Context) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.endpoint, strings.NewReader(probeInit))
+	if err != nil {
+		return 0, err
 	}
-	// The SSE stream is a GET that lives as long as the connection under
-	// the context it was opened with, so it gets one of its own that Close
-	// ends; ctx still bounds opening it.
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	// The result is not read: an SSE answer need not end soon.
+	_ = resp.Body.Close()
+	if id := resp.Header.Get("Mcp-Session-Id"); id != "" && resp.StatusCode/100 == 2 {
+		t.endSession(ctx, id)
+	}
+	return resp.StatusCode, nil
+}
+
+// endSession DELETEs the probe's session. It is best effort: a server that
+// does not allow it lets the session expire.
+func (t *fallbackTransport) endSession(ctx context.Context, id string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, t.endpoint, nil)
+	if err != nil {
+		return
+	}
+	req.Header.Set("Mcp-Session-Id", id)
+	if resp, err := t.client.Do(req); err == nil {
+		_ = resp.Body.Close()
+	}
+}
+
+// connectSSE opens the HTTP+SSE transport. Its stream is a GET that lives as
+// long as the connection under the context it was opened with, so it gets
+// one of its own that closing the connection ends; ctx still bounds opening
+// it.
+func (t *fallbackTransport) connectSSE(ctx context.Context) (mcp.Connection, error) {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
-	sse, serr := (&mcp.SSEClientTransport{Endpoint: c.t.endpoint, HTTPClient: c.t.client}).Connect(sctx)
-	if !stop() && serr == nil {
-		_ = sse.Close()
-		serr = ctx.Err()
+	conn, err := (&mcp.SSEClientTransport{Endpoint: t.endpoint, HTTPClient: t.client}).Connect(sctx)
+	if !stop() && err == nil {
+		_ = conn.Close()
+		err = ctx.Err()
 	}
-	if serr != nil {
+	if err != nil {
 		cancel()
-		return fmt.Errorf("%w (the HTTP+SSE transport failed too: %w)", err, serr)
+		return nil, err
 	}
-	c.mu.Lock()
-	select {
-	case <-c.closed: // Close ran meanwhile and closed the old connection
-		c.mu.Unlock()
-		_ = sse.Close()
-		cancel()
-		return mcp.ErrConnectionClosed
-	default:
-	}
-	old := c.cur
-	c.cur, c.stopSSE = sse, cancel
-	c.mu.Unlock()
-	_ = old.Close()
-	return sse.Write(ctx, msg)
+	return &sseConn{Connection: conn, stop: cancel}, nil
 }
 
-// Close closes the current connection.
-func (c *fallbackConn) Close() error {
-	var err error
-	c.closeOnce.Do(func() {
-		close(c.closed)
-		c.mu.Lock()
-		cur, stop := c.cur, c.stopSSE
-		c.mu.Unlock()
-		err = cur.Close()
-		if stop != nil {
-			stop()
-		}
-	})
+// An sseConn is an HTTP+SSE connection whose Close also ends its stream's
+// context. (The go-sdk passes no session state to SSE connections, so
+// wrapping one loses nothing.)
+type sseConn struct {
+	mcp.Connection
+	stop context.CancelFunc
+}
+
+// Close closes the connection and ends its stream's context.
+func (c *sseConn) Close() error {
+	err := c.Connection.Close()
+	c.stop()
 	return err
 }
 
-// SessionID returns the current connection's session id.
-func (c *fallbackConn) SessionID() string { return c.conn().SessionID() }
-
-var _ mcp.Connection = (*fallbackConn)(nil)
+// stripURL drops the URL net/http names in a request's error, which shows
+// the query; callers name the redacted URL instead.
+func stripURL(err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return uerr.Err
+	}
+	return err
+}

@@ -1,15 +1,26 @@
 package pool_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/view"
+	"github.com/wasmhost/wasmhost/view/viewtest"
 )
 
 // httpServer serves one MCP server with a tool "echo" over streamable HTTP
@@ -70,4 +81,119 @@ func TestDialURLFallsBackToSSE(t *testing.T) {
 			require.NoError(t, cs.Close())
 		})
 	}
+}
+
+// TestDialURLKeepsSessionState: a pooled "url" entry on a streamable HTTP
+// server behaves like an "httpUrl" one. Where the negotiated protocol
+// version is below 2026-07-28, the go-sdk's streamable connection learns it
+// after initialize, sends it as the Mcp-Protocol-Version header of later
+// requests, and opens the standalone GET stream over which the server sends
+// list_changed notifications; the pool hears a tool added upstream. The
+// spec's headers go with every request, the probe that found the transport
+// leaves no session behind, a server that refuses the probe's initialize
+// (with no HTTP+SSE stream either) is still reached, and so is one that
+// refuses the go-sdk's first request, server/discover.
+func TestDialURLKeepsSessionState(t *testing.T) {
+	for _, tc := range []struct {
+		name, version string // version: the spec's pin
+		want          string // the negotiated version
+		httpURL       bool
+		stateless     bool
+		reject        string // a method the server answers with 400
+	}{
+		{name: "url/2025-06-18", version: "2025-06-18", want: "2025-06-18"},
+		{name: "url/2025-11-25", version: "2025-11-25", want: "2025-11-25"},
+		// Unpinned, the go-sdk asks for 2026-07-28, which a stateful go-sdk
+		// server declines.
+		{name: "url/unpinned", want: "2025-11-25"},
+		{name: "url/stateless", want: "2026-07-28", stateless: true},
+		{name: "url/no-initialize", want: "2026-07-28", stateless: true, reject: "initialize"},
+		// As TypeScript-SDK servers answer any request before initialize.
+		{name: "url/no-discover", want: "2025-11-25", reject: "server/discover"},
+		{name: "httpUrl/2025-11-25", version: "2025-11-25", want: "2025-11-25", httpURL: true},
+		{name: "httpUrl/unpinned", want: "2025-11-25", httpURL: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := newUpstream(t, "web", "read")
+			var mu sync.Mutex
+			sent := map[string]string{} // JSON-RPC method -> Mcp-Protocol-Version of its POST
+			var bare []string           // requests without the spec's header
+			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return u.server }, &mcp.StreamableHTTPOptions{Logger: quiet, Stateless: tc.stateless})
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				if r.Header.Get("X-Token") != "sekrit" {
+					bare = append(bare, r.Method)
+				}
+				mu.Unlock()
+				if r.Method == http.MethodPost {
+					body, _ := io.ReadAll(r.Body)
+					r.Body = io.NopCloser(bytes.NewReader(body))
+					var msg struct{ Method string }
+					if json.Unmarshal(body, &msg) == nil && msg.Method != "" {
+						mu.Lock()
+						sent[msg.Method] = r.Header.Get("Mcp-Protocol-Version")
+						mu.Unlock()
+					}
+					if msg.Method == tc.reject {
+						http.Error(w, "no "+msg.Method+" here", http.StatusBadRequest)
+						return
+					}
+				}
+				h.ServeHTTP(w, r)
+			}))
+			t.Cleanup(ts.Close)
+
+			spec := pool.Spec{Name: "web", Pooled: true, ProtocolVersion: tc.version, Timeout: 10 * time.Second,
+				Headers: map[string]string{"X-Token": "sekrit"}}
+			if tc.httpURL {
+				spec.HTTPURL = ts.URL
+			} else {
+				spec.URL = ts.URL
+			}
+			counters := &churn.Counters{}
+			p := pool.New(pool.Options{Counters: counters, Logger: quiet})
+			t.Cleanup(func() { _ = p.Close(context.Background()) })
+			v := view.New(view.Config{Session: "alice", Server: "web", Registry: viewtest.NewRegistry(),
+				Counters: counters, Policy: metakey.Reference{}, Logger: quiet})
+			handle, err := p.Acquire(context.Background(), spec, v)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, handle.Session().InitializeResult().ProtocolVersion)
+
+			mu.Lock()
+			got, listed := sent["tools/list"]
+			assert.Empty(t, bare, "requests without the spec's headers")
+			mu.Unlock()
+			require.True(t, listed, "no tools/list was sent")
+			assert.Equal(t, tc.want, got, "Mcp-Protocol-Version header of tools/list")
+			if !tc.stateless {
+				assert.Eventually(t, func() bool {
+					return len(slices.Collect(u.server.Sessions())) == 1
+				}, 5*time.Second, 10*time.Millisecond, "server sessions besides the pool's")
+			}
+
+			u.addTool("write")
+			assert.Eventually(t, func() bool {
+				return slices.Contains(snapshotToolNames(handle.Entry().Snapshot()), "write")
+			}, 5*time.Second, 10*time.Millisecond, "the pool never heard tools/list_changed")
+			require.NoError(t, handle.Release(context.Background()))
+		})
+	}
+}
+
+// TestDialURLProbeBounded: ctx bounds the probe of a "url" server that never
+// answers, and the error names the URL without its query.
+func TestDialURLProbeBounded(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // then a client gone ends r's context
+		<-r.Context().Done()
+	}))
+	t.Cleanup(ts.Close)
+	tr, err := pool.DefaultDialer(context.Background(), pool.Spec{Name: "web", URL: ts.URL + "/mcp?key=hunter2"})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err = tr.Connect(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), ts.URL+"/mcp?redacted")
+	assert.NotContains(t, err.Error(), "hunter2")
 }
