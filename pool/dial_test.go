@@ -37,12 +37,7 @@ func TestWithRoundTripper(t *testing.T) {
 		{name: "httpUrl/streamable", httpURL: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := pool.Spec{Name: "web", Pooled: true}
-			if tc.httpURL {
-				spec.HTTPURL = httpServer(t, tc.sse)
-			} else {
-				spec.URL = httpServer(t, tc.sse)
-			}
+			spec := httpSpec(t, tc.sse, tc.httpURL)
 			tr, err := pool.DefaultDialer(t.Context(), spec)
 			require.NoError(t, err)
 			var n atomic.Int32

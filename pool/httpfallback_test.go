@@ -41,6 +41,19 @@ func httpServer(t *testing.T, sse bool) string {
 	return ts.URL
 }
 
+// httpSpec is the spec of an httpServer, reached by "httpUrl" when httpURL
+// is set, by "url" otherwise.
+func httpSpec(t *testing.T, sse, httpURL bool) pool.Spec {
+	t.Helper()
+	spec := pool.Spec{Name: "web", Pooled: true}
+	if httpURL {
+		spec.HTTPURL = httpServer(t, sse)
+	} else {
+		spec.URL = httpServer(t, sse)
+	}
+	return spec
+}
+
 // TestDialURLFallsBackToSSE: a "url" entry reaches a streamable HTTP server
 // and, through the fallback, an HTTP+SSE one (gemini-cli's meaning of
 // "url"); the SSE stream outlives the context the connection was made
@@ -58,12 +71,7 @@ func TestDialURLFallsBackToSSE(t *testing.T) {
 		{name: "httpUrl/sse", sse: true, httpURL: true, wantFail: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := pool.Spec{Name: "web", Pooled: true}
-			if tc.httpURL {
-				spec.HTTPURL = httpServer(t, tc.sse)
-			} else {
-				spec.URL = httpServer(t, tc.sse)
-			}
+			spec := httpSpec(t, tc.sse, tc.httpURL)
 			connectCtx, cancel := context.WithCancel(context.Background())
 			tr, err := pool.DefaultDialer(connectCtx, spec)
 			require.NoError(t, err)

@@ -104,12 +104,7 @@ func TestMetaRelayedWithoutReservedKeys(t *testing.T) {
 }
 
 func TestProgressRelayedWithClientToken(t *testing.T) {
-	for name, fixture := range map[string]func(*testing.T) *fixture{
-		"in-memory":       newFixture,
-		"streamable-http": newHTTPFixture,
-		"http+sse":        newSSEFixture,
-		"url":             newURLFixture,
-	} {
+	for name, fixture := range transportFixtures {
 		t.Run(name, func(t *testing.T) { testProgressRelayed(t, fixture(t)) })
 	}
 }
@@ -429,12 +424,7 @@ func TestResultsAreCachedPrivately(t *testing.T) {
 // the upstream's call too (the go-sdk sends notifications/cancelled on
 // both legs), over every kind of upstream transport.
 func TestCancellationReachesUpstream(t *testing.T) {
-	for name, fixture := range map[string]func(*testing.T) *fixture{
-		"in-memory":       newFixture,
-		"streamable-http": newHTTPFixture,
-		"url":             newURLFixture,
-		"http+sse":        newSSEFixture,
-	} {
+	for name, fixture := range transportFixtures {
 		t.Run(name, func(t *testing.T) {
 			f := fixture(t)
 			c := f.connect("alice", `{}`)

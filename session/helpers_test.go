@@ -32,9 +32,9 @@ var quiet = slog.New(slog.DiscardHandler)
 type upstream struct {
 	server *mcp.Server
 
-	mu       sync.Mutex
-	sessions []net.Conn // the server ends of the connections
-	metas    []mcp.Meta // _meta of each "meta" call
+	mu        sync.Mutex
+	sessions  []net.Conn // the server ends of the connections
+	metas     []mcp.Meta // _meta of each "meta" call
 	release   chan struct{}
 	started   chan struct{}
 	cancelled chan struct{} // one value per "block" call cancelled
@@ -178,6 +178,14 @@ func newServedFixture(t *testing.T, handler func(*mcp.Server) http.Handler, dial
 	return newFixtureWith(t, up, relay, relay.Dialer(func(context.Context, pool.Spec) (mcp.Transport, error) {
 		return dial(srv.URL)
 	}))
+}
+
+// transportFixtures makes a fixture for each kind of upstream transport.
+var transportFixtures = map[string]func(*testing.T) *fixture{
+	"in-memory":       newFixture,
+	"streamable-http": newHTTPFixture,
+	"url":             newURLFixture,
+	"http+sse":        newSSEFixture,
 }
 
 func newFixtureWith(t *testing.T, up *upstream, relay *session.ProgressRelay, dial pool.Dialer) *fixture {
