@@ -44,6 +44,9 @@ const (
 	// gets and resource reads under way to be answered; new ones are
 	// refused meanwhile.
 	drainGrace = 10 * time.Second
+	// answerGrace bounds the wait for the answers of calls the drain cut
+	// short (session.Endpoint.Drain) to be written.
+	answerGrace = 2 * time.Second
 	// upstreamCloseGrace bounds the wait for upstream connections to
 	// close at shutdown: as long as a stubborn stdio server's close takes.
 	upstreamCloseGrace = procgroup.MaxClose
@@ -423,8 +426,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 }
 
 // drain, at shutdown, makes every endpoint refuse new calls and waits, at
-// most drainGrace, until the calls under way have returned and the MCP
-// requests that carried them have written their answers.
+// most drainGrace, until the calls under way have returned (calls still
+// running then are cut short with an answer saying so) and the MCP requests
+// that carried them have written their answers.
 func (d *Daemon) drain(eps []*endpoint) {
 	ctx, cancel := context.WithTimeout(context.Background(), drainGrace)
 	defer cancel()
@@ -438,6 +442,13 @@ func (d *Daemon) drain(eps []*endpoint) {
 	}
 	wg.Wait()
 	d.requests.Close() // requests that come now are refused calls, not waited for
+	if ctx.Err() != nil {
+		// Calls were cut short (Drain answers them): give the requests
+		// carrying those answers a moment to write them.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.Background(), answerGrace)
+		defer cancel()
+	}
 	if err := d.requests.Wait(ctx); err != nil {
 		d.log.Warn("shutdown: MCP requests cut short", "err", err)
 	}

@@ -95,7 +95,9 @@ type Endpoint struct {
 	upstream func(string) Target
 	relay    *ProgressRelay
 	log      *slog.Logger
-	calls    inflight.Gate // forwarded calls; closed by Drain
+	calls    inflight.Gate   // forwarded calls; closed by Drain
+	abort    context.Context // ended when Drain cuts the calls under way short
+	cutShort context.CancelFunc
 
 	mu                                   sync.Mutex
 	tools, prompts, resources, templates kind
@@ -118,7 +120,10 @@ func New(opts Options) *Endpoint {
 	if impl == nil {
 		impl = &mcp.Implementation{Name: "wasmhost", Version: "dev"}
 	}
+	abort, cutShort := context.WithCancel(context.Background())
 	e := &Endpoint{
+		abort:    abort,
+		cutShort: cutShort,
 		name:     opts.Name,
 		upstream: opts.Upstream,
 		relay:    opts.Progress,
@@ -477,17 +482,38 @@ func (e *Endpoint) begin(k *kind, exposed string) (_ route, ok bool, err error) 
 	return r, ok, nil
 }
 
+// cutShortGrace bounds how long Drain waits for the calls it cut short to
+// return; a cancelled upstream call returns at once.
+const cutShortGrace = 2 * time.Second
+
 // Drain makes the endpoint refuse new tool calls, prompt gets and resource
-// reads (with ErrDraining) and waits until those under way have returned,
-// or until ctx ends, whose cause the error then wraps. A daemon drains its
-// sessions before it closes them, so that a call under way gets its answer.
-// Drain may be called more than once; the endpoint stays draining.
+// reads (with ErrDraining) and waits until those under way have returned.
+// If ctx ends first, it cuts the calls still under way short: their
+// upstream calls are cancelled and their clients get an answer wrapping
+// ErrDraining; Drain then waits a moment for them to return and reports
+// how many there were, wrapping ctx's cause. A daemon drains its sessions
+// before it closes them, so that every call under way gets an answer. Drain
+// may be called more than once; the endpoint stays draining.
 func (e *Endpoint) Drain(ctx context.Context) error {
 	e.calls.Close()
-	if err := e.calls.Wait(ctx); err != nil {
-		return fmt.Errorf("session %q: drain: calls: %w", e.name, err)
+	err := e.calls.Wait(ctx)
+	if err == nil {
+		return nil
 	}
-	return nil
+	e.cutShort()
+	wctx, cancel := context.WithTimeout(context.Background(), cutShortGrace)
+	defer cancel()
+	_ = e.calls.Wait(wctx)
+	return fmt.Errorf("session %q: drain: calls cut short: %w", e.name, err)
+}
+
+// cutShortError is the error of a call Drain cut short, or nil when the
+// call ended otherwise.
+func (e *Endpoint) cutShortError(what string) error {
+	if e.abort.Err() == nil {
+		return nil
+	}
+	return fmt.Errorf("session %q: %s: %w (cut short: the call outlived the drain's grace)", e.name, what, ErrDraining)
 }
 
 // target returns the upstream for server and a context bounded by its
@@ -498,11 +524,14 @@ func (e *Endpoint) target(ctx context.Context, server string) (*mcp.ClientSessio
 	if t.Session == nil {
 		return nil, nil, nil, fmt.Errorf("session %q, server %q: %w (connecting or restarting; try again)", e.name, server, ErrUnavailable)
 	}
+	var cancel context.CancelFunc
 	if t.Timeout > 0 {
-		ctx, cancel := context.WithTimeout(ctx, t.Timeout)
-		return t.Session, ctx, cancel, nil
+		ctx, cancel = context.WithTimeout(ctx, t.Timeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
 	}
-	return t.Session, ctx, func() {}, nil
+	stop := context.AfterFunc(e.abort, cancel) // Drain cutting calls short
+	return t.Session, ctx, func() { stop(); cancel() }, nil
 }
 
 // forwardTool serves tools/call.
@@ -531,6 +560,9 @@ func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*
 	if err != nil {
 		if werr := upstreamError(err); werr != nil {
 			return nil, werr
+		}
+		if cerr := e.cutShortError(fmt.Sprintf("server %q: tool %q", r.server, r.name)); cerr != nil {
+			return errorResult(cerr), nil
 		}
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, err // the client went away or cancelled
@@ -564,6 +596,9 @@ func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest)
 	if err != nil {
 		if werr := upstreamError(err); werr != nil {
 			return nil, werr
+		}
+		if cerr := e.cutShortError(fmt.Sprintf("server %q: prompt %q", r.server, r.name)); cerr != nil {
+			return nil, cerr
 		}
 		return nil, fmt.Errorf("session %q, server %q: prompt %q: %w: %v", e.name, r.server, r.name, ErrUnavailable, err)
 	}
@@ -600,6 +635,9 @@ func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, k *ki
 	if err != nil {
 		if werr := upstreamError(err); werr != nil {
 			return nil, werr
+		}
+		if cerr := e.cutShortError(fmt.Sprintf("server %q: resource %q", r.server, uri)); cerr != nil {
+			return nil, cerr
 		}
 		return nil, fmt.Errorf("session %q, server %q: resource %q: %w: %v", e.name, r.server, uri, ErrUnavailable, err)
 	}

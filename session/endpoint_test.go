@@ -383,13 +383,43 @@ func TestDrainWaitsForCallsUnderWay(t *testing.T) {
 	default:
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
-	require.ErrorIs(t, c.ep.Drain(ctx), context.DeadlineExceeded)
-
 	close(f.up.release)
 	require.NoError(t, <-drained)
 	assert.Equal(t, "released", text(<-answered))
+}
+
+// TestDrainCutsCallsShort: a call still under way when Drain's ctx ends is
+// cut short: its upstream call is cancelled, its client gets an isError
+// result naming ErrDraining, and Drain returns soon after, with an error.
+func TestDrainCutsCallsShort(t *testing.T) {
+	f := newFixture(t)
+	c := f.connect("alice", `{}`)
+	answered := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := c.call(t, "demo__block", nil)
+		assert.NoError(t, err)
+		answered <- res
+	}()
+	<-f.up.started
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := c.ep.Drain(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorContains(t, err, "cut short")
+	select {
+	case res := <-answered:
+		assert.True(t, res.IsError)
+		assert.Contains(t, text(res), session.ErrDraining.Error())
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call cut short got no answer")
+	}
+	select {
+	case <-f.up.cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream call was not cancelled")
+	}
+	require.NoError(t, c.ep.Drain(t.Context()), "nothing left under way")
 }
 
 // TestResultsAreCachedPrivately: a session's lists and reads are its policy's

@@ -72,6 +72,7 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
 	defer stop()
+	context.AfterFunc(ctx, stop) // a second SIGTERM ends the process at once
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
 	select {

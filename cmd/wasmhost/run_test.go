@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -81,7 +82,12 @@ func pipeClientCtx(t *testing.T, runCtx context.Context, args ...string) (*mcp.C
 		outW.Close()
 		done <- code
 	}()
-	cl := mcp.NewClient(&mcp.Implementation{Name: "cli-test", Version: "1"}, &mcp.ClientOptions{Logger: slog.New(slog.DiscardHandler)})
+	cl := mcp.NewClient(&mcp.Implementation{Name: "cli-test", Version: "1"}, &mcp.ClientOptions{
+		Logger: slog.New(slog.DiscardHandler),
+		// A client that listens for list changes, as desktop clients do,
+		// keeps a subscriptions/listen request open (protocol 2026-07-28).
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {},
+	})
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	cs, err := cl.Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
@@ -157,9 +163,10 @@ func TestStdioWarnsAboutItsSessionOnly(t *testing.T) {
 	assert.NotContains(t, stderr, "sessions.bob", "another session's warning")
 }
 
-// TestStdioSignalAnswersCallsUnderWay: at a signal, stdio mode refuses new
-// calls and lets the one under way finish and be answered before it exits.
-func TestStdioSignalAnswersCallsUnderWay(t *testing.T) {
+// slowStdio starts `wasmhost stdio` on a session of the slow upstream and
+// returns its client, a func that interrupts it, and pipeClient's finish.
+func slowStdio(t *testing.T) (*mcp.ClientSession, context.CancelFunc, func() (int, string)) {
+	t.Helper()
 	cfg := map[string]any{
 		"mcpServers": map[string]any{"slow": map[string]any{"command": os.Args[0], "env": map[string]any{mcptest.SlowEnv: "1"}}},
 		"sessions":   map[string]any{"alice": map[string]any{"token": "alice-token-0123456789abcdef"}},
@@ -168,22 +175,37 @@ func TestStdioSignalAnswersCallsUnderWay(t *testing.T) {
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "wasmhost.json")
 	require.NoError(t, os.WriteFile(path, b, 0o600))
-
 	runCtx, interrupt := context.WithCancel(t.Context())
-	defer interrupt()
+	t.Cleanup(interrupt)
 	cs, finish := pipeClientCtx(t, runCtx, "stdio", "--config", path, "--session", "alice", "--log-level", "info")
 	require.Eventually(t, func() bool { return slices.Contains(toolNames(t, cs), "slow__slow") }, 20*time.Second, 20*time.Millisecond)
+	return cs, interrupt, finish
+}
+
+// slowCall starts a call of the slow tool that sleeps ms and waits until
+// it reached the upstream; the call's result (or nil and the error)
+// arrives on the channel.
+func slowCall(t *testing.T, cs *mcp.ClientSession, ms int) <-chan *mcp.CallToolResult {
+	t.Helper()
 	mark := filepath.Join(t.TempDir(), "started")
 	answered := make(chan *mcp.CallToolResult, 1)
 	go func() {
-		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow__slow", Arguments: map[string]any{"mark": mark, "ms": 1500}})
-		assert.NoError(t, err)
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow__slow", Arguments: map[string]any{"mark": mark, "ms": ms}})
+		assert.NoError(t, err, "the call got an answer")
 		answered <- res
 	}()
 	require.Eventually(t, func() bool { _, err := os.Stat(mark); return err == nil }, 10*time.Second, 10*time.Millisecond, "the call reached the upstream")
+	return answered
+}
+
+// TestStdioSignalAnswersCallsUnderWay: at a signal, stdio mode refuses new
+// calls and lets the one under way finish and be answered before it exits.
+func TestStdioSignalAnswersCallsUnderWay(t *testing.T) {
+	cs, interrupt, finish := slowStdio(t)
+	answered := slowCall(t, cs, 1500)
 	interrupt()
 	require.Eventually(t, func() bool {
-		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow__slow", Arguments: map[string]any{"mark": mark, "ms": 1}})
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow__slow", Arguments: map[string]any{"mark": filepath.Join(t.TempDir(), "x"), "ms": 1}})
 		return err == nil && res.IsError && strings.Contains(mcptest.Text(res), session.ErrDraining.Error())
 	}, 5*time.Second, 10*time.Millisecond, "a new call is refused while draining")
 	select {
@@ -194,8 +216,74 @@ func TestStdioSignalAnswersCallsUnderWay(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no answer")
 	}
+	start := time.Now()
 	code, stderr := finish()
 	assert.Equal(t, exitOK, code, stderr)
+	assert.Less(t, time.Since(start), stdioDrainGrace, "the client's open subscriptions/listen does not hold the stop up")
+}
+
+// TestStdioSignalCutsLongCallsShort: a call that outlives the drain's grace
+// is cut short by closing its upstream, and still gets an answer, an error;
+// the process does not wait for the upstream to finish.
+func TestStdioSignalCutsLongCallsShort(t *testing.T) {
+	grace := stdioDrainGrace
+	stdioDrainGrace = 300 * time.Millisecond
+	t.Cleanup(func() { stdioDrainGrace = grace })
+	cs, interrupt, finish := slowStdio(t)
+	answered := slowCall(t, cs, 60_000)
+	start := time.Now()
+	interrupt()
+	select {
+	case res := <-answered:
+		require.NotNil(t, res)
+		assert.True(t, res.IsError, "cut short: %s", mcptest.Text(res))
+	case <-time.After(10 * time.Second):
+		_, stderr := finish()
+		t.Fatalf("no answer; stderr:\n%s", stderr)
+	}
+	code, stderr := finish()
+	assert.Equal(t, exitOK, code, stderr)
+	assert.Less(t, time.Since(start), 10*time.Second)
+	assert.Contains(t, stderr, "shutdown: calls cut short")
+}
+
+// TestStdioRejectsBatchesAt20250618: stdio mode serves the go-sdk's own
+// connection, which learns the negotiated protocol version and so refuses a
+// JSON-RPC batch from protocol 2025-06-18 on (a wrapper around it would
+// hide the version and let batches through).
+func TestStdioRejectsBatchesAt20250618(t *testing.T) {
+	path := demoConfig(t)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var errOut mcptest.LogBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(t.Context(), []string{"stdio", "--config", path, "--session", "alice"}, inR, outW, &errOut)
+		outW.Close()
+	}()
+	lines := bufio.NewScanner(outR)
+	lines.Buffer(nil, 1<<20)
+	send := func(msg string) {
+		t.Helper()
+		_, err := io.WriteString(inW, msg+"\n")
+		require.NoError(t, err)
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	require.True(t, lines.Scan(), errOut.String())
+	require.Contains(t, lines.Text(), `"protocolVersion":"2025-06-18"`)
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`[{"jsonrpc":"2.0","id":2,"method":"ping"},{"jsonrpc":"2.0","id":3,"method":"ping"}]`)
+	// The go-sdk ends the session over it; a wrapped connection answered
+	// both pings.
+	for lines.Scan() {
+		assert.NotContains(t, lines.Text(), `"result"`, "the batch was served")
+	}
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("stdio did not exit")
+	}
+	assert.Contains(t, errOut.String(), "batching is not supported")
 }
 
 func TestStdioRefusals(t *testing.T) {

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os/signal"
@@ -11,13 +11,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/daemon"
 	"github.com/wasmhost/wasmhost/host"
-	"github.com/wasmhost/wasmhost/internal/inflight"
 	"github.com/wasmhost/wasmhost/internal/procgroup"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
@@ -96,11 +94,12 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 
 	// A signal (SIGTERM here, or the interrupt that ends ctx) starts the
 	// drain; serving goes on, under its own context, until the calls under
-	// way have their answers written.
+	// way have their answers written. A second signal ends the process.
 	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopServing()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
 	defer stop()
+	context.AfterFunc(ctx, stop)
 
 	relay := session.NewProgressRelay()
 	var leg *reconcile.Legacy
@@ -133,16 +132,25 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 		superviseLegacy(bg, leg, log)
 	}()
 
-	var pending unanswered
-	transport := pending.wrap(&mcp.IOTransport{Reader: io.NopCloser(s.in), Writer: nopWriteCloser{s.out}})
+	// The go-sdk's own connection serves the client, unwrapped (it passes
+	// that connection the session's protocol version through an unexported
+	// method); the drain watches the bytes it writes instead.
+	out := &watchedWriter{w: s.out}
+	transport := &mcp.IOTransport{Reader: io.NopCloser(s.in), Writer: nopWriteCloser{out}}
 	served := make(chan error, 1)
 	go func() { served <- ep.Server().Run(serveCtx, transport) }()
 	select {
 	case err = <-served: // the client closed the stream
 	case <-ctx.Done():
-		drainStdio(ep, &pending, log)
+		drainStdio(ep, out, log)
 		stopServing()
-		err = <-served
+		select {
+		case err = <-served:
+		case <-time.After(stdioStopGrace):
+			// Closing waits for a write the client does not read.
+			log.Warn("shutdown: the client is not reading standard output; stopping anyway")
+			err = nil
+		}
 	}
 	stopBG()
 	<-supervised
@@ -158,101 +166,76 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 	return exitOK
 }
 
-// stdioDrainGrace bounds how long stdio mode waits, at a signal, for the
-// calls under way, as the daemon's drain does.
-const stdioDrainGrace = 10 * time.Second
+// Bounds of stdio mode's stop at a signal: stdioDrainGrace for the calls
+// under way, as the daemon's drain; stdioStopGrace for each later step (the
+// answers' writes, the end of serving).
+var stdioDrainGrace = 10 * time.Second // a variable for tests
+
+const stdioStopGrace = 2 * time.Second
+
+// writesSettled is how long standard output must have been idle before the
+// drain takes the answers of the calls it waited for as written: a call's
+// answer is written by the goroutine that ran it, right after it returns,
+// so the wait is for CPU work of microseconds.
+const writesSettled = 50 * time.Millisecond
 
 // drainStdio makes ep refuse new calls and waits, at most stdioDrainGrace,
-// until the calls under way have returned and every request admitted
-// before has its answer written to the client.
-func drainStdio(ep *session.Endpoint, pending *unanswered, log *slog.Logger) {
+// for the calls under way to return; Drain cuts those still running then
+// short, which answers them too. Last it waits until out has settled, so
+// that the answers are written before serving stops.
+func drainStdio(ep *session.Endpoint, out *watchedWriter, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), stdioDrainGrace)
 	defer cancel()
 	if err := ep.Drain(ctx); err != nil {
 		log.Warn("shutdown: calls cut short", "err", err)
 	}
-	pending.gate.Close() // requests that come now are refused calls, not waited for
-	if err := pending.gate.Wait(ctx); err != nil {
-		log.Warn("shutdown: answers cut short", "err", err)
+	wctx, wcancel := context.WithTimeout(context.Background(), stdioStopGrace)
+	defer wcancel()
+	if err := out.settle(wctx, writesSettled); err != nil {
+		log.Warn("shutdown: answers may be cut short", "err", err)
 	}
 }
 
-// unanswered counts the requests the client has sent that have no answer
-// written yet; wrap puts it on a server transport. A request the client
-// cancels needs no answer.
-type unanswered struct {
-	gate inflight.Gate
-	mu   sync.Mutex
-	open map[jsonrpc.ID]bool // requests gate admitted
+// A watchedWriter is standard output as the MCP server writes to it; it
+// knows whether a write is under way and when the last one ended.
+type watchedWriter struct {
+	w io.Writer
+
+	mu      sync.Mutex
+	writing int
+	last    time.Time
 }
 
-func (u *unanswered) wrap(t mcp.Transport) mcp.Transport { return &unansweredTransport{t, u} }
-
-func (u *unanswered) opened(id jsonrpc.ID) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.open[id] || !u.gate.Enter() {
-		return
-	}
-	if u.open == nil {
-		u.open = make(map[jsonrpc.ID]bool)
-	}
-	u.open[id] = true
+func (o *watchedWriter) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	o.writing++
+	o.mu.Unlock()
+	n, err := o.w.Write(p)
+	o.mu.Lock()
+	o.writing--
+	o.last = time.Now()
+	o.mu.Unlock()
+	return n, err
 }
 
-func (u *unanswered) closed(id jsonrpc.ID) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.open[id] {
-		delete(u.open, id)
-		u.gate.Leave()
-	}
-}
-
-type unansweredTransport struct {
-	mcp.Transport
-	u *unanswered
-}
-
-func (t *unansweredTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	c, err := t.Transport.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &unansweredConn{c, t.u}, nil
-}
-
-type unansweredConn struct {
-	mcp.Connection
-	u *unanswered
-}
-
-func (c *unansweredConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
-	if req, ok := msg.(*jsonrpc.Request); ok && err == nil {
-		switch {
-		case req.IsCall():
-			c.u.opened(req.ID)
-		case req.Method == "notifications/cancelled":
-			var p struct {
-				RequestID any `json:"requestId"`
-			}
-			if json.Unmarshal(req.Params, &p) == nil {
-				if id, err := jsonrpc.MakeID(p.RequestID); err == nil {
-					c.u.closed(id)
-				}
-			}
+// settle waits until no write is under way and none has ended for d, or
+// until ctx ends.
+func (o *watchedWriter) settle(ctx context.Context, d time.Duration) error {
+	t := time.NewTicker(d / 5)
+	defer t.Stop()
+	for {
+		o.mu.Lock()
+		settled := o.writing == 0 && time.Since(o.last) >= d
+		o.mu.Unlock()
+		if settled {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("standard output still being written: %w", context.Cause(ctx))
+		case <-t.C:
 		}
 	}
-	return msg, err
-}
-
-func (c *unansweredConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	err := c.Connection.Write(ctx, msg)
-	if res, ok := msg.(*jsonrpc.Response); ok {
-		c.u.closed(res.ID) // written or not: the client will not get it later
-	}
-	return err
 }
 
 type nopWriteCloser struct{ io.Writer }
@@ -260,10 +243,11 @@ type nopWriteCloser struct{ io.Writer }
 func (nopWriteCloser) Close() error { return nil }
 
 // servedToEnd reports whether err, what serving MCP over standard input and
-// output returned, is a normal end: the client closed the stream or ctx
+// output returned, is a normal end: the client closed either stream or ctx
 // ended.
 func servedToEnd(err error) bool {
-	return err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed)
+	return err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) ||
+		errors.Is(err, io.ErrClosedPipe) || errors.Is(err, syscall.EPIPE) // the client stopped reading: gone too
 }
 
 // stdioDialer is pool.DefaultDialer for stdio mode: each stdio upstream's

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -73,48 +71,27 @@ func TestSuperviseLegacyRepairsFailedView(t *testing.T) {
 	assert.Same(t, conn, leg.Session("fs"), "repaired on the same connection, not reconnected")
 }
 
-// TestUnanswered: a request read from the client counts until its answer
-// is written or the client cancels it; once the gate closes, new requests
-// are not waited for.
-func TestUnanswered(t *testing.T) {
-	ctx := t.Context()
-	ct, st := mcp.NewInMemoryTransports()
-	var u unanswered
-	server, err := u.wrap(st).Connect(ctx)
+// TestWatchedWriterSettles: settle waits while a write is under way and
+// until none has ended for the given time, and gives up when ctx ends.
+func TestWatchedWriterSettles(t *testing.T) {
+	pr, pw := io.Pipe()
+	out := &watchedWriter{w: pw}
+	wrote := make(chan struct{})
+	go func() {
+		_, _ = out.Write([]byte("answer\n")) // blocks until read
+		close(wrote)
+	}()
+	require.Eventually(t, func() bool { out.mu.Lock(); defer out.mu.Unlock(); return out.writing == 1 }, 5*time.Second, time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, out.settle(ctx, time.Millisecond), context.DeadlineExceeded, "a write under way is not settled")
+
+	buf := make([]byte, 16)
+	_, err := pr.Read(buf)
 	require.NoError(t, err)
-	client, err := ct.Connect(ctx)
-	require.NoError(t, err)
-	defer client.Close()
-	defer server.Close()
-
-	send := func(msg jsonrpc.Message) {
-		t.Helper()
-		require.NoError(t, client.Write(ctx, msg))
-		_, err := server.Read(ctx)
-		require.NoError(t, err)
-	}
-	id := func(n float64) jsonrpc.ID {
-		id, err := jsonrpc.MakeID(n)
-		require.NoError(t, err)
-		return id
-	}
-	call := func(n float64) *jsonrpc.Request {
-		return &jsonrpc.Request{ID: id(n), Method: "tools/call", Params: json.RawMessage(`{"name":"x"}`)}
-	}
-	send(call(1))
-	send(call(2))
-	send(call(2)) // a repeated ID counts once
-	send(&jsonrpc.Request{Method: "notifications/initialized"})
-	assert.Equal(t, 2, u.gate.Len())
-
-	go func() { _, _ = client.Read(ctx) }()
-	require.NoError(t, server.Write(ctx, &jsonrpc.Response{ID: id(1), Result: json.RawMessage(`{}`)}))
-	assert.Equal(t, 1, u.gate.Len(), "answered")
-	send(&jsonrpc.Request{Method: "notifications/cancelled", Params: json.RawMessage(`{"requestId":2}`)})
-	assert.Equal(t, 0, u.gate.Len(), "cancelled")
-
-	u.gate.Close()
-	send(call(3))
-	assert.Equal(t, 0, u.gate.Len(), "not admitted once closed")
-	require.NoError(t, u.gate.Wait(ctx))
+	<-wrote
+	start := time.Now()
+	require.NoError(t, out.settle(t.Context(), 50*time.Millisecond))
+	assert.GreaterOrEqual(t, time.Since(start), 40*time.Millisecond, "settled only after the idle time")
 }
