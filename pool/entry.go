@@ -267,7 +267,11 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 		return nil, nil, fmt.Errorf("dial %s: %w", e.id, err)
 	}
 	client := mcp.NewClient(e.pool.client, &mcp.ClientOptions{
-		Logger:                      e.log,
+		Logger: e.log,
+		// No roots, sampling or elicitation: they are not bridged (one
+		// connection serves many clients), so none is announced. (A nil
+		// Capabilities would announce roots.)
+		Capabilities:                &mcp.ClientCapabilities{},
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { e.listChanged(gen, kindTools) },
 		PromptListChangedHandler:    func(context.Context, *mcp.PromptListChangedRequest) { e.listChanged(gen, kindPrompts) },
 		ResourceListChangedHandler:  func(context.Context, *mcp.ResourceListChangedRequest) { e.listChanged(gen, kindResources) },

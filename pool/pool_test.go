@@ -90,13 +90,15 @@ func TestSpecProtocolVersion(t *testing.T) {
 			u := newUpstream(t, "fs", "read")
 			var mu sync.Mutex
 			var methods []string
-			var asked string // the version of an initialize request
+			var asked string                 // the version of an initialize request
+			var caps *mcp.ClientCapabilities // its client capabilities
 			u.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 				return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 					mu.Lock()
 					methods = append(methods, method)
 					if params, ok := req.GetParams().(*mcp.InitializeParams); ok {
 						asked = params.ProtocolVersion
+						caps = params.Capabilities
 					}
 					mu.Unlock()
 					return next(ctx, method, req)
@@ -111,6 +113,13 @@ func TestSpecProtocolVersion(t *testing.T) {
 			assert.Equal(t, tc.first, methods[0])
 			if tc.version != "" {
 				assert.Equal(t, tc.version, asked)
+				// The pool's client bridges no roots, sampling or
+				// elicitation, so it announces none. (go-sdk v1.8.0 always
+				// sends "roots": {}; without listChanged, at least.)
+				require.NotNil(t, caps)
+				assert.False(t, caps.Roots.ListChanged, "roots announced")
+				assert.Nil(t, caps.Sampling)
+				assert.Nil(t, caps.Elicitation)
 			}
 			mu.Unlock()
 			res, err := h.Session().CallTool(context.Background(), &mcp.CallToolParams{Name: "read"})

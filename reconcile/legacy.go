@@ -499,7 +499,11 @@ func (l *Legacy) connect(ctx context.Context, server string, w *legacyWant) (*le
 		return nil, fmt.Errorf("dial %s: %w", w.spec, err)
 	}
 	client := mcp.NewClient(l.client, &mcp.ClientOptions{
-		Logger:                      l.log,
+		Logger: l.log,
+		// No roots, sampling or elicitation: they are not bridged (one
+		// connection serves many clients), so none is announced. (A nil
+		// Capabilities would announce roots.)
+		Capabilities:                &mcp.ClientCapabilities{},
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { c.listChanged() },
 		PromptListChangedHandler:    func(context.Context, *mcp.PromptListChangedRequest) { c.listChanged() },
 		ResourceListChangedHandler:  func(context.Context, *mcp.ResourceListChangedRequest) { c.listChanged() },
