@@ -723,14 +723,28 @@ func dropReserved(m mcp.Meta) mcp.Meta {
 }
 
 // upstreamError returns the upstream's own JSON-RPC error inside err, to be
-// relayed unchanged, or nil when err is a transport failure.
+// relayed unchanged, or nil when err is a transport failure. The go-sdk's
+// client reports a request its transport could not deliver (an HTTP
+// upstream that is gone, say) with a JSON-RPC error of its own making,
+// jsonrpc2.ErrRejected: that one is a transport failure too, and the
+// client gets the message that names the server.
 func upstreamError(err error) *jsonrpc.Error {
 	var werr *jsonrpc.Error
-	if errors.As(err, &werr) {
-		return werr
+	if !errors.As(err, &werr) {
+		return nil
 	}
-	return nil
+	if werr.Code == rejectedCode && werr.Message == rejectedMessage {
+		return nil
+	}
+	return werr
 }
+
+// The code and message of the go-sdk's jsonrpc2.ErrRejected (internal to
+// the go-sdk, so matched by value).
+const (
+	rejectedCode    = -32005
+	rejectedMessage = "rejected by transport"
+)
 
 // sdkLogs is the handler of the go-sdk server's logger: it keeps records
 // from level on, except that the warning the go-sdk logs when a

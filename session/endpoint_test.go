@@ -3,6 +3,8 @@ package session_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/session"
 	"github.com/wasmhost/wasmhost/view"
 )
@@ -478,4 +481,35 @@ func TestCancellationReachesUpstream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGoneHTTPUpstreamNamesTheServer: a call to an HTTP upstream that is
+// gone gets the message naming the session and server (ErrUnavailable), not
+// the go-sdk's bare "rejected by transport", which it reports as a
+// JSON-RPC error of its own making.
+func TestGoneHTTPUpstreamNamesTheServer(t *testing.T) {
+	up := newUpstream()
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up.server }, nil))
+	t.Cleanup(func() {
+		for ss := range up.server.Sessions() { // the client could not end it
+			_ = ss.Close()
+		}
+		srv.Close()
+	})
+	relay := session.NewProgressRelay()
+	f := newFixtureWith(t, up, relay, relay.Dialer(func(context.Context, pool.Spec) (mcp.Transport, error) {
+		return &mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1}, nil
+	}))
+	c := f.connect("alice", `{}`)
+	res, err := c.call(t, "demo__echo", map[string]any{"text": "hi"})
+	require.NoError(t, err)
+	require.Equal(t, "hi", text(res))
+
+	srv.Listener.Close()
+	srv.CloseClientConnections()
+	res, err = c.call(t, "demo__echo", map[string]any{"text": "hi"})
+	require.NoError(t, err, "a tool result, not a JSON-RPC error")
+	assert.True(t, res.IsError)
+	assert.Contains(t, text(res), `session "alice", server "demo"`)
+	assert.Contains(t, text(res), session.ErrUnavailable.Error())
 }
