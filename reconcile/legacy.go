@@ -344,6 +344,18 @@ func (l *Legacy) Session(server string) *mcp.ClientSession {
 	return c.cs
 }
 
+// CallTimeout returns the timeout configured for calls forwarded to server
+// (its config entry's "timeout"; 0: none).
+func (l *Legacy) CallTimeout(server string) time.Duration {
+	c := l.conn(server)
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.want.spec.Timeout
+}
+
 // Policy returns the current policy.
 func (l *Legacy) Policy() abi.Policy {
 	l.smu.RLock()

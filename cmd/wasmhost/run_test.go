@@ -167,8 +167,14 @@ func TestStdioWarnsAboutItsSessionOnly(t *testing.T) {
 // returns its client, a func that interrupts it, and pipeClient's finish.
 func slowStdio(t *testing.T) (*mcp.ClientSession, context.CancelFunc, func() (int, string)) {
 	t.Helper()
+	return slowStdioWith(t, map[string]any{"command": os.Args[0], "env": map[string]any{mcptest.SlowEnv: "1"}})
+}
+
+// slowStdioWith is slowStdio with the given config entry for "slow".
+func slowStdioWith(t *testing.T, entry map[string]any) (*mcp.ClientSession, context.CancelFunc, func() (int, string)) {
+	t.Helper()
 	cfg := map[string]any{
-		"mcpServers": map[string]any{"slow": map[string]any{"command": os.Args[0], "env": map[string]any{mcptest.SlowEnv: "1"}}},
+		"mcpServers": map[string]any{"slow": entry},
 		"sessions":   map[string]any{"alice": map[string]any{"token": "alice-token-0123456789abcdef"}},
 	}
 	b, err := json.Marshal(cfg)
@@ -245,6 +251,24 @@ func TestStdioSignalCutsLongCallsShort(t *testing.T) {
 	assert.Equal(t, exitOK, code, stderr)
 	assert.Less(t, time.Since(start), 10*time.Second)
 	assert.Contains(t, stderr, "shutdown: calls cut short")
+}
+
+// TestStdioCallTimeout: stdio mode bounds forwarded calls by the server
+// entry's "timeout", as the daemon does.
+func TestStdioCallTimeout(t *testing.T) {
+	cs, _, finish := slowStdioWith(t, map[string]any{"command": os.Args[0], "env": map[string]any{mcptest.SlowEnv: "1"}, "timeout": 500})
+	start := time.Now()
+	select {
+	case res := <-slowCall(t, cs, 30_000):
+		require.NotNil(t, res)
+		assert.True(t, res.IsError, mcptest.Text(res))
+		assert.Contains(t, mcptest.Text(res), "deadline exceeded")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call was not bounded by the entry's timeout")
+	}
+	assert.Less(t, time.Since(start), 10*time.Second)
+	code, stderr := finish()
+	assert.Equal(t, exitOK, code, stderr)
 }
 
 // TestStdioRejectsBatchesAt20250618: stdio mode serves the go-sdk's own
