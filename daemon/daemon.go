@@ -382,6 +382,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	var runErr error
 	select {
 	case <-ctx.Done():
+		d.log.Info("stopping: answering the calls under way", "grace", drainGrace)
 	case err := <-serveErr:
 		runErr = fmt.Errorf("daemon: serve: %w", err)
 	}

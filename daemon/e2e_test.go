@@ -568,6 +568,7 @@ func TestShutdownAnswersCallsUnderWay(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no answer")
 	}
+	assert.Contains(t, r.logs.String(), "stopping: answering the calls under way", "the stop is logged when it starts")
 }
 
 // TestReloadDoesNotRepeatWarnings: a config warning is logged at warn

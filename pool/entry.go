@@ -264,7 +264,7 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 	defer cancel()
 	t, err := e.pool.dial(ctx, e.spec.Clone())
 	if err != nil {
-		return nil, nil, fmt.Errorf("dial %s: %w", e.id, err)
+		return nil, nil, fmt.Errorf("dial: %w", err)
 	}
 	client := mcp.NewClient(e.pool.client, &mcp.ClientOptions{
 		Logger: e.log,
@@ -283,7 +283,7 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 	}
 	cs, err := client.Connect(ctx, t, opts)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect %s: %w", e.id, err)
+		return nil, nil, fmt.Errorf("connect: %w", err)
 	}
 	e.pool.counters.Connects.Add(1)
 	snap, err := e.discover(ctx, cs, kindAll, nil)
@@ -300,7 +300,7 @@ func (e *Entry) discover(ctx context.Context, cs *mcp.ClientSession, which kinds
 	e.pool.counters.Discoveries.Add(1)
 	snap, err := discover(ctx, cs, which, base)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", e.id, err)
+		return nil, fmt.Errorf("discover: %w", err)
 	}
 	return snap, nil
 }

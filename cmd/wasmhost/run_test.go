@@ -226,6 +226,7 @@ func TestStdioSignalAnswersCallsUnderWay(t *testing.T) {
 	code, stderr := finish()
 	assert.Equal(t, exitOK, code, stderr)
 	assert.Less(t, time.Since(start), stdioDrainGrace, "the client's open subscriptions/listen does not hold the stop up")
+	assert.Contains(t, stderr, "stopping: answering the calls under way")
 }
 
 // TestStdioSignalCutsLongCallsShort: a call that outlives the drain's grace

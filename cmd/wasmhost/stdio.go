@@ -142,6 +142,7 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 	select {
 	case err = <-served: // the client closed the stream
 	case <-ctx.Done():
+		log.Info("stopping: answering the calls under way", "grace", stdioDrainGrace)
 		drainStdio(ep, out, log)
 		stopServing()
 		select {
