@@ -43,7 +43,7 @@ func DefaultDialer(_ context.Context, spec Spec) (mcp.Transport, error) {
 	if spec.HTTPURL != "" {
 		return &mcp.StreamableClientTransport{Endpoint: spec.HTTPURL, HTTPClient: client}, nil
 	}
-	return &fallbackTransport{endpoint: spec.URL, client: client}, nil
+	return &fallbackTransport{endpoint: spec.URL, client: client, version: spec.ProtocolVersion}, nil
 }
 
 // WithRoundTripper returns a copy of t whose HTTP requests go through wrap

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,11 +32,26 @@ import (
 type fallbackTransport struct {
 	endpoint string
 	client   *http.Client
+	version  string // the spec's ProtocolVersion pin, or ""
 }
 
-// probeInit is the InitializeRequest Connect probes a server with; only the
-// HTTP status of the answer matters.
-const probeInit = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"wasmhost-probe","version":"0"}}}`
+// probeInit returns the InitializeRequest Connect probes a server with;
+// only the HTTP status of the answer matters. It asks for the spec's pinned
+// protocol version when that is one with an initialize handshake (before
+// 2026-07-28), so that a server strict about versions answers the probe as
+// it will answer the client, and for 2025-11-25 otherwise.
+func (t *fallbackTransport) probeInit() string {
+	v := "2025-11-25"
+	if t.version != "" && t.version < "2026-07-28" {
+		v = t.version
+	}
+	return `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":` + strconv.Quote(v) +
+		`,"capabilities":{},"clientInfo":{"name":"wasmhost-probe","version":"0"}}}`
+}
+
+// probeDrainLimit bounds the bytes of a probe's JSON answer read before
+// closing it, so that its connection can be used again.
+const probeDrainLimit = 64 << 10
 
 // Connect probes the server and connects the transport it speaks; ctx bounds
 // the probe, and the connection outlives it. A server that refuses both the
@@ -61,7 +79,7 @@ func (t *fallbackTransport) Connect(ctx context.Context) (mcp.Connection, error)
 // probe POSTs probeInit and returns the status of the answer, ending the
 // session the server may have opened for it.
 func (t *fallbackTransport) probe(ctx context.Context) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.endpoint, strings.NewReader(probeInit))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.endpoint, strings.NewReader(t.probeInit()))
 	if err != nil {
 		return 0, err
 	}
@@ -71,7 +89,11 @@ func (t *fallbackTransport) probe(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	// The result is not read: an SSE answer need not end soon.
+	// An SSE answer is not read (its stream need not end soon); a small
+	// JSON one is, so that its connection can be used again.
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, probeDrainLimit))
+	}
 	_ = resp.Body.Close()
 	if id := resp.Header.Get("Mcp-Session-Id"); id != "" && resp.StatusCode/100 == 2 {
 		t.endSession(ctx, id)

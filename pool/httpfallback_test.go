@@ -125,6 +125,7 @@ func TestDialURLKeepsSessionState(t *testing.T) {
 			u := newUpstream(t, "web", "read")
 			var mu sync.Mutex
 			sent := map[string]string{} // JSON-RPC method -> Mcp-Protocol-Version of its POST
+			var probed string           // the protocol version of the first initialize
 			var bare []string           // requests without the spec's header
 			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return u.server }, &mcp.StreamableHTTPOptions{Logger: quiet, Stateless: tc.stateless})
 			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -136,10 +137,16 @@ func TestDialURLKeepsSessionState(t *testing.T) {
 				if r.Method == http.MethodPost {
 					body, _ := io.ReadAll(r.Body)
 					r.Body = io.NopCloser(bytes.NewReader(body))
-					var msg struct{ Method string }
+					var msg struct {
+						Method string
+						Params struct{ ProtocolVersion string }
+					}
 					if json.Unmarshal(body, &msg) == nil && msg.Method != "" {
 						mu.Lock()
 						sent[msg.Method] = r.Header.Get("Mcp-Protocol-Version")
+						if msg.Method == "initialize" && probed == "" {
+							probed = msg.Params.ProtocolVersion
+						}
 						mu.Unlock()
 					}
 					if msg.Method == tc.reject {
@@ -173,6 +180,11 @@ func TestDialURLKeepsSessionState(t *testing.T) {
 			mu.Unlock()
 			require.True(t, listed, "no tools/list was sent")
 			assert.Equal(t, tc.want, got, "Mcp-Protocol-Version header of tools/list")
+			if !tc.httpURL && tc.version != "" {
+				mu.Lock()
+				assert.Equal(t, tc.version, probed, "the probe asks for the pinned version")
+				mu.Unlock()
+			}
 			if !tc.stateless {
 				assert.Eventually(t, func() bool {
 					return len(slices.Collect(u.server.Sessions())) == 1

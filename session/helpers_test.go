@@ -168,16 +168,23 @@ func dialURL(url string) (mcp.Transport, error) {
 }
 
 // newServedFixture serves the upstream over HTTP on loopback with handler
-// and dials it with dial, wrapped by the fixture's relay.
+// and dials it with dial, wrapped by the fixture's relay (twice, which must
+// tap once) and with no progress handler, so that the relay's tap alone
+// brings progress back.
 func newServedFixture(t *testing.T, handler func(*mcp.Server) http.Handler, dial func(url string) (mcp.Transport, error)) *fixture {
 	t.Helper()
 	up := newUpstream()
 	srv := httptest.NewServer(handler(up.server))
 	t.Cleanup(srv.Close)
 	relay := session.NewProgressRelay()
-	return newFixtureWith(t, up, relay, relay.Dialer(func(context.Context, pool.Spec) (mcp.Transport, error) {
-		return dial(srv.URL)
-	}))
+	f := newFixtureProgress(t, up, relay, relay.Dialer(func(context.Context, pool.Spec) (mcp.Transport, error) {
+		t, err := dial(srv.URL)
+		if err != nil {
+			return nil, err
+		}
+		return relay.WrapTransport(t), nil // twice: still one tap
+	}), nil) // no handler: progress comes through the tap alone
+	return f
 }
 
 // transportFixtures makes a fixture for each kind of upstream transport.
@@ -190,8 +197,16 @@ var transportFixtures = map[string]func(*testing.T) *fixture{
 
 func newFixtureWith(t *testing.T, up *upstream, relay *session.ProgressRelay, dial pool.Dialer) *fixture {
 	t.Helper()
+	return newFixtureProgress(t, up, relay, dial, relay.Handle)
+}
+
+// newFixtureProgress is newFixtureWith with the pool's progress handler
+// (nil: none, so that only what the relay's wrappers and taps read off the
+// connections is relayed).
+func newFixtureProgress(t *testing.T, up *upstream, relay *session.ProgressRelay, dial pool.Dialer, onProgress func(context.Context, *mcp.ProgressNotificationClientRequest)) *fixture {
+	t.Helper()
 	f := &fixture{t: t, up: up, relay: relay, counters: &churn.Counters{}}
-	f.pool = pool.New(pool.Options{Dialer: dial, OnProgress: f.relay.Handle, Counters: f.counters, Logger: quiet})
+	f.pool = pool.New(pool.Options{Dialer: dial, OnProgress: onProgress, Counters: f.counters, Logger: quiet})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -38,10 +38,11 @@ func TestProgressTokensCannotBeGuessed(t *testing.T) {
 }
 
 // TestEventTap: the tap passes a server-sent event stream through
-// byte for byte and delivers the relay's progress notifications in it,
-// however the stream is cut into reads, with CRLF line ends, data split
-// over several lines, an event too large to keep just before, and a last
-// event the stream ends without an empty line after.
+// byte for byte and delivers the relay's progress notifications in it as
+// the go-sdk reads them, however the stream is cut into reads: with CRLF
+// line ends, data split over several lines, an event too large to keep
+// just before, long comment and id lines; not in an event of another name,
+// nor after a malformed line, where the go-sdk stops.
 func TestEventTap(t *testing.T) {
 	r := NewProgressRelay()
 	var (
@@ -61,8 +62,12 @@ func TestEventTap(t *testing.T) {
 		"data: " + note("d") + "\r\n\r\n" +
 		"data: " + big[:100] + "\ndata: " + strings.Repeat("y", maxTapEvent) + "\n\n" +
 		"data: " + `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"someone-else","progress":1}}` + "\n\n" +
-		"data: " + note("e")
-	want := []string{"a", "b", "c", "d", "e"}
+		": " + strings.Repeat("z", maxTapEvent+10) + "\nid: " + strings.Repeat("7", maxTapEvent) + "\ndata: " + note("e") + "\n\n" + // long lines that are not data
+		"event: other\ndata: " + note("x") + "\n\n" + // the go-sdk reads only "message" events
+		"event: message\ndata: " + note("f") + "\n\n" +
+		"data: " + note("g") + "\nno colon here\ndata: " + note("y") + "\n\n" + // the go-sdk stops at a malformed line
+		"data: " + note("z")
+	want := []string{"a", "b", "c", "d", "e", "f"}
 	for _, size := range []int{1, 2, 7, 100, 4096, len(stream)} {
 		mu.Lock()
 		got = nil

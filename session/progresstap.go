@@ -18,8 +18,19 @@ const maxTapEvent = 64 << 10
 
 // tap wraps an upstream HTTP client's round tripper (see WrapTransport):
 // the body of every response that is a server-sent event stream is read
-// through an eventTap.
+// through an eventTap. A round tripper r already taps is returned as it
+// is, so that wrapping a transport twice delivers nothing twice.
 func (r *ProgressRelay) tap(base http.RoundTripper) http.RoundTripper {
+	for rt := base; ; {
+		pt, ok := rt.(*progressTap)
+		if !ok {
+			break
+		}
+		if pt.relay == r {
+			return base
+		}
+		rt = pt.base
+	}
 	return &progressTap{base: base, relay: r}
 }
 
@@ -43,17 +54,21 @@ func (t *progressTap) RoundTrip(req *http.Request) (*http.Response, error) {
 // the bytes of each event go by, delivers the relay's progress
 // notifications among them: before the go-sdk, which reads from the tap,
 // can have seen the result that follows them. Its parsing follows the
-// go-sdk's: lines end at '\n' (a '\r' before it is dropped), an empty line
-// ends an event, and an event's "data" fields, trimmed, are joined by '\n'.
+// go-sdk's (mcp/event.go and the streamable client): lines end at '\n' (a
+// '\r' before it is dropped), an empty line ends an event, an event's
+// "data" fields, trimmed, are joined by '\n', only events named "message"
+// or not named carry messages, and a line without a ':' ends the stream.
 type eventTap struct {
 	io.ReadCloser
 	relay *ProgressRelay
 
-	line    []byte // the current line so far (nothing while skip)
-	long    bool   // the current line is not empty but is not kept
-	data    []byte // the current event's data so far
-	hasData bool
-	skip    bool // the current event outgrew maxTapEvent
+	line     []byte // the current line, its first maxTapEvent bytes
+	lineLong bool   // the current line has more bytes than line holds
+	name     []byte // the current event's name
+	data     []byte // the current event's data so far
+	hasData  bool
+	skip     bool // the current event's data outgrew maxTapEvent
+	dead     bool // the go-sdk stopped reading at a malformed line
 }
 
 func (e *eventTap) Read(p []byte) (int, error) {
@@ -67,7 +82,7 @@ func (e *eventTap) Read(p []byte) (int, error) {
 }
 
 func (e *eventTap) scan(b []byte) {
-	for len(b) > 0 {
+	for len(b) > 0 && !e.dead {
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
 			e.addToLine(b)
@@ -80,49 +95,45 @@ func (e *eventTap) scan(b []byte) {
 }
 
 func (e *eventTap) addToLine(b []byte) {
-	switch {
-	case e.long:
-	case e.skip: // only whether the line is empty matters
-		e.long = len(bytes.Trim(b, "\r")) > 0
-	case len(e.line)+len(b) > maxTapEvent:
-		e.long, e.skip = true, true
-		e.line = e.line[:0]
-	default:
-		e.line = append(e.line, b...)
+	if room := maxTapEvent - len(e.line); len(b) > room {
+		b, e.lineLong = b[:room], true
 	}
+	e.line = append(e.line, b...)
 }
 
 // endLine handles the line read so far; an empty one ends the event.
 func (e *eventTap) endLine() {
-	line := bytes.TrimRight(e.line, "\r")
-	long := e.long
-	e.line, e.long = e.line[:0], false
-	switch {
-	case long:
-	case len(line) == 0:
+	line, long := bytes.TrimRight(e.line, "\r"), e.lineLong
+	e.line, e.lineLong = e.line[:0], false
+	if len(line) == 0 && !long {
 		e.endEvent()
-	case !e.skip:
-		field, value, _ := bytes.Cut(line, []byte{':'})
-		if string(field) != "data" {
-			return
-		}
+		return
+	}
+	field, value, ok := bytes.Cut(line, []byte{':'})
+	switch {
+	case !ok:
+		e.dead = true
+	case string(field) == "event":
+		e.name = append(e.name[:0], bytes.TrimSpace(value)...)
+	case string(field) != "data" || e.skip:
+	case long:
+		e.skip = true // too large to be a progress notification
+	default:
 		value = bytes.TrimSpace(value)
 		if e.hasData {
 			e.data = append(e.data, '\n')
 		}
 		e.data, e.hasData = append(e.data, value...), true
-		if len(e.data) > maxTapEvent {
-			e.skip = true
-		}
+		e.skip = len(e.data) > maxTapEvent
 	}
 }
 
 // endEvent delivers the event's data when it is one of the relay's progress
 // notifications, and starts the next event.
 func (e *eventTap) endEvent() {
-	data, skip := e.data, e.skip
-	e.data, e.hasData, e.skip = e.data[:0], false, false
-	if skip || !bytes.Contains(data, []byte(tokenPrefix)) {
+	data, skip, name := e.data, e.skip, string(e.name)
+	e.data, e.hasData, e.skip, e.name = e.data[:0], false, false, e.name[:0]
+	if skip || e.dead || (name != "" && name != "message") || !bytes.Contains(data, []byte(tokenPrefix)) {
 		return
 	}
 	msg, err := jsonrpc.DecodeMessage(data)
