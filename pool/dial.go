@@ -41,10 +41,18 @@ func DefaultDialer(_ context.Context, spec Spec) (mcp.Transport, error) {
 		client = &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: spec.Clone().Headers}}
 	}
 	if spec.HTTPURL != "" {
-		return &mcp.StreamableClientTransport{Endpoint: spec.HTTPURL, HTTPClient: client}, nil
+		return &mcp.StreamableClientTransport{Endpoint: spec.HTTPURL, HTTPClient: client, MaxRetries: streamRetries}, nil
 	}
 	return &fallbackTransport{endpoint: spec.URL, client: client, version: spec.ProtocolVersion}, nil
 }
+
+// streamRetries is how often the go-sdk's streamable HTTP client tries to
+// reopen a server's broken event stream before it ends the connection. Its
+// default, 5, takes about 18 s, during which the entry looks ready and
+// every call fails; after 2 (about 3 s) the connection ends, and the pool
+// restarts it, or fails the entry for the supervisor to retry, as for a
+// stdio server that exited.
+const streamRetries = 2
 
 // WithRoundTripper returns a copy of t whose HTTP requests go through wrap
 // applied to the round tripper t used (http.DefaultTransport when it had

@@ -73,7 +73,7 @@ func (t *fallbackTransport) Connect(ctx context.Context) (mcp.Connection, error)
 			return nil, fmt.Errorf("HTTP+SSE %s (the probe got status %d): %w", redactURL(t.endpoint), status, stripURL(err))
 		}
 	}
-	return (&mcp.StreamableClientTransport{Endpoint: t.endpoint, HTTPClient: t.client}).Connect(ctx)
+	return (&mcp.StreamableClientTransport{Endpoint: t.endpoint, HTTPClient: t.client, MaxRetries: streamRetries}).Connect(ctx)
 }
 
 // probe POSTs probeInit and returns the status of the answer, ending the

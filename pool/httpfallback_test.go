@@ -217,3 +217,41 @@ func TestDialURLProbeBounded(t *testing.T) {
 	assert.Contains(t, err.Error(), ts.URL+"/mcp?redacted")
 	assert.NotContains(t, err.Error(), "hunter2")
 }
+
+// TestGoneHTTPUpstreamIsNoticed: when an HTTP upstream goes away, its
+// entry stops being ready within seconds (the go-sdk gives up reopening
+// the event stream after streamRetries, and the pool's restart fails), not
+// after the go-sdk's default of about 18 s, during which every call fails.
+func TestGoneHTTPUpstreamIsNoticed(t *testing.T) {
+	for _, httpURL := range []bool{true, false} {
+		t.Run(map[bool]string{true: "httpUrl", false: "url"}[httpURL], func(t *testing.T) {
+			u := newUpstream(t, "web", "read")
+			ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return u.server }, &mcp.StreamableHTTPOptions{Logger: quiet}))
+			t.Cleanup(func() {
+				for ss := range u.server.Sessions() {
+					_ = ss.Close()
+				}
+				ts.Close()
+			})
+			spec := pool.Spec{Name: "web", Pooled: true, URL: ts.URL}
+			if httpURL {
+				spec = pool.Spec{Name: "web", Pooled: true, HTTPURL: ts.URL}
+			}
+			counters := &churn.Counters{}
+			p := pool.New(pool.Options{Counters: counters, Logger: quiet})
+			t.Cleanup(func() { _ = p.Close(context.Background()) })
+			v := view.New(view.Config{Session: "alice", Server: "web", Registry: viewtest.NewRegistry(),
+				Counters: counters, Policy: metakey.Reference{}, Logger: quiet})
+			h, err := p.Acquire(t.Context(), spec, v)
+			require.NoError(t, err)
+			require.Equal(t, pool.StateReady, h.Entry().Info().State)
+
+			ts.Listener.Close()
+			ts.CloseClientConnections()
+			start := time.Now()
+			require.Eventually(t, func() bool { return h.Entry().Info().State != pool.StateReady }, 10*time.Second, 20*time.Millisecond,
+				"the entry still looks ready")
+			t.Logf("noticed after %v", time.Since(start).Round(100*time.Millisecond))
+		})
+	}
+}
