@@ -498,7 +498,7 @@ func TestGoneHTTPUpstreamNamesTheServer(t *testing.T) {
 	})
 	relay := session.NewProgressRelay()
 	f := newFixtureWith(t, up, relay, relay.Dialer(func(context.Context, pool.Spec) (mcp.Transport, error) {
-		return &mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1}, nil
+		return &mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: 100}, nil // the pool notices late
 	}))
 	c := f.connect("alice", `{}`)
 	res, err := c.call(t, "demo__echo", map[string]any{"text": "hi"})
