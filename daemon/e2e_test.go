@@ -354,6 +354,9 @@ func TestUnreachableUpstreamIsRetried(t *testing.T) {
 	st := r.state()
 	require.NotEmpty(t, st.Sessions[0].Servers)
 	assert.NotEmpty(t, st.Sessions[0].Servers[0].Error)
+	// alice and bob share the server: once one's retry failed, the other's
+	// waits for the next round rather than trying again a moment later.
+	r.waitLog("upstream retry put off: the same server failed a moment ago")
 
 	// Once the command exists, a retry connects and the client is told.
 	self, err := os.Executable()

@@ -60,6 +60,10 @@ func (d *Daemon) supervise(ctx context.Context) {
 		epoch = e
 		now := time.Now()
 		seen := make(map[key]bool)
+		// The transports whose repair failed this round: the other sessions
+		// bound to the same one wait for the next round instead of trying
+		// the same dead server again a moment later.
+		failed := make(map[string]bool)
 		for _, s := range d.rec.State().Sessions {
 			for _, b := range s.Servers {
 				if !unhealthy(b) {
@@ -88,6 +92,12 @@ func (d *Daemon) supervise(ctx context.Context) {
 				if now.Before(r.next) {
 					continue
 				}
+				if b.Desired != "" && failed[b.Desired] {
+					r.delay = min(2*r.delay, d.opts.RetryMax)
+					r.next = time.Now().Add(r.delay)
+					d.log.Debug("upstream retry put off: the same server failed a moment ago", "session", s.Name, "server", b.Server, "next in", r.delay)
+					continue
+				}
 				repaired, err := d.rec.Repair(ctx, s.Name, b.Server)
 				switch {
 				case !repaired:
@@ -100,6 +110,7 @@ func (d *Daemon) supervise(ctx context.Context) {
 				case errors.Is(err, reconcile.ErrNotBound), errors.Is(err, reconcile.ErrUnknownSession), errors.Is(err, reconcile.ErrClosed), ctx.Err() != nil:
 					delete(retries, k)
 				default:
+					failed[b.Desired] = true
 					d.metrics.retries.WithLabelValues("failed").Inc()
 					r.delay = min(2*r.delay, d.opts.RetryMax)
 					r.next = time.Now().Add(r.delay)
