@@ -237,6 +237,9 @@ func (p *Pool) Acquire(ctx context.Context, spec Spec, v *view.View) (*Handle, e
 	if err := e.waitReady(ctx); err != nil {
 		att.Detach()
 		p.unref(ctx, e)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("pool: acquire %s for session %q: %w", e.id, v.Session(), err)
+		}
 		return nil, fmt.Errorf("pool: session %q: %w", v.Session(), err) // err names the entry
 	}
 	// waitReady returned with fanMu and mu held and the entry ready.

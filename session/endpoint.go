@@ -516,9 +516,10 @@ func (e *Endpoint) cutShortError(what string) error {
 	return fmt.Errorf("session %q: %s: %w (cut short: the call outlived the drain's grace)", e.name, what, ErrDraining)
 }
 
-// target returns the upstream for server and a context bounded by its
-// timeout (ctx itself when there is none), or an error wrapping
-// ErrUnavailable.
+// target returns the upstream for server and a context for the call,
+// bounded by the server's timeout (when it has one) and cancelled when
+// Drain cuts calls short, or an error wrapping ErrUnavailable (or
+// ErrDraining, when Drain has already cut calls short).
 func (e *Endpoint) target(ctx context.Context, server string) (*mcp.ClientSession, context.Context, context.CancelFunc, error) {
 	t := e.upstream(server)
 	if t.Session == nil {
@@ -531,6 +532,13 @@ func (e *Endpoint) target(ctx context.Context, server string) (*mcp.ClientSessio
 		ctx, cancel = context.WithCancel(ctx)
 	}
 	stop := context.AfterFunc(e.abort, cancel) // Drain cutting calls short
+	if err := e.cutShortError(fmt.Sprintf("server %q", server)); err != nil {
+		// AfterFunc cancels in a goroutine of its own: the call must not
+		// reach the upstream before that.
+		stop()
+		cancel()
+		return nil, nil, nil, err
+	}
 	return t.Session, ctx, func() { stop(); cancel() }, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/session"
 	"github.com/wasmhost/wasmhost/view"
@@ -512,4 +513,44 @@ func TestGoneHTTPUpstreamNamesTheServer(t *testing.T) {
 	assert.True(t, res.IsError)
 	assert.Contains(t, text(res), `session "alice", server "demo"`)
 	assert.Contains(t, text(res), session.ErrUnavailable.Error())
+}
+
+// TestCallAfterCutShortNeverReachesUpstream: a call admitted before Drain
+// that only looks its upstream up after Drain cut calls short is refused
+// there, and never sent upstream.
+func TestCallAfterCutShortNeverReachesUpstream(t *testing.T) {
+	up := newUpstream()
+	ct, _, err := mcptest.Connect(t.Context(), up.server)
+	require.NoError(t, err)
+	upCS, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(t.Context(), ct, nil)
+	require.NoError(t, err)
+	defer upCS.Close()
+
+	looking := make(chan struct{})
+	release := make(chan struct{})
+	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target {
+		close(looking)
+		<-release // the lookup is slow, past the drain's grace
+		return session.Target{Session: upCS}
+	}})
+	ep.PutTools("up", []*mcp.Tool{{Name: "meta", InputSchema: map[string]any{"type": "object"}}})
+	cs := connectClient(t, ep)
+	answered := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__meta", Arguments: map[string]any{"text": "x"}})
+		assert.NoError(t, err)
+		answered <- res
+	}()
+	<-looking
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	drained := make(chan error, 1)
+	go func() { drained <- ep.Drain(ctx) }()
+	time.Sleep(200 * time.Millisecond) // Drain's ctx (20 ms) has ended: calls are cut short
+	close(release)
+	res := <-answered
+	assert.True(t, res.IsError)
+	assert.Contains(t, text(res), session.ErrDraining.Error())
+	require.Error(t, <-drained)
+	assert.Nil(t, up.lastMeta(), "the call reached the upstream")
 }
