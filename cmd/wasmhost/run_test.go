@@ -193,10 +193,16 @@ func slowStdioWith(t *testing.T, entry map[string]any) (*mcp.ClientSession, cont
 // arrives on the channel.
 func slowCall(t *testing.T, cs *mcp.ClientSession, ms int) <-chan *mcp.CallToolResult {
 	t.Helper()
+	return slowCallPadded(t, cs, ms, 0)
+}
+
+// slowCallPadded is slowCall with an answer of pad more bytes.
+func slowCallPadded(t *testing.T, cs *mcp.ClientSession, ms, pad int) <-chan *mcp.CallToolResult {
+	t.Helper()
 	mark := filepath.Join(t.TempDir(), "started")
 	answered := make(chan *mcp.CallToolResult, 1)
 	go func() {
-		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow__slow", Arguments: map[string]any{"mark": mark, "ms": ms}})
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow__slow", Arguments: map[string]any{"mark": mark, "ms": ms, "pad": pad}})
 		assert.NoError(t, err, "the call got an answer")
 		answered <- res
 	}()
@@ -227,6 +233,26 @@ func TestStdioSignalAnswersCallsUnderWay(t *testing.T) {
 	assert.Equal(t, exitOK, code, stderr)
 	assert.Less(t, time.Since(start), stdioDrainGrace, "the client's open subscriptions/listen does not hold the stop up")
 	assert.Contains(t, stderr, "stopping: answering the calls under way")
+}
+
+// TestStdioSignalWaitsForLargeAnswers: a stop serves until the answer of a
+// call under way is written, however long encoding it takes after the call
+// returned (an 8 MiB answer is encoded twice, for tens of milliseconds).
+func TestStdioSignalWaitsForLargeAnswers(t *testing.T) {
+	cs, interrupt, finish := slowStdio(t)
+	const pad = 8 << 20
+	answered := slowCallPadded(t, cs, 300, pad)
+	interrupt()
+	select {
+	case res := <-answered:
+		require.NotNil(t, res)
+		assert.False(t, res.IsError)
+		assert.Len(t, mcptest.Text(res), len("slept")+pad)
+	case <-time.After(20 * time.Second):
+		t.Fatal("no answer")
+	}
+	code, stderr := finish()
+	assert.Equal(t, exitOK, code, stderr)
 }
 
 // TestStdioSignalCutsLongCallsShort: a call that outlives the drain's grace

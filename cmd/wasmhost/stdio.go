@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os/signal"
-	"sync"
 	"syscall"
 	"time"
 
@@ -134,16 +132,16 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 
 	// The go-sdk's own connection serves the client, unwrapped (it passes
 	// that connection the session's protocol version through an unexported
-	// method); the drain watches the bytes it writes instead.
-	out := &watchedWriter{w: s.out}
-	transport := &mcp.IOTransport{Reader: io.NopCloser(s.in), Writer: nopWriteCloser{out}}
+	// method); the drain follows the bytes beneath it instead.
+	answers := newAnswerLedger()
+	transport := &mcp.IOTransport{Reader: io.NopCloser(answers.Reader(s.in)), Writer: nopWriteCloser{answers.Writer(s.out)}}
 	served := make(chan error, 1)
 	go func() { served <- ep.Server().Run(serveCtx, transport) }()
 	select {
 	case err = <-served: // the client closed the stream
 	case <-ctx.Done():
 		log.Info("stopping: answering the calls under way", "grace", stdioDrainGrace)
-		drainStdio(ep, out, log)
+		drainStdio(ep, answers, log)
 		stopServing()
 		select {
 		case err = <-served:
@@ -174,17 +172,12 @@ var stdioDrainGrace = 10 * time.Second // a variable for tests
 
 const stdioStopGrace = 2 * time.Second
 
-// writesSettled is how long standard output must have been idle before the
-// drain takes the answers of the calls it waited for as written: a call's
-// answer is written by the goroutine that ran it, right after it returns,
-// so the wait is for CPU work of microseconds.
-const writesSettled = 50 * time.Millisecond
-
 // drainStdio makes ep refuse new calls and waits, at most stdioDrainGrace,
 // for the calls under way to return; Drain cuts those still running then
-// short, which answers them too. Last it waits until out has settled, so
-// that the answers are written before serving stops.
-func drainStdio(ep *session.Endpoint, out *watchedWriter, log *slog.Logger) {
+// short, which answers them too. Last it waits, at most stdioStopGrace,
+// until every call read has its answer written, so that serving stops only
+// then.
+func drainStdio(ep *session.Endpoint, answers *answerLedger, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), stdioDrainGrace)
 	defer cancel()
 	if err := ep.Drain(ctx); err != nil {
@@ -192,50 +185,8 @@ func drainStdio(ep *session.Endpoint, out *watchedWriter, log *slog.Logger) {
 	}
 	wctx, wcancel := context.WithTimeout(context.Background(), stdioStopGrace)
 	defer wcancel()
-	if err := out.settle(wctx, writesSettled); err != nil {
-		log.Warn("shutdown: answers may be cut short", "err", err)
-	}
-}
-
-// A watchedWriter is standard output as the MCP server writes to it; it
-// knows whether a write is under way and when the last one ended.
-type watchedWriter struct {
-	w io.Writer
-
-	mu      sync.Mutex
-	writing int
-	last    time.Time
-}
-
-func (o *watchedWriter) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	o.writing++
-	o.mu.Unlock()
-	n, err := o.w.Write(p)
-	o.mu.Lock()
-	o.writing--
-	o.last = time.Now()
-	o.mu.Unlock()
-	return n, err
-}
-
-// settle waits until no write is under way and none has ended for d, or
-// until ctx ends.
-func (o *watchedWriter) settle(ctx context.Context, d time.Duration) error {
-	t := time.NewTicker(d / 5)
-	defer t.Stop()
-	for {
-		o.mu.Lock()
-		settled := o.writing == 0 && time.Since(o.last) >= d
-		o.mu.Unlock()
-		if settled {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("standard output still being written: %w", context.Cause(ctx))
-		case <-t.C:
-		}
+	if err := answers.wait(wctx); err != nil {
+		log.Warn("shutdown: answers cut short", "err", err)
 	}
 }
 

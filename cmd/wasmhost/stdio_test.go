@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,27 +75,75 @@ func TestSuperviseLegacyRepairsFailedView(t *testing.T) {
 	assert.Same(t, conn, leg.Session("fs"), "repaired on the same connection, not reconnected")
 }
 
-// TestWatchedWriterSettles: settle waits while a write is under way and
-// until none has ended for the given time, and gives up when ctx ends.
-func TestWatchedWriterSettles(t *testing.T) {
-	pr, pw := io.Pipe()
-	out := &watchedWriter{w: pw}
-	wrote := make(chan struct{})
-	go func() {
-		_, _ = out.Write([]byte("answer\n")) // blocks until read
-		close(wrote)
-	}()
-	require.Eventually(t, func() bool { out.mu.Lock(); defer out.mu.Unlock(); return out.writing == 1 }, 5*time.Second, time.Millisecond)
-
-	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-	defer cancel()
-	require.ErrorIs(t, out.settle(ctx, time.Millisecond), context.DeadlineExceeded, "a write under way is not settled")
-
-	buf := make([]byte, 16)
-	_, err := pr.Read(buf)
+// TestAnswerLedger: the ledger follows calls through the client's bytes,
+// however they are cut into reads and whether batched or not, leaves other
+// requests alone, forgets a call its client cancels, and settles a call
+// once the go-sdk has written its response; input it cannot follow makes
+// it wait for nothing.
+func TestAnswerLedger(t *testing.T) {
+	l := newAnswerLedger()
+	in := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"big":"` + strings.Repeat("y", 100_000) + `"}}}
+{"jsonrpc":"2.0","id":2,"method":"tools/list"}` + "\n\t " + `{"jsonrpc":"2.0","id":"a","method":"prompts/get","params":{"name":"p"}}
+[{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"x://y"}},{"jsonrpc":"2.0","method":"notifications/initialized"}]
+{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a"}}
+{"jsonrpc":"2.0","id":4,"method":"subscriptions/listen","params":{}}
+`
+	r := l.Reader(&chunked{s: in, n: 7})
+	got, err := io.ReadAll(r)
 	require.NoError(t, err)
-	<-wrote
-	start := time.Now()
-	require.NoError(t, out.settle(t.Context(), 50*time.Millisecond))
-	assert.GreaterOrEqual(t, time.Since(start), 40*time.Millisecond, "settled only after the idle time")
+	require.Equal(t, in, string(got), "the go-sdk reads the bytes unchanged")
+	open := func() []string {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		var ids []string
+		for id := range l.open {
+			ids = append(ids, fmt.Sprint(id.Raw()))
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	require.Eventually(t, func() bool { return slices.Equal(open(), []string{"1", "3"}) }, 5*time.Second, time.Millisecond, "open: %v", open())
+
+	var out bytes.Buffer
+	w := l.Writer(&out)
+	for _, msg := range []string{
+		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`, // the server's own request, id 1
+		`{"jsonrpc":"2.0","id":2,"result":{}}`,
+	} {
+		_, err := w.Write([]byte(msg + "\n"))
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []string{"1", "3"}, open())
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, l.wait(ctx), context.DeadlineExceeded)
+
+	_, err = w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + strings.Repeat("z", 1<<20) + `"}]}}` + "\n"))
+	require.NoError(t, err)
+	_, err = w.Write([]byte(`[{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"no"}}]` + "\n"))
+	require.NoError(t, err)
+	assert.Empty(t, open())
+	require.NoError(t, l.wait(t.Context()))
+
+	lost := newAnswerLedger()
+	_, err = io.ReadAll(lost.Reader(strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call"} }{ not json`)))
+	require.NoError(t, err)
+	require.NoError(t, lost.wait(t.Context()), "input it cannot follow: nothing to wait for")
+}
+
+// chunked reads s at most n bytes at a time.
+type chunked struct {
+	s string
+	n int
+}
+
+func (c *chunked) Read(p []byte) (int, error) {
+	if c.s == "" {
+		return 0, io.EOF
+	}
+	k := min(len(p), c.n, len(c.s))
+	copy(p, c.s[:k])
+	c.s = c.s[k:]
+	return k, nil
 }

@@ -3,6 +3,7 @@ package mcptest
 import (
 	"context"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -17,7 +18,8 @@ const SlowEnv = "WASMHOST_TEST_SLOW_UPSTREAM"
 // RunSlowIfChild, called first in TestMain, serves the slow upstream and
 // exits when SlowEnv is "1"; otherwise it returns at once. The upstream has
 // one tool, "slow", that creates the file its argument "mark" names, waits
-// "ms" milliseconds (or until the call is cancelled) and answers "slept".
+// "ms" milliseconds (or until the call is cancelled) and answers "slept",
+// followed by "pad" dots.
 func RunSlowIfChild() {
 	if os.Getenv(SlowEnv) != "1" {
 		return
@@ -32,7 +34,7 @@ func RunSlowIfChild() {
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "slept"}}}, nil, nil
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "slept" + strings.Repeat(".", in.Pad)}}}, nil, nil
 	})
 	_ = srv.Run(context.Background(), &mcp.StdioTransport{})
 	os.Exit(0)
@@ -41,4 +43,5 @@ func RunSlowIfChild() {
 type slowIn struct {
 	Mark string `json:"mark"`
 	MS   int    `json:"ms"`
+	Pad  int    `json:"pad,omitempty"` // bytes of padding after "slept", for a large answer
 }
