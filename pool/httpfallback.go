@@ -41,12 +41,16 @@ type fallbackTransport struct {
 // 2026-07-28), so that a server strict about versions answers the probe as
 // it will answer the client, and for 2025-11-25 otherwise.
 func (t *fallbackTransport) probeInit() string {
-	v := "2025-11-25"
-	if t.version != "" && t.version < "2026-07-28" {
-		v = t.version
-	}
-	return `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":` + strconv.Quote(v) +
+	return `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":` + strconv.Quote(t.probeVersion()) +
 		`,"capabilities":{},"clientInfo":{"name":"wasmhost-probe","version":"0"}}}`
+}
+
+// probeVersion is the protocol version the probe asks for (see probeInit).
+func (t *fallbackTransport) probeVersion() string {
+	if t.version != "" && t.version < "2026-07-28" {
+		return t.version
+	}
+	return "2025-11-25"
 }
 
 // probeDrainLimit bounds the bytes of a probe's JSON answer read before
@@ -96,19 +100,20 @@ func (t *fallbackTransport) probe(ctx context.Context) (int, error) {
 	}
 	_ = resp.Body.Close()
 	if id := resp.Header.Get("Mcp-Session-Id"); id != "" && resp.StatusCode/100 == 2 {
-		t.endSession(ctx, id)
+		t.endSession(ctx, id, t.probeVersion())
 	}
 	return resp.StatusCode, nil
 }
 
 // endSession DELETEs the probe's session. It is best effort: a server that
 // does not allow it lets the session expire.
-func (t *fallbackTransport) endSession(ctx context.Context, id string) {
+func (t *fallbackTransport) endSession(ctx context.Context, id, version string) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, t.endpoint, nil)
 	if err != nil {
 		return
 	}
 	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("Mcp-Protocol-Version", version) // the version the probe asked for
 	if resp, err := t.client.Do(req); err == nil {
 		_ = resp.Body.Close()
 	}

@@ -126,12 +126,16 @@ func TestDialURLKeepsSessionState(t *testing.T) {
 			var mu sync.Mutex
 			sent := map[string]string{} // JSON-RPC method -> Mcp-Protocol-Version of its POST
 			var probed string           // the protocol version of the first initialize
+			var deleted []string        // Mcp-Protocol-Version of each DELETE
 			var bare []string           // requests without the spec's header
 			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return u.server }, &mcp.StreamableHTTPOptions{Logger: quiet, Stateless: tc.stateless})
 			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
 				if r.Header.Get("X-Token") != "sekrit" {
 					bare = append(bare, r.Method)
+				}
+				if r.Method == http.MethodDelete {
+					deleted = append(deleted, r.Header.Get("Mcp-Protocol-Version"))
 				}
 				mu.Unlock()
 				if r.Method == http.MethodPost {
@@ -183,6 +187,10 @@ func TestDialURLKeepsSessionState(t *testing.T) {
 			if !tc.httpURL && tc.version != "" {
 				mu.Lock()
 				assert.Equal(t, tc.version, probed, "the probe asks for the pinned version")
+				if !tc.stateless {
+					require.NotEmpty(t, deleted, "the probe's session is ended")
+					assert.Equal(t, tc.version, deleted[0], "and its DELETE names the version it asked for")
+				}
 				mu.Unlock()
 			}
 			if !tc.stateless {

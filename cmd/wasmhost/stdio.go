@@ -199,7 +199,7 @@ func (nopWriteCloser) Close() error { return nil }
 // ended.
 func servedToEnd(err error) bool {
 	return err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) ||
-		errors.Is(err, io.ErrClosedPipe) || errors.Is(err, syscall.EPIPE) // the client stopped reading: gone too
+		errors.Is(err, io.ErrClosedPipe) // the client stopped reading: gone too
 }
 
 // stdioDialer is pool.DefaultDialer for stdio mode: each stdio upstream's
