@@ -263,13 +263,7 @@ func TestUpstreamGoneGivesCleanError(t *testing.T) {
 	f := newFixture(t)
 	c := f.connect("alice", `{}`)
 
-	done := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, err := c.call(t, "demo__block", nil)
-		assert.NoError(t, err)
-		done <- res
-	}()
-	<-f.up.started
+	done := c.callBlocked(t, f)
 	f.up.dropAll() // the upstream crashes during the call
 	var res *mcp.CallToolResult
 	select {
@@ -365,13 +359,7 @@ func TestToolSchemasTheServerRefusesAreFixedOrLeftOut(t *testing.T) {
 func TestDrainWaitsForCallsUnderWay(t *testing.T) {
 	f := newFixture(t)
 	c := f.connect("alice", `{}`)
-	answered := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, err := c.call(t, "demo__block", nil)
-		assert.NoError(t, err)
-		answered <- res
-	}()
-	<-f.up.started
+	answered := c.callBlocked(t, f)
 
 	drained := make(chan error, 1)
 	go func() { drained <- c.ep.Drain(context.Background()) }()
@@ -398,13 +386,7 @@ func TestDrainWaitsForCallsUnderWay(t *testing.T) {
 func TestDrainCutsCallsShort(t *testing.T) {
 	f := newFixture(t)
 	c := f.connect("alice", `{}`)
-	answered := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, err := c.call(t, "demo__block", nil)
-		assert.NoError(t, err)
-		answered <- res
-	}()
-	<-f.up.started
+	answered := c.callBlocked(t, f)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()

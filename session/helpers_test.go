@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/internal/churn"
@@ -268,6 +269,20 @@ func (f *fixture) connect(name, settings string) *client {
 		_ = ss.Wait()
 	})
 	return c
+}
+
+// callBlocked calls the upstream's "block" tool and returns once the call
+// is under way upstream; its result arrives on the channel.
+func (c *client) callBlocked(t *testing.T, f *fixture) <-chan *mcp.CallToolResult {
+	t.Helper()
+	answered := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := c.call(t, "demo__block", nil)
+		assert.NoError(t, err)
+		answered <- res
+	}()
+	<-f.up.started
+	return answered
 }
 
 // toolNames lists what the client sees.

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 )
 
 // TestProgressTokensCannotBeGuessed: a token the relay hands to one upstream
@@ -72,7 +73,7 @@ func TestEventTap(t *testing.T) {
 		mu.Lock()
 		got = nil
 		mu.Unlock()
-		tap := &eventTap{ReadCloser: io.NopCloser(&chunked{s: stream, n: size}), relay: r}
+		tap := &eventTap{ReadCloser: io.NopCloser(mcptest.ChunkedReader(stream, size)), relay: r}
 		out, err := io.ReadAll(tap)
 		require.NoError(t, err)
 		assert.Equal(t, stream, string(out), "read %d bytes at a time", size)
@@ -80,22 +81,6 @@ func TestEventTap(t *testing.T) {
 		assert.Equal(t, want, delivered(), "read %d bytes at a time", size)
 	}
 	end()
-}
-
-// chunked reads s at most n bytes at a time.
-type chunked struct {
-	s string
-	n int
-}
-
-func (c *chunked) Read(p []byte) (int, error) {
-	if c.s == "" {
-		return 0, io.EOF
-	}
-	k := min(len(p), c.n, len(c.s))
-	copy(p, c.s[:k])
-	c.s = c.s[k:]
-	return k, nil
 }
 
 // TestHandlePassesOverTappedCalls: once a tap delivered a call's progress,

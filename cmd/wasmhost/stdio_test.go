@@ -88,7 +88,7 @@ func TestAnswerLedger(t *testing.T) {
 {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a"}}
 {"jsonrpc":"2.0","id":4,"method":"subscriptions/listen","params":{}}
 `
-	r := l.Reader(&chunked{s: in, n: 7})
+	r := l.Reader(mcptest.ChunkedReader(in, 7))
 	got, err := io.ReadAll(r)
 	require.NoError(t, err)
 	require.Equal(t, in, string(got), "the go-sdk reads the bytes unchanged")
@@ -130,20 +130,4 @@ func TestAnswerLedger(t *testing.T) {
 	_, err = io.ReadAll(lost.Reader(strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call"} }{ not json`)))
 	require.NoError(t, err)
 	require.NoError(t, lost.wait(t.Context()), "input it cannot follow: nothing to wait for")
-}
-
-// chunked reads s at most n bytes at a time.
-type chunked struct {
-	s string
-	n int
-}
-
-func (c *chunked) Read(p []byte) (int, error) {
-	if c.s == "" {
-		return 0, io.EOF
-	}
-	k := min(len(p), c.n, len(c.s))
-	copy(p, c.s[:k])
-	c.s = c.s[k:]
-	return k, nil
 }

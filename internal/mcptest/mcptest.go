@@ -3,6 +3,7 @@ package mcptest
 
 import (
 	"context"
+	"io"
 	"net"
 	"slices"
 	"strings"
@@ -70,4 +71,23 @@ func (b *LogBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// ChunkedReader returns a reader of s that returns at most n bytes a Read,
+// for tests of code that must not depend on how a stream is cut into reads.
+func ChunkedReader(s string, n int) io.Reader { return &chunked{s: s, n: n} }
+
+type chunked struct {
+	s string
+	n int
+}
+
+func (c *chunked) Read(p []byte) (int, error) {
+	if c.s == "" {
+		return 0, io.EOF
+	}
+	k := min(len(p), c.n, len(c.s))
+	copy(p, c.s[:k])
+	c.s = c.s[k:]
+	return k, nil
 }
