@@ -154,8 +154,10 @@ func (lw *ledgerWriter) Write(p []byte) (int, error) {
 	lw.l.mu.Lock()
 	waiting := len(lw.l.open) > 0
 	lw.l.mu.Unlock()
-	if waiting { // only then is it worth reading what was written
-		ids := responseIDs(p)
+	if !waiting { // reading what was written is worth it only then
+		return n, err
+	}
+	if ids := responseIDs(p); len(ids) > 0 {
 		lw.l.update(func() {
 			for _, id := range ids {
 				delete(lw.l.open, id)
