@@ -509,11 +509,11 @@ func (e *Endpoint) Drain(ctx context.Context) error {
 
 // cutShortError is the error of a call Drain cut short, or nil when the
 // call ended otherwise.
-func (e *Endpoint) cutShortError(what string) error {
+func (e *Endpoint) cutShortError(format string, args ...any) error {
 	if e.abort.Err() == nil {
-		return nil
+		return nil // checked on every call: nothing formatted
 	}
-	return fmt.Errorf("session %q: %s: %w (cut short: the call outlived the drain's grace)", e.name, what, ErrDraining)
+	return fmt.Errorf("session %q: %s: %w (cut short: the call outlived the drain's grace)", e.name, fmt.Sprintf(format, args...), ErrDraining)
 }
 
 // target returns the upstream for server and a context for the call,
@@ -532,7 +532,7 @@ func (e *Endpoint) target(ctx context.Context, server string) (*mcp.ClientSessio
 		ctx, cancel = context.WithCancel(ctx)
 	}
 	stop := context.AfterFunc(e.abort, cancel) // Drain cutting calls short
-	if err := e.cutShortError(fmt.Sprintf("server %q", server)); err != nil {
+	if err := e.cutShortError("server %q", server); err != nil {
 		// AfterFunc cancels in a goroutine of its own: the call must not
 		// reach the upstream before that.
 		stop()
@@ -566,16 +566,14 @@ func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*
 	res, err := cs.CallTool(ctx, params)
 	end()
 	if err != nil {
-		if werr := upstreamError(err); werr != nil {
-			return nil, werr
-		}
-		if cerr := e.cutShortError(fmt.Sprintf("server %q: tool %q", r.server, r.name)); cerr != nil {
-			return errorResult(cerr), nil
-		}
-		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		ferr, upstream := e.callFailure(err, r.server, "tool", r.name)
+		switch {
+		case upstream:
+			return nil, ferr
+		case errors.Is(ferr, ErrUnavailable) && ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
 			return nil, err // the client went away or cancelled
 		}
-		return errorResult(fmt.Errorf("session %q, server %q: tool %q: %w: %v", e.name, r.server, r.name, ErrUnavailable, err)), nil
+		return errorResult(ferr), nil
 	}
 	res.Meta = dropReserved(res.Meta)
 	return res, nil
@@ -602,13 +600,8 @@ func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest)
 	res, err := cs.GetPrompt(ctx, params)
 	end()
 	if err != nil {
-		if werr := upstreamError(err); werr != nil {
-			return nil, werr
-		}
-		if cerr := e.cutShortError(fmt.Sprintf("server %q: prompt %q", r.server, r.name)); cerr != nil {
-			return nil, cerr
-		}
-		return nil, fmt.Errorf("session %q, server %q: prompt %q: %w: %v", e.name, r.server, r.name, ErrUnavailable, err)
+		ferr, _ := e.callFailure(err, r.server, "prompt", r.name)
+		return nil, ferr
 	}
 	res.Meta = dropReserved(res.Meta)
 	return res, nil
@@ -641,16 +634,26 @@ func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, k *ki
 	res, err := cs.ReadResource(ctx, params)
 	end()
 	if err != nil {
-		if werr := upstreamError(err); werr != nil {
-			return nil, werr
-		}
-		if cerr := e.cutShortError(fmt.Sprintf("server %q: resource %q", r.server, uri)); cerr != nil {
-			return nil, cerr
-		}
-		return nil, fmt.Errorf("session %q, server %q: resource %q: %w: %v", e.name, r.server, uri, ErrUnavailable, err)
+		ferr, _ := e.callFailure(err, r.server, "resource", uri)
+		return nil, ferr
 	}
 	res.Meta = dropReserved(res.Meta)
 	return res, nil
+}
+
+// callFailure sorts out err, the failure of a call forwarded to server
+// (what is "tool", "prompt" or "resource", name its name or URI): the
+// upstream's own JSON-RPC error is returned as it is, with upstream true;
+// any other failure is named, wrapping ErrDraining when Drain cut the call
+// short and ErrUnavailable otherwise.
+func (e *Endpoint) callFailure(err error, server, what, name string) (_ error, upstream bool) {
+	if werr := upstreamError(err); werr != nil {
+		return werr, true
+	}
+	if cerr := e.cutShortError("server %q: %s %q", server, what, name); cerr != nil {
+		return cerr, false
+	}
+	return fmt.Errorf("session %q, server %q: %s %q: %w: %v", e.name, server, what, name, ErrUnavailable, err), false
 }
 
 // progressParams are request params that carry a progress token.
