@@ -179,11 +179,11 @@ func newServedFixture(t *testing.T, handler func(*mcp.Server) http.Handler, dial
 	t.Cleanup(srv.Close)
 	relay := session.NewProgressRelay()
 	f := newFixtureProgress(t, up, relay, relay.Dialer(func(context.Context, pool.Spec) (mcp.Transport, error) {
-		t, err := dial(srv.URL)
+		tr, err := dial(srv.URL)
 		if err != nil {
 			return nil, err
 		}
-		return relay.WrapTransport(t), nil // twice: still one tap
+		return relay.WrapTransport(tr), nil // twice: still one tap
 	}), nil) // no handler: progress comes through the tap alone
 	return f
 }

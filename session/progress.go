@@ -197,15 +197,22 @@ func (c *relayConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if err != nil {
 			return msg, err
 		}
-		req, ok := msg.(*jsonrpc.Request)
-		if !ok || req.IsCall() || req.Method != "notifications/progress" {
-			return msg, nil
-		}
-		var p mcp.ProgressNotificationParams
-		if json.Unmarshal(req.Params, &p) != nil || !c.relay.deliver(&p, true) {
+		if !c.relay.deliverMessage(msg) {
 			return msg, nil
 		}
 	}
+}
+
+// deliverMessage delivers msg, read off an upstream connection by a
+// wrapper or tap, when it is a progress notification carrying one of the
+// relay's tokens, and reports whether it was.
+func (r *ProgressRelay) deliverMessage(msg jsonrpc.Message) bool {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || req.IsCall() || req.Method != "notifications/progress" {
+		return false
+	}
+	var p mcp.ProgressNotificationParams
+	return json.Unmarshal(req.Params, &p) == nil && r.deliver(&p, true)
 }
 
 // String names the wrapped transport, for logs.

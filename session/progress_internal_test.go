@@ -2,12 +2,10 @@ package session
 
 import (
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
@@ -47,41 +45,32 @@ func TestProgressTokensCannotBeGuessed(t *testing.T) {
 // nor after a malformed line, where the go-sdk stops.
 func TestEventTap(t *testing.T) {
 	r := NewProgressRelay()
-	var (
-		mu  sync.Mutex
-		got []string
-	)
-	tok, end := r.begin(func(p *mcp.ProgressNotificationParams) { mu.Lock(); got = append(got, p.Message); mu.Unlock() })
-	delivered := func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(got) }
-	note := func(msg string) string {
-		return `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"` + tok + `","progress":1,"message":"` + msg + `"}}`
-	}
 	big := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", maxTapEvent) + `"}]}}`
-	stream := "event: message\nid: 1\ndata: " + note("a") + "\n\n" +
-		": a comment\r\ndata: " + note("b") + "\r\n\r\n" +
-		"data: " + big + "\n\n" +
-		"data: " + strings.Replace(note("c"), `,"params"`, "\ndata:,\"params\"", 1) + "\n\n" + // joined with '\n' between JSON tokens
-		"data: " + note("d") + "\r\n\r\n" +
-		"data: " + big[:100] + "\ndata: " + strings.Repeat("y", maxTapEvent) + "\n\n" +
-		"data: " + `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"someone-else","progress":1}}` + "\n\n" +
-		": " + strings.Repeat("z", maxTapEvent+10) + "\nid: " + strings.Repeat("7", maxTapEvent) + "\ndata: " + note("e") + "\n\n" + // long lines that are not data
-		"event: other\ndata: " + note("x") + "\n\n" + // the go-sdk reads only "message" events
-		"event: message\ndata: " + note("f") + "\n\n" +
-		"data: " + note("g") + "\nno colon here\ndata: " + note("y") + "\n\n" + // the go-sdk stops at a malformed line
-		"data: " + note("z")
-	want := []string{"a", "b", "c", "d", "e", "f"}
-	for _, size := range []int{1, 2, 7, 100, 4096, len(stream)} {
-		mu.Lock()
-		got = nil
-		mu.Unlock()
+	for _, size := range []int{1, 2, 7, 100, 4096, 1 << 30} {
+		var got []string // end returns once every delivery was sent: no lock needed after it
+		tok, end := r.begin(func(p *mcp.ProgressNotificationParams) { got = append(got, p.Message) })
+		note := func(msg string) string {
+			return `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"` + tok + `","progress":1,"message":"` + msg + `"}}`
+		}
+		stream := "event: message\nid: 1\ndata: " + note("a") + "\n\n" +
+			": a comment\r\ndata: " + note("b") + "\r\n\r\n" +
+			"data: " + big + "\n\n" +
+			"data: " + strings.Replace(note("c"), `,"params"`, "\ndata:,\"params\"", 1) + "\n\n" + // joined with '\n' between JSON tokens
+			"data: " + note("d") + "\r\n\r\n" +
+			"data: " + big[:100] + "\ndata: " + strings.Repeat("y", maxTapEvent) + "\n\n" +
+			"data: " + `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"someone-else","progress":1}}` + "\n\n" +
+			": " + strings.Repeat("z", maxTapEvent+10) + "\nid: " + strings.Repeat("7", maxTapEvent) + "\ndata: " + note("e") + "\n\n" + // long lines that are not data
+			"event: other\ndata: " + note("x") + "\n\n" + // the go-sdk reads only "message" events
+			"event: message\ndata: " + note("f") + "\n\n" +
+			"data: " + note("g") + "\nno colon here\ndata: " + note("y") + "\n\n" + // the go-sdk stops at a malformed line
+			"data: " + note("z")
 		tap := &eventTap{ReadCloser: io.NopCloser(mcptest.ChunkedReader(stream, size)), relay: r}
 		out, err := io.ReadAll(tap)
 		require.NoError(t, err)
+		end()
 		assert.Equal(t, stream, string(out), "read %d bytes at a time", size)
-		require.Eventually(t, func() bool { return len(delivered()) >= len(want) }, 5*time.Second, time.Millisecond, "read %d bytes at a time: %q", size, delivered())
-		assert.Equal(t, want, delivered(), "read %d bytes at a time", size)
+		assert.Equal(t, []string{"a", "b", "c", "d", "e", "f"}, got, "read %d bytes at a time", size)
 	}
-	end()
 }
 
 // TestHandlePassesOverTappedCalls: once a tap delivered a call's progress,

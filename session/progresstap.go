@@ -2,13 +2,11 @@ package session
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"mime"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // maxTapEvent bounds the bytes of one server-sent event the tap keeps to
@@ -21,15 +19,8 @@ const maxTapEvent = 64 << 10
 // through an eventTap. A round tripper r already taps is returned as it
 // is, so that wrapping a transport twice delivers nothing twice.
 func (r *ProgressRelay) tap(base http.RoundTripper) http.RoundTripper {
-	for rt := base; ; {
-		pt, ok := rt.(*progressTap)
-		if !ok {
-			break
-		}
-		if pt.relay == r {
-			return base
-		}
-		rt = pt.base
+	if pt, ok := base.(*progressTap); ok && pt.relay == r {
+		return base
 	}
 	return &progressTap{base: base, relay: r}
 }
@@ -136,16 +127,7 @@ func (e *eventTap) endEvent() {
 	if skip || e.dead || (name != "" && name != "message") || !bytes.Contains(data, []byte(tokenPrefix)) {
 		return
 	}
-	msg, err := jsonrpc.DecodeMessage(data)
-	if err != nil {
-		return
-	}
-	req, ok := msg.(*jsonrpc.Request)
-	if !ok || req.IsCall() || req.Method != "notifications/progress" {
-		return
-	}
-	var p mcp.ProgressNotificationParams
-	if json.Unmarshal(req.Params, &p) == nil {
-		e.relay.deliver(&p, true)
+	if msg, err := jsonrpc.DecodeMessage(data); err == nil {
+		e.relay.deliverMessage(msg)
 	}
 }
