@@ -554,14 +554,7 @@ func TestShutdownAnswersCallsUnderWay(t *testing.T) {
 	cfg["sessions"] = map[string]any{"alice": map[string]any{"token": aliceToken}}
 	r := start(t, cfg)
 	c := r.connect("alice", aliceToken)
-	mark := filepath.Join(t.TempDir(), "started")
-	answered := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, err := c.call(t, "slow__slow", map[string]any{"mark": mark, "ms": 1500})
-		assert.NoError(t, err)
-		answered <- res
-	}()
-	require.Eventually(t, func() bool { _, err := os.Stat(mark); return err == nil }, 10*time.Second, 10*time.Millisecond, "the call reached the upstream")
+	answered := mcptest.StartSlow(t, c.cs, "slow__slow", 1500, 0)
 	r.stop()
 	select {
 	case res := <-answered:

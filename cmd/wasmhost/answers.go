@@ -25,40 +25,58 @@ var drainedMethods = map[string]bool{"tools/call": true, "prompts/get": true, "r
 // cancellation. Writer is standard output as the go-sdk writes it, one
 // message per Write, and notes the id of each response.
 type answerLedger struct {
-	mu      sync.Mutex
-	open    map[jsonrpc.ID]bool
-	lost    bool          // the input could not be followed: wait for nothing
-	changed chan struct{} // closed, and replaced, at each change
+	mu   sync.Mutex
+	open map[jsonrpc.ID]bool
+	lost bool          // the input could not be followed: wait for nothing
+	idle chan struct{} // made by wait; closed once nothing is open, or lost
 }
 
 func newAnswerLedger() *answerLedger {
-	return &answerLedger{open: make(map[jsonrpc.ID]bool), changed: make(chan struct{})}
+	return &answerLedger{open: make(map[jsonrpc.ID]bool)}
 }
 
-// update applies f to the ledger and wakes the waiters.
-func (l *answerLedger) update(f func()) {
+// opened notes a call read.
+func (l *answerLedger) opened(id jsonrpc.ID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	f()
-	close(l.changed)
-	l.changed = make(chan struct{})
+	l.open[id] = true
+}
+
+// settle notes that the calls ids need no more waiting for (answered or
+// cancelled), or, with lost, that none does.
+func (l *answerLedger) settle(lost bool, ids ...jsonrpc.ID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range ids {
+		delete(l.open, id)
+	}
+	l.lost = l.lost || lost
+	if l.idle != nil && (len(l.open) == 0 || l.lost) {
+		close(l.idle)
+		l.idle = nil
+	}
 }
 
 // wait returns once no call read so far lacks its answer, or with an error
 // naming how many still do when ctx ends first.
 func (l *answerLedger) wait(ctx context.Context) error {
-	for {
-		l.mu.Lock()
-		n, lost, changed := len(l.open), l.lost, l.changed
+	l.mu.Lock()
+	if len(l.open) == 0 || l.lost {
 		l.mu.Unlock()
-		if n == 0 || lost {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return fmt.Errorf("%d answers not written: %w", n, context.Cause(ctx))
-		}
+		return nil
+	}
+	if l.idle == nil {
+		l.idle = make(chan struct{})
+	}
+	idle := l.idle
+	l.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return fmt.Errorf("%d answers not written: %w", len(l.open), context.Cause(ctx))
 	}
 }
 
@@ -92,7 +110,7 @@ func (l *answerLedger) follow(r *io.PipeReader) {
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
 			if err != io.EOF {
-				l.update(func() { l.lost = true })
+				l.settle(true)
 			}
 			_, _ = io.Copy(io.Discard, r)
 			return
@@ -129,11 +147,11 @@ func (l *answerLedger) read(raw json.RawMessage) {
 		switch {
 		case drainedMethods[m.Method] && m.ID != nil:
 			if id, err := jsonrpc.MakeID(m.ID); err == nil {
-				l.update(func() { l.open[id] = true })
+				l.opened(id)
 			}
 		case m.Method == "notifications/cancelled":
 			if id, err := jsonrpc.MakeID(m.Params.RequestID); err == nil {
-				l.update(func() { delete(l.open, id) }) // needs no answer
+				l.settle(false, id) // needs no answer
 			}
 		}
 	}
@@ -158,11 +176,7 @@ func (lw *ledgerWriter) Write(p []byte) (int, error) {
 		return n, err
 	}
 	if ids := responseIDs(p); len(ids) > 0 {
-		lw.l.update(func() {
-			for _, id := range ids {
-				delete(lw.l.open, id)
-			}
-		})
+		lw.l.settle(false, ids...)
 	}
 	return n, err
 }

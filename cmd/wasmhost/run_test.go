@@ -184,30 +184,18 @@ func slowStdioWith(t *testing.T, entry map[string]any) (*mcp.ClientSession, cont
 	runCtx, interrupt := context.WithCancel(t.Context())
 	t.Cleanup(interrupt)
 	cs, finish := pipeClientCtx(t, runCtx, "stdio", "--config", path, "--session", "alice", "--log-level", "info")
-	require.Eventually(t, func() bool { return slices.Contains(toolNames(t, cs), "slow__slow") }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		names, err := mcptest.ToolNames(t.Context(), cs)
+		return err == nil && slices.Contains(names, "slow__slow")
+	}, 20*time.Second, 20*time.Millisecond)
 	return cs, interrupt, finish
 }
 
-// slowCall starts a call of the slow tool that sleeps ms and waits until
-// it reached the upstream; the call's result (or nil and the error)
-// arrives on the channel.
+// slowCall starts a call of the slow tool that sleeps ms (see
+// mcptest.StartSlow).
 func slowCall(t *testing.T, cs *mcp.ClientSession, ms int) <-chan *mcp.CallToolResult {
 	t.Helper()
-	return slowCallPadded(t, cs, ms, 0)
-}
-
-// slowCallPadded is slowCall with an answer of pad more bytes.
-func slowCallPadded(t *testing.T, cs *mcp.ClientSession, ms, pad int) <-chan *mcp.CallToolResult {
-	t.Helper()
-	mark := filepath.Join(t.TempDir(), "started")
-	answered := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow__slow", Arguments: map[string]any{"mark": mark, "ms": ms, "pad": pad}})
-		assert.NoError(t, err, "the call got an answer")
-		answered <- res
-	}()
-	require.Eventually(t, func() bool { _, err := os.Stat(mark); return err == nil }, 10*time.Second, 10*time.Millisecond, "the call reached the upstream")
-	return answered
+	return mcptest.StartSlow(t, cs, "slow__slow", ms, 0)
 }
 
 // TestStdioSignalAnswersCallsUnderWay: at a signal, stdio mode refuses new
@@ -216,8 +204,9 @@ func TestStdioSignalAnswersCallsUnderWay(t *testing.T) {
 	cs, interrupt, finish := slowStdio(t)
 	answered := slowCall(t, cs, 1500)
 	interrupt()
+	late := filepath.Join(t.TempDir(), "late")
 	require.Eventually(t, func() bool {
-		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow__slow", Arguments: map[string]any{"mark": filepath.Join(t.TempDir(), "x"), "ms": 1}})
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow__slow", Arguments: map[string]any{"mark": late, "ms": 1}})
 		return err == nil && res.IsError && strings.Contains(mcptest.Text(res), session.ErrDraining.Error())
 	}, 5*time.Second, 10*time.Millisecond, "a new call is refused while draining")
 	select {
@@ -241,7 +230,7 @@ func TestStdioSignalAnswersCallsUnderWay(t *testing.T) {
 func TestStdioSignalWaitsForLargeAnswers(t *testing.T) {
 	cs, interrupt, finish := slowStdio(t)
 	const pad = 8 << 20
-	answered := slowCallPadded(t, cs, 300, pad)
+	answered := mcptest.StartSlow(t, cs, "slow__slow", 300, pad)
 	interrupt()
 	select {
 	case res := <-answered:
@@ -326,14 +315,20 @@ func TestStdioRejectsBatchesAt20250618(t *testing.T) {
 	send(`[{"jsonrpc":"2.0","id":2,"method":"ping"},{"jsonrpc":"2.0","id":3,"method":"ping"}]`)
 	// The go-sdk ends the session over it; a wrapped connection answered
 	// both pings.
-	for lines.Scan() {
-		assert.NotContains(t, lines.Text(), `"result"`, "the batch was served")
-	}
+	served := make(chan bool, 1)
+	go func() {
+		answered := false
+		for lines.Scan() {
+			answered = answered || strings.Contains(lines.Text(), `"result"`)
+		}
+		served <- answered
+	}()
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):
-		t.Fatal("stdio did not exit")
+		t.Fatal("stdio did not exit: the batch was served and the session went on")
 	}
+	assert.False(t, <-served, "the batch was served")
 	assert.Contains(t, errOut.String(), "batching is not supported")
 }
 

@@ -3,7 +3,9 @@ package mcptest
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -44,4 +46,31 @@ type slowIn struct {
 	Mark string `json:"mark"`
 	MS   int    `json:"ms"`
 	Pad  int    `json:"pad,omitempty"` // bytes of padding after "slept", for a large answer
+}
+
+// StartSlow calls the slow upstream's tool, exposed to cs as name, so that
+// it sleeps ms and answers with pad more bytes, and returns once the call
+// has reached the upstream. The call's result arrives on the channel (nil,
+// with the test failed, if the call got no answer).
+func StartSlow(t *testing.T, cs *mcp.ClientSession, name string, ms, pad int) <-chan *mcp.CallToolResult {
+	t.Helper()
+	mark := filepath.Join(t.TempDir(), "started")
+	answered := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: map[string]any{"mark": mark, "ms": ms, "pad": pad}})
+		if err != nil {
+			t.Errorf("the call got no answer: %v", err)
+		}
+		answered <- res
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(mark); err == nil {
+			return answered
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the call did not reach the upstream in 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
