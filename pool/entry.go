@@ -266,22 +266,14 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial: %w", err)
 	}
-	client := mcp.NewClient(e.pool.client, &mcp.ClientOptions{
-		Logger: e.log,
-		// No roots, sampling or elicitation: they are not bridged (one
-		// connection serves many clients), so none is announced. (A nil
-		// Capabilities would announce roots.)
-		Capabilities:                &mcp.ClientCapabilities{},
+	client := NewClient(e.pool.client, mcp.ClientOptions{
+		Logger:                      e.log,
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { e.listChanged(gen, kindTools) },
 		PromptListChangedHandler:    func(context.Context, *mcp.PromptListChangedRequest) { e.listChanged(gen, kindPrompts) },
 		ResourceListChangedHandler:  func(context.Context, *mcp.ResourceListChangedRequest) { e.listChanged(gen, kindResources) },
 		ProgressNotificationHandler: e.pool.progress,
 	})
-	var opts *mcp.ClientSessionOptions
-	if e.spec.ProtocolVersion != "" {
-		opts = &mcp.ClientSessionOptions{ProtocolVersion: e.spec.ProtocolVersion}
-	}
-	cs, err := client.Connect(ctx, t, opts)
+	cs, err := client.Connect(ctx, t, e.spec.SessionOptions())
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/wasmhost/wasmhost/config"
 )
 
@@ -191,3 +192,21 @@ func (s Spec) String() string {
 
 // LogValue implements slog.LogValuer with the same redaction as String.
 func (s Spec) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// SessionOptions are the options to connect a client session to s with:
+// the protocol version s pins, if any.
+func (s Spec) SessionOptions() *mcp.ClientSessionOptions {
+	if s.ProtocolVersion == "" {
+		return nil
+	}
+	return &mcp.ClientSessionOptions{ProtocolVersion: s.ProtocolVersion}
+}
+
+// NewClient returns the go-sdk client an upstream is connected with, by the
+// pool and by reconcile.Legacy: opts, announcing no capabilities. Roots,
+// sampling and elicitation are not bridged (one connection serves many
+// clients), and a nil Capabilities would announce roots.
+func NewClient(impl *mcp.Implementation, opts mcp.ClientOptions) *mcp.Client {
+	opts.Capabilities = &mcp.ClientCapabilities{}
+	return mcp.NewClient(impl, &opts)
+}

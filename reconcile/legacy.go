@@ -344,16 +344,18 @@ func (l *Legacy) Session(server string) *mcp.ClientSession {
 	return c.cs
 }
 
-// CallTimeout returns the timeout configured for calls forwarded to server
-// (its config entry's "timeout"; 0: none).
-func (l *Legacy) CallTimeout(server string) time.Duration {
+// Upstream returns server's upstream client session, or nil when it is not
+// connected, and the timeout configured for calls forwarded to it (its
+// entry's "timeout"; 0: none). Fetch it for each call: Apply and Restart
+// replace the session.
+func (l *Legacy) Upstream(server string) (*mcp.ClientSession, time.Duration) {
 	c := l.conn(server)
 	if c == nil {
-		return 0
+		return nil, 0
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.want.spec.Timeout
+	return c.cs, c.want.spec.Timeout
 }
 
 // Policy returns the current policy.
@@ -510,18 +512,14 @@ func (l *Legacy) connect(ctx context.Context, server string, w *legacyWant) (*le
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", w.spec, err)
 	}
-	client := mcp.NewClient(l.client, &mcp.ClientOptions{
-		Logger: l.log,
-		// No roots, sampling or elicitation: they are not bridged (one
-		// connection serves many clients), so none is announced. (A nil
-		// Capabilities would announce roots.)
-		Capabilities:                &mcp.ClientCapabilities{},
+	client := pool.NewClient(l.client, mcp.ClientOptions{
+		Logger:                      l.log,
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { c.listChanged() },
 		PromptListChangedHandler:    func(context.Context, *mcp.PromptListChangedRequest) { c.listChanged() },
 		ResourceListChangedHandler:  func(context.Context, *mcp.ResourceListChangedRequest) { c.listChanged() },
 		ProgressNotificationHandler: l.progress,
 	})
-	cs, err := client.Connect(cctx, t, nil)
+	cs, err := client.Connect(cctx, t, w.spec.SessionOptions())
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", w.spec, err)
 	}

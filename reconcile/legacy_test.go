@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -294,4 +295,29 @@ func TestLegacySetPolicyKeysDesiredSettings(t *testing.T) {
 	e.apply(c1, "alice")
 	assert.Zero(t, e.lc.Snapshot().Sub(before).Connects, "the identity is that of c1's settings")
 	assert.Equal(t, []string{"read", "wipe"}, e.lreg.ToolNames("fs"))
+}
+
+// TestLegacyProtocolVersion: stdio mode asks an upstream for the protocol
+// version its entry pins, as the pool does.
+func TestLegacyProtocolVersion(t *testing.T) {
+	up := newUpstream("fs", "read")
+	var mu sync.Mutex
+	var asked string
+	up.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if params, ok := req.GetParams().(*mcp.InitializeParams); ok {
+				mu.Lock()
+				asked = params.ProtocolVersion
+				mu.Unlock()
+			}
+			return next(ctx, method, req)
+		}
+	})
+	e := newLegacyEnv(t, up)
+	e.apply(newCfg().server("fs", "protocolVersion", "2025-06-18").session("alice").build(t), "alice")
+	require.NotNil(t, e.leg.Session("fs"))
+	assert.Equal(t, "2025-06-18", e.leg.Session("fs").InitializeResult().ProtocolVersion)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, "2025-06-18", asked)
 }

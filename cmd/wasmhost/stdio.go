@@ -107,7 +107,8 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 		Implementation: &mcp.Implementation{Name: "wasmhost", Title: "wasmhost session " + *sessionName, Version: daemon.Version},
 		Logger:         log.With("component", "session"),
 		Upstream: func(server string) session.Target {
-			return session.Target{Session: leg.Session(server), Timeout: leg.CallTimeout(server)}
+			cs, timeout := leg.Upstream(server)
+			return session.Target{Session: cs, Timeout: timeout}
 		},
 	})
 	leg = reconcile.NewLegacy(reconcile.LegacyOptions{
