@@ -54,6 +54,20 @@ func httpSpec(t *testing.T, sse, httpURL bool) pool.Spec {
 	return spec
 }
 
+// acquireHTTP acquires spec for session alice from a pool of its own that
+// dials with DefaultDialer (newEnv's pool dials in memory).
+func acquireHTTP(t *testing.T, spec pool.Spec) *pool.Handle {
+	t.Helper()
+	counters := &churn.Counters{}
+	p := pool.New(pool.Options{Counters: counters, Logger: quiet})
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	v := view.New(view.Config{Session: "alice", Server: "web", Registry: viewtest.NewRegistry(),
+		Counters: counters, Policy: metakey.Reference{}, Logger: quiet})
+	h, err := p.Acquire(t.Context(), spec, v)
+	require.NoError(t, err)
+	return h
+}
+
 // TestDialURLFallsBackToSSE: a "url" entry reaches a streamable HTTP server
 // and, through the fallback, an HTTP+SSE one (gemini-cli's meaning of
 // "url"); the SSE stream outlives the context the connection was made
@@ -153,7 +167,7 @@ func TestDialURLKeepsSessionState(t *testing.T) {
 						}
 						mu.Unlock()
 					}
-					if msg.Method == tc.reject {
+					if tc.reject != "" && msg.Method == tc.reject {
 						http.Error(w, "no "+msg.Method+" here", http.StatusBadRequest)
 						return
 					}
@@ -169,13 +183,7 @@ func TestDialURLKeepsSessionState(t *testing.T) {
 			} else {
 				spec.URL = ts.URL
 			}
-			counters := &churn.Counters{}
-			p := pool.New(pool.Options{Counters: counters, Logger: quiet})
-			t.Cleanup(func() { _ = p.Close(context.Background()) })
-			v := view.New(view.Config{Session: "alice", Server: "web", Registry: viewtest.NewRegistry(),
-				Counters: counters, Policy: metakey.Reference{}, Logger: quiet})
-			handle, err := p.Acquire(context.Background(), spec, v)
-			require.NoError(t, err)
+			handle := acquireHTTP(t, spec)
 			require.Equal(t, tc.want, handle.Session().InitializeResult().ProtocolVersion)
 
 			mu.Lock()
@@ -245,13 +253,7 @@ func TestGoneHTTPUpstreamIsNoticed(t *testing.T) {
 			if httpURL {
 				spec = pool.Spec{Name: "web", Pooled: true, HTTPURL: ts.URL}
 			}
-			counters := &churn.Counters{}
-			p := pool.New(pool.Options{Counters: counters, Logger: quiet})
-			t.Cleanup(func() { _ = p.Close(context.Background()) })
-			v := view.New(view.Config{Session: "alice", Server: "web", Registry: viewtest.NewRegistry(),
-				Counters: counters, Policy: metakey.Reference{}, Logger: quiet})
-			h, err := p.Acquire(t.Context(), spec, v)
-			require.NoError(t, err)
+			h := acquireHTTP(t, spec)
 			require.Equal(t, pool.StateReady, h.Entry().Info().State)
 
 			ts.Listener.Close()
