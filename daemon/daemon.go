@@ -40,13 +40,6 @@ const (
 	DefaultRetryMin      = time.Second
 	DefaultRetryMax      = 30 * time.Second
 	shutdownGrace        = 5 * time.Second
-	// drainGrace bounds the wait, at shutdown, for the tool calls, prompt
-	// gets and resource reads under way to be answered; new ones are
-	// refused meanwhile.
-	drainGrace = 10 * time.Second
-	// answerGrace bounds the wait for the answers of calls the drain cut
-	// short (session.Endpoint.Drain) to be written.
-	answerGrace = 2 * time.Second
 	// upstreamCloseGrace bounds the wait for upstream connections to
 	// close at shutdown: as long as a stubborn stdio server's close takes.
 	upstreamCloseGrace = procgroup.MaxClose
@@ -382,7 +375,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	var runErr error
 	select {
 	case <-ctx.Done():
-		d.log.Info("stopping: answering the calls under way", "grace", drainGrace)
+		d.log.Info("stopping: answering the calls under way", "grace", session.DrainGrace)
 	case err := <-serveErr:
 		runErr = fmt.Errorf("daemon: serve: %w", err)
 	}
@@ -427,11 +420,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 }
 
 // drain, at shutdown, makes every endpoint refuse new calls and waits, at
-// most drainGrace, until the calls under way have returned (calls still
+// most session.DrainGrace, until the calls under way have returned (calls still
 // running then are cut short with an answer saying so) and the MCP requests
 // that carried them have written their answers.
 func (d *Daemon) drain(eps []*endpoint) {
-	ctx, cancel := context.WithTimeout(context.Background(), drainGrace)
+	ctx, cancel := context.WithTimeout(context.Background(), session.DrainGrace)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, e := range eps {
@@ -447,7 +440,7 @@ func (d *Daemon) drain(eps []*endpoint) {
 		// Calls were cut short (Drain answers them): give the requests
 		// carrying those answers a moment to write them.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.Background(), answerGrace)
+		ctx, cancel = context.WithTimeout(context.Background(), session.AnswerGrace)
 		defer cancel()
 	}
 	if err := d.requests.Wait(ctx); err != nil {

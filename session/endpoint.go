@@ -482,6 +482,16 @@ func (e *Endpoint) begin(k *kind, exposed string) (_ route, ok bool, err error) 
 	return r, ok, nil
 }
 
+// The bounds of a stop, for the daemon and stdio mode alike.
+const (
+	// DrainGrace is how long a stop gives the calls under way (the ctx it
+	// passes Drain) before they are cut short.
+	DrainGrace = 10 * time.Second
+	// AnswerGrace bounds the wait, once the calls have returned, for their
+	// answers to be written to the client.
+	AnswerGrace = 2 * time.Second
+)
+
 // cutShortGrace bounds how long Drain waits for the calls it cut short to
 // return; a cancelled upstream call returns at once.
 const cutShortGrace = 2 * time.Second

@@ -166,12 +166,12 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 	return exitOK
 }
 
-// Bounds of stdio mode's stop at a signal: stdioDrainGrace for the calls
-// under way, as the daemon's drain; stdioStopGrace for each later step (the
+// Bounds of stdio mode's stop at a signal, the daemon's (session.DrainGrace
+// for the calls under way; stdioStopGrace for each later step: the
 // answers' writes, the end of serving).
-var stdioDrainGrace = 10 * time.Second // a variable for tests
+var stdioDrainGrace = session.DrainGrace // a variable for tests
 
-const stdioStopGrace = 2 * time.Second
+const stdioStopGrace = session.AnswerGrace
 
 // drainStdio makes ep refuse new calls and waits, at most stdioDrainGrace,
 // for the calls under way to return; Drain cuts those still running then
