@@ -213,12 +213,7 @@ func (l *Legacy) Apply(ctx context.Context, cfg *config.Config, sessionName stri
 	parallel(len(servers), func(i int) {
 		name := servers[i]
 		w := desired[name]
-		cur := l.conn(name)
-		if cur != nil && !reconnectAll && w.keyErr == nil && cur.live() && cur.currentIdentity() == w.identity {
-			l.keep(ctx, o, cur, w)
-			return
-		}
-		l.replace(ctx, o, name, cur, w)
+		l.bind(ctx, o, name, l.conn(name), w, reconnectAll)
 	})
 	parallel(len(drop), func(i int) { l.replace(ctx, o, drop[i], l.conn(drop[i]), nil) })
 	return o.finish()
@@ -272,13 +267,19 @@ func (l *Legacy) rebind(ctx context.Context, what, server string, reconnect bool
 	o := l.begin()
 	old := cur.desired()
 	w := l.newWant(ctx, l.Policy(), old.spec, old.settings)
-	if !reconnect && w.keyErr == nil && cur.live() && cur.currentIdentity() == w.identity {
-		l.keep(ctx, o, cur, w)
-	} else {
-		l.replace(ctx, o, server, cur, w)
-	}
+	l.bind(ctx, o, server, cur, w, reconnect)
 	_, err := o.finish()
 	return err
+}
+
+// bind makes server's connection serve w: it keeps cur, a live connection
+// of w's identity, unless reconnect is set, and replaces it otherwise.
+func (l *Legacy) bind(ctx context.Context, o *op, server string, cur *legacyConn, w *legacyWant, reconnect bool) {
+	if cur != nil && !reconnect && w.keyErr == nil && cur.live() && cur.currentIdentity() == w.identity {
+		l.keep(ctx, o, cur, w)
+		return
+	}
+	l.replace(ctx, o, server, cur, w)
 }
 
 // newWant computes the desired identity of spec with settings under
