@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/wasmhost/wasmhost/internal/inflight"
 )
 
 // drainedMethods are the client requests a stop waits to see answered: the
@@ -25,10 +28,10 @@ var drainedMethods = map[string]bool{"tools/call": true, "prompts/get": true, "r
 // cancellation. Writer is standard output as the go-sdk writes it, one
 // message per Write, and notes the id of each response.
 type answerLedger struct {
-	mu   sync.Mutex
-	open map[jsonrpc.ID]bool
-	lost bool          // the input could not be followed: wait for nothing
-	idle chan struct{} // made by wait; closed once nothing is open, or lost
+	mu         sync.Mutex
+	open       map[jsonrpc.ID]bool // calls read without their answer; each in unanswered
+	lost       bool                // the input could not be followed: wait for nothing
+	unanswered inflight.Gate
 }
 
 func newAnswerLedger() *answerLedger {
@@ -39,7 +42,9 @@ func newAnswerLedger() *answerLedger {
 func (l *answerLedger) opened(id jsonrpc.ID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.open[id] = true
+	if !l.lost && !l.open[id] && l.unanswered.Enter() {
+		l.open[id] = true
+	}
 }
 
 // settle notes that the calls ids need no more waiting for (answered or
@@ -47,37 +52,25 @@ func (l *answerLedger) opened(id jsonrpc.ID) {
 func (l *answerLedger) settle(lost bool, ids ...jsonrpc.ID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, id := range ids {
-		delete(l.open, id)
+	if lost {
+		l.lost = true
+		ids = slices.Collect(maps.Keys(l.open))
 	}
-	l.lost = l.lost || lost
-	if l.idle != nil && (len(l.open) == 0 || l.lost) {
-		close(l.idle)
-		l.idle = nil
+	for _, id := range ids {
+		if l.open[id] {
+			delete(l.open, id)
+			l.unanswered.Leave()
+		}
 	}
 }
 
 // wait returns once no call read so far lacks its answer, or with an error
 // naming how many still do when ctx ends first.
 func (l *answerLedger) wait(ctx context.Context) error {
-	l.mu.Lock()
-	if len(l.open) == 0 || l.lost {
-		l.mu.Unlock()
-		return nil
+	if err := l.unanswered.Wait(ctx); err != nil {
+		return fmt.Errorf("answers not written: %w", err)
 	}
-	if l.idle == nil {
-		l.idle = make(chan struct{})
-	}
-	idle := l.idle
-	l.mu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return fmt.Errorf("%d answers not written: %w", len(l.open), context.Cause(ctx))
-	}
+	return nil
 }
 
 // Reader returns r, as the go-sdk should read it.
@@ -169,10 +162,7 @@ type ledgerWriter struct {
 // settles its call.
 func (lw *ledgerWriter) Write(p []byte) (int, error) {
 	n, err := lw.w.Write(p)
-	lw.l.mu.Lock()
-	waiting := len(lw.l.open) > 0
-	lw.l.mu.Unlock()
-	if !waiting { // reading what was written is worth it only then
+	if lw.l.unanswered.Len() == 0 { // reading what was written is worth it only then
 		return n, err
 	}
 	if ids := responseIDs(p); len(ids) > 0 {
