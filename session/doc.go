@@ -59,9 +59,15 @@
 // cancellation cancels the upstream call (the go-sdk sends
 // notifications/cancelled on both legs).
 //
+// completion/complete is forwarded too: a prompt reference by exposed name,
+// a resource reference by URI template (or resource URI), each only when
+// the session sees it. The Endpoint announces completions for the whole
+// session, so a server that announces none gets no request and the client
+// an empty list of values.
+//
 // Not forwarded, in either direction, and not announced: sampling,
-// elicitation, roots, completion, logging and resource subscriptions.
-// Each concerns one client, and the upstream connection serves many.
+// elicitation, roots, logging and resource subscriptions. Each concerns
+// one client, and the upstream connection serves many.
 //
 // # Enforcement
 //

@@ -145,6 +145,9 @@ func New(opts Options) *Endpoint {
 		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
 			c.CacheScope = "private"
 		},
+		// Announces completions: references are routed like prompts/get
+		// and resources/read (complete.go).
+		CompletionHandler: e.complete,
 	})
 	e.tools = newKind("tool", e.srv.RemoveTools)
 	e.prompts = newKind("prompt", e.srv.RemovePrompts)

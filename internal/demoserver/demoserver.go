@@ -3,15 +3,17 @@
 // sessions, so trying wasmhost needs nothing installed.
 //
 // It offers tools with real input schemas and annotations (some read-only,
-// some not), two prompts and two resources, and a tool that adds a tool at run
-// time so that list_changed notifications can be seen end to end.
+// some not), two prompts, two resources and a resource template, completion
+// of note names, and a tool that adds a tool at run time so that
+// list_changed notifications can be seen end to end.
 package demoserver
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -53,7 +55,7 @@ type noteOut struct {
 // New returns a demo server with its tools, prompts and resources registered.
 func New() *Server {
 	s := &Server{notes: map[string]string{"welcome": "Hello from the wasmhost demo server."}}
-	s.srv = mcp.NewServer(&mcp.Implementation{Name: "wasmhost-demo", Version: Version}, nil)
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: "wasmhost-demo", Version: Version}, &mcp.ServerOptions{CompletionHandler: s.complete})
 
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true}
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "echo", Description: "Echo the given text.", Annotations: readOnly}, s.echo)
@@ -157,14 +159,28 @@ func (s *Server) readResource(_ context.Context, req *mcp.ReadResourceRequest) (
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: body}}}, nil
 }
 
-// NoteNames lists the notes in name order (for tests).
+// NoteNames lists the notes in name order.
 func (s *Server) NoteNames() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	names := make([]string, 0, len(s.notes))
-	for n := range s.notes {
-		names = append(names, n)
+	return slices.Sorted(maps.Keys(s.notes))
+}
+
+// complete suggests the names of the notes that start with the value typed
+// so far, for the "name" argument of the summarize prompt and of the note
+// template; anything else has no suggestions.
+func (s *Server) complete(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	p := req.Params
+	noteName := p.Argument.Name == "name" &&
+		(p.Ref.Type == "ref/prompt" && p.Ref.Name == "summarize" ||
+			p.Ref.Type == "ref/resource" && p.Ref.URI == "demo://notes/{name}")
+	values := []string{}
+	if noteName {
+		for _, n := range s.NoteNames() {
+			if strings.HasPrefix(n, p.Argument.Value) {
+				values = append(values, n)
+			}
+		}
 	}
-	sort.Strings(names)
-	return names
+	return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: values, Total: len(values)}}, nil
 }

@@ -1,0 +1,57 @@
+package session
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// complete serves completion/complete. A prompt reference names a prompt by
+// its exposed name and a resource reference a resource template by its URI
+// template (or a resource by its URI); either must be in the session's
+// projection, as for prompts/get and resources/read, and is forwarded to
+// its server with the upstream's own name. A session gathers many servers
+// under one completions capability, so a server that announces none
+// answers with no suggestions rather than an error.
+func (e *Endpoint) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	ref := *req.Params.Ref
+	k, key := &e.prompts, ref.Name
+	if ref.Type == "ref/resource" {
+		k, key = &e.templates, ref.URI
+		if _, ok := e.lookup(k, key); !ok {
+			k = &e.resources
+		}
+	}
+	r, ok, err := e.begin(k, key)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown %s %q", k.name, key)}
+	}
+	defer e.calls.Leave()
+	cs, ctx, cancel, err := e.target(ctx, r.server)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	if init := cs.InitializeResult(); init == nil || init.Capabilities == nil || init.Capabilities.Completions == nil {
+		return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{}}}, nil
+	}
+	if ref.Type == "ref/prompt" {
+		ref.Name = r.name
+	}
+	params := &mcp.CompleteParams{Ref: &ref, Argument: req.Params.Argument, Context: req.Params.Context, Meta: relayMeta(req.Params.Meta)}
+	res, err := cs.Complete(ctx, params)
+	if err != nil {
+		ferr, _ := e.callFailure(err, r.server, "completion of "+k.name, r.name)
+		return nil, ferr
+	}
+	res.Meta = dropReserved(res.Meta)
+	if res.Completion.Values == nil {
+		res.Completion.Values = []string{} // "values" is required
+	}
+	return res, nil
+}
