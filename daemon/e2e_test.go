@@ -77,6 +77,12 @@ func TestTwoSessionsShareOneUpstream(t *testing.T) {
 	rr, err := bob.cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "demo://about"})
 	require.NoError(t, err)
 	assert.Equal(t, "wasmhost demo server 1.0.0", rr.Contents[0].Text)
+	cr, err := bob.cs.Complete(t.Context(), &mcp.CompleteParams{
+		Ref:      &mcp.CompleteReference{Type: "ref/prompt", Name: "demo__summarize"},
+		Argument: mcp.CompleteParamsArgument{Name: "name", Value: "w"},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"welcome"}, cr.Completion.Values)
 
 	// A guessed hidden tool is refused, though the upstream has it and bob
 	// could otherwise write notes visible to alice.
