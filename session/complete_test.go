@@ -72,15 +72,7 @@ func TestCompletionOfServerWithoutIt(t *testing.T) {
 	up.AddPrompt(&mcp.Prompt{Name: "p", Arguments: []*mcp.PromptArgument{{Name: "name"}}}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		return &mcp.GetPromptResult{}, nil
 	})
-	ct, st := mcp.NewInMemoryTransports()
-	ss, err := up.Connect(t.Context(), st, nil)
-	require.NoError(t, err)
-	upCS, err := mcp.NewClient(&mcp.Implementation{Name: "pool", Version: "1"}, &mcp.ClientOptions{Logger: quiet}).Connect(t.Context(), ct, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = upCS.Close()
-		_ = ss.Wait()
-	})
+	upCS := connectServer(t, up)
 	require.Nil(t, upCS.InitializeResult().Capabilities.Completions)
 
 	ready := true

@@ -294,8 +294,14 @@ func TestUnavailableTarget(t *testing.T) {
 
 func connectClient(t *testing.T, ep *session.Endpoint) *mcp.ClientSession {
 	t.Helper()
+	return connectServer(t, ep.Server())
+}
+
+// connectServer connects a go-sdk client to srv over in-memory transports.
+func connectServer(t *testing.T, srv *mcp.Server) *mcp.ClientSession {
+	t.Helper()
 	ct, st := mcp.NewInMemoryTransports()
-	ss, err := ep.Server().Connect(t.Context(), st, nil)
+	ss, err := srv.Connect(t.Context(), st, nil)
 	require.NoError(t, err)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{Logger: quiet}).Connect(t.Context(), ct, nil)
 	require.NoError(t, err)
