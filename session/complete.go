@@ -16,6 +16,9 @@ import (
 // under one completions capability, so a server that announces none
 // answers with no suggestions rather than an error.
 func (e *Endpoint) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	if req.Params.Ref == nil { // the go-sdk refuses it first, unless MCPGODEBUG says otherwise
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion: missing ref"}
+	}
 	ref := *req.Params.Ref
 	k, key := &e.prompts, ref.Name
 	if ref.Type == "ref/resource" {
