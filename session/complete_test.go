@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -92,4 +93,21 @@ func TestCompletionOfServerWithoutIt(t *testing.T) {
 	_, err = complete(t, cs, &mcp.CompleteReference{Type: "ref/prompt", Name: "up__p"}, "x")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `session "s", server "up": upstream unavailable`)
+}
+
+// TestCompletionErrorRelayed checks that the upstream's own JSON-RPC error
+// reaches the client unchanged.
+func TestCompletionErrorRelayed(t *testing.T) {
+	up := mcp.NewServer(&mcp.Implementation{Name: "picky", Version: "1"}, &mcp.ServerOptions{
+		CompletionHandler: func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "no such argument here"}
+		},
+	})
+	upCS := connectServer(t, up)
+	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target { return session.Target{Session: upCS} }})
+	ep.PutResourceTemplates("up", []*mcp.ResourceTemplate{{URITemplate: "x://{id}", Name: "x"}})
+	_, err := complete(t, connectClient(t, ep), &mcp.CompleteReference{Type: "ref/resource", URI: "x://{id}"}, "")
+	var werr *jsonrpc.Error
+	require.ErrorAs(t, err, &werr)
+	assert.Equal(t, jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "no such argument here"}, *werr)
 }
