@@ -601,3 +601,31 @@ func TestReloadDoesNotRepeatWarnings(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, warned("shorter than 16 characters"), "alice's is new")
 }
+
+// TestSubscriptionThroughDaemon: a session's client subscribed to a note
+// hears that another session wrote it, through the one upstream process
+// they share.
+func TestSubscriptionThroughDaemon(t *testing.T) {
+	cfg := baseConfig()
+	cfg["sessions"].(map[string]any)["carol"] = map[string]any{"token": "carol-token-0123456789abcdef"}
+	r := start(t, cfg)
+	updated := make(chan string, 4)
+	alice := r.connect("alice", aliceToken, func(o *mcp.ClientOptions) {
+		o.ResourceUpdatedHandler = func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) { updated <- req.Params.URI }
+	})
+	carol := r.connect("carol", "carol-token-0123456789abcdef")
+	require.NoError(t, alice.cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "demo://notes/welcome"}))
+	// The upstream subscribes as the listen request goes out; a write is
+	// heard once it has.
+	require.Eventually(t, func() bool {
+		res, err := carol.call(t, "demo__write_note", map[string]any{"name": "welcome", "text": "hello alice"})
+		require.NoError(t, err)
+		require.False(t, res.IsError, resultText(res))
+		select {
+		case uri := <-updated:
+			return uri == "demo://notes/welcome"
+		case <-time.After(100 * time.Millisecond):
+			return false
+		}
+	}, 10*time.Second, time.Millisecond)
+}

@@ -74,6 +74,9 @@ type Entry struct {
 	// fanMu serialises what reaches views in order: fan-outs, first applies
 	// of new views, the hold at a restart's start, the withdrawal at failure.
 	fanMu sync.Mutex
+	// subMu serialises changes to the upstream subscriptions (subscribe.go),
+	// which it holds across their upstream requests.
+	subMu sync.Mutex
 
 	mu          sync.Mutex
 	state       State
@@ -91,6 +94,9 @@ type Entry struct {
 	restart     *call         // restart in flight
 	crashes     int
 	connectedAt time.Time
+	// subs are the handles subscribed to each resource URI, with what they
+	// receive its updates with (subscribe.go).
+	subs map[string]map[*Handle]UpdateFunc
 }
 
 // A call is an operation others can wait for.
@@ -118,6 +124,7 @@ func (p *Pool) newEntry(id string, spec Spec, identity string) *Entry {
 		state:    StateConnecting,
 		changed:  make(chan struct{}),
 		handles:  make(map[*Handle]struct{}),
+		subs:     make(map[string]map[*Handle]UpdateFunc),
 	}
 }
 
@@ -272,6 +279,9 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 		PromptListChangedHandler:    func(context.Context, *mcp.PromptListChangedRequest) { e.listChanged(gen, kindPrompts) },
 		ResourceListChangedHandler:  func(context.Context, *mcp.ResourceListChangedRequest) { e.listChanged(gen, kindResources) },
 		ProgressNotificationHandler: e.pool.progress,
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			e.resourceUpdated(gen, req.Params)
+		},
 	})
 	cs, err := client.Connect(ctx, t, e.spec.SessionOptions())
 	if err != nil {
@@ -416,6 +426,7 @@ func (e *Entry) finishConnect(gen uint64, cs *mcp.ClientSession, snap *view.Snap
 	e.startRefreshLocked()
 	e.mu.Unlock()
 	go e.watch(gen, cs)
+	go e.resubscribe(gen, cs)
 	e.fanOut(handles, snap)
 	e.fanMu.Unlock()
 	return nil

@@ -117,6 +117,7 @@ func (h *Handle) Release(ctx context.Context) error {
 		return fmt.Errorf("release %s for session %q: %w", h.entry.id, h.view.Session(), ErrReleased)
 	}
 	h.released.Store(true)
+	h.unsubscribeAll(ctx)
 	h.att.Detach()
 	h.entry.mu.Lock()
 	delete(h.entry.handles, h)

@@ -53,9 +53,20 @@
 // registrations) and drops the reference; the last release closes the
 // connection.
 //
+// # Subscriptions
+//
+// [Handle.Subscribe] joins the entry's subscription to a resource URI: the
+// entry sends resources/subscribe for the first handle and
+// resources/unsubscribe after the last one leaves ([Handle.Unsubscribe] or
+// [Handle.Release]), passes each notifications/resources/updated to the
+// handles subscribed, and subscribes its URIs again on the connection a
+// restart makes.
+//
 // # Locks
 //
-// Lock order: Handle.mu, then Pool.mu, then Entry.fanMu, then Entry.mu. A
+// Lock order: Handle.mu, then Pool.mu, then Entry.fanMu, then Entry.mu.
+// Entry.subMu, held across the upstream requests of subscriptions, is
+// taken with Handle.mu or nothing held, and takes only Entry.mu inside. A
 // view's lock is taken with Entry.fanMu or Handle.mu held, never with
 // Pool.mu or Entry.mu held, because views call into policies and registries
 // that may be slow.

@@ -51,6 +51,7 @@ var quiet = slog.New(slog.DiscardHandler)
 type upstream struct {
 	name   string
 	server *mcp.Server
+	demo   *demoserver.Server // for "demo" only
 
 	mu       sync.Mutex
 	sessions []net.Conn // the server ends of the live connections
@@ -63,7 +64,8 @@ type upstream struct {
 func newUpstream(name string, tools ...string) *upstream {
 	u := &upstream{name: name}
 	if name == "demo" {
-		u.server = demoserver.New().MCP()
+		u.demo = demoserver.New()
+		u.server = u.demo.MCP()
 	} else {
 		u.server = mcp.NewServer(&mcp.Implementation{Name: "up-" + name, Version: "1"}, &mcp.ServerOptions{Logger: quiet})
 		u.server.AddPrompt(&mcp.Prompt{Name: "greet"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {

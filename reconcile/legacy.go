@@ -107,6 +107,9 @@ type legacyConn struct {
 	dirty      bool
 	refreshing bool
 	wg         sync.WaitGroup // watch and refresh goroutines
+	// subs holds what receives the upstream's updates of each URI the
+	// session subscribed to (the connection is a pool.Subscriber).
+	subs map[string]pool.UpdateFunc
 }
 
 // NewLegacy returns a Legacy reconciler with no connections. It panics if
@@ -346,17 +349,72 @@ func (l *Legacy) Session(server string) *mcp.ClientSession {
 }
 
 // Upstream returns server's upstream client session, or nil when it is not
-// connected, and the timeout configured for calls forwarded to it (its
-// entry's "timeout"; 0: none). Fetch it for each call: Apply and Restart
-// replace the session.
-func (l *Legacy) Upstream(server string) (*mcp.ClientSession, time.Duration) {
+// connected, the timeout configured for calls forwarded to it (its entry's
+// "timeout"; 0: none), and what holds the session's resource subscriptions
+// to it (nil when it is not connected). Fetch them for each call: Apply and
+// Restart replace the connection.
+func (l *Legacy) Upstream(server string) (*mcp.ClientSession, time.Duration, pool.Subscriber) {
 	c := l.conn(server)
 	if c == nil {
-		return nil, 0
+		return nil, 0, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.cs, c.want.spec.Timeout
+	return c.cs, c.want.spec.Timeout, c
+}
+
+// Subscribe implements pool.Subscriber: the one session of a Legacy is the
+// connection's only subscriber.
+func (c *legacyConn) Subscribe(ctx context.Context, uri string, fn pool.UpdateFunc) error {
+	c.mu.Lock()
+	cs, held := c.cs, c.subs[uri] != nil
+	c.mu.Unlock()
+	switch {
+	case cs == nil:
+		return fmt.Errorf("server %s: subscribe %q: %w", c.server, uri, pool.ErrNotReady)
+	case !pool.OffersSubscriptions(cs):
+		return fmt.Errorf("server %s: subscribe %q: %w", c.server, uri, pool.ErrNoSubscriptions)
+	case !held:
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			return fmt.Errorf("server %s: subscribe %q: %w", c.server, uri, err)
+		}
+	}
+	c.mu.Lock()
+	if c.subs == nil {
+		c.subs = make(map[string]pool.UpdateFunc)
+	}
+	c.subs[uri] = fn
+	c.mu.Unlock()
+	return nil
+}
+
+// Unsubscribe implements pool.Subscriber.
+func (c *legacyConn) Unsubscribe(ctx context.Context, uri string) error {
+	c.mu.Lock()
+	cs, held := c.cs, c.subs[uri] != nil
+	delete(c.subs, uri)
+	c.mu.Unlock()
+	if !held || cs == nil {
+		return nil
+	}
+	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
+		return fmt.Errorf("server %s: unsubscribe %q: %w", c.server, uri, err)
+	}
+	return nil
+}
+
+// resourceUpdated passes an upstream's notifications/resources/updated to
+// the session's subscription of its URI.
+func (c *legacyConn) resourceUpdated(p *mcp.ResourceUpdatedNotificationParams) {
+	if p == nil {
+		return
+	}
+	c.mu.Lock()
+	fn := c.subs[p.URI]
+	c.mu.Unlock()
+	if fn != nil {
+		fn(p)
+	}
 }
 
 // Policy returns the current policy.
@@ -519,6 +577,9 @@ func (l *Legacy) connect(ctx context.Context, server string, w *legacyWant) (*le
 		PromptListChangedHandler:    func(context.Context, *mcp.PromptListChangedRequest) { c.listChanged() },
 		ResourceListChangedHandler:  func(context.Context, *mcp.ResourceListChangedRequest) { c.listChanged() },
 		ProgressNotificationHandler: l.progress,
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			c.resourceUpdated(req.Params)
+		},
 	})
 	cs, err := client.Connect(cctx, t, w.spec.SessionOptions())
 	if err != nil {

@@ -321,3 +321,27 @@ func TestLegacyProtocolVersion(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, "2025-06-18", asked)
 }
+
+// TestLegacySubscriptions: a Legacy connection holds its one session's
+// resource subscriptions to the server.
+func TestLegacySubscriptions(t *testing.T) {
+	up := newUpstream("demo")
+	e := newLegacyEnv(t, up, newUpstream("fs", "read"))
+	e.apply(newCfg().server("demo").server("fs").session("alice").build(t), "alice")
+	cs, _, subs := e.leg.Upstream("demo")
+	require.NotNil(t, subs)
+	const uri = "demo://notes/welcome"
+	got := make(chan string, 4)
+	require.NoError(t, subs.Subscribe(t.Context(), uri, func(p *mcp.ResourceUpdatedNotificationParams) { got <- p.URI }))
+	require.Eventually(t, func() bool { return up.demo.Subscribed()[uri] == 1 }, 5*time.Second, 5*time.Millisecond)
+	_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "write_note", Arguments: map[string]any{"name": "welcome", "text": "x"}})
+	require.NoError(t, err)
+	assert.Equal(t, uri, <-got)
+	require.NoError(t, subs.Unsubscribe(t.Context(), uri))
+	require.Eventually(t, func() bool { return up.demo.Subscribed()[uri] == 0 }, 5*time.Second, 5*time.Millisecond)
+
+	_, _, fs := e.leg.Upstream("fs")
+	require.ErrorIs(t, fs.Subscribe(t.Context(), "file:///fs", func(*mcp.ResourceUpdatedNotificationParams) {}), pool.ErrNoSubscriptions)
+	_, _, none := e.leg.Upstream("nope")
+	assert.Nil(t, none)
+}

@@ -65,9 +65,24 @@
 // session, so a server that announces none gets no request and the client
 // an empty list of values.
 //
+// # Subscriptions
+//
+// A client may subscribe to the URI of a resource the session sees, or one
+// a resource template of it matches. The Endpoint holds one subscription
+// per URI for all its clients, through the server's [pool.Subscriber]
+// ([Target.Subscriptions]), and the pool one per URI and connection for all
+// its sessions, so an upstream hears of each URI once. Its
+// notifications/resources/updated go to the clients subscribed. The
+// Endpoint lets the upstream subscription go when its last client
+// unsubscribes or leaves (a client of a protocol before 2026-07-28 that
+// leaves without unsubscribing is noticed at the next update or registry
+// change), and moves it when a reload hides the URI (then it is let go) or
+// routes it through another connection; the pool subscribes again after an
+// upstream restart.
+//
 // Not forwarded, in either direction, and not announced: sampling,
-// elicitation, roots, logging and resource subscriptions. Each concerns
-// one client, and the upstream connection serves many.
+// elicitation, roots and logging. Each concerns one client, and the
+// upstream connection serves many.
 //
 // # Enforcement
 //

@@ -9,12 +9,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/wasmhost/wasmhost/internal/inflight"
+	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
 )
 
@@ -43,6 +45,9 @@ type Target struct {
 	// Timeout bounds the forwarded call; 0 means only the client's own
 	// cancellation bounds it.
 	Timeout time.Duration
+	// Subscriptions holds the session's resource subscriptions to the
+	// server; nil means subscriptions to it are refused.
+	Subscriptions pool.Subscriber
 }
 
 // Options configure an Endpoint.
@@ -99,6 +104,14 @@ type Endpoint struct {
 	abort    context.Context // ended when Drain cuts the calls under way short
 	cutShort context.CancelFunc
 
+	subscribed  atomic.Int32 // len(subs), read without subMu
+	syncPending atomic.Bool  // a syncSubscriptions is on its way
+
+	// subMu serialises the resource subscriptions (subscribe.go); it is
+	// held across upstream requests, and never with mu held.
+	subMu sync.Mutex
+	subs  map[string]*subscription // resource URI -> the clients subscribed
+
 	mu                                   sync.Mutex
 	tools, prompts, resources, templates kind
 	changes                              uint64 // registrations added, replaced or removed
@@ -128,6 +141,7 @@ func New(opts Options) *Endpoint {
 		upstream: opts.Upstream,
 		relay:    opts.Progress,
 		log:      log.With("session", opts.Name),
+		subs:     make(map[string]*subscription),
 	}
 	e.srv = mcp.NewServer(impl, &mcp.ServerOptions{
 		// The go-sdk logs every client connect at info level; keep its
@@ -138,7 +152,7 @@ func New(opts Options) *Endpoint {
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:     &mcp.ToolCapabilities{ListChanged: true},
 			Prompts:   &mcp.PromptCapabilities{ListChanged: true},
-			Resources: &mcp.ResourceCapabilities{ListChanged: true},
+			Resources: &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
 		},
 		// What a session lists, and may read, is its own policy's doing: a
 		// shared cache must not hand one session's answer to another.
@@ -148,6 +162,10 @@ func New(opts Options) *Endpoint {
 		// Announces completions: references are routed like prompts/get
 		// and resources/read (complete.go).
 		CompletionHandler: e.complete,
+		// One upstream subscription per URI for all the session's clients
+		// (subscribe.go).
+		SubscribeHandler:   e.subscribe,
+		UnsubscribeHandler: e.unsubscribe,
 	})
 	e.tools = newKind("tool", e.srv.RemoveTools)
 	e.prompts = newKind("prompt", e.srv.RemovePrompts)
@@ -350,6 +368,7 @@ func (e *Endpoint) DeletePrompts(server string, names []string) {
 
 // PutResources implements view.Registry: resources keep their URIs.
 func (e *Endpoint) PutResources(server string, resources []*mcp.Resource) {
+	defer e.resync() // after the lock: see syncSubscriptions
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, r := range resources {
@@ -372,6 +391,7 @@ func (e *Endpoint) putResource(server string, r *mcp.Resource) {
 
 // DeleteResources implements view.Registry.
 func (e *Endpoint) DeleteResources(server string, uris []string) {
+	defer e.resync() // after the lock: see syncSubscriptions
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.unregister(&e.resources, server, uris)
@@ -381,6 +401,7 @@ func (e *Endpoint) DeleteResources(server string, uris []string) {
 // their URI templates, and a read of a URI that no resource has and a
 // template matches goes to the template's server.
 func (e *Endpoint) PutResourceTemplates(server string, templates []*mcp.ResourceTemplate) {
+	defer e.resync() // after the lock: see syncSubscriptions
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, t := range templates {
@@ -407,6 +428,7 @@ func (e *Endpoint) putTemplate(server string, t *mcp.ResourceTemplate) {
 
 // DeleteResourceTemplates implements view.TemplateRegistry.
 func (e *Endpoint) DeleteResourceTemplates(server string, uriTemplates []string) {
+	defer e.resync() // after the lock: see syncSubscriptions
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.unregister(&e.templates, server, uriTemplates)

@@ -297,13 +297,18 @@ func connectClient(t *testing.T, ep *session.Endpoint) *mcp.ClientSession {
 	return connectServer(t, ep.Server())
 }
 
-// connectServer connects a go-sdk client to srv over in-memory transports.
-func connectServer(t *testing.T, srv *mcp.Server) *mcp.ClientSession {
+// connectServer connects a go-sdk client to srv over in-memory transports,
+// with opts (nil: the go-sdk's newest protocol).
+func connectServer(t *testing.T, srv *mcp.Server, opts ...*mcp.ClientSessionOptions) *mcp.ClientSession {
 	t.Helper()
 	ct, st := mcp.NewInMemoryTransports()
 	ss, err := srv.Connect(t.Context(), st, nil)
 	require.NoError(t, err)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{Logger: quiet}).Connect(t.Context(), ct, nil)
+	var o *mcp.ClientSessionOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{Logger: quiet}).Connect(t.Context(), ct, o)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = cs.Close()

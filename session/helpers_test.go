@@ -31,6 +31,7 @@ var quiet = slog.New(slog.DiscardHandler)
 // An upstream is a go-sdk MCP server reached over in-memory transports,
 // one server session per dial.
 type upstream struct {
+	demo   *demoserver.Server
 	server *mcp.Server
 
 	mu        sync.Mutex
@@ -51,7 +52,8 @@ type textIn struct {
 // result).
 func newUpstream() *upstream {
 	u := &upstream{release: make(chan struct{}), started: make(chan struct{}, 16), cancelled: make(chan struct{}, 16)}
-	u.server = demoserver.New().MCP()
+	u.demo = demoserver.New()
+	u.server = u.demo.MCP()
 	mcp.AddTool(u.server, &mcp.Tool{Name: "progress"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		tok := req.Params.GetProgressToken()
 		for i := 1; i <= 3; i++ {
@@ -224,6 +226,7 @@ type client struct {
 	handle  *pool.Handle
 	cs      *mcp.ClientSession
 	changed chan struct{} // one value per tools/list_changed
+	updated chan string   // the URI of each notifications/resources/updated
 	mu      sync.Mutex
 	prog    []*mcp.ProgressNotificationParams
 }
@@ -232,7 +235,7 @@ type client struct {
 func (f *fixture) connect(name, settings string) *client {
 	t := f.t
 	t.Helper()
-	c := &client{changed: make(chan struct{}, 100)}
+	c := &client{changed: make(chan struct{}, 100), updated: make(chan string, 100)}
 	c.ep = session.New(session.Options{
 		Name:     name,
 		Progress: f.relay,
@@ -241,7 +244,7 @@ func (f *fixture) connect(name, settings string) *client {
 			if server != "demo" || c.handle == nil {
 				return session.Target{}
 			}
-			return session.Target{Session: c.handle.Session(), Timeout: 10 * time.Second}
+			return session.Target{Session: c.handle.Session(), Timeout: 10 * time.Second, Subscriptions: c.handle}
 		},
 	})
 	c.view = view.New(view.Config{Session: name, Server: "demo", Registry: c.ep, Counters: f.counters, Policy: metakey.Reference{}, Settings: json.RawMessage(settings), Logger: quiet})
@@ -255,6 +258,7 @@ func (f *fixture) connect(name, settings string) *client {
 	cl := mcp.NewClient(&mcp.Implementation{Name: "test-" + name, Version: "1"}, &mcp.ClientOptions{
 		Logger:                 quiet,
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { c.changed <- struct{}{} },
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) { c.updated <- req.Params.URI },
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			c.mu.Lock()
 			c.prog = append(c.prog, req.Params)

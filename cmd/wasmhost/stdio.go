@@ -107,8 +107,8 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 		Implementation: &mcp.Implementation{Name: "wasmhost", Title: "wasmhost session " + *sessionName, Version: daemon.Version},
 		Logger:         log.With("component", "session"),
 		Upstream: func(server string) session.Target {
-			cs, timeout := leg.Upstream(server)
-			return session.Target{Session: cs, Timeout: timeout}
+			cs, timeout, subs := leg.Upstream(server)
+			return session.Target{Session: cs, Timeout: timeout, Subscriptions: subs}
 		},
 	})
 	leg = reconcile.NewLegacy(reconcile.LegacyOptions{

@@ -4,8 +4,9 @@
 //
 // It offers tools with real input schemas and annotations (some read-only,
 // some not), two prompts, two resources and a resource template, completion
-// of note names, and a tool that adds a tool at run time so that
-// list_changed notifications can be seen end to end.
+// of note names, subscriptions to notes (write_note notifies them), and a
+// tool that adds a tool at run time so that list_changed notifications can
+// be seen end to end.
 package demoserver
 
 import (
@@ -28,9 +29,10 @@ const Version = "1.0.0"
 type Server struct {
 	srv *mcp.Server
 
-	mu    sync.Mutex
-	notes map[string]string // guarded by mu
-	extra int               // number of tools added by add_tool; guarded by mu
+	mu         sync.Mutex
+	notes      map[string]string // guarded by mu
+	extra      int               // number of tools added by add_tool; guarded by mu
+	subscribed map[string]int    // resource URI -> subscriptions; guarded by mu
 }
 
 type echoIn struct {
@@ -54,8 +56,12 @@ type noteOut struct {
 
 // New returns a demo server with its tools, prompts and resources registered.
 func New() *Server {
-	s := &Server{notes: map[string]string{"welcome": "Hello from the wasmhost demo server."}}
-	s.srv = mcp.NewServer(&mcp.Implementation{Name: "wasmhost-demo", Version: Version}, &mcp.ServerOptions{CompletionHandler: s.complete})
+	s := &Server{notes: map[string]string{"welcome": "Hello from the wasmhost demo server."}, subscribed: map[string]int{}}
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: "wasmhost-demo", Version: Version}, &mcp.ServerOptions{
+		CompletionHandler:  s.complete,
+		SubscribeHandler:   s.subscribe,
+		UnsubscribeHandler: s.unsubscribe,
+	})
 
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true}
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "echo", Description: "Echo the given text.", Annotations: readOnly}, s.echo)
@@ -110,14 +116,44 @@ func (s *Server) readNote(_ context.Context, _ *mcp.CallToolRequest, in noteIn) 
 	return nil, noteOut{Name: in.Name, Text: t}, nil
 }
 
-func (s *Server) writeNote(_ context.Context, _ *mcp.CallToolRequest, in noteIn) (*mcp.CallToolResult, noteOut, error) {
+func (s *Server) writeNote(ctx context.Context, _ *mcp.CallToolRequest, in noteIn) (*mcp.CallToolResult, noteOut, error) {
 	if in.Name == "" {
 		return nil, noteOut{}, fmt.Errorf("name is empty")
 	}
 	s.mu.Lock()
 	s.notes[in.Name] = in.Text
 	s.mu.Unlock()
+	// Clients subscribed to the note's URI hear that it changed.
+	if err := s.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "demo://notes/" + in.Name}); err != nil {
+		return nil, noteOut{}, err
+	}
 	return nil, noteOut(in), nil
+}
+
+// subscribe and unsubscribe count each URI's subscriptions (Subscribed);
+// the go-sdk keeps the subscribers and notifies them.
+func (s *Server) subscribe(_ context.Context, req *mcp.SubscribeRequest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.subscribed[req.Params.URI]++
+	return nil
+}
+
+func (s *Server) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.subscribed[req.Params.URI]--; s.subscribed[req.Params.URI] <= 0 {
+		delete(s.subscribed, req.Params.URI)
+	}
+	return nil
+}
+
+// Subscribed returns how many subscriptions each resource URI has, as
+// counted by resources/subscribe and resources/unsubscribe.
+func (s *Server) Subscribed() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.subscribed)
 }
 
 func (s *Server) addTool(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {

@@ -1,0 +1,206 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ErrNoSubscriptions is returned by Handle.Subscribe when the upstream does
+// not announce resource subscriptions (capabilities.resources.subscribe).
+var ErrNoSubscriptions = errors.New("upstream offers no resource subscriptions")
+
+// ErrNotReady is returned by Handle.Subscribe while the entry has no
+// connection: connecting, restarting, or terminal.
+var ErrNotReady = errors.New("upstream not ready")
+
+// A Subscriber holds one session's resource subscriptions to a server on
+// an upstream connection; a *Handle is one, and so is the connection of a
+// reconcile.Legacy.
+type Subscriber interface {
+	// Subscribe asks for the upstream's updates of uri, passed to fn until
+	// Unsubscribe. It returns an error wrapping ErrNoSubscriptions when the
+	// upstream offers none, and one wrapping ErrNotReady when there is no
+	// connection.
+	Subscribe(ctx context.Context, uri string, fn UpdateFunc) error
+	// Unsubscribe ends the subscription to uri.
+	Unsubscribe(ctx context.Context, uri string) error
+}
+
+var _ Subscriber = (*Handle)(nil)
+
+// An UpdateFunc receives an upstream's notifications/resources/updated for
+// a URI its handle subscribed to. It runs on the go-sdk's notification
+// goroutine and must not block.
+type UpdateFunc func(*mcp.ResourceUpdatedNotificationParams)
+
+// Subscribe asks for the upstream's notifications/resources/updated about
+// uri, which fn then receives until Unsubscribe or Release. The entry
+// holds one upstream subscription per URI for all its handles: the first
+// handle's Subscribe sends resources/subscribe, later ones only join, and
+// the last Unsubscribe sends resources/unsubscribe. After a restart the
+// entry subscribes its URIs again on the new connection. Subscribing again
+// replaces fn. It returns ErrReleased on a released handle, ErrNotReady
+// when the entry has no connection, ErrNoSubscriptions when the upstream
+// does not offer subscriptions, or the upstream's error.
+func (h *Handle) Subscribe(ctx context.Context, uri string, fn UpdateFunc) error {
+	e := h.entry
+	e.subMu.Lock()
+	defer e.subMu.Unlock()
+	if h.released.Load() {
+		return fmt.Errorf("subscribe %s for session %q: %w", e.id, h.view.Session(), ErrReleased)
+	}
+	e.mu.Lock()
+	cs, held := e.session, e.subs[uri][h] != nil
+	first := len(e.subs[uri]) == 0
+	e.mu.Unlock()
+	if !held {
+		if cs == nil {
+			return fmt.Errorf("server %s: subscribe %q: %w", e.spec.Name, uri, ErrNotReady)
+		}
+		if !OffersSubscriptions(cs) {
+			return fmt.Errorf("server %s: subscribe %q: %w", e.spec.Name, uri, ErrNoSubscriptions)
+		}
+		// From protocol 2026-07-28 on, the go-sdk's Subscribe opens a
+		// subscriptions/listen request and returns at once: an upstream's
+		// refusal then ends that request, and nobody hears of it.
+		if first {
+			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+				return fmt.Errorf("server %s: subscribe %q: %w", e.spec.Name, uri, err)
+			}
+		}
+	}
+	e.mu.Lock()
+	if e.subs[uri] == nil {
+		e.subs[uri] = make(map[*Handle]UpdateFunc)
+	}
+	e.subs[uri][h] = fn
+	e.mu.Unlock()
+	return nil
+}
+
+// Unsubscribe ends the handle's subscription to uri; the entry's last one
+// for uri unsubscribes upstream. Unsubscribing a URI the handle did not
+// subscribe to does nothing. The error is the upstream's.
+func (h *Handle) Unsubscribe(ctx context.Context, uri string) error {
+	e := h.entry
+	e.subMu.Lock()
+	defer e.subMu.Unlock()
+	return e.leave(ctx, h, uri)
+}
+
+// releaseUnsubscribeGrace bounds the upstream unsubscribes of a Release,
+// so that a hung upstream cannot hold a reload up.
+const releaseUnsubscribeGrace = 2 * time.Second
+
+// unsubscribeAll ends every subscription of h (at Release).
+func (h *Handle) unsubscribeAll(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, releaseUnsubscribeGrace)
+	defer cancel()
+	e := h.entry
+	e.subMu.Lock()
+	defer e.subMu.Unlock()
+	e.mu.Lock()
+	var uris []string
+	for uri, hs := range e.subs {
+		if hs[h] != nil {
+			uris = append(uris, uri)
+		}
+	}
+	e.mu.Unlock()
+	for _, uri := range uris {
+		if err := e.leave(ctx, h, uri); err != nil {
+			e.log.Debug("unsubscribing upstream", "uri", uri, "err", err)
+		}
+	}
+}
+
+// leave removes h from uri's subscribers and unsubscribes upstream when it
+// was the last. e.subMu is held.
+func (e *Entry) leave(ctx context.Context, h *Handle, uri string) error {
+	e.mu.Lock()
+	hs := e.subs[uri]
+	if hs[h] == nil {
+		e.mu.Unlock()
+		return nil
+	}
+	delete(hs, h)
+	last := len(hs) == 0
+	if last {
+		delete(e.subs, uri)
+	}
+	cs := e.session
+	e.mu.Unlock()
+	if !last || cs == nil || !OffersSubscriptions(cs) {
+		return nil
+	}
+	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
+		return fmt.Errorf("server %s: unsubscribe %q: %w", e.spec.Name, uri, err)
+	}
+	return nil
+}
+
+// Subscriptions returns the URIs the entry is subscribed to upstream,
+// sorted.
+func (e *Entry) Subscriptions() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Sorted(maps.Keys(e.subs))
+}
+
+// OffersSubscriptions reports whether the upstream of cs announces resource
+// subscriptions.
+func OffersSubscriptions(cs *mcp.ClientSession) bool {
+	r := cs.InitializeResult()
+	return r != nil && r.Capabilities != nil && r.Capabilities.Resources != nil && r.Capabilities.Resources.Subscribe
+}
+
+// resubscribe subscribes cs, the new connection of generation gen, to every
+// URI the entry's handles are subscribed to.
+func (e *Entry) resubscribe(gen uint64, cs *mcp.ClientSession) {
+	e.subMu.Lock()
+	defer e.subMu.Unlock()
+	e.mu.Lock()
+	if e.conn != gen || len(e.subs) == 0 {
+		e.mu.Unlock()
+		return
+	}
+	uris := slices.Sorted(maps.Keys(e.subs))
+	e.mu.Unlock()
+	if !OffersSubscriptions(cs) {
+		e.log.Warn("upstream no longer offers resource subscriptions; its subscribers get no updates", "uris", uris)
+		return
+	}
+	for _, uri := range uris {
+		ctx, cancel := context.WithTimeout(e.stop, e.timeout)
+		err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
+		cancel()
+		if err != nil {
+			e.log.Warn("subscribing again after a restart", "uri", uri, "err", err)
+		}
+	}
+}
+
+// resourceUpdated passes an upstream's notifications/resources/updated, from
+// connection generation gen, to the handles subscribed to its URI.
+func (e *Entry) resourceUpdated(gen uint64, p *mcp.ResourceUpdatedNotificationParams) {
+	if p == nil {
+		return
+	}
+	e.mu.Lock()
+	var fns []UpdateFunc
+	if e.conn == gen {
+		for _, fn := range e.subs[p.URI] {
+			fns = append(fns, fn)
+		}
+	}
+	e.mu.Unlock()
+	for _, fn := range fns {
+		fn(p)
+	}
+}

@@ -1,0 +1,101 @@
+package pool_test
+
+import (
+	"context"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/view/viewtest"
+)
+
+// A subscriptionCount is what an upstream's subscribe and unsubscribe
+// handlers counted, per URI.
+type subscriptionCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *subscriptionCount) add(uri string, d int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[uri] += d
+}
+
+func (c *subscriptionCount) get() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.n)
+}
+
+// newSubscribableUpstream is an upstream offering resource subscriptions.
+func newSubscribableUpstream(name string, count *subscriptionCount) *upstream {
+	u := &upstream{name: name, tools: make(map[string]bool)}
+	u.server = mcp.NewServer(&mcp.Implementation{Name: "up-" + name, Version: "1"}, &mcp.ServerOptions{
+		Logger: quiet,
+		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
+			count.add(req.Params.URI, 1)
+			return nil
+		},
+		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error {
+			count.add(req.Params.URI, -1)
+			return nil
+		},
+	})
+	u.server.AddResource(&mcp.Resource{URI: "file:///readme", Name: "readme"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{}, nil
+	})
+	return u
+}
+
+func TestSubscriptionsSharedPerEntry(t *testing.T) {
+	count := &subscriptionCount{n: map[string]int{}}
+	e := newEnv(t, pool.Options{}, newSubscribableUpstream("docs", count), newUpstream(t, "plain", "read"))
+	spec := pool.Spec{Name: "docs", Command: "docs", Pooled: true}
+	const uri = "file:///readme"
+	upstreamHas := func(n int) {
+		t.Helper()
+		require.Eventually(t, func() bool { return count.get()[uri] == n }, 5*time.Second, 5*time.Millisecond, "want %d, have %v", n, count.get())
+	}
+	got1, got2 := make(chan string, 4), make(chan string, 4)
+	h1 := e.acquire(spec, "s1", `{}`, viewtest.NewRegistry())
+	h2 := e.acquire(spec, "s2", `{}`, viewtest.NewRegistry())
+	require.Same(t, h1.Entry(), h2.Entry())
+	require.NoError(t, h1.Subscribe(t.Context(), uri, func(p *mcp.ResourceUpdatedNotificationParams) { got1 <- p.URI }))
+	require.NoError(t, h2.Subscribe(t.Context(), uri, func(p *mcp.ResourceUpdatedNotificationParams) { got2 <- p.URI }))
+	upstreamHas(1)
+	assert.Equal(t, []string{uri}, h1.Entry().Subscriptions())
+
+	require.NoError(t, e.upstreams["docs"].server.ResourceUpdated(t.Context(), &mcp.ResourceUpdatedNotificationParams{URI: uri}))
+	assert.Equal(t, uri, <-got1)
+	assert.Equal(t, uri, <-got2)
+
+	// The entry's subscription lasts while a handle holds it: a release
+	// lets the handle's go, the last one lets the upstream's go.
+	require.NoError(t, h1.Release(t.Context()))
+	upstreamHas(1)
+	require.NoError(t, h2.Unsubscribe(t.Context(), uri))
+	upstreamHas(0)
+	assert.Empty(t, h2.Entry().Subscriptions())
+	require.NoError(t, h2.Unsubscribe(t.Context(), uri), "unsubscribing again does nothing")
+	require.NoError(t, h2.Subscribe(t.Context(), uri, func(*mcp.ResourceUpdatedNotificationParams) {}))
+	upstreamHas(1)
+	require.NoError(t, h2.Release(t.Context()))
+	upstreamHas(0)
+
+	require.ErrorIs(t, h1.Subscribe(t.Context(), uri, func(*mcp.ResourceUpdatedNotificationParams) {}), pool.ErrReleased)
+	h3 := e.acquire(spec, "s3", `{}`, viewtest.NewRegistry())
+	e.upstreams["docs"].kill() // no crash restarts configured: the entry fails
+	require.Eventually(t, func() bool { return h3.Session() == nil }, 5*time.Second, 5*time.Millisecond)
+	require.ErrorIs(t, h3.Subscribe(t.Context(), uri, func(*mcp.ResourceUpdatedNotificationParams) {}), pool.ErrNotReady)
+	hp := e.acquire(pool.Spec{Name: "plain", Command: "plain", Pooled: true}, "s1", `{}`, viewtest.NewRegistry())
+	err := hp.Subscribe(t.Context(), "file:///readme", func(*mcp.ResourceUpdatedNotificationParams) {})
+	require.ErrorIs(t, err, pool.ErrNoSubscriptions)
+	assert.Contains(t, err.Error(), `server plain: subscribe "file:///readme"`)
+}

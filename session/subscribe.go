@@ -1,0 +1,201 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/wasmhost/wasmhost/pool"
+)
+
+// A subscription is the endpoint's hold on one resource URI for the
+// clients subscribed to it.
+type subscription struct {
+	clients map[*mcp.ServerSession]struct{}
+	server  string          // the server the URI routed to when up subscribed
+	up      pool.Subscriber // what holds it upstream; nil while nothing does
+}
+
+// syncTimeout bounds each upstream request a background sync makes.
+const syncTimeout = 10 * time.Second
+
+// subscribe serves resources/subscribe: a URI the session sees (a resource,
+// or one a resource template matches) is subscribed to upstream through its
+// server's Subscriber, once for all the endpoint's clients.
+func (e *Endpoint) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	uri := req.Params.URI
+	e.subMu.Lock()
+	defer e.subMu.Unlock()
+	s := e.subs[uri]
+	if s == nil || s.up == nil {
+		server, ok := e.resolve(uri)
+		if !ok {
+			return mcp.ResourceNotFoundError(uri)
+		}
+		up, err := e.hold(ctx, server, uri)
+		if err != nil {
+			return err
+		}
+		if s == nil {
+			s = &subscription{clients: make(map[*mcp.ServerSession]struct{})}
+			e.subs[uri] = s
+			e.subscribed.Add(1)
+		}
+		s.server, s.up = server, up
+	}
+	s.clients[req.Session] = struct{}{}
+	return nil
+}
+
+// unsubscribe serves resources/unsubscribe; the endpoint's last client of
+// a URI lets its upstream subscription go.
+func (e *Endpoint) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	// From protocol 2026-07-28 on, the go-sdk calls this when the client
+	// cancels its subscriptions/listen request, under that request's
+	// context, already cancelled.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), syncTimeout)
+	defer cancel()
+	uri := req.Params.URI
+	e.subMu.Lock()
+	defer e.subMu.Unlock()
+	if s := e.subs[uri]; s != nil {
+		delete(s.clients, req.Session)
+		if len(s.clients) == 0 {
+			e.drop(ctx, uri, s)
+		}
+	}
+	return nil
+}
+
+// drop forgets the subscription to uri and lets its upstream one go.
+// e.subMu is held.
+func (e *Endpoint) drop(ctx context.Context, uri string, s *subscription) {
+	delete(e.subs, uri)
+	e.subscribed.Add(-1)
+	e.release(ctx, uri, s)
+}
+
+// release lets the upstream subscription of s go. e.subMu is held.
+func (e *Endpoint) release(ctx context.Context, uri string, s *subscription) {
+	if s.up == nil {
+		return
+	}
+	if err := s.up.Unsubscribe(ctx, uri); err != nil {
+		e.log.Debug("unsubscribing upstream", "server", s.server, "uri", uri, "err", err)
+	}
+	s.up = nil
+}
+
+// hold subscribes to uri through server's Subscriber.
+func (e *Endpoint) hold(ctx context.Context, server, uri string) (pool.Subscriber, error) {
+	t := e.upstream(server)
+	if t.Session == nil {
+		return nil, fmt.Errorf("session %q, server %q: %w (connecting or restarting; try again)", e.name, server, ErrUnavailable)
+	}
+	if t.Subscriptions == nil {
+		return nil, notOffered(e.name, server)
+	}
+	err := t.Subscriptions.Subscribe(ctx, uri, e.updated)
+	switch {
+	case err == nil:
+		return t.Subscriptions, nil
+	case errors.Is(err, pool.ErrNoSubscriptions):
+		return nil, notOffered(e.name, server)
+	}
+	if werr := upstreamError(err); werr != nil {
+		return nil, werr
+	}
+	return nil, fmt.Errorf("session %q, server %q: subscribe %q: %w: %v", e.name, server, uri, ErrUnavailable, err)
+}
+
+// notOffered is the error of a subscription to a server that offers none.
+func notOffered(session, server string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("session %q, server %q: the server offers no resource subscriptions", session, server)}
+}
+
+// resolve returns the server a resource URI routes to in this session: the
+// server of the resource with that URI, or of a resource template that
+// matches it.
+func (e *Endpoint) resolve(uri string) (string, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if r, ok := e.resources.routes[uri]; ok {
+		return r.server, true
+	}
+	for tmpl, r := range e.templates.routes {
+		if t, err := uritemplate.New(tmpl); err == nil && t.Regexp().MatchString(uri) {
+			return r.server, true
+		}
+	}
+	return "", false
+}
+
+// updated passes an upstream's notifications/resources/updated to the
+// endpoint's clients subscribed to its URI, and has the subscriptions
+// checked for clients that left without unsubscribing.
+func (e *Endpoint) updated(p *mcp.ResourceUpdatedNotificationParams) {
+	if err := e.srv.ResourceUpdated(context.Background(), p); err != nil {
+		e.log.Debug("relaying resource update", "uri", p.URI, "err", err)
+	}
+	e.resync()
+}
+
+// resync has syncSubscriptions run soon, on a goroutine of its own, when the
+// endpoint holds any subscription; calls made while one is pending share it.
+func (e *Endpoint) resync() {
+	if e.subscribed.Load() == 0 || !e.syncPending.CompareAndSwap(false, true) {
+		return
+	}
+	go e.syncSubscriptions()
+}
+
+// syncSubscriptions brings the endpoint's upstream subscriptions in line
+// with its clients and its routes: a URI whose clients have all gone (the
+// go-sdk drops a client's subscriptions, without a call, when it leaves)
+// is let go; one that no longer routes where its upstream subscription is
+// held (hidden by a reload, or its server now reached through another
+// connection) is let go there and, when the session still sees it,
+// subscribed to again where it routes now.
+func (e *Endpoint) syncSubscriptions() {
+	e.subMu.Lock()
+	defer e.subMu.Unlock()
+	e.syncPending.Store(false)
+	live := make(map[*mcp.ServerSession]bool)
+	for ss := range e.srv.Sessions() {
+		live[ss] = true
+	}
+	for uri, s := range e.subs {
+		for ss := range s.clients {
+			if !live[ss] {
+				delete(s.clients, ss)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), syncTimeout)
+		if len(s.clients) == 0 {
+			e.drop(ctx, uri, s)
+			cancel()
+			continue
+		}
+		server, ok := e.resolve(uri)
+		var want pool.Subscriber
+		if ok {
+			want = e.upstream(server).Subscriptions
+		}
+		if s.up != nil && (s.up != want || s.server != server) {
+			e.release(ctx, uri, s)
+		}
+		if s.up == nil && want != nil {
+			if err := want.Subscribe(ctx, uri, e.updated); err == nil {
+				s.server, s.up = server, want
+			} else {
+				e.log.Warn("subscribing again", "server", server, "uri", uri, "err", err)
+			}
+		}
+		cancel()
+	}
+}

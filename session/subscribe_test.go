@@ -1,0 +1,238 @@
+package session_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/session"
+)
+
+// legacy has a client speak protocol 2025-11-25, where a subscription is a
+// request answered before it returns.
+var legacy = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
+// waitUpdated waits for a notifications/resources/updated and returns its
+// URI.
+func (c *client) waitUpdated(t *testing.T) string {
+	t.Helper()
+	select {
+	case uri := <-c.updated:
+		return uri
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notifications/resources/updated within 5s")
+		return ""
+	}
+}
+
+func (c *client) subscribe(t *testing.T, uri string) {
+	t.Helper()
+	require.NoError(t, c.cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: uri}))
+}
+
+// upstreamSubscribed waits until the upstream counts n subscriptions to uri.
+func (f *fixture) upstreamSubscribed(t *testing.T, uri string, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return f.up.demo.Subscribed()[uri] == n }, 5*time.Second, 5*time.Millisecond,
+		"upstream subscriptions to %s: want %d, have %v", uri, n, f.up.demo.Subscribed())
+}
+
+func TestSubscriptionsShareOneUpstream(t *testing.T) {
+	for name, newF := range transportFixtures {
+		t.Run(name, func(t *testing.T) {
+			f := newF(t)
+			alice := f.connect("alice", `{}`)
+			bob := f.connect("bob", `{}`)
+			require.True(t, alice.cs.InitializeResult().Capabilities.Resources.Subscribe, "subscriptions announced")
+
+			const welcome, weather = "demo://notes/welcome", "demo://notes/weather"
+			alice.subscribe(t, welcome)
+			bob.subscribe(t, welcome)
+			alice.subscribe(t, weather) // no such resource: the note template matches it
+			f.upstreamSubscribed(t, welcome, 1)
+			f.upstreamSubscribed(t, weather, 1)
+
+			// One upstream notification reaches every session subscribed.
+			_, err := bob.call(t, "demo__write_note", map[string]any{"name": "welcome", "text": "hi"})
+			require.NoError(t, err)
+			assert.Equal(t, welcome, alice.waitUpdated(t))
+			assert.Equal(t, welcome, bob.waitUpdated(t))
+
+			// The upstream subscription lasts while a session holds it.
+			require.NoError(t, alice.cs.Unsubscribe(t.Context(), &mcp.UnsubscribeParams{URI: welcome}))
+			_, err = bob.call(t, "demo__write_note", map[string]any{"name": "welcome", "text": "again"})
+			require.NoError(t, err)
+			assert.Equal(t, welcome, bob.waitUpdated(t))
+			f.upstreamSubscribed(t, welcome, 1)
+			require.NoError(t, bob.cs.Unsubscribe(t.Context(), &mcp.UnsubscribeParams{URI: welcome}))
+			f.upstreamSubscribed(t, welcome, 0)
+
+			// Nobody hears of welcome any more; alice still hears of weather,
+			// and notifications keep the upstream's order.
+			_, err = bob.call(t, "demo__write_note", map[string]any{"name": "welcome", "text": "unheard"})
+			require.NoError(t, err)
+			_, err = bob.call(t, "demo__write_note", map[string]any{"name": "weather", "text": "rain"})
+			require.NoError(t, err)
+			assert.Equal(t, weather, alice.waitUpdated(t))
+			assert.Empty(t, bob.updated)
+		})
+	}
+}
+
+func TestSubscriptionRefusals(t *testing.T) {
+	f := newFixture(t)
+	c := f.connect("alice", `{}`)
+	err := connectServer(t, c.ep.Server(), legacy).Subscribe(t.Context(), &mcp.SubscribeParams{URI: "other://nothing"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not found")
+
+	// A server reached without subscriptions (Target.Subscriptions nil).
+	// (A client of protocol 2026-07-28 on subscribes with a request the
+	// go-sdk does not wait for, so it hears of no refusal.)
+	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target {
+		return session.Target{Session: c.handle.Session()}
+	}})
+	ep.PutResources("up", []*mcp.Resource{{URI: "x://a", Name: "a"}})
+	err = connectServer(t, ep.Server(), legacy).Subscribe(t.Context(), &mcp.SubscribeParams{URI: "x://a"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `session "s", server "up": the server offers no resource subscriptions`)
+}
+
+func TestSubscriptionSurvivesRestart(t *testing.T) {
+	f := newFixture(t)
+	c := f.connect("alice", `{}`)
+	c.subscribe(t, "demo://notes/welcome")
+	f.upstreamSubscribed(t, "demo://notes/welcome", 1)
+	before := c.handle.Session()
+	require.NoError(t, c.handle.Entry().Restart(t.Context()))
+	require.NotSame(t, before, c.handle.Session())
+	require.Eventually(t, func() bool {
+		if _, err := c.call(t, "demo__write_note", map[string]any{"name": "welcome", "text": "after"}); err != nil {
+			return false
+		}
+		select {
+		case uri := <-c.updated:
+			return uri == "demo://notes/welcome"
+		case <-time.After(50 * time.Millisecond):
+			return false
+		}
+	}, 5*time.Second, time.Millisecond, "the entry subscribes again on its new connection")
+	assert.Equal(t, []string{"demo://notes/welcome"}, c.handle.Entry().Subscriptions())
+}
+
+// A fakeSubscriber records what an endpoint asks of it.
+type fakeSubscriber struct {
+	mu    sync.Mutex
+	calls []string
+	fns   map[string]pool.UpdateFunc
+}
+
+func (s *fakeSubscriber) Subscribe(_ context.Context, uri string, fn pool.UpdateFunc) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, "+"+uri)
+	if s.fns == nil {
+		s.fns = make(map[string]pool.UpdateFunc)
+	}
+	s.fns[uri] = fn
+	return nil
+}
+
+func (s *fakeSubscriber) Unsubscribe(_ context.Context, uri string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, "-"+uri)
+	delete(s.fns, uri)
+	return nil
+}
+
+func (s *fakeSubscriber) seen() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+func (s *fakeSubscriber) update(uri string) {
+	s.mu.Lock()
+	fn := s.fns[uri]
+	s.mu.Unlock()
+	fn(&mcp.ResourceUpdatedNotificationParams{URI: uri})
+}
+
+// TestSubscriptionsFollowRoutesAndClients drives one endpoint's
+// subscriptions through its registry and its clients: what the upstream
+// holds follows what the session sees, where it routes, and who is still
+// there.
+func TestSubscriptionsFollowRoutesAndClients(t *testing.T) {
+	f := newFixture(t)
+	upCS := f.connect("x", `{}`).handle.Session() // any live upstream session
+	first, second := &fakeSubscriber{}, &fakeSubscriber{}
+	var mu sync.Mutex
+	current := first
+	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target {
+		mu.Lock()
+		defer mu.Unlock()
+		return session.Target{Session: upCS, Subscriptions: current}
+	}})
+	ep.PutResources("up", []*mcp.Resource{{URI: "x://a", Name: "a"}})
+	ep.PutResourceTemplates("up", []*mcp.ResourceTemplate{{URITemplate: "x://t/{id}", Name: "t"}})
+
+	updates := make(chan string, 10)
+	connect := func(version string) *mcp.ClientSession {
+		ct, st := mcp.NewInMemoryTransports()
+		ss, err := ep.Server().Connect(t.Context(), st, nil)
+		require.NoError(t, err)
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{
+			Logger:                 quiet,
+			ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { updates <- r.Params.URI },
+		}).Connect(t.Context(), ct, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cs.Close(); _ = ss.Wait() })
+		return cs
+	}
+	calls := func(want ...string) {
+		t.Helper()
+		require.Eventually(t, func() bool { return slices.Equal(first.seen(), want) }, 5*time.Second, 5*time.Millisecond,
+			"want %v, have %v", want, first.seen())
+	}
+
+	cs := connect("2025-11-25")
+	require.NoError(t, cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "x://a"}))
+	require.NoError(t, cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "x://t/7"}))
+	calls("+x://a", "+x://t/7")
+	first.update("x://a")
+	assert.Equal(t, "x://a", <-updates)
+
+	// Hidden: let go upstream. Seen again: subscribed again, for the client
+	// that never unsubscribed.
+	ep.DeleteResources("up", []string{"x://a"})
+	calls("+x://a", "+x://t/7", "-x://a")
+	ep.PutResources("up", []*mcp.Resource{{URI: "x://a", Name: "a"}})
+	calls("+x://a", "+x://t/7", "-x://a", "+x://a")
+
+	// The server now reached through another connection.
+	mu.Lock()
+	current = second
+	mu.Unlock()
+	ep.DeleteResourceTemplates("up", []string{"x://nothing/{id}"}) // any registry call has the routes looked at
+	calls("+x://a", "+x://t/7", "-x://a", "+x://a", "-x://a", "-x://t/7")
+	require.Eventually(t, func() bool { return len(second.seen()) == 2 }, 5*time.Second, 5*time.Millisecond)
+	assert.ElementsMatch(t, []string{"+x://a", "+x://t/7"}, second.seen())
+
+	// A client that leaves without unsubscribing: its subscriptions go at
+	// the next update.
+	other := connect("2025-11-25")
+	require.NoError(t, other.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "x://t/8"}))
+	require.NoError(t, other.Close())
+	require.NoError(t, cs.Close())
+	second.update("x://a")
+	require.Eventually(t, func() bool { return len(second.seen()) == 6 }, 5*time.Second, 5*time.Millisecond, "%v", second.seen())
+	assert.ElementsMatch(t, []string{"+x://a", "+x://t/7", "+x://t/8", "-x://a", "-x://t/7", "-x://t/8"}, second.seen())
+}
