@@ -2,6 +2,8 @@ package pool_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"sync"
 	"testing"
@@ -98,4 +100,65 @@ func TestSubscriptionsSharedPerEntry(t *testing.T) {
 	err := hp.Subscribe(t.Context(), "file:///readme", func(*mcp.ResourceUpdatedNotificationParams) {})
 	require.ErrorIs(t, err, pool.ErrNoSubscriptions)
 	assert.Contains(t, err.Error(), `server plain: subscribe "file:///readme"`)
+}
+
+// TestSubscriptionHammer has many handles subscribe and unsubscribe while
+// the upstream sends updates and the entry restarts; once every handle has
+// let go, neither the entry nor the upstream holds a subscription.
+func TestSubscriptionHammer(t *testing.T) {
+	count := &subscriptionCount{n: map[string]int{}}
+	e := newEnv(t, pool.Options{}, newSubscribableUpstream("docs", count))
+	spec := pool.Spec{Name: "docs", Command: "docs", Pooled: true}
+	uris := []string{"file:///a", "file:///b", "file:///c"}
+	var handles []*pool.Handle
+	for i := range 8 {
+		handles = append(handles, e.acquire(spec, fmt.Sprintf("s%d", i), `{}`, viewtest.NewRegistry()))
+	}
+	entry := handles[0].Entry()
+	var wg sync.WaitGroup
+	for i, h := range handles {
+		wg.Go(func() {
+			for j := range 40 {
+				uri := uris[(i+j)%len(uris)]
+				err := h.Subscribe(t.Context(), uri, func(*mcp.ResourceUpdatedNotificationParams) {})
+				if err != nil && !errors.Is(err, pool.ErrNotReady) { // a restart under way
+					t.Errorf("subscribe: %v", err)
+				}
+				if j%3 == 0 {
+					assert.NoError(t, h.Unsubscribe(t.Context(), uri))
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 3 {
+			assert.NoError(t, entry.Restart(t.Context()))
+		}
+	})
+	wg.Go(func() {
+		for range 50 {
+			for _, uri := range uris {
+				_ = e.upstreams["docs"].server.ResourceUpdated(t.Context(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
+			}
+		}
+	})
+	wg.Wait()
+	for i, h := range handles {
+		if i%2 == 0 {
+			for _, uri := range uris {
+				require.NoError(t, h.Unsubscribe(t.Context(), uri))
+			}
+		} else {
+			require.NoError(t, h.Release(t.Context()))
+		}
+	}
+	assert.Empty(t, entry.Subscriptions())
+	require.Eventually(t, func() bool {
+		for _, n := range count.get() {
+			if n != 0 {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 5*time.Millisecond, "upstream still counts %v", count.get())
 }
