@@ -628,4 +628,7 @@ func TestSubscriptionThroughDaemon(t *testing.T) {
 			return false
 		}
 	}, 10*time.Second, time.Millisecond)
+	st := r.state()
+	require.Len(t, st.Pool, 1)
+	assert.Equal(t, []string{"demo://notes/welcome"}, st.Pool[0].Subscriptions)
 }

@@ -42,6 +42,9 @@ type EntryState struct {
 	Views   int    `json:"views"`
 	Version uint64 `json:"snapshotVersion"`
 	Error   string `json:"error,omitempty"`
+	// Subscriptions are the resource URIs the connection is subscribed to
+	// for the sessions' clients (one upstream subscription each).
+	Subscriptions []string `json:"subscriptions,omitempty"`
 }
 
 // A SessionView describes one session: its endpoint and its bindings.
@@ -73,7 +76,7 @@ func (d *Daemon) State() State {
 	for _, e := range d.pool.Entries() {
 		es := EntryState{
 			ID: e.ID, Identity: e.Identity, Server: e.Server, Pooled: e.Pooled, State: e.State.String(),
-			Refs: e.Refs, Views: e.Views, Version: e.Version,
+			Refs: e.Refs, Views: e.Views, Version: e.Version, Subscriptions: e.Subscriptions,
 		}
 		if e.Pooled {
 			es.PID = d.pids.get(e.Identity)

@@ -170,6 +170,8 @@ func (e *Entry) Info() EntryInfo {
 		Views:    len(e.handles),
 		Version:  e.version,
 		Err:      e.err,
+		// Subscriptions: the resource URIs subscribed to upstream.
+		Subscriptions: e.subscriptionsLocked(),
 	}
 }
 

@@ -331,6 +331,9 @@ type EntryInfo struct {
 	Version uint64
 	// Err is why the entry failed, if it did.
 	Err error
+	// Subscriptions are the resource URIs the entry is subscribed to
+	// upstream, sorted.
+	Subscriptions []string
 }
 
 // Entries describes every entry not yet closed, sorted by ID.

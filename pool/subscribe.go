@@ -150,6 +150,14 @@ func (e *Entry) leave(ctx context.Context, h *Handle, uri string) error {
 func (e *Entry) Subscriptions() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.subscriptionsLocked()
+}
+
+// subscriptionsLocked is Subscriptions with e.mu held; nil when none.
+func (e *Entry) subscriptionsLocked() []string {
+	if len(e.subs) == 0 {
+		return nil
+	}
 	return slices.Sorted(maps.Keys(e.subs))
 }
 
