@@ -70,7 +70,7 @@ func (h *Handle) Subscribe(ctx context.Context, uri string, fn UpdateFunc) error
 		// subscriptions/listen request and returns at once: an upstream's
 		// refusal then ends that request, and nobody hears of it.
 		if first {
-			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			if err := SubscribeWhile(ctx, cs, uri, func() bool { return e.current(cs) }); err != nil {
 				return fmt.Errorf("server %s: subscribe %q: %w", e.spec.Name, uri, err)
 			}
 		}
@@ -168,6 +168,30 @@ func OffersSubscriptions(cs *mcp.ClientSession) bool {
 	return r != nil && r.Capabilities != nil && r.Capabilities.Resources != nil && r.Capabilities.Resources.Subscribe
 }
 
+// SubscribeWhile subscribes cs to uri and, when current then reports that
+// cs is no longer the connection in use (a restart or close replaced it
+// meanwhile), unsubscribes again. go-sdk v1.8.0's Subscribe, from protocol
+// 2026-07-28 on, leaves a goroutine waiting for an unsubscribe when it
+// runs after the session's Close; closing code swaps the connection out
+// before closing it, so a subscription made while current still holds is
+// ended by that Close.
+func SubscribeWhile(ctx context.Context, cs *mcp.ClientSession, uri string, current func() bool) error {
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		return err
+	}
+	if !current() {
+		_ = cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
+	}
+	return nil
+}
+
+// current reports whether cs is the entry's connection.
+func (e *Entry) current(cs *mcp.ClientSession) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.session == cs
+}
+
 // resubscribe subscribes cs, the new connection of generation gen, to every
 // URI the entry's handles are subscribed to.
 func (e *Entry) resubscribe(gen uint64, cs *mcp.ClientSession) {
@@ -186,7 +210,7 @@ func (e *Entry) resubscribe(gen uint64, cs *mcp.ClientSession) {
 	}
 	for _, uri := range uris {
 		ctx, cancel := context.WithTimeout(e.stop, e.timeout)
-		err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
+		err := SubscribeWhile(ctx, cs, uri, func() bool { return e.current(cs) })
 		cancel()
 		if err != nil {
 			e.log.Warn("subscribing again after a restart", "uri", uri, "err", err)

@@ -375,7 +375,8 @@ func (c *legacyConn) Subscribe(ctx context.Context, uri string, fn pool.UpdateFu
 	case !pool.OffersSubscriptions(cs):
 		return fmt.Errorf("server %s: subscribe %q: %w", c.server, uri, pool.ErrNoSubscriptions)
 	case !held:
-		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		current := func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.cs == cs && !c.closed }
+		if err := pool.SubscribeWhile(ctx, cs, uri, current); err != nil {
 			return fmt.Errorf("server %s: subscribe %q: %w", c.server, uri, err)
 		}
 	}

@@ -73,6 +73,12 @@ func TestSubscriptionsShareOneUpstream(t *testing.T) {
 			f.upstreamSubscribed(t, welcome, 1)
 			require.NoError(t, bob.cs.Unsubscribe(t.Context(), &mcp.UnsubscribeParams{URI: welcome}))
 			f.upstreamSubscribed(t, welcome, 0)
+			// From protocol 2026-07-28 on, an unsubscribe cancels a listen
+			// request without waiting: alice may have heard of "again" before
+			// hers took effect, which the upstream's count now shows it has.
+			for len(alice.updated) > 0 {
+				assert.Equal(t, welcome, <-alice.updated)
+			}
 
 			// Nobody hears of welcome any more; alice still hears of weather,
 			// and notifications keep the upstream's order.
@@ -185,7 +191,7 @@ func TestSubscriptionsFollowRoutesAndClients(t *testing.T) {
 	ep.PutResourceTemplates("up", []*mcp.ResourceTemplate{{URITemplate: "x://t/{id}", Name: "t"}})
 
 	updates := make(chan string, 10)
-	connect := func(version string) *mcp.ClientSession {
+	connect := func(version string) (*mcp.ClientSession, *mcp.ServerSession) {
 		ct, st := mcp.NewInMemoryTransports()
 		ss, err := ep.Server().Connect(t.Context(), st, nil)
 		require.NoError(t, err)
@@ -195,15 +201,14 @@ func TestSubscriptionsFollowRoutesAndClients(t *testing.T) {
 		}).Connect(t.Context(), ct, &mcp.ClientSessionOptions{ProtocolVersion: version})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = cs.Close(); _ = ss.Wait() })
-		return cs
+		return cs, ss
 	}
 	calls := func(want ...string) {
 		t.Helper()
-		require.Eventually(t, func() bool { return slices.Equal(first.seen(), want) }, 5*time.Second, 5*time.Millisecond,
-			"want %v, have %v", want, first.seen())
+		require.Eventually(t, func() bool { return slices.Equal(first.seen(), want) }, 5*time.Second, 5*time.Millisecond)
 	}
 
-	cs := connect("2025-11-25")
+	cs, ss := connect("2025-11-25")
 	require.NoError(t, cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "x://a"}))
 	require.NoError(t, cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "x://t/7"}))
 	calls("+x://a", "+x://t/7")
@@ -217,21 +222,24 @@ func TestSubscriptionsFollowRoutesAndClients(t *testing.T) {
 	ep.PutResources("up", []*mcp.Resource{{URI: "x://a", Name: "a"}})
 	calls("+x://a", "+x://t/7", "-x://a", "+x://a")
 
-	// The server now reached through another connection.
+	// The server now reached through another connection. (The sync that
+	// subscribed x://a again may still be going through x://t/7 and move it
+	// itself: the order of the two moves is not fixed.)
 	mu.Lock()
 	current = second
 	mu.Unlock()
 	ep.DeleteResourceTemplates("up", []string{"x://nothing/{id}"}) // any registry call has the routes looked at
-	calls("+x://a", "+x://t/7", "-x://a", "+x://a", "-x://a", "-x://t/7")
-	require.Eventually(t, func() bool { return len(second.seen()) == 2 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(first.seen()) == 6 && len(second.seen()) == 2 }, 5*time.Second, 5*time.Millisecond)
+	assert.ElementsMatch(t, []string{"-x://a", "-x://t/7"}, first.seen()[4:])
 	assert.ElementsMatch(t, []string{"+x://a", "+x://t/7"}, second.seen())
 
-	// A client that leaves without unsubscribing: its subscriptions go at
-	// the next update.
-	other := connect("2025-11-25")
+	// Clients that leave without unsubscribing: their subscriptions go at
+	// the next update after the server has seen them go.
+	other, otherSS := connect("2025-11-25")
 	require.NoError(t, other.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "x://t/8"}))
 	require.NoError(t, other.Close())
 	require.NoError(t, cs.Close())
+	_, _ = otherSS.Wait(), ss.Wait()
 	second.update("x://a")
 	require.Eventually(t, func() bool { return len(second.seen()) == 6 }, 5*time.Second, 5*time.Millisecond, "%v", second.seen())
 	assert.ElementsMatch(t, []string{"+x://a", "+x://t/7", "+x://t/8", "-x://a", "-x://t/7", "-x://t/8"}, second.seen())
