@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -631,4 +632,28 @@ func TestSubscriptionThroughDaemon(t *testing.T) {
 	st := r.state()
 	require.Len(t, st.Pool, 1)
 	assert.Equal(t, []string{"demo://notes/welcome"}, st.Pool[0].Subscriptions)
+
+	// A reload that changes the server's transport replaces every
+	// session's connection; alice's subscription moves to the new one.
+	for round := range 3 {
+		writeConfig(t, r.path, set(cfg, "mcpServers.demo.env.ROUND", fmt.Sprint(round)))
+		code, body := r.do("POST", "/v1/reload", adminToken, nil, nil)
+		require.Equal(t, http.StatusOK, code, body)
+		require.Eventually(t, func() bool {
+			st := r.state()
+			return len(st.Pool) == 1 && slices.Equal(st.Pool[0].Subscriptions, []string{"demo://notes/welcome"})
+		}, 10*time.Second, 5*time.Millisecond, "round %d: %+v", round, r.state().Pool)
+		for len(updated) > 0 {
+			<-updated
+		}
+		res, err := carol.call(t, "demo__write_note", map[string]any{"name": "welcome", "text": fmt.Sprint(round)})
+		require.NoError(t, err)
+		require.False(t, res.IsError, resultText(res))
+		select {
+		case uri := <-updated:
+			assert.Equal(t, "demo://notes/welcome", uri)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: no update after the reload", round)
+		}
+	}
 }

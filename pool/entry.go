@@ -97,6 +97,9 @@ type Entry struct {
 	// subs are the handles subscribed to each resource URI, with what they
 	// receive its updates with (subscribe.go).
 	subs map[string]map[*Handle]UpdateFunc
+	// subOn is the connection generation each URI of subs is subscribed
+	// on upstream, so that no connection is asked twice.
+	subOn map[string]uint64
 }
 
 // A call is an operation others can wait for.
@@ -125,6 +128,7 @@ func (p *Pool) newEntry(id string, spec Spec, identity string) *Entry {
 		changed:  make(chan struct{}),
 		handles:  make(map[*Handle]struct{}),
 		subs:     make(map[string]map[*Handle]UpdateFunc),
+		subOn:    make(map[string]uint64),
 	}
 }
 
@@ -160,7 +164,7 @@ func (e *Entry) Memo() *view.Memo { return e.memo }
 func (e *Entry) Info() EntryInfo {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return EntryInfo{
+	info := EntryInfo{
 		ID:       e.id,
 		Identity: e.identity,
 		Server:   e.spec.Name,
@@ -170,9 +174,11 @@ func (e *Entry) Info() EntryInfo {
 		Views:    len(e.handles),
 		Version:  e.version,
 		Err:      e.err,
-		// Subscriptions: the resource URIs subscribed to upstream.
-		Subscriptions: e.subscriptionsLocked(),
 	}
+	if e.state == StateReady {
+		info.Subscriptions = e.subscriptionsLocked()
+	}
+	return info
 }
 
 // setState moves to s and wakes waiters. e.mu is held.
@@ -426,9 +432,15 @@ func (e *Entry) finishConnect(gen uint64, cs *mcp.ClientSession, snap *view.Snap
 	// A list that changed while we were discovering is looked at again (the
 	// loop waits for this fan-out to finish).
 	e.startRefreshLocked()
+	if uris := e.subscriptionsLocked(); uris != nil {
+		done := e.pool.track()
+		go func() {
+			defer done()
+			e.resubscribe(gen, cs, uris)
+		}()
+	}
 	e.mu.Unlock()
 	go e.watch(gen, cs)
-	go e.resubscribe(gen, cs)
 	e.fanOut(handles, snap)
 	e.fanMu.Unlock()
 	return nil

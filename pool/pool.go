@@ -56,11 +56,12 @@
 // # Subscriptions
 //
 // [Handle.Subscribe] joins the entry's subscription to a resource URI: the
-// entry sends resources/subscribe for the first handle and
-// resources/unsubscribe after the last one leaves ([Handle.Unsubscribe] or
-// [Handle.Release]), passes each notifications/resources/updated to the
-// handles subscribed, and subscribes its URIs again on the connection a
-// restart makes.
+// entry subscribes upstream for the first handle (resources/subscribe, or
+// from protocol 2026-07-28 on a subscriptions/listen request) and lets go
+// after the last one leaves ([Handle.Unsubscribe] or [Handle.Release]),
+// passes each notifications/resources/updated to the handles subscribed,
+// and subscribes its URIs again, once each, on the connection a restart
+// makes.
 //
 // # Locks
 //

@@ -36,18 +36,22 @@ var _ Subscriber = (*Handle)(nil)
 
 // An UpdateFunc receives an upstream's notifications/resources/updated for
 // a URI its handle subscribed to. It runs on the go-sdk's notification
-// goroutine and must not block.
+// goroutine and must not block; the params are shared by every receiver
+// and must not be modified.
 type UpdateFunc func(*mcp.ResourceUpdatedNotificationParams)
 
 // Subscribe asks for the upstream's notifications/resources/updated about
 // uri, which fn then receives until Unsubscribe or Release. The entry
 // holds one upstream subscription per URI for all its handles: the first
-// handle's Subscribe sends resources/subscribe, later ones only join, and
-// the last Unsubscribe sends resources/unsubscribe. After a restart the
-// entry subscribes its URIs again on the new connection. Subscribing again
-// replaces fn. It returns ErrReleased on a released handle, ErrNotReady
-// when the entry has no connection, ErrNoSubscriptions when the upstream
-// does not offer subscriptions, or the upstream's error.
+// handle's Subscribe subscribes upstream (resources/subscribe, or from
+// protocol 2026-07-28 on a subscriptions/listen request), later ones only
+// join, and the last Unsubscribe lets it go. After a restart the entry
+// subscribes its URIs again on the new connection; a handle may join a URI
+// the entry holds while it restarts. Subscribing again replaces fn. Each
+// upstream request is bounded by the entry's timeout. It returns
+// ErrReleased on a released handle, ErrNotReady when the entry has no
+// connection, ErrNoSubscriptions when the upstream does not offer
+// subscriptions, or the upstream's error.
 func (h *Handle) Subscribe(ctx context.Context, uri string, fn UpdateFunc) error {
 	e := h.entry
 	e.subMu.Lock()
@@ -56,10 +60,9 @@ func (h *Handle) Subscribe(ctx context.Context, uri string, fn UpdateFunc) error
 		return fmt.Errorf("subscribe %s for session %q: %w", e.id, h.view.Session(), ErrReleased)
 	}
 	e.mu.Lock()
-	cs, held := e.session, e.subs[uri][h] != nil
-	first := len(e.subs[uri]) == 0
+	cs, gen, first := e.session, e.conn, len(e.subs[uri]) == 0
 	e.mu.Unlock()
-	if !held {
+	if first {
 		if cs == nil {
 			return fmt.Errorf("server %s: subscribe %q: %w", e.spec.Name, uri, ErrNotReady)
 		}
@@ -69,13 +72,17 @@ func (h *Handle) Subscribe(ctx context.Context, uri string, fn UpdateFunc) error
 		// From protocol 2026-07-28 on, the go-sdk's Subscribe opens a
 		// subscriptions/listen request and returns at once: an upstream's
 		// refusal then ends that request, and nobody hears of it.
-		if first {
-			if err := SubscribeWhile(ctx, cs, uri, func() bool { return e.current(cs) }); err != nil {
-				return fmt.Errorf("server %s: subscribe %q: %w", e.spec.Name, uri, err)
-			}
+		ctx, cancel := context.WithTimeout(ctx, e.timeout)
+		err := SubscribeWhile(ctx, cs, uri, func() bool { return e.current(cs) })
+		cancel()
+		if err != nil {
+			return fmt.Errorf("server %s: subscribe %q: %w", e.spec.Name, uri, err)
 		}
 	}
 	e.mu.Lock()
+	if first {
+		e.subOn[uri] = gen
+	}
 	if e.subs[uri] == nil {
 		e.subs[uri] = make(map[*Handle]UpdateFunc)
 	}
@@ -94,8 +101,9 @@ func (h *Handle) Unsubscribe(ctx context.Context, uri string) error {
 	return e.leave(ctx, h, uri)
 }
 
-// releaseUnsubscribeGrace bounds the upstream unsubscribes of a Release,
-// so that a hung upstream cannot hold a reload up.
+// releaseUnsubscribeGrace bounds the upstream unsubscribes of a Release.
+// (A subscribe under way on the entry, bounded by the entry's timeout,
+// may hold a Release up longer.)
 const releaseUnsubscribeGrace = 2 * time.Second
 
 // unsubscribeAll ends every subscription of h (at Release).
@@ -133,12 +141,15 @@ func (e *Entry) leave(ctx context.Context, h *Handle, uri string) error {
 	last := len(hs) == 0
 	if last {
 		delete(e.subs, uri)
+		delete(e.subOn, uri)
 	}
 	cs := e.session
 	e.mu.Unlock()
 	if !last || cs == nil || !OffersSubscriptions(cs) {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
 	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
 		return fmt.Errorf("server %s: unsubscribe %q: %w", e.spec.Name, uri, err)
 	}
@@ -192,29 +203,37 @@ func (e *Entry) current(cs *mcp.ClientSession) bool {
 	return e.session == cs
 }
 
-// resubscribe subscribes cs, the new connection of generation gen, to every
-// URI the entry's handles are subscribed to.
-func (e *Entry) resubscribe(gen uint64, cs *mcp.ClientSession) {
+// resubscribe subscribes cs, the new connection of generation gen, to
+// uris, the URIs the entry's handles held when cs was published, that they
+// still hold and that are not subscribed on cs already (a handle may have
+// let one go and subscribed again since).
+func (e *Entry) resubscribe(gen uint64, cs *mcp.ClientSession, uris []string) {
 	e.subMu.Lock()
 	defer e.subMu.Unlock()
-	e.mu.Lock()
-	if e.conn != gen || len(e.subs) == 0 {
-		e.mu.Unlock()
-		return
-	}
-	uris := slices.Sorted(maps.Keys(e.subs))
-	e.mu.Unlock()
 	if !OffersSubscriptions(cs) {
 		e.log.Warn("upstream no longer offers resource subscriptions; its subscribers get no updates", "uris", uris)
 		return
 	}
 	for _, uri := range uris {
+		e.mu.Lock()
+		stale, skip := e.conn != gen, len(e.subs[uri]) == 0 || e.subOn[uri] == gen
+		e.mu.Unlock()
+		if stale {
+			return
+		}
+		if skip {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(e.stop, e.timeout)
 		err := SubscribeWhile(ctx, cs, uri, func() bool { return e.current(cs) })
 		cancel()
 		if err != nil {
 			e.log.Warn("subscribing again after a restart", "uri", uri, "err", err)
+			continue
 		}
+		e.mu.Lock()
+		e.subOn[uri] = gen
+		e.mu.Unlock()
 	}
 }
 

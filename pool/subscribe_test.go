@@ -18,22 +18,42 @@ import (
 )
 
 // A subscriptionCount is what an upstream's subscribe and unsubscribe
-// handlers counted, per URI.
+// handlers counted, per server session and URI. A session that ended
+// holds nothing (the go-sdk forgets its subscriptions without a call).
 type subscriptionCount struct {
-	mu sync.Mutex
-	n  map[string]int
+	server *mcp.Server
+	mu     sync.Mutex
+	n      map[*mcp.ServerSession]map[string]int
 }
 
-func (c *subscriptionCount) add(uri string, d int) {
+func (c *subscriptionCount) add(ss *mcp.ServerSession, uri string, d int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.n[uri] += d
+	if c.n[ss] == nil {
+		c.n[ss] = make(map[string]int)
+	}
+	c.n[ss][uri] += d
 }
 
+// get sums the counts of the sessions still connected, per URI.
 func (c *subscriptionCount) get() map[string]int {
+	live := make(map[*mcp.ServerSession]bool)
+	for ss := range c.server.Sessions() {
+		live[ss] = true
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return maps.Clone(c.n)
+	out := make(map[string]int)
+	for ss, m := range c.n {
+		if live[ss] {
+			for uri, n := range m {
+				if n != 0 {
+					out[uri] += n
+				}
+			}
+		}
+	}
+	return out
 }
 
 // newSubscribableUpstream is an upstream offering resource subscriptions.
@@ -42,24 +62,37 @@ func newSubscribableUpstream(name string, count *subscriptionCount) *upstream {
 	u.server = mcp.NewServer(&mcp.Implementation{Name: "up-" + name, Version: "1"}, &mcp.ServerOptions{
 		Logger: quiet,
 		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
-			count.add(req.Params.URI, 1)
+			count.add(req.Session, req.Params.URI, 1)
 			return nil
 		},
 		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error {
-			count.add(req.Params.URI, -1)
+			count.add(req.Session, req.Params.URI, -1)
 			return nil
 		},
 	})
 	u.server.AddResource(&mcp.Resource{URI: "file:///readme", Name: "readme"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		return &mcp.ReadResourceResult{}, nil
 	})
+	count.server = u.server
 	return u
 }
 
+// upstreamVersions are the protocol versions the pool's subscription tests
+// run their upstream link at: the go-sdk's newest (subscriptions/listen,
+// whose Subscribe the go-sdk itself does not repeat for a URI) and
+// 2025-11-25 (resources/subscribe and unsubscribe requests).
+var upstreamVersions = []string{"", "2025-11-25"}
+
 func TestSubscriptionsSharedPerEntry(t *testing.T) {
-	count := &subscriptionCount{n: map[string]int{}}
+	for _, version := range upstreamVersions {
+		t.Run("version="+version, func(t *testing.T) { testSubscriptionsSharedPerEntry(t, version) })
+	}
+}
+
+func testSubscriptionsSharedPerEntry(t *testing.T, version string) {
+	count := &subscriptionCount{n: map[*mcp.ServerSession]map[string]int{}}
 	e := newEnv(t, pool.Options{}, newSubscribableUpstream("docs", count), newUpstream(t, "plain", "read"))
-	spec := pool.Spec{Name: "docs", Command: "docs", Pooled: true}
+	spec := pool.Spec{Name: "docs", Command: "docs", Pooled: true, ProtocolVersion: version}
 	const uri = "file:///readme"
 	upstreamHas := func(n int) {
 		t.Helper()
@@ -106,9 +139,15 @@ func TestSubscriptionsSharedPerEntry(t *testing.T) {
 // the upstream sends updates and the entry restarts; once every handle has
 // let go, neither the entry nor the upstream holds a subscription.
 func TestSubscriptionHammer(t *testing.T) {
-	count := &subscriptionCount{n: map[string]int{}}
+	for _, version := range upstreamVersions {
+		t.Run("version="+version, func(t *testing.T) { testSubscriptionHammer(t, version) })
+	}
+}
+
+func testSubscriptionHammer(t *testing.T, version string) {
+	count := &subscriptionCount{n: map[*mcp.ServerSession]map[string]int{}}
 	e := newEnv(t, pool.Options{}, newSubscribableUpstream("docs", count))
-	spec := pool.Spec{Name: "docs", Command: "docs", Pooled: true}
+	spec := pool.Spec{Name: "docs", Command: "docs", Pooled: true, ProtocolVersion: version}
 	uris := []string{"file:///a", "file:///b", "file:///c"}
 	var handles []*pool.Handle
 	for i := range 8 {
@@ -143,6 +182,17 @@ func TestSubscriptionHammer(t *testing.T) {
 		}
 	})
 	wg.Wait()
+	// Every URI a handle still holds is subscribed on the connection a
+	// restart made, once.
+	require.NoError(t, handles[0].Subscribe(t.Context(), uris[0], func(*mcp.ResourceUpdatedNotificationParams) {}))
+	require.NoError(t, entry.Restart(t.Context()))
+	held := entry.Subscriptions()
+	want := make(map[string]int)
+	for _, uri := range held {
+		want[uri] = 1
+	}
+	require.Eventually(t, func() bool { return maps.Equal(count.get(), want) }, 5*time.Second, 5*time.Millisecond,
+		"want %v", want)
 	for i, h := range handles {
 		if i%2 == 0 {
 			for _, uri := range uris {

@@ -376,6 +376,8 @@ func (c *legacyConn) Subscribe(ctx context.Context, uri string, fn pool.UpdateFu
 		return fmt.Errorf("server %s: subscribe %q: %w", c.server, uri, pool.ErrNoSubscriptions)
 	case !held:
 		current := func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.cs == cs && !c.closed }
+		ctx, cancel := context.WithTimeout(ctx, c.timeout())
+		defer cancel()
 		if err := pool.SubscribeWhile(ctx, cs, uri, current); err != nil {
 			return fmt.Errorf("server %s: subscribe %q: %w", c.server, uri, err)
 		}
@@ -398,10 +400,23 @@ func (c *legacyConn) Unsubscribe(ctx context.Context, uri string) error {
 	if !held || cs == nil {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
 	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
 		return fmt.Errorf("server %s: unsubscribe %q: %w", c.server, uri, err)
 	}
 	return nil
+}
+
+// timeout bounds one request of c's own to its upstream: the server entry's
+// "timeout", or the Legacy's.
+func (c *legacyConn) timeout() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.want.spec.Timeout; t > 0 {
+		return t
+	}
+	return c.l.timeout
 }
 
 // resourceUpdated passes an upstream's notifications/resources/updated to

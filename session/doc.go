@@ -72,13 +72,17 @@
 // per URI for all its clients, through the server's [pool.Subscriber]
 // ([Target.Subscriptions]), and the pool one per URI and connection for all
 // its sessions, so an upstream hears of each URI once. Its
-// notifications/resources/updated go to the clients subscribed. The
-// Endpoint lets the upstream subscription go when its last client
-// unsubscribes or leaves (a client of a protocol before 2026-07-28 that
-// leaves without unsubscribing is noticed at the next update or registry
-// change), and moves it when a reload hides the URI (then it is let go) or
-// routes it through another connection; the pool subscribes again after an
-// upstream restart.
+// notifications/resources/updated go to the clients subscribed, queued off
+// the upstream's notification goroutine, without the reserved _meta keys of
+// the upstream hop. The Endpoint lets the upstream subscription go when its
+// last client unsubscribes or leaves (a client of a protocol before
+// 2026-07-28 that leaves without unsubscribing is noticed at the first
+// update or registry change after the go-sdk has seen it go), and moves it
+// when a reload hides the URI (then it is let go) or routes it through
+// another connection, trying again with a growing delay while that
+// connection is not ready; the pool subscribes again after an upstream
+// restart. A URI that templates of two servers match routes like a read:
+// to the first template in sorted order.
 //
 // Not forwarded, in either direction, and not announced: sampling,
 // elicitation, roots and logging. Each concerns one client, and the

@@ -109,8 +109,15 @@ type Endpoint struct {
 
 	// subMu serialises the resource subscriptions (subscribe.go); it is
 	// held across upstream requests, and never with mu held.
-	subMu sync.Mutex
-	subs  map[string]*subscription // resource URI -> the clients subscribed
+	subMu      sync.Mutex
+	subs       map[string]*subscription // resource URI -> the clients subscribed
+	retryDelay time.Duration            // before the next sync, when one left a URI unheld
+	retryTimer *time.Timer
+
+	// updMu guards the queue of upstream updates to send (subscribe.go).
+	updMu      sync.Mutex
+	updates    []*mcp.ResourceUpdatedNotificationParams
+	delivering bool // a deliver goroutine runs
 
 	mu                                   sync.Mutex
 	tools, prompts, resources, templates kind

@@ -233,6 +233,13 @@ type client struct {
 
 // connect makes session name with the given settings for "demo".
 func (f *fixture) connect(name, settings string) *client {
+	f.t.Helper()
+	return f.connectWith(name, settings, nil)
+}
+
+// connectWith is connect with the client's session options (nil: the
+// go-sdk's newest protocol).
+func (f *fixture) connectWith(name, settings string, opts *mcp.ClientSessionOptions) *client {
 	t := f.t
 	t.Helper()
 	c := &client{changed: make(chan struct{}, 100), updated: make(chan string, 100)}
@@ -265,7 +272,7 @@ func (f *fixture) connect(name, settings string) *client {
 			c.mu.Unlock()
 		},
 	})
-	cs, err := cl.Connect(t.Context(), ct, nil)
+	cs, err := cl.Connect(t.Context(), ct, opts)
 	require.NoError(t, err)
 	c.cs = cs
 	t.Cleanup(func() {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -32,10 +34,13 @@ func (e *Endpoint) subscribe(ctx context.Context, req *mcp.SubscribeRequest) err
 	e.subMu.Lock()
 	defer e.subMu.Unlock()
 	s := e.subs[uri]
-	if s == nil || s.up == nil {
-		server, ok := e.resolve(uri)
-		if !ok {
-			return mcp.ResourceNotFoundError(uri)
+	server, ok := e.resolve(uri)
+	if !ok {
+		return mcp.ResourceNotFoundError(uri)
+	}
+	if s == nil || s.up == nil || s.server != server {
+		if s != nil {
+			e.release(ctx, uri, s) // routed elsewhere since: the sync on its way would move it
 		}
 		up, err := e.hold(ctx, server, uri)
 		if err != nil {
@@ -94,10 +99,10 @@ func (e *Endpoint) release(ctx context.Context, uri string, s *subscription) {
 // hold subscribes to uri through server's Subscriber.
 func (e *Endpoint) hold(ctx context.Context, server, uri string) (pool.Subscriber, error) {
 	t := e.upstream(server)
-	if t.Session == nil {
-		return nil, fmt.Errorf("session %q, server %q: %w (connecting or restarting; try again)", e.name, server, ErrUnavailable)
-	}
 	if t.Subscriptions == nil {
+		if t.Session == nil {
+			return nil, fmt.Errorf("session %q, server %q: %w (connecting or restarting; try again)", e.name, server, ErrUnavailable)
+		}
 		return nil, notOffered(e.name, server)
 	}
 	err := t.Subscriptions.Subscribe(ctx, uri, e.updated)
@@ -127,22 +132,66 @@ func (e *Endpoint) resolve(uri string) (string, bool) {
 	if r, ok := e.resources.routes[uri]; ok {
 		return r.server, true
 	}
-	for tmpl, r := range e.templates.routes {
+	// In the order the go-sdk's server tries templates for a read, so that
+	// a URI two servers' templates match is subscribed where it is read.
+	for _, tmpl := range slices.Sorted(maps.Keys(e.templates.routes)) {
 		if t, err := uritemplate.New(tmpl); err == nil && t.Regexp().MatchString(uri) {
-			return r.server, true
+			return e.templates.routes[tmpl].server, true
 		}
 	}
 	return "", false
 }
 
-// updated passes an upstream's notifications/resources/updated to the
+// maxQueuedUpdates bounds the updates of distinct URIs waiting to be sent;
+// more are dropped (a client that hears of a change reads the resource
+// again, so an update is a hint, as progress is).
+const maxQueuedUpdates = 256
+
+// updated queues an upstream's notifications/resources/updated for the
 // endpoint's clients subscribed to its URI, and has the subscriptions
-// checked for clients that left without unsubscribing.
+// checked for clients that left without unsubscribing. It runs on the
+// upstream connection's notification goroutine, so it only queues: deliver
+// sends, on a goroutine of its own while there is something to send. An
+// update of a URI already queued replaces it. p is shared with the other
+// sessions: the endpoint sends its own copy, without the reserved _meta
+// keys of the upstream's hop.
 func (e *Endpoint) updated(p *mcp.ResourceUpdatedNotificationParams) {
-	if err := e.srv.ResourceUpdated(context.Background(), p); err != nil {
-		e.log.Debug("relaying resource update", "uri", p.URI, "err", err)
+	q := &mcp.ResourceUpdatedNotificationParams{URI: p.URI, Meta: dropReserved(maps.Clone(p.Meta))}
+	e.updMu.Lock()
+	if i := slices.IndexFunc(e.updates, func(u *mcp.ResourceUpdatedNotificationParams) bool { return u.URI == q.URI }); i >= 0 {
+		e.updates[i] = q
+	} else if len(e.updates) < maxQueuedUpdates {
+		e.updates = append(e.updates, q)
+	}
+	start := !e.delivering
+	e.delivering = true
+	e.updMu.Unlock()
+	if start {
+		go e.deliver()
 	}
 	e.resync()
+}
+
+// deliver sends the queued updates of URIs the session still sees, then
+// returns.
+func (e *Endpoint) deliver() {
+	for {
+		e.updMu.Lock()
+		if len(e.updates) == 0 {
+			e.delivering = false
+			e.updMu.Unlock()
+			return
+		}
+		p := e.updates[0]
+		e.updates = e.updates[1:]
+		e.updMu.Unlock()
+		if _, ok := e.resolve(p.URI); !ok {
+			continue // hidden by a reload since: the sync lets its subscription go
+		}
+		if err := e.srv.ResourceUpdated(context.Background(), p); err != nil {
+			e.log.Debug("relaying resource update", "uri", p.URI, "err", err)
+		}
+	}
 }
 
 // resync has syncSubscriptions run soon, on a goroutine of its own, when the
@@ -154,13 +203,23 @@ func (e *Endpoint) resync() {
 	go e.syncSubscriptions()
 }
 
+// The bounds of the delay before a sync that left a subscription without
+// an upstream hold (its server's connection not ready or not yet bound)
+// tries again; it doubles at each failed try.
+const (
+	minSyncRetry = 100 * time.Millisecond
+	maxSyncRetry = 30 * time.Second
+)
+
 // syncSubscriptions brings the endpoint's upstream subscriptions in line
 // with its clients and its routes: a URI whose clients have all gone (the
 // go-sdk drops a client's subscriptions, without a call, when it leaves)
 // is let go; one that no longer routes where its upstream subscription is
 // held (hidden by a reload, or its server now reached through another
-// connection) is let go there and, when the session still sees it,
-// subscribed to again where it routes now.
+// connection) is let go there; and one the session sees is held where it
+// routes now, which also notices a hold lost with a released handle or a
+// closed connection. A URI the session sees but could not be held is tried
+// again later, with a growing delay.
 func (e *Endpoint) syncSubscriptions() {
 	e.subMu.Lock()
 	defer e.subMu.Unlock()
@@ -169,6 +228,7 @@ func (e *Endpoint) syncSubscriptions() {
 	for ss := range e.srv.Sessions() {
 		live[ss] = true
 	}
+	retry := false
 	for uri, s := range e.subs {
 		for ss := range s.clients {
 			if !live[ss] {
@@ -189,13 +249,26 @@ func (e *Endpoint) syncSubscriptions() {
 		if s.up != nil && (s.up != want || s.server != server) {
 			e.release(ctx, uri, s)
 		}
-		if s.up == nil && want != nil {
+		if want != nil {
+			// Held already, this asks nothing of the upstream.
 			if err := want.Subscribe(ctx, uri, e.updated); err == nil {
 				s.server, s.up = server, want
 			} else {
-				e.log.Warn("subscribing again", "server", server, "uri", uri, "err", err)
+				s.up = nil
+				e.log.Debug("subscribing again", "server", server, "uri", uri, "err", err)
 			}
 		}
+		retry = retry || ok && s.up == nil
 		cancel()
+	}
+	if !retry {
+		e.retryDelay = 0
+		return
+	}
+	e.retryDelay = min(max(2*e.retryDelay, minSyncRetry), maxSyncRetry)
+	if e.retryTimer == nil || !e.retryTimer.Stop() {
+		e.retryTimer = time.AfterFunc(e.retryDelay, e.resync)
+	} else {
+		e.retryTimer.Reset(e.retryDelay)
 	}
 }
