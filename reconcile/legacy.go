@@ -408,15 +408,20 @@ func (c *legacyConn) Unsubscribe(ctx context.Context, uri string) error {
 	return nil
 }
 
-// timeout bounds one request of c's own to its upstream: the server entry's
-// "timeout", or the Legacy's.
+// timeout bounds one request of c's own to its upstream (requestTimeout).
 func (c *legacyConn) timeout() time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if t := c.want.spec.Timeout; t > 0 {
-		return t
+	return c.l.requestTimeout(c.want)
+}
+
+// requestTimeout bounds a connect, or one request of wasmhost's own, to the
+// upstream w wants: the server entry's "timeout", or the Legacy's.
+func (l *Legacy) requestTimeout(w *legacyWant) time.Duration {
+	if w.spec.Timeout > 0 {
+		return w.spec.Timeout
 	}
-	return c.l.timeout
+	return l.timeout
 }
 
 // resourceUpdated passes an upstream's notifications/resources/updated to
@@ -576,11 +581,7 @@ func (l *Legacy) replace(ctx context.Context, o *op, server string, cur *legacyC
 // connect dials server, discovers its lists and projects them into a new
 // view.
 func (l *Legacy) connect(ctx context.Context, server string, w *legacyWant) (*legacyConn, error) {
-	timeout := w.spec.Timeout
-	if timeout <= 0 {
-		timeout = l.timeout
-	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
+	cctx, cancel := context.WithTimeout(ctx, l.requestTimeout(w))
 	defer cancel()
 	c := &legacyConn{l: l, server: server, want: w, identity: w.identity}
 	t, err := l.dial(cctx, w.spec.Clone())
