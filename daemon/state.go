@@ -42,8 +42,9 @@ type EntryState struct {
 	Views   int    `json:"views"`
 	Version uint64 `json:"snapshotVersion"`
 	Error   string `json:"error,omitempty"`
-	// Subscriptions are the resource URIs the connection is subscribed to
-	// for the sessions' clients (one upstream subscription each).
+	// Subscriptions are the resource URIs the sessions' clients hold
+	// through this connection; each is subscribed to upstream once (a new
+	// connection's, after a restart, in the background).
 	Subscriptions []string `json:"subscriptions,omitempty"`
 }
 

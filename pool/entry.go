@@ -433,11 +433,7 @@ func (e *Entry) finishConnect(gen uint64, cs *mcp.ClientSession, snap *view.Snap
 	// loop waits for this fan-out to finish).
 	e.startRefreshLocked()
 	if uris := e.subscriptionsLocked(); uris != nil {
-		done := e.pool.track()
-		go func() {
-			defer done()
-			e.resubscribe(gen, cs, uris)
-		}()
+		e.startResubscribe(gen, cs, uris)
 	}
 	e.mu.Unlock()
 	go e.watch(gen, cs)

@@ -332,8 +332,8 @@ type EntryInfo struct {
 	Version uint64
 	// Err is why the entry failed, if it did.
 	Err error
-	// Subscriptions are the resource URIs the entry is subscribed to
-	// upstream, sorted.
+	// Subscriptions are the resource URIs the entry's handles hold, sorted,
+	// while the entry is ready (see Entry.Subscriptions).
 	Subscriptions []string
 }
 

@@ -46,9 +46,11 @@ type UpdateFunc func(*mcp.ResourceUpdatedNotificationParams)
 // handle's Subscribe subscribes upstream (resources/subscribe, or from
 // protocol 2026-07-28 on a subscriptions/listen request), later ones only
 // join, and the last Unsubscribe lets it go. After a restart the entry
-// subscribes its URIs again on the new connection; a handle may join a URI
-// the entry holds while it restarts. Subscribing again replaces fn. Each
-// upstream request is bounded by the entry's timeout. It returns
+// subscribes its URIs again on the new connection (trying again while that
+// fails); a handle may join a URI the entry holds while it restarts.
+// Subscribing again replaces fn, and asks the upstream only if the current
+// connection is not subscribed to uri yet. Each upstream request is bounded
+// by the entry's timeout. It returns
 // ErrReleased on a released handle, ErrNotReady when the entry has no
 // connection, ErrNoSubscriptions when the upstream does not offer
 // subscriptions, or the upstream's error.
@@ -60,33 +62,60 @@ func (h *Handle) Subscribe(ctx context.Context, uri string, fn UpdateFunc) error
 		return fmt.Errorf("subscribe %s for session %q: %w", e.id, h.view.Session(), ErrReleased)
 	}
 	e.mu.Lock()
-	cs, gen, first := e.session, e.conn, len(e.subs[uri]) == 0
+	cs, gen, held := e.session, e.conn, len(e.subs[uri]) > 0
+	onCurrent := held && e.subOn[uri] == gen
 	e.mu.Unlock()
-	if first {
-		if cs == nil {
-			return fmt.Errorf("server %s: subscribe %q: %w", e.spec.Name, uri, ErrNotReady)
-		}
-		if !OffersSubscriptions(cs) {
-			return fmt.Errorf("server %s: subscribe %q: %w", e.spec.Name, uri, ErrNoSubscriptions)
-		}
-		// From protocol 2026-07-28 on, the go-sdk's Subscribe opens a
-		// subscriptions/listen request and returns at once: an upstream's
-		// refusal then ends that request, and nobody hears of it.
-		ctx, cancel := context.WithTimeout(ctx, e.timeout)
-		err := SubscribeWhile(ctx, cs, uri, func() bool { return e.current(cs) })
-		cancel()
-		if err != nil {
+	switch {
+	case onCurrent:
+		// Held on this connection already: nothing to ask the upstream.
+	case cs == nil && held:
+		// The restart under way subscribes it on its connection.
+	case cs == nil:
+		return fmt.Errorf("server %s: subscribe %q: %w", e.spec.Name, uri, ErrNotReady)
+	case !OffersSubscriptions(cs):
+		return fmt.Errorf("server %s: subscribe %q: %w", e.spec.Name, uri, ErrNoSubscriptions)
+	default:
+		if err := e.subscribeOn(ctx, gen, cs, uri); err != nil {
 			return fmt.Errorf("server %s: subscribe %q: %w", e.spec.Name, uri, err)
 		}
 	}
 	e.mu.Lock()
-	if first {
-		e.subOn[uri] = gen
-	}
 	if e.subs[uri] == nil {
 		e.subs[uri] = make(map[*Handle]UpdateFunc)
 	}
 	e.subs[uri][h] = fn
+	// A restart that published its connection while this one subscribed
+	// on the old one did not see uri among the subscriptions to make again.
+	var late *mcp.ClientSession
+	if e.conn != gen && e.session != nil && e.subOn[uri] != e.conn {
+		late, gen = e.session, e.conn
+	}
+	e.mu.Unlock()
+	if late != nil {
+		e.startResubscribe(gen, late, []string{uri})
+	}
+	return nil
+}
+
+// subscribeOn subscribes cs, the connection of generation gen, to uri
+// within the entry's timeout, and records it. A connection a restart or
+// close swapped out meanwhile gives ErrNotReady.
+func (e *Entry) subscribeOn(ctx context.Context, gen uint64, cs *mcp.ClientSession, uri string) error {
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	// From protocol 2026-07-28 on, the go-sdk's Subscribe opens a
+	// subscriptions/listen request and returns at once: an upstream's
+	// refusal then ends that request, and nobody hears of it.
+	if err := SubscribeWhile(ctx, cs, uri, func() bool { return e.current(cs) }); err != nil {
+		if !e.current(cs) {
+			return fmt.Errorf("%w (%v)", ErrNotReady, err)
+		}
+		return err
+	}
+	e.mu.Lock()
+	if e.conn == gen {
+		e.subOn[uri] = gen
+	}
 	e.mu.Unlock()
 	return nil
 }
@@ -156,8 +185,9 @@ func (e *Entry) leave(ctx context.Context, h *Handle, uri string) error {
 	return nil
 }
 
-// Subscriptions returns the URIs the entry is subscribed to upstream,
-// sorted.
+// Subscriptions returns the URIs the entry's handles hold, sorted. Each is
+// subscribed to upstream once per connection; after a restart, the new
+// connection's subscriptions are made in the background.
 func (e *Entry) Subscriptions() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -203,37 +233,65 @@ func (e *Entry) current(cs *mcp.ClientSession) bool {
 	return e.session == cs
 }
 
-// resubscribe subscribes cs, the new connection of generation gen, to
-// uris, the URIs the entry's handles held when cs was published, that they
-// still hold and that are not subscribed on cs already (a handle may have
-// let one go and subscribed again since).
+// The bounds of the delay before the entry tries again to subscribe a new
+// connection to a URI it failed to; it doubles at each failed try.
+const (
+	minResubscribeRetry = time.Second
+	maxResubscribeRetry = 30 * time.Second
+)
+
+// startResubscribe runs resubscribe on a goroutine the pool's Close waits
+// for.
+func (e *Entry) startResubscribe(gen uint64, cs *mcp.ClientSession, uris []string) {
+	done := e.pool.track()
+	go func() {
+		defer done()
+		e.resubscribe(gen, cs, uris)
+	}()
+}
+
+// resubscribe subscribes cs, the connection of generation gen, to uris
+// that the entry's handles still hold and that are not subscribed on cs
+// already (a handle may have let one go and subscribed again since). It
+// tries the ones that fail again, with a growing delay, until cs is
+// replaced or the entry closes. It takes e.subMu for one URI at a time, so
+// that a Release or a Subscribe waits for one request at most.
 func (e *Entry) resubscribe(gen uint64, cs *mcp.ClientSession, uris []string) {
-	e.subMu.Lock()
-	defer e.subMu.Unlock()
 	if !OffersSubscriptions(cs) {
 		e.log.Warn("upstream no longer offers resource subscriptions; its subscribers get no updates", "uris", uris)
 		return
 	}
-	for _, uri := range uris {
-		e.mu.Lock()
-		stale, skip := e.conn != gen, len(e.subs[uri]) == 0 || e.subOn[uri] == gen
-		e.mu.Unlock()
-		if stale {
+	delay := minResubscribeRetry
+	for {
+		var failed []string
+		for _, uri := range uris {
+			e.subMu.Lock()
+			e.mu.Lock()
+			stale, skip := e.conn != gen, len(e.subs[uri]) == 0 || e.subOn[uri] == gen
+			e.mu.Unlock()
+			var err error
+			if !stale && !skip {
+				err = e.subscribeOn(e.stop, gen, cs, uri)
+			}
+			e.subMu.Unlock()
+			if stale {
+				return
+			}
+			if err != nil {
+				e.log.Warn("subscribing the new connection", "uri", uri, "err", err, "retry", delay)
+				failed = append(failed, uri)
+			}
+		}
+		if len(failed) == 0 {
 			return
 		}
-		if skip {
-			continue
+		select {
+		case <-e.stop.Done():
+			return
+		case <-time.After(delay):
 		}
-		ctx, cancel := context.WithTimeout(e.stop, e.timeout)
-		err := SubscribeWhile(ctx, cs, uri, func() bool { return e.current(cs) })
-		cancel()
-		if err != nil {
-			e.log.Warn("subscribing again after a restart", "uri", uri, "err", err)
-			continue
-		}
-		e.mu.Lock()
-		e.subOn[uri] = gen
-		e.mu.Unlock()
+		delay = min(2*delay, maxResubscribeRetry)
+		uris = failed
 	}
 }
 

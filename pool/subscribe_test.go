@@ -24,6 +24,18 @@ type subscriptionCount struct {
 	server *mcp.Server
 	mu     sync.Mutex
 	n      map[*mcp.ServerSession]map[string]int
+	refuse int // how many subscribe requests to refuse next
+}
+
+// refused reports whether to refuse this subscribe request.
+func (c *subscriptionCount) refused() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.refuse > 0 {
+		c.refuse--
+		return true
+	}
+	return false
 }
 
 func (c *subscriptionCount) add(ss *mcp.ServerSession, uri string, d int) {
@@ -62,6 +74,9 @@ func newSubscribableUpstream(name string, count *subscriptionCount) *upstream {
 	u.server = mcp.NewServer(&mcp.Implementation{Name: "up-" + name, Version: "1"}, &mcp.ServerOptions{
 		Logger: quiet,
 		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
+			if count.refused() {
+				return errors.New("not now")
+			}
 			count.add(req.Session, req.Params.URI, 1)
 			return nil
 		},
@@ -211,4 +226,19 @@ func testSubscriptionHammer(t *testing.T, version string) {
 		}
 		return true
 	}, 5*time.Second, 5*time.Millisecond, "upstream still counts %v", count.get())
+}
+
+// TestResubscribeTriesAgain: a connection a restart made that refuses to
+// subscribe is asked again until it does.
+func TestResubscribeTriesAgain(t *testing.T) {
+	count := &subscriptionCount{n: map[*mcp.ServerSession]map[string]int{}}
+	e := newEnv(t, pool.Options{}, newSubscribableUpstream("docs", count))
+	h := e.acquire(pool.Spec{Name: "docs", Command: "docs", Pooled: true, ProtocolVersion: "2025-11-25"}, "s1", `{}`, viewtest.NewRegistry())
+	require.NoError(t, h.Subscribe(t.Context(), "file:///readme", func(*mcp.ResourceUpdatedNotificationParams) {}))
+	count.mu.Lock()
+	count.refuse = 2
+	count.mu.Unlock()
+	require.NoError(t, h.Entry().Restart(t.Context()))
+	require.Eventually(t, func() bool { return count.get()["file:///readme"] == 1 }, 10*time.Second, 10*time.Millisecond,
+		"the new connection is subscribed after two refusals")
 }

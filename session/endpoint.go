@@ -104,8 +104,10 @@ type Endpoint struct {
 	abort    context.Context // ended when Drain cuts the calls under way short
 	cutShort context.CancelFunc
 
-	subscribed  atomic.Int32 // len(subs), read without subMu
-	syncPending atomic.Bool  // a syncSubscriptions is on its way
+	subscribed     atomic.Int32 // len(subs), read without subMu
+	syncPending    atomic.Bool  // a syncSubscriptions is on its way
+	retryReset     atomic.Bool  // the next sync starts its retry delay afresh
+	lastUpdateSync atomic.Int64 // when an update last had the subscriptions synced (Unix ns)
 
 	// subMu serialises the resource subscriptions (subscribe.go); it is
 	// held across upstream requests, and never with mu held.
@@ -375,7 +377,7 @@ func (e *Endpoint) DeletePrompts(server string, names []string) {
 
 // PutResources implements view.Registry: resources keep their URIs.
 func (e *Endpoint) PutResources(server string, resources []*mcp.Resource) {
-	defer e.resync() // after the lock: see syncSubscriptions
+	defer e.routesChanged() // after the lock: see syncSubscriptions
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, r := range resources {
@@ -398,7 +400,7 @@ func (e *Endpoint) putResource(server string, r *mcp.Resource) {
 
 // DeleteResources implements view.Registry.
 func (e *Endpoint) DeleteResources(server string, uris []string) {
-	defer e.resync() // after the lock: see syncSubscriptions
+	defer e.routesChanged() // after the lock: see syncSubscriptions
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.unregister(&e.resources, server, uris)
@@ -408,7 +410,7 @@ func (e *Endpoint) DeleteResources(server string, uris []string) {
 // their URI templates, and a read of a URI that no resource has and a
 // template matches goes to the template's server.
 func (e *Endpoint) PutResourceTemplates(server string, templates []*mcp.ResourceTemplate) {
-	defer e.resync() // after the lock: see syncSubscriptions
+	defer e.routesChanged() // after the lock: see syncSubscriptions
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, t := range templates {
@@ -435,7 +437,7 @@ func (e *Endpoint) putTemplate(server string, t *mcp.ResourceTemplate) {
 
 // DeleteResourceTemplates implements view.TemplateRegistry.
 func (e *Endpoint) DeleteResourceTemplates(server string, uriTemplates []string) {
-	defer e.resync() // after the lock: see syncSubscriptions
+	defer e.routesChanged() // after the lock: see syncSubscriptions
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.unregister(&e.templates, server, uriTemplates)

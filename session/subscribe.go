@@ -169,6 +169,22 @@ func (e *Endpoint) updated(p *mcp.ResourceUpdatedNotificationParams) {
 	if start {
 		go e.deliver()
 	}
+	// Each update also has departed clients looked for, at most once per
+	// updateSyncEvery: an upstream may update often.
+	now := time.Now().UnixNano()
+	if last := e.lastUpdateSync.Load(); now-last >= int64(updateSyncEvery) && e.lastUpdateSync.CompareAndSwap(last, now) {
+		e.resync()
+	}
+}
+
+// updateSyncEvery bounds how often updates have the subscriptions synced.
+const updateSyncEvery = time.Second
+
+// routesChanged has the subscriptions synced after a registry change, from
+// the shortest retry delay: a change is what a subscription left unheld
+// waits for.
+func (e *Endpoint) routesChanged() {
+	e.retryReset.Store(true)
 	e.resync()
 }
 
@@ -224,6 +240,9 @@ func (e *Endpoint) syncSubscriptions() {
 	e.subMu.Lock()
 	defer e.subMu.Unlock()
 	e.syncPending.Store(false)
+	if e.retryReset.Swap(false) {
+		e.retryDelay = 0
+	}
 	live := make(map[*mcp.ServerSession]bool)
 	for ss := range e.srv.Sessions() {
 		live[ss] = true
@@ -249,16 +268,18 @@ func (e *Endpoint) syncSubscriptions() {
 		if s.up != nil && (s.up != want || s.server != server) {
 			e.release(ctx, uri, s)
 		}
+		final := false // a server that offers no subscriptions: nothing to try again
 		if want != nil {
 			// Held already, this asks nothing of the upstream.
 			if err := want.Subscribe(ctx, uri, e.updated); err == nil {
 				s.server, s.up = server, want
 			} else {
 				s.up = nil
+				final = errors.Is(err, pool.ErrNoSubscriptions)
 				e.log.Debug("subscribing again", "server", server, "uri", uri, "err", err)
 			}
 		}
-		retry = retry || ok && s.up == nil
+		retry = retry || ok && s.up == nil && !final
 		cancel()
 	}
 	if !retry {
