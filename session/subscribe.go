@@ -284,6 +284,9 @@ func (e *Endpoint) syncSubscriptions() {
 	}
 	if !retry {
 		e.retryDelay = 0
+		if e.retryTimer != nil {
+			e.retryTimer.Stop()
+		}
 		return
 	}
 	e.retryDelay = min(max(2*e.retryDelay, minSyncRetry), maxSyncRetry)
