@@ -48,9 +48,8 @@ type UpdateFunc func(*mcp.ResourceUpdatedNotificationParams)
 // join, and the last Unsubscribe lets it go. After a restart the entry
 // subscribes its URIs again on the new connection (trying again while that
 // fails); a handle may join a URI the entry holds while it restarts.
-// Subscribing again replaces fn, and asks the upstream only if the current
-// connection is not subscribed to uri yet. Each upstream request is bounded
-// by the entry's timeout. It returns
+// Subscribing again replaces fn. Each upstream request is bounded by the
+// entry's timeout. It returns
 // ErrReleased on a released handle, ErrNotReady when the entry has no
 // connection, ErrNoSubscriptions when the upstream does not offer
 // subscriptions, or the upstream's error.
@@ -63,13 +62,12 @@ func (h *Handle) Subscribe(ctx context.Context, uri string, fn UpdateFunc) error
 	}
 	e.mu.Lock()
 	cs, gen, held := e.session, e.conn, len(e.subs[uri]) > 0
-	onCurrent := held && e.subOn[uri] == gen
 	e.mu.Unlock()
 	switch {
-	case onCurrent:
-		// Held on this connection already: nothing to ask the upstream.
-	case cs == nil && held:
-		// The restart under way subscribes it on its connection.
+	case held:
+		// Joins: the entry holds uri on this connection, or has it
+		// subscribed by the restart under way or the resubscription
+		// trying again.
 	case cs == nil:
 		return fmt.Errorf("server %s: subscribe %q: %w", e.spec.Name, uri, ErrNotReady)
 	case !OffersSubscriptions(cs):
@@ -86,14 +84,10 @@ func (h *Handle) Subscribe(ctx context.Context, uri string, fn UpdateFunc) error
 	e.subs[uri][h] = fn
 	// A restart that published its connection while this one subscribed
 	// on the old one did not see uri among the subscriptions to make again.
-	var late *mcp.ClientSession
 	if e.conn != gen && e.session != nil && e.subOn[uri] != e.conn {
-		late, gen = e.session, e.conn
+		e.startResubscribe(e.conn, e.session, []string{uri})
 	}
 	e.mu.Unlock()
-	if late != nil {
-		e.startResubscribe(gen, late, []string{uri})
-	}
 	return nil
 }
 
@@ -241,7 +235,8 @@ const (
 )
 
 // startResubscribe runs resubscribe on a goroutine the pool's Close waits
-// for.
+// for. e.mu is held, so that a Close either saw cs's generation replaced
+// or waits for the goroutine.
 func (e *Entry) startResubscribe(gen uint64, cs *mcp.ClientSession, uris []string) {
 	done := e.pool.track()
 	go func() {

@@ -49,12 +49,12 @@ func (c *subscriptionCount) add(ss *mcp.ServerSession, uri string, d int) {
 
 // get sums the counts of the sessions still connected, per URI.
 func (c *subscriptionCount) get() map[string]int {
+	c.mu.Lock() // before listing the sessions: see demoserver.Server.Subscribed
+	defer c.mu.Unlock()
 	live := make(map[*mcp.ServerSession]bool)
 	for ss := range c.server.Sessions() {
 		live[ss] = true
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	out := make(map[string]int)
 	for ss, m := range c.n {
 		if live[ss] {
@@ -239,6 +239,13 @@ func TestResubscribeTriesAgain(t *testing.T) {
 	count.refuse = 2
 	count.mu.Unlock()
 	require.NoError(t, h.Entry().Restart(t.Context()))
+	// Another handle joins at once, whatever the upstream says meanwhile.
+	h2 := e.acquire(pool.Spec{Name: "docs", Command: "docs", Pooled: true, ProtocolVersion: "2025-11-25"}, "s2", `{}`, viewtest.NewRegistry())
+	require.NoError(t, h2.Subscribe(t.Context(), "file:///readme", func(*mcp.ResourceUpdatedNotificationParams) {}))
 	require.Eventually(t, func() bool { return count.get()["file:///readme"] == 1 }, 10*time.Second, 10*time.Millisecond,
 		"the new connection is subscribed after two refusals")
+	require.NoError(t, h.Unsubscribe(t.Context(), "file:///readme"))
+	require.NoError(t, h2.Release(t.Context()))
+	assert.Empty(t, h.Entry().Subscriptions())
+	require.Eventually(t, func() bool { return count.get()["file:///readme"] == 0 }, 5*time.Second, 10*time.Millisecond)
 }

@@ -108,6 +108,7 @@ type Endpoint struct {
 	syncPending    atomic.Bool  // a syncSubscriptions is on its way
 	retryReset     atomic.Bool  // the next sync starts its retry delay afresh
 	lastUpdateSync atomic.Int64 // when an update last had the subscriptions synced (Unix ns)
+	trailingSync   atomic.Bool  // a sync is set to run when updateSyncEvery is over
 
 	// subMu serialises the resource subscriptions (subscribe.go); it is
 	// held across upstream requests, and never with mu held.

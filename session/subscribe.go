@@ -170,10 +170,21 @@ func (e *Endpoint) updated(p *mcp.ResourceUpdatedNotificationParams) {
 		go e.deliver()
 	}
 	// Each update also has departed clients looked for, at most once per
-	// updateSyncEvery: an upstream may update often.
+	// updateSyncEvery (an upstream may update often); an update that comes
+	// sooner has one sync run when the interval is over, so the last of a
+	// burst is not passed over.
 	now := time.Now().UnixNano()
-	if last := e.lastUpdateSync.Load(); now-last >= int64(updateSyncEvery) && e.lastUpdateSync.CompareAndSwap(last, now) {
-		e.resync()
+	last := e.lastUpdateSync.Load()
+	if wait := last + int64(updateSyncEvery) - now; wait <= 0 {
+		if e.lastUpdateSync.CompareAndSwap(last, now) {
+			e.resync()
+		}
+	} else if e.trailingSync.CompareAndSwap(false, true) {
+		time.AfterFunc(time.Duration(wait), func() {
+			e.trailingSync.Store(false)
+			e.lastUpdateSync.Store(time.Now().UnixNano())
+			e.resync()
+		})
 	}
 }
 

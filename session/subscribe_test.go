@@ -271,7 +271,8 @@ func TestSubscriptionsFollowRoutesAndClients(t *testing.T) {
 	require.NoError(t, other.Close())
 	require.NoError(t, cs.Close())
 	_, _ = otherSS.Wait(), ss.Wait()
-	ep.ForgetUpdateSync() // an update has them looked for at most once a second
+	// (Updates have them looked for at most once a second; this one, less
+	// than a second after the last, has a sync run when the second is up.)
 	second.update("x://a")
 	require.Eventually(t, func() bool { return len(second.seen()) == 6 }, 5*time.Second, 5*time.Millisecond, "%v", second.seen())
 	assert.ElementsMatch(t, []string{"+x://a", "+x://t/7", "+x://t/8", "-x://a", "-x://t/7", "-x://t/8"}, second.seen())

@@ -156,12 +156,14 @@ func (s *Server) count(ss *mcp.ServerSession, uri string, d int) {
 // sessions still connected (the go-sdk forgets a session's subscriptions,
 // without a call, when it ends).
 func (s *Server) Subscribed() map[string]int {
+	// Sessions listed with mu held: one that connects meanwhile cannot
+	// have counted a subscription yet.
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	live := make(map[*mcp.ServerSession]bool)
 	for ss := range s.srv.Sessions() {
 		live[ss] = true
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	out := make(map[string]int)
 	for ss, m := range s.subscribed {
 		if !live[ss] {
