@@ -13,77 +13,27 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhost/wasmhost/internal/demoserver"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view/viewtest"
 )
 
-// A subscriptionCount is what an upstream's subscribe and unsubscribe
-// handlers counted, per server session and URI. A session that ended
-// holds nothing (the go-sdk forgets its subscriptions without a call).
+// A subscriptionCount is an upstream's count of subscriptions.
 type subscriptionCount struct {
+	demoserver.Subscriptions
 	server *mcp.Server
-	mu     sync.Mutex
-	n      map[*mcp.ServerSession]map[string]int
-	refuse int // how many subscribe requests to refuse next
 }
 
-// refused reports whether to refuse this subscribe request.
-func (c *subscriptionCount) refused() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.refuse > 0 {
-		c.refuse--
-		return true
-	}
-	return false
-}
-
-func (c *subscriptionCount) add(ss *mcp.ServerSession, uri string, d int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n[ss] == nil {
-		c.n[ss] = make(map[string]int)
-	}
-	c.n[ss][uri] += d
-}
-
-// get sums the counts of the sessions still connected, per URI.
-func (c *subscriptionCount) get() map[string]int {
-	c.mu.Lock() // before listing the sessions: see demoserver.Server.Subscribed
-	defer c.mu.Unlock()
-	live := make(map[*mcp.ServerSession]bool)
-	for ss := range c.server.Sessions() {
-		live[ss] = true
-	}
-	out := make(map[string]int)
-	for ss, m := range c.n {
-		if live[ss] {
-			for uri, n := range m {
-				if n != 0 {
-					out[uri] += n
-				}
-			}
-		}
-	}
-	return out
-}
+// get counts the subscriptions of the sessions still connected, per URI.
+func (c *subscriptionCount) get() map[string]int { return c.Count(c.server) }
 
 // newSubscribableUpstream is an upstream offering resource subscriptions.
 func newSubscribableUpstream(name string, count *subscriptionCount) *upstream {
 	u := &upstream{name: name, tools: make(map[string]bool)}
 	u.server = mcp.NewServer(&mcp.Implementation{Name: "up-" + name, Version: "1"}, &mcp.ServerOptions{
-		Logger: quiet,
-		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
-			if count.refused() {
-				return errors.New("not now")
-			}
-			count.add(req.Session, req.Params.URI, 1)
-			return nil
-		},
-		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error {
-			count.add(req.Session, req.Params.URI, -1)
-			return nil
-		},
+		Logger:             quiet,
+		SubscribeHandler:   count.Subscribe,
+		UnsubscribeHandler: count.Unsubscribe,
 	})
 	u.server.AddResource(&mcp.Resource{URI: "file:///readme", Name: "readme"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		return &mcp.ReadResourceResult{}, nil
@@ -105,7 +55,7 @@ func TestSubscriptionsSharedPerEntry(t *testing.T) {
 }
 
 func testSubscriptionsSharedPerEntry(t *testing.T, version string) {
-	count := &subscriptionCount{n: map[*mcp.ServerSession]map[string]int{}}
+	count := &subscriptionCount{}
 	e := newEnv(t, pool.Options{}, newSubscribableUpstream("docs", count), newUpstream(t, "plain", "read"))
 	spec := pool.Spec{Name: "docs", Command: "docs", Pooled: true, ProtocolVersion: version}
 	const uri = "file:///readme"
@@ -160,7 +110,7 @@ func TestSubscriptionHammer(t *testing.T) {
 }
 
 func testSubscriptionHammer(t *testing.T, version string) {
-	count := &subscriptionCount{n: map[*mcp.ServerSession]map[string]int{}}
+	count := &subscriptionCount{}
 	e := newEnv(t, pool.Options{}, newSubscribableUpstream("docs", count))
 	spec := pool.Spec{Name: "docs", Command: "docs", Pooled: true, ProtocolVersion: version}
 	uris := []string{"file:///a", "file:///b", "file:///c"}
@@ -231,13 +181,11 @@ func testSubscriptionHammer(t *testing.T, version string) {
 // TestResubscribeTriesAgain: a connection a restart made that refuses to
 // subscribe is asked again until it does.
 func TestResubscribeTriesAgain(t *testing.T) {
-	count := &subscriptionCount{n: map[*mcp.ServerSession]map[string]int{}}
+	count := &subscriptionCount{}
 	e := newEnv(t, pool.Options{}, newSubscribableUpstream("docs", count))
 	h := e.acquire(pool.Spec{Name: "docs", Command: "docs", Pooled: true, ProtocolVersion: "2025-11-25"}, "s1", `{}`, viewtest.NewRegistry())
 	require.NoError(t, h.Subscribe(t.Context(), "file:///readme", func(*mcp.ResourceUpdatedNotificationParams) {}))
-	count.mu.Lock()
-	count.refuse = 2
-	count.mu.Unlock()
+	count.Refuse(2)
 	require.NoError(t, h.Entry().Restart(t.Context()))
 	// Another handle joins at once, whatever the upstream says meanwhile.
 	h2 := e.acquire(pool.Spec{Name: "docs", Command: "docs", Pooled: true, ProtocolVersion: "2025-11-25"}, "s2", `{}`, viewtest.NewRegistry())

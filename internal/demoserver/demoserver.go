@@ -27,12 +27,12 @@ const Version = "1.0.0"
 // A Server is the demo upstream: an mcp.Server plus the little state its
 // tools share.
 type Server struct {
-	srv *mcp.Server
+	srv  *mcp.Server
+	subs Subscriptions // what clients subscribed to (write_note notifies them)
 
-	mu         sync.Mutex
-	notes      map[string]string                     // guarded by mu
-	extra      int                                   // number of tools added by add_tool; guarded by mu
-	subscribed map[*mcp.ServerSession]map[string]int // subscriptions by client session and URI; guarded by mu
+	mu    sync.Mutex
+	notes map[string]string // guarded by mu
+	extra int               // number of tools added by add_tool; guarded by mu
 }
 
 type echoIn struct {
@@ -56,11 +56,11 @@ type noteOut struct {
 
 // New returns a demo server with its tools, prompts and resources registered.
 func New() *Server {
-	s := &Server{notes: map[string]string{"welcome": "Hello from the wasmhost demo server."}, subscribed: map[*mcp.ServerSession]map[string]int{}}
+	s := &Server{notes: map[string]string{"welcome": "Hello from the wasmhost demo server."}}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "wasmhost-demo", Version: Version}, &mcp.ServerOptions{
 		CompletionHandler:  s.complete,
-		SubscribeHandler:   s.subscribe,
-		UnsubscribeHandler: s.unsubscribe,
+		SubscribeHandler:   s.subs.Subscribe,
+		UnsubscribeHandler: s.subs.Unsubscribe,
 	})
 
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true}
@@ -130,54 +130,9 @@ func (s *Server) writeNote(ctx context.Context, _ *mcp.CallToolRequest, in noteI
 	return nil, noteOut(in), nil
 }
 
-// subscribe and unsubscribe count each client session's subscriptions
-// (Subscribed); the go-sdk keeps the subscribers and notifies them.
-func (s *Server) subscribe(_ context.Context, req *mcp.SubscribeRequest) error {
-	s.count(req.Session, req.Params.URI, 1)
-	return nil
-}
-
-func (s *Server) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
-	s.count(req.Session, req.Params.URI, -1)
-	return nil
-}
-
-func (s *Server) count(ss *mcp.ServerSession, uri string, d int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.subscribed[ss] == nil {
-		s.subscribed[ss] = make(map[string]int)
-	}
-	s.subscribed[ss][uri] += d
-}
-
-// Subscribed returns how many subscriptions each resource URI has, as
-// counted by resources/subscribe and resources/unsubscribe, from the client
-// sessions still connected (the go-sdk forgets a session's subscriptions,
-// without a call, when it ends).
-func (s *Server) Subscribed() map[string]int {
-	// Sessions listed with mu held: one that connects meanwhile cannot
-	// have counted a subscription yet.
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	live := make(map[*mcp.ServerSession]bool)
-	for ss := range s.srv.Sessions() {
-		live[ss] = true
-	}
-	out := make(map[string]int)
-	for ss, m := range s.subscribed {
-		if !live[ss] {
-			delete(s.subscribed, ss)
-			continue
-		}
-		for uri, n := range m {
-			if n != 0 {
-				out[uri] += n
-			}
-		}
-	}
-	return out
-}
+// Subscribed returns how many subscriptions each resource URI has from the
+// client sessions still connected.
+func (s *Server) Subscribed() map[string]int { return s.subs.Count(s.srv) }
 
 func (s *Server) addTool(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 	s.mu.Lock()
