@@ -301,9 +301,9 @@ func (e *Endpoint) syncSubscriptions() {
 		return
 	}
 	e.retryDelay = min(max(2*e.retryDelay, minSyncRetry), maxSyncRetry)
-	if e.retryTimer == nil || !e.retryTimer.Stop() {
+	if e.retryTimer == nil {
 		e.retryTimer = time.AfterFunc(e.retryDelay, e.resync)
 	} else {
-		e.retryTimer.Reset(e.retryDelay)
+		e.retryTimer.Reset(e.retryDelay) // runs resync again even once it has run
 	}
 }
