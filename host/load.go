@@ -99,24 +99,14 @@ func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Ins
 		return nil, fail("%w", err)
 	}
 
-	var cache wazero.CompilationCache
-	if cfg.cacheDir != "" {
-		if cache, err = wazero.NewCompilationCacheWithDir(cfg.cacheDir); err != nil {
-			return nil, fail("compilation cache %q: %w", cfg.cacheDir, err)
-		}
-	} else {
-		cache = wazero.NewCompilationCache()
-	}
 	code, metered, err := meterModule(ctx, name, wasm, cfg)
 	if err != nil {
-		_ = cache.Close(context.Background())
 		return nil, fail("compile: %w", err)
 	}
 	if insp != nil {
 		insp.Metered = metered
 	}
 	rc := wazero.NewRuntimeConfig().
-		WithCompilationCache(cache).
 		WithMemoryLimitPages(cfg.pages).
 		WithCloseOnContextDone(!metered)
 	var funcs []extism.HostFunction
@@ -130,10 +120,9 @@ func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Ins
 		// own per-call deadline instead of Manifest.Timeout.
 		Memory: &extism.ManifestMemory{MaxPages: cfg.pages, MaxHttpResponseBytes: 0, MaxVarBytes: 0},
 	}
-	compiled, err := compileSafe(ctx, manifest, extism.PluginConfig{RuntimeConfig: rc, EnableWasi: true}, funcs)
+	compiled, cache, err := compileCached(ctx, name, manifest, extism.PluginConfig{RuntimeConfig: rc, EnableWasi: true}, funcs, cfg)
 	if err != nil {
-		_ = cache.Close(context.Background())
-		return nil, fail("compile: %w", err)
+		return nil, fail("%w", err)
 	}
 	if digest == "" {
 		digest = <-digested

@@ -32,8 +32,10 @@ type Options struct {
 	// cache, so that loading the same wasm again (in this process or a later
 	// one) skips compiling it. "" keeps compiled code in memory only. The
 	// cache holds native code the host runs as it finds it: the directory
-	// must be writable only by those trusted to run code as the host (a
-	// corrupted entry makes loads of that module fail until it is deleted).
+	// must be writable only by those trusted to run code as the host. An
+	// entry wazero finds damaged (cut short, or failing its checksum) does
+	// not fail the load: the module is compiled again, a warning is logged,
+	// and the entry is replaced.
 	CacheDir string
 	// MaxInstances bounds the instances (and so the concurrent calls) of
 	// one Plugin. 0 means runtime.GOMAXPROCS(0).

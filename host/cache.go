@@ -1,0 +1,110 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	extism "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero"
+)
+
+// cacheErrorPrefix starts every error wazero returns for a compilation cache
+// entry it cannot read back (bad header, short file, checksum mismatch).
+// wazero writes entries atomically, so such an entry was damaged on disk.
+const cacheErrorPrefix = "compilationcache:"
+
+// compileCached compiles m with a compilation cache in cfg.cacheDir (or in
+// memory when there is none) and returns the cache the compiled plugin
+// keeps.
+//
+// When wazero refuses an entry of the directory as damaged, the load does
+// not fail: the module is compiled again into a fresh directory beside the
+// damaged entries, and each entry written there replaces the one of the
+// same name in the cache, so the next load finds good code. Entries are
+// named by a hash of the module and the CPU, so the replacement lands on
+// exactly the entry that was refused.
+func compileCached(ctx context.Context, name string, m extism.Manifest, pc extism.PluginConfig, funcs []extism.HostFunction, cfg settings) (*extism.CompiledPlugin, wazero.CompilationCache, error) {
+	if cfg.cacheDir == "" {
+		cache := wazero.NewCompilationCache()
+		compiled, err := compileWith(ctx, m, pc, funcs, cache)
+		if err != nil {
+			return nil, nil, err
+		}
+		return compiled, cache, nil
+	}
+	cache, err := wazero.NewCompilationCacheWithDir(cfg.cacheDir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("compilation cache %q: %w", cfg.cacheDir, err)
+	}
+	compiled, err := compileWith(ctx, m, pc, funcs, cache)
+	if err == nil {
+		return compiled, cache, nil
+	}
+	if !strings.Contains(err.Error(), cacheErrorPrefix) {
+		return nil, nil, err
+	}
+	cfg.log.LogAttrs(ctx, slog.LevelWarn, "compilation cache entry damaged; compiling again and replacing it",
+		slog.String("plugin", name), slog.String("cacheDir", cfg.cacheDir), slog.String("error", err.Error()))
+
+	fresh, err := os.MkdirTemp(cfg.cacheDir, "repair-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("compilation cache %q: damaged entry, and no room to compile again: %w", cfg.cacheDir, err)
+	}
+	defer os.RemoveAll(fresh)
+	cache, err = wazero.NewCompilationCacheWithDir(fresh)
+	if err != nil {
+		return nil, nil, fmt.Errorf("compilation cache %q: %w", fresh, err)
+	}
+	if compiled, err = compileWith(ctx, m, pc, funcs, cache); err != nil {
+		return nil, nil, err
+	}
+	if err := replaceEntries(fresh, cfg.cacheDir); err != nil {
+		// The plugin is compiled and works; only the next load stays cold.
+		cfg.log.LogAttrs(ctx, slog.LevelWarn, "compilation cache entry not replaced; delete the directory to clear it",
+			slog.String("plugin", name), slog.String("cacheDir", cfg.cacheDir), slog.String("error", err.Error()))
+	}
+	return compiled, cache, nil
+}
+
+// compileWith compiles m with cache, closing the cache if that fails.
+func compileWith(ctx context.Context, m extism.Manifest, pc extism.PluginConfig, funcs []extism.HostFunction, cache wazero.CompilationCache) (*extism.CompiledPlugin, error) {
+	pc.RuntimeConfig = pc.RuntimeConfig.WithCompilationCache(cache)
+	compiled, err := compileSafe(ctx, m, pc, funcs)
+	if err != nil {
+		_ = cache.Close(context.Background())
+		return nil, fmt.Errorf("compile: %w", err)
+	}
+	return compiled, nil
+}
+
+// replaceEntries moves every file of from, a cache directory, to the same
+// relative path under to, replacing what is there. wazero keeps its entries
+// in one directory per wazero version and platform, the same name under
+// both.
+func replaceEntries(from, to string) error {
+	var errs []error
+	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(from, path)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(to, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+			errs = append(errs, err)
+			return nil
+		}
+		if err := os.Rename(path, dst); err != nil {
+			errs = append(errs, err)
+		}
+		return nil
+	})
+	return errors.Join(append(errs, err)...)
+}
