@@ -76,8 +76,8 @@
 // the upstream's notification goroutine, without the reserved _meta keys of
 // the upstream hop. The Endpoint lets the upstream subscription go when its
 // last client unsubscribes or leaves (a client of a protocol before
-// 2026-07-28 that leaves without unsubscribing is noticed at the first
-// update or registry change after the go-sdk has seen it go), and moves it
+// 2026-07-28 that leaves without unsubscribing is noticed when the go-sdk
+// has seen it go), and moves it
 // when a reload hides the URI (then it is let go) or routes it through
 // another connection, trying again with a growing delay while that
 // connection is not ready; the pool subscribes again after an upstream

@@ -104,17 +104,16 @@ type Endpoint struct {
 	abort    context.Context // ended when Drain cuts the calls under way short
 	cutShort context.CancelFunc
 
-	subscribed     atomic.Int32 // len(subs), read without subMu
-	syncPending    atomic.Bool  // a syncSubscriptions is on its way
-	retryReset     atomic.Bool  // the next sync starts its retry delay afresh
-	lastUpdateSync atomic.Int64 // when an update last had the subscriptions synced (Unix ns)
-	trailingSync   atomic.Bool  // a sync is set to run when updateSyncEvery is over
+	subscribed  atomic.Int32 // len(subs), read without subMu
+	syncPending atomic.Bool  // a syncSubscriptions is on its way
+	retryReset  atomic.Bool  // the next sync starts its retry delay afresh
 
 	// subMu serialises the resource subscriptions (subscribe.go); it is
 	// held across upstream requests, and never with mu held.
 	subMu      sync.Mutex
-	subs       map[string]*subscription // resource URI -> the clients subscribed
-	retryDelay time.Duration            // before the next sync, when one left a URI unheld
+	subs       map[string]*subscription        // resource URI -> the clients subscribed
+	watched    map[*mcp.ServerSession]struct{} // clients a goroutine waits to see leave
+	retryDelay time.Duration                   // before the next sync, when one left a URI unheld
 	retryTimer *time.Timer
 
 	// updMu guards the queue of upstream updates to send (subscribe.go).

@@ -54,7 +54,33 @@ func (e *Endpoint) subscribe(ctx context.Context, req *mcp.SubscribeRequest) err
 		s.server, s.up = server, up
 	}
 	s.clients[req.Session] = struct{}{}
+	e.watch(req.Session)
 	return nil
+}
+
+// watch has the subscriptions synced when ss, a subscribed client, leaves:
+// the go-sdk forgets a departed client's subscriptions without calling
+// unsubscribe, and the URIs it alone held would otherwise stay subscribed
+// upstream until the next update or registry change. One goroutine per
+// subscribed client waits for it. e.subMu is held.
+func (e *Endpoint) watch(ss *mcp.ServerSession) {
+	if ss == nil {
+		return
+	}
+	if _, ok := e.watched[ss]; ok {
+		return
+	}
+	if e.watched == nil {
+		e.watched = make(map[*mcp.ServerSession]struct{})
+	}
+	e.watched[ss] = struct{}{}
+	go func() {
+		_ = ss.Wait() // returns once the server has forgotten ss
+		e.subMu.Lock()
+		delete(e.watched, ss)
+		e.subMu.Unlock()
+		e.resync()
+	}()
 }
 
 // unsubscribe serves resources/unsubscribe; the endpoint's last client of
@@ -148,9 +174,8 @@ func (e *Endpoint) resolve(uri string) (string, bool) {
 const maxQueuedUpdates = 256
 
 // updated queues an upstream's notifications/resources/updated for the
-// endpoint's clients subscribed to its URI, and has the subscriptions
-// checked for clients that left without unsubscribing. It runs on the
-// upstream connection's notification goroutine, so it only queues: deliver
+// endpoint's clients subscribed to its URI. It runs on the upstream
+// connection's notification goroutine, so it only queues: deliver
 // sends, on a goroutine of its own while there is something to send. An
 // update of a URI already queued replaces it. p is shared with the other
 // sessions: the endpoint sends its own copy, without the reserved _meta
@@ -169,27 +194,7 @@ func (e *Endpoint) updated(p *mcp.ResourceUpdatedNotificationParams) {
 	if start {
 		go e.deliver()
 	}
-	// Each update also has departed clients looked for, at most once per
-	// updateSyncEvery (an upstream may update often); an update that comes
-	// sooner has one sync run when the interval is over, so the last of a
-	// burst is not passed over.
-	now := time.Now().UnixNano()
-	last := e.lastUpdateSync.Load()
-	if wait := last + int64(updateSyncEvery) - now; wait <= 0 {
-		if e.lastUpdateSync.CompareAndSwap(last, now) {
-			e.resync()
-		}
-	} else if e.trailingSync.CompareAndSwap(false, true) {
-		time.AfterFunc(time.Duration(wait), func() {
-			e.trailingSync.Store(false)
-			e.lastUpdateSync.Store(time.Now().UnixNano())
-			e.resync()
-		})
-	}
 }
-
-// updateSyncEvery bounds how often updates have the subscriptions synced.
-const updateSyncEvery = time.Second
 
 // routesChanged has the subscriptions synced after a registry change, from
 // the shortest retry delay: a change is what a subscription left unheld

@@ -168,10 +168,6 @@ func (s *fakeSubscriber) seen() []string {
 	return slices.Clone(s.calls)
 }
 
-func (s *fakeSubscriber) update(uri string) {
-	s.updateMeta(uri, nil)
-}
-
 func (s *fakeSubscriber) updateMeta(uri string, meta mcp.Meta) {
 	s.mu.Lock()
 	fn := s.fns[uri]
@@ -264,16 +260,15 @@ func TestSubscriptionsFollowRoutesAndClients(t *testing.T) {
 	require.Eventually(t, func() bool { return len(third.seen()) == 2 }, 5*time.Second, 5*time.Millisecond)
 	second = third
 
-	// Clients that leave without unsubscribing: their subscriptions go at
-	// the next update after the server has seen them go.
+	// Clients that leave without unsubscribing: their subscriptions go as
+	// soon as the server has seen them go, with no update or registry
+	// change to have them looked for.
 	other, otherSS := connect("2025-11-25")
 	require.NoError(t, other.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "x://t/8"}))
+	require.Eventually(t, func() bool { return len(second.seen()) == 3 }, 5*time.Second, 5*time.Millisecond)
 	require.NoError(t, other.Close())
 	require.NoError(t, cs.Close())
 	_, _ = otherSS.Wait(), ss.Wait()
-	// (Updates have them looked for at most once a second; this one, less
-	// than a second after the last, has a sync run when the second is up.)
-	second.update("x://a")
 	require.Eventually(t, func() bool { return len(second.seen()) == 6 }, 5*time.Second, 5*time.Millisecond, "%v", second.seen())
 	assert.ElementsMatch(t, []string{"+x://a", "+x://t/7", "+x://t/8", "-x://a", "-x://t/7", "-x://t/8"}, second.seen())
 }
