@@ -28,7 +28,10 @@
 //     file, of kind "file";
 //   - a case with an unknown or duplicated key, the keys of no kind or of
 //     two kinds, a missing or duplicated name, or a value of the wrong shape
-//     counts as one failed case of kind "malformed".
+//     counts as one failed case of kind "malformed". So does a snapshot item
+//     with a key given twice at any depth, or with two keys that differ only
+//     in case outside its free-form fields (inputSchema, outputSchema,
+//     _meta): the MCP SDK's decoder would read them as one field.
 //
 // # Running
 //
@@ -38,8 +41,10 @@
 // reverse order), and a settings object that gets two different keys fails
 // its case as nondeterministic; a project case is projected twice for the
 // same reason. A reject case passes only when both canonicalize calls return
-// a per-item error and the project export refuses the settings too; a call
-// that fails as a whole, times out or traps is not a refusal. A policy error
+// a per-item error and project refuses the settings too, with an error
+// wrapping [abi.ErrRefused] (a wasm plugin's error return); a call that
+// fails as a whole, times out, traps or fails in any other way is not a
+// refusal. A policy error
 // or even a panic in a Go policy fails the case; it never stops the run.
 //
 // When the policy is an [abi.BatchProjector] (metakey.Reference, or a

@@ -14,7 +14,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/wasmhost/wasmhost/abi"
-	"github.com/wasmhost/wasmhost/host"
 	"github.com/wasmhost/wasmhost/view"
 )
 
@@ -23,7 +22,7 @@ type Result struct {
 	// File is the suite file's path, Suite its "suite" name.
 	File  string `json:"file"`
 	Suite string `json:"suite,omitempty"`
-	// Case is the case's name ("#N" when it has none; for a file that could
+	// Case is the case's name ("cases[N]" when it has none; for a file that could
 	// not be read as a suite, the file's path relative to the path given to
 	// Load).
 	Case   string `json:"case"`
@@ -367,10 +366,10 @@ func keysTwice(ctx context.Context, p abi.Policy, settings []json.RawMessage) (f
 func deterministic(label string, a, b abi.CanonicalResult) *failure {
 	switch {
 	case (a.Error == "") != (b.Error == ""):
-		return fail("nondeterministic: %s was refused by one canonicalize call and accepted by the other", label).
+		return nondeterministic("%s was refused by one canonicalize call and accepted by the other", label).
 			wantGot(resultString(a), resultString(b))
 	case a.Key != b.Key:
-		return fail("nondeterministic: %s got two different keys from two canonicalize calls", label).
+		return nondeterministic("%s got two different keys from two canonicalize calls", label).
 			wantGot(showKey(a.Key), showKey(b.Key))
 	case a.Error != "" || bytes.Equal(a.Canonical, b.Canonical):
 		return nil
@@ -378,16 +377,24 @@ func deterministic(label string, a, b abi.CanonicalResult) *failure {
 	eq, err := jsonEqual(a.Canonical, b.Canonical)
 	switch {
 	case len(a.Canonical) == 0 || len(b.Canonical) == 0:
-		return fail("nondeterministic: %s got a canonical form from one canonicalize call and none from the other", label).
+		return nondeterministic("%s got a canonical form from one canonicalize call and none from the other", label).
 			wantGot(resultString(a), resultString(b))
 	case err != nil:
 		return fail("%s: the policy's canonical form is not valid JSON: %v", label, err).
 			wantGot(compactJSON(a.Canonical), compactJSON(b.Canonical))
 	case !eq:
-		return fail("nondeterministic: %s got two different canonical forms from two canonicalize calls", label).
+		return nondeterministic("%s got two different canonical forms from two canonicalize calls", label).
 			wantGot(compactJSON(a.Canonical), compactJSON(b.Canonical))
 	}
 	return nil
+}
+
+// nondeterministic is the failure of a policy whose two answers for one
+// settings object disagree. The message says how the second call differed
+// from the first, since a policy that answers those bytes differently, not
+// one that answers at random, fails the same way.
+func nondeterministic(format string, args ...any) *failure {
+	return fail("nondeterministic: "+format+" (the second call sent the same settings with a trailing space, in reverse order)", args...)
 }
 
 // showKey shows an opaque key, or the exact bytes of a canonical form, in a
@@ -493,20 +500,6 @@ func runDiffer(ctx context.Context, p abi.Policy, c *Case, ans *answers) *failur
 	return nil
 }
 
-// isCrash reports whether err is a failure of the plugin itself rather than
-// a refusal.
-func isCrash(err error) bool {
-	for _, target := range []error{
-		host.ErrPluginTimeout, host.ErrPluginTrap, host.ErrBadOutput, host.ErrClosed,
-		context.DeadlineExceeded, context.Canceled,
-	} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return false
-}
-
 // runReject runs a reject case and returns, when it passed, project's own
 // refusal message for the settings (see abi.RefusalMessager; "" when the
 // policy's error does not carry one).
@@ -530,8 +523,12 @@ func runReject(ctx context.Context, p abi.Policy, c *Case, ans *answers) (string
 	case err == nil:
 		return "", fail("canonicalize refused the settings but project accepted them").
 			wantGot("an error", marshalLine(resp))
-	case isCrash(err):
-		return "", fail("project failed instead of refusing the settings: %v", err)
+	case !errors.Is(err, abi.ErrRefused):
+		// A refusal is an error wrapping abi.ErrRefused (a wasm plugin's
+		// error return, host.ErrPluginRefused); a timeout, a trap, a bad
+		// answer or any other error of the call is the plugin failing.
+		return "", fail("project failed instead of refusing the settings: %v", err).
+			wantGot("a refusal (an error wrapping abi.ErrRefused)", oneLine(err.Error()))
 	}
 	ans.add("the project call's refusal", "error "+strconv.Quote(err.Error()))
 	var rm abi.RefusalMessager

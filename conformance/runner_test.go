@@ -343,7 +343,7 @@ func TestRunDetectsNondeterminism(t *testing.T) {
 
 	r = Run(t.Context(), &flakyCanonical{}, suites)
 	checkReport(t, r, map[string]caseOutcome{
-		"good canonical": {contains: []string{"nondeterministic: the settings got two different canonical forms from two canonicalize calls: want {\"n\":1}; got {\"n\":2}"}},
+		"good canonical": {contains: []string{"nondeterministic: the settings got two different canonical forms from two canonicalize calls (the second call sent the same settings with a trailing space, in reverse order): want {\"n\":1}; got {\"n\":2}"}},
 		"good same":      {contains: []string{"nondeterministic: same[0] got two different canonical forms"}},
 	})
 
@@ -429,8 +429,14 @@ func TestRunSurvivesBrokenPolicies(t *testing.T) {
 		"good project": {contains: []string{"projection failed: plugin x: project: plugin call timed out"}},
 	})
 
-	r = Run(t.Context(), &failing{projErr: errors.New("plugin refused the input: bad settings")}, suites)
+	r = Run(t.Context(), &failing{projErr: fmt.Errorf("%w: bad settings", abi.ErrRefused)}, suites)
 	checkReport(t, r, map[string]caseOutcome{"good reject": {passed: true}})
+
+	// An error that is not a refusal fails a reject case, whatever it says.
+	r = Run(t.Context(), &failing{projErr: errors.New("plugin refused the input: bad settings")}, suites)
+	checkReport(t, r, map[string]caseOutcome{
+		"good reject": {contains: []string{"project failed instead of refusing the settings: plugin refused the input: bad settings"}},
+	})
 
 	r = Run(t.Context(), &failing{projResp: &abi.ProjectResponse{}}, suites)
 	checkReport(t, r, map[string]caseOutcome{

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -148,6 +150,13 @@ func decodeItems[T any](list string, raw json.RawMessage, required string) ([]*T
 		if err != nil {
 			return nil, fmt.Errorf("%s[%d]: %w", list, i, err)
 		}
+		v, err := decodeValue(e) // a duplicate key at any depth
+		if err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", list, i, err)
+		}
+		if err := foldCollision(v, ""); err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", list, i, err)
+		}
 		found := false
 		for _, f := range fields {
 			if f.key == required {
@@ -171,6 +180,53 @@ func decodeItems[T any](list string, raw json.RawMessage, required string) ([]*T
 		items = append(items, item)
 	}
 	return items, nil
+}
+
+// freeForm lists the item fields that the MCP SDK decodes into maps, where
+// keys differing only in case are distinct (two schema properties "Path"
+// and "path", say).
+var freeForm = map[string]bool{"inputSchema": true, "outputSchema": true, "_meta": true}
+
+// foldCollision refuses an object, at path in an item, with two keys that
+// differ only in case, except inside the free-form fields. encoding/json
+// matches struct fields ignoring case, so {"name": "a", "Name": "b"} would
+// be a tool named "b", and the file would mean something else than it
+// reads.
+func foldCollision(v any, path string) error {
+	switch v := v.(type) {
+	case map[string]any:
+		keys := slices.Sorted(maps.Keys(v))
+		for i, k := range keys {
+			for _, k2 := range keys[i+1:] {
+				if strings.EqualFold(k, k2) {
+					return fmt.Errorf("keys %q and %q%s differ only in case (the MCP SDK would read both as one field)", k, k2, at(path))
+				}
+			}
+		}
+		for _, k := range keys {
+			if path == "" && freeForm[k] {
+				continue
+			}
+			if err := foldCollision(v[k], joinPath(path, k)); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if err := foldCollision(e, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// at returns " at path", or "" for the top.
+func at(path string) string {
+	if path == "" {
+		return ""
+	}
+	return " at " + path
 }
 
 // decodeProjected strictly decodes a project case's expected projection.
