@@ -24,6 +24,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/inflight"
 	"github.com/wasmhost/wasmhost/internal/procgroup"
+	"github.com/wasmhost/wasmhost/internal/redact"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/session"
@@ -103,8 +104,9 @@ const DefaultClientIdleTimeout = time.Hour
 // with Run, once.
 type Daemon struct {
 	opts     Options
-	file     string // config path as given, for messages
-	path     string // absolute config path, for watching
+	file     string      // config path as given, for messages
+	path     string      // absolute config path, for watching
+	secrets  *redact.Set // of every config loaded; the logger redacts them
 	log      *slog.Logger
 	counters *churn.Counters
 	relay    *session.ProgressRelay
@@ -174,11 +176,13 @@ func New(opts Options) (*Daemon, error) {
 	if opts.RetryMax < opts.RetryMin {
 		opts.RetryMax = max(DefaultRetryMax, opts.RetryMin)
 	}
+	secrets := &redact.Set{}
 	d := &Daemon{
 		opts:      opts,
 		file:      opts.ConfigPath,
 		path:      path,
-		log:       opts.Logger,
+		secrets:   secrets,
+		log:       slog.New(secrets.Handler(opts.Logger.Handler())),
 		counters:  &churn.Counters{},
 		relay:     session.NewProgressRelay(),
 		pids:      newPIDTable(),
@@ -280,6 +284,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("daemon: %w: %w", ErrConfigInvalid, err)
 	}
+	d.secrets.AddConfig(cfg)
 
 	listen := cfg.Listen
 	if d.opts.Listen != "" {
@@ -457,6 +462,7 @@ func (d *Daemon) registry(name string) view.Registry {
 		Progress:       d.relay,
 		Implementation: &mcp.Implementation{Name: "wasmhost", Title: "wasmhost session " + name, Version: Version},
 		Logger:         d.log.With("component", "session"),
+		Redact:         d.secrets.Error,
 	})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.Server() }, &mcp.StreamableHTTPOptions{
 		Logger: d.log.With("component", "http", "session", name),

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/internal/redact"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 )
@@ -153,12 +154,16 @@ func (d *Daemon) adminOnly(next http.Handler) http.Handler {
 	})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// writeJSON writes v as the answer, with every secret of the configs the
+// daemon has loaded replaced (errors from below quote upstream URLs whole).
+func (d *Daemon) writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		b = []byte(`{"error": "encoding the answer failed"}`)
+	}
+	_, _ = w.Write(append(d.secrets.Bytes(b), '\n'))
 }
 
 type errorBody struct {
@@ -167,20 +172,20 @@ type errorBody struct {
 }
 
 func (d *Daemon) serveState(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, d.State())
+	d.writeJSON(w, http.StatusOK, d.State())
 }
 
 func (d *Daemon) serveReload(w http.ResponseWriter, r *http.Request) {
 	res, err := d.Reload(r.Context(), "admin")
 	switch {
 	case errors.Is(err, ErrNotReady):
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		d.writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
 	case err == nil:
-		writeJSON(w, http.StatusOK, res)
+		d.writeJSON(w, http.StatusOK, res)
 	case !res.Applied:
-		writeJSON(w, http.StatusUnprocessableEntity, res)
+		d.writeJSON(w, http.StatusUnprocessableEntity, res)
 	default:
-		writeJSON(w, http.StatusBadGateway, res)
+		d.writeJSON(w, http.StatusBadGateway, res)
 	}
 }
 
@@ -220,6 +225,7 @@ func (d *Daemon) parseServerEntry(name string, body []byte) (*config.Server, []s
 			warnings = append(warnings, inBody.Replace(w.String()))
 		}
 	}
+	d.secrets.Add(redact.ServerSecrets(cfg.Servers[name])...)
 	return cfg.Servers[name], warnings, nil
 }
 
@@ -227,12 +233,12 @@ func (d *Daemon) servePutOverlay(w http.ResponseWriter, r *http.Request) {
 	sessionName, server := r.PathValue("session"), r.PathValue("server")
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
 	if err != nil || len(body) > maxAdminBody {
-		writeJSON(w, http.StatusBadRequest, errorBody{Error: "request body unreadable or larger than 1 MiB"})
+		d.writeJSON(w, http.StatusBadRequest, errorBody{Error: "request body unreadable or larger than 1 MiB"})
 		return
 	}
 	srv, warnings, err := d.parseServerEntry(server, body)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
+		d.writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
 		return
 	}
 	for _, msg := range warnings {
@@ -267,7 +273,7 @@ func (d *Daemon) answerOverlay(w http.ResponseWriter, verb, sessionName, server 
 		}
 	}
 	d.log.Info("overlay "+verb+": "+res.Summary, "session", sessionName, "server", server, "err", res.Error)
-	writeJSON(w, status, res)
+	d.writeJSON(w, status, res)
 }
 
 func (d *Daemon) serveRestart(w http.ResponseWriter, r *http.Request) {
@@ -276,10 +282,10 @@ func (d *Daemon) serveRestart(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil:
 		d.log.Info("restarted by admin request", "server", server)
-		writeJSON(w, http.StatusOK, map[string]string{"server": server, "result": "restarted"})
+		d.writeJSON(w, http.StatusOK, map[string]string{"server": server, "result": "restarted"})
 	case errors.Is(err, reconcile.ErrNotBound):
-		writeJSON(w, http.StatusNotFound, errorBody{Error: err.Error()})
+		d.writeJSON(w, http.StatusNotFound, errorBody{Error: err.Error()})
 	default:
-		writeJSON(w, http.StatusBadGateway, errorBody{Error: err.Error()})
+		d.writeJSON(w, http.StatusBadGateway, errorBody{Error: err.Error()})
 	}
 }

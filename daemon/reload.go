@@ -89,6 +89,7 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 	if err != nil {
 		return refuse(ErrConfigInvalid, err)
 	}
+	d.secrets.AddConfig(cfg)
 
 	// A changed policy is loaded and checked before anything is touched.
 	var next *loadedPolicy

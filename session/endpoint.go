@@ -66,6 +66,10 @@ type Options struct {
 	Implementation *mcp.Implementation
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// Redact, when not nil, hides secrets (an API key in an upstream URL's
+	// query, say) in the text of the upstream errors a client is told
+	// about; it must keep errors.Is and errors.As working.
+	Redact func(error) error
 }
 
 // A route is where an exposed name leads.
@@ -98,6 +102,7 @@ type Endpoint struct {
 	name     string
 	srv      *mcp.Server
 	upstream func(string) Target
+	redact   func(error) error // never nil
 	relay    *ProgressRelay
 	log      *slog.Logger
 	calls    inflight.Gate   // forwarded calls; closed by Drain
@@ -142,8 +147,13 @@ func New(opts Options) *Endpoint {
 	if impl == nil {
 		impl = &mcp.Implementation{Name: "wasmhost", Version: "dev"}
 	}
+	redact := opts.Redact
+	if redact == nil {
+		redact = func(err error) error { return err }
+	}
 	abort, cutShort := context.WithCancel(context.Background())
 	e := &Endpoint{
+		redact:   redact,
 		abort:    abort,
 		cutShort: cutShort,
 		name:     opts.Name,
@@ -697,7 +707,7 @@ func (e *Endpoint) callFailure(err error, server, what, name string) (_ error, u
 	if cerr := e.cutShortError("server %q: %s %q", server, what, name); cerr != nil {
 		return cerr, false
 	}
-	return fmt.Errorf("session %q, server %q: %s %q: %w: %v", e.name, server, what, name, ErrUnavailable, err), false
+	return fmt.Errorf("session %q, server %q: %s %q: %w: %v", e.name, server, what, name, ErrUnavailable, e.redact(err)), false
 }
 
 // progressParams are request params that carry a progress token.

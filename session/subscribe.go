@@ -141,7 +141,7 @@ func (e *Endpoint) hold(ctx context.Context, server, uri string) (pool.Subscribe
 	if werr := upstreamError(err); werr != nil {
 		return nil, werr
 	}
-	return nil, fmt.Errorf("session %q, server %q: subscribe %q: %w: %v", e.name, server, uri, ErrUnavailable, err)
+	return nil, fmt.Errorf("session %q, server %q: subscribe %q: %w: %v", e.name, server, uri, ErrUnavailable, e.redact(err))
 }
 
 // notOffered is the error of a subscription to a server that offers none.

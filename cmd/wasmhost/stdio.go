@@ -15,6 +15,7 @@ import (
 	"github.com/wasmhost/wasmhost/daemon"
 	"github.com/wasmhost/wasmhost/host"
 	"github.com/wasmhost/wasmhost/internal/procgroup"
+	"github.com/wasmhost/wasmhost/internal/redact"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/session"
@@ -55,13 +56,15 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 		s.errorf("stdio", "--log-level: %v", err)
 		return exitUsage
 	}
-	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
+	secrets := &redact.Set{}
+	log := slog.New(secrets.Handler(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level})))
 
 	cfg, warnings, err := config.Load(*configPath)
 	if err != nil {
 		s.errorf("stdio", "%v", err)
 		return exitUsage
 	}
+	secrets.AddConfig(cfg)
 	if cfg.Sessions[*sessionName] == nil {
 		s.errorf("stdio", "%s: no session named %q (sessions: %v)", *configPath, *sessionName, cfg.SessionNames())
 		return exitUsage
@@ -106,6 +109,7 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 		Progress:       relay,
 		Implementation: &mcp.Implementation{Name: "wasmhost", Title: "wasmhost session " + *sessionName, Version: daemon.Version},
 		Logger:         log.With("component", "session"),
+		Redact:         secrets.Error,
 		Upstream: func(server string) session.Target {
 			cs, timeout, subs := leg.Upstream(server)
 			return session.Target{Session: cs, Timeout: timeout, Subscriptions: subs}
