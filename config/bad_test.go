@@ -147,9 +147,11 @@ var badCorpus = map[string][]string{
 	"token-file-empty":    {`sessions.a.tokenFile: token file "testdata/bad/empty.token" is empty`},
 	"token-env-unset":     {`sessions.a.tokenEnv: environment variable "WASMHOST_TEST_UNSET" is not set`},
 	"token-env-empty":     {`sessions.a.tokenEnv: environment variable "WASMHOST_TEST_EMPTY" is empty`},
-	"token-empty":         {`sessions.a.token: must not be empty`},
-	"token-spaces":        {`sessions.a.token: the token must be printable ASCII without spaces`},
-	"token-duplicate":     {`sessions.b.token: the same token is used by session "a"; every session and the admin API need their own token`},
+	// A token written under tokenEnv is not repeated in the message.
+	"token-env-is-a-token": {`sessions.a.tokenEnv: not an environment variable name (letters, digits and "_"); a token is given under "token"`},
+	"token-empty":          {`sessions.a.token: must not be empty`},
+	"token-spaces":         {`sessions.a.token: the token must be printable ASCII without spaces`},
+	"token-duplicate":      {`sessions.b.token: the same token is used by session "a"; every session and the admin API need their own token`},
 
 	// Several problems in one file: all are reported, in file order.
 	"multiple-problems": {

@@ -879,6 +879,12 @@ func (l *loader) token(n *node, path string, sources []member, owner string) (to
 			l.errorf(m.val, p, "must not be empty")
 			return "", "", false
 		}
+		if !envName(v) {
+			// Not quoted: a value that is no variable name may be the
+			// token itself, written under the wrong key.
+			l.errorf(m.val, p, `not an environment variable name (letters, digits and "_"); a token is given under "token"`)
+			return "", "", false
+		}
 		val, set := l.lookupEnv(v)
 		if !set {
 			l.errorf(m.val, p, "environment variable %q is not set", v)
@@ -905,4 +911,18 @@ func (l *loader) token(n *node, path string, sources []member, owner string) (to
 		l.warnAt(m.val.off, p, "the token is shorter than %d characters; use a long random token", minTokenLen)
 	}
 	return tok, src, true
+}
+
+// envName reports whether v is a POSIX environment variable name: letters,
+// digits and '_', not starting with a digit.
+func envName(v string) bool {
+	for i, c := range v {
+		switch {
+		case c == '_', 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z':
+		case '0' <= c && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return v != ""
 }

@@ -73,6 +73,8 @@ func (d *Daemon) policyError(p config.Policy, err error) error {
 	switch {
 	case errors.Is(err, host.ErrDigestMismatch):
 		field = "policy.sha256"
+	case errors.Is(err, host.ErrMemoryLimit):
+		field = "policy.memoryMiB"
 	case p.Path != "":
 		field = "policy.path"
 	}

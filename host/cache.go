@@ -71,12 +71,20 @@ func compileCached(ctx context.Context, name string, m extism.Manifest, pc extis
 	return compiled, cache, nil
 }
 
+// memoryLimitText is in wazero's refusal of a memory section whose minimum
+// exceeds the runtime's page limit ("min 44 pages (2 Mi) over limit of 16
+// pages (1 Mi)").
+const memoryLimitText = "over limit of"
+
 // compileWith compiles m with cache, closing the cache if that fails.
 func compileWith(ctx context.Context, m extism.Manifest, pc extism.PluginConfig, funcs []extism.HostFunction, cache wazero.CompilationCache) (*extism.CompiledPlugin, error) {
 	pc.RuntimeConfig = pc.RuntimeConfig.WithCompilationCache(cache)
 	compiled, err := compileSafe(ctx, m, pc, funcs)
 	if err != nil {
 		_ = cache.Close(context.Background())
+		if strings.Contains(err.Error(), memoryLimitText) {
+			return nil, fmt.Errorf("compile: %w: %w", ErrMemoryLimit, err)
+		}
 		return nil, fmt.Errorf("compile: %w", err)
 	}
 	return compiled, nil

@@ -2,6 +2,7 @@ package host
 
 import (
 	"bytes"
+	"context"
 	"io/fs"
 	"maps"
 	"os"
@@ -69,4 +70,12 @@ func TestCacheDirDamagedEntry(t *testing.T) {
 			assert.NotContains(t, rec.messages(), "WARN compilation cache entry damaged; compiling again and replacing it")
 		})
 	}
+}
+
+// TestMemoryLimitBelowTheModule: a limit below the memory the module
+// declares is refused at load with ErrMemoryLimit.
+func TestMemoryLimitBelowTheModule(t *testing.T) {
+	_, err := LoadDefault(context.Background(), Options{MemoryLimitBytes: 1 << 20, CacheDir: testCacheDir})
+	require.ErrorIs(t, err, ErrMemoryLimit)
+	assert.Contains(t, err.Error(), "over limit of 16 pages")
 }

@@ -35,6 +35,9 @@ var (
 	// "wasi_snapshot_preview1", or a name those modules lack. The message
 	// names each module and name.
 	ErrUnknownImport = errors.New("unknown import")
+	// ErrMemoryLimit is returned when the module declares more linear
+	// memory than Options.MemoryLimitBytes allows; the message gives both.
+	ErrMemoryLimit = errors.New("module needs more memory than the limit")
 )
 
 // Call failures, returned by Plugin.Canonicalize, Plugin.Project and
