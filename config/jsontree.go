@@ -336,6 +336,16 @@ func (s source) position(off int) (line, col int) {
 	return i + 1, utf8.RuneCount(s.data[s.lines[i]:off]) + 1
 }
 
+// JoinPath returns the JSON path of the object keys, written as the
+// loader's messages write paths: mcpServers.demo, mcpServers["my server"].
+func JoinPath(keys ...string) string {
+	path := ""
+	for _, k := range keys {
+		path = joinKey(path, k)
+	}
+	return path
+}
+
 // joinKey appends an object key to a JSON path. Keys made only of letters,
 // digits, '_' and '-' are written after a dot; others are quoted in brackets
 // (`mcpServers["my server"]`).

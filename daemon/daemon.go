@@ -354,7 +354,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info("started: "+describeSummary(sum, d.clientsNotified(sum), "policy "+pol.describe()),
 		"config", d.file, "listen", d.addr.String())
 	if applyErr != nil {
-		d.log.Warn("some servers could not be started; retrying with backoff", "err", applyErr)
+		d.log.Warn("some bindings failed (servers that could not start are retried with backoff)", "err", applyErr)
 	}
 	close(d.ready)
 

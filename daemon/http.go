@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/wasmhost/wasmhost/config"
@@ -204,17 +205,21 @@ type overlayResult struct {
 // the config loader's rules and messages; relative paths resolve against
 // the config file's directory.
 func (d *Daemon) parseServerEntry(name string, body []byte) (*config.Server, []string, error) {
+	file := filepath.Join(filepath.Dir(d.path), "request body")
 	if !json.Valid(body) {
+		// The loader's syntax error gives the line and column.
+		if _, _, err := config.Parse(file, body, nil, nil); err != nil {
+			return nil, nil, errors.New(strings.ReplaceAll(err.Error(), file, "request body"))
+		}
 		return nil, nil, errors.New("request body: not a JSON value")
 	}
 	key, _ := json.Marshal(name)
 	doc := append(append(append([]byte(`{"mcpServers":{`), key...), ':'), body...)
 	doc = append(doc, "}}"...)
-	file := filepath.Join(filepath.Dir(d.path), "request body")
 	cfg, ws, err := config.Parse(file, doc, nil, nil)
 	// Paths are given in the body, not in the document wrapped around it:
 	// "trust", not "mcpServers.NAME.trust".
-	entry := "mcpServers." + name
+	entry := config.JoinPath("mcpServers", name)
 	inBody := strings.NewReplacer(file+": "+entry+".", "request body: ", file+": "+entry+": ", "request body: ", file+": ", "request body: ")
 	if err != nil {
 		return nil, nil, errors.New(inBody.Replace(err.Error()))
@@ -244,8 +249,20 @@ func (d *Daemon) servePutOverlay(w http.ResponseWriter, r *http.Request) {
 	for _, msg := range warnings {
 		d.log.Warn("overlay put: "+msg, "session", sessionName, "server", server)
 	}
+	if !srv.Disabled {
+		if err := pool.FromConfig(srv).CheckCommand(); err != nil {
+			d.writeJSON(w, http.StatusBadRequest, errorBody{Error: "request body: command: server " + strconv.Quote(server) + " cannot start: " + err.Error()})
+			return
+		}
+	}
 	d.reloadMu.Lock()
-	sum, err := d.rec.PutOverlay(r.Context(), sessionName, srv)
+	var sum reconcile.Summary
+	err = d.rec.CheckOverlay(r.Context(), sessionName, srv)
+	if err == nil || !errors.Is(err, reconcile.ErrSettingsRefused) {
+		// A policy call failing as a whole is the views' to report, as
+		// without the check.
+		sum, err = d.rec.PutOverlay(r.Context(), sessionName, srv)
+	}
 	d.reloadMu.Unlock()
 	d.answerOverlay(w, "put", sessionName, server, sum, err, warnings)
 }
@@ -268,6 +285,8 @@ func (d *Daemon) answerOverlay(w http.ResponseWriter, verb, sessionName, server 
 			status = http.StatusNotFound
 		case errors.Is(err, pool.ErrInvalidSpec):
 			status = http.StatusBadRequest
+		case errors.Is(err, reconcile.ErrSettingsRefused):
+			status = http.StatusUnprocessableEntity
 		default:
 			status = http.StatusBadGateway
 		}

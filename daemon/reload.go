@@ -13,6 +13,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 )
 
@@ -49,6 +50,9 @@ type ReloadResult struct {
 	Changed         []string `json:"changed,omitempty"`
 	ClientsNotified int      `json:"clientsNotified"`
 	PolicySwapped   bool     `json:"policySwapped"`
+	// Warnings are the config's warnings (unknown keys, ...), each with its
+	// JSON path, whether or not the reload was applied.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Reload reloads the config file now (the debounce is skipped) and returns
@@ -86,6 +90,9 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 	// them), so they are logged first, whatever the outcome.
 	cfg, warnings, err := config.Load(d.file)
 	d.logWarnings(warnings)
+	for _, w := range warnings {
+		res.Warnings = append(res.Warnings, w.String())
+	}
 	if err != nil {
 		return refuse(ErrConfigInvalid, err)
 	}
@@ -103,6 +110,31 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 			d.metrics.swaps.WithLabelValues("refused").Inc()
 			return refuse(ErrPolicyRefused, d.policyError(cfg.Policy, err))
 		}
+	}
+
+	if err := d.checkCommands(cfg); err != nil {
+		return refuse(ErrConfigInvalid, err)
+	}
+
+	// Settings the policy would refuse fail their views closed: a
+	// reload bringing them is refused before anything is touched, and so
+	// is a plugin refusing settings that the running one accepts.
+	if next != nil {
+		if err := d.rec.Check(ctx, cfg, next.policy); err != nil {
+			_ = next.close(context.Background())
+			d.metrics.swaps.WithLabelValues("refused").Inc()
+			what := "the new plugin failed to check the settings in use"
+			if errors.Is(err, reconcile.ErrSettingsRefused) {
+				what = "the new plugin refuses settings in use"
+			}
+			return refuse(ErrPolicyRefused, d.policyError(cfg.Policy, fmt.Errorf("%s:\n%w", what, err)))
+		}
+	} else if err := d.rec.Check(ctx, cfg, nil); errors.Is(err, reconcile.ErrSettingsRefused) {
+		return refuse(ErrConfigInvalid, fmt.Errorf("%s: %w", d.file, err))
+	} else if err != nil {
+		// The running policy failed the call itself: the views will find
+		// out as they apply the config, as without the check.
+		d.log.Warn("checking the new settings with the running policy failed", "err", err)
 	}
 
 	// Validated: apply.
@@ -159,6 +191,36 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 	d.log.Info(res.Summary, "config", d.file)
 	d.metrics.reloads.WithLabelValues("ok").Inc()
 	return res, nil
+}
+
+// checkCommands refuses a changed server whose new command cannot be
+// started: the reconciler lets a binding's old connection go before it
+// makes the new one, so the server's sessions would lose what they had. A
+// server the running config does not have is left to start and retry, as
+// at start-up.
+func (d *Daemon) checkCommands(cfg *config.Config) error {
+	d.mu.Lock()
+	running := d.cfg
+	d.mu.Unlock()
+	if running == nil {
+		return nil
+	}
+	var errs []error
+	for _, name := range cfg.ServerNames() {
+		srv, old := cfg.Servers[name], running.Servers[name]
+		if old == nil || srv.Command == "" {
+			continue
+		}
+		spec := pool.FromConfig(srv)
+		if spec.Fingerprint() == pool.FromConfig(old).Fingerprint() {
+			continue
+		}
+		if err := spec.CheckCommand(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %s: server %q cannot start, and its running connection keeps serving: %w",
+				d.file, config.JoinPath("mcpServers", name, "command"), name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func reloadLabel(kind error) string {

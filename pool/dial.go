@@ -2,10 +2,13 @@ package pool
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -44,6 +47,36 @@ func DefaultDialer(_ context.Context, spec Spec) (mcp.Transport, error) {
 		return &mcp.StreamableClientTransport{Endpoint: spec.HTTPURL, HTTPClient: client, MaxRetries: streamRetries}, nil
 	}
 	return &fallbackTransport{endpoint: spec.URL, client: client, version: spec.ProtocolVersion}, nil
+}
+
+// CheckCommand reports whether s's command can be started as the dialer
+// would start it: a name without a slash is looked up in the daemon's
+// PATH, as exec.Command does; a path is taken relative to s.Cwd and must be
+// an executable file. It returns nil for a spec that is not a command. A
+// caller checks a changed server before letting it replace a working
+// connection.
+func (s Spec) CheckCommand() error {
+	if s.Command == "" {
+		return nil
+	}
+	if !strings.Contains(s.Command, "/") {
+		_, err := exec.LookPath(s.Command)
+		return err
+	}
+	path := s.Command
+	if !filepath.IsAbs(path) && s.Cwd != "" {
+		path = filepath.Join(s.Cwd, path)
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return err
+	case fi.IsDir():
+		return fmt.Errorf("%s: is a directory", path)
+	case fi.Mode().Perm()&0o111 == 0:
+		return fmt.Errorf("%s: not executable", path)
+	}
+	return nil
 }
 
 // streamRetries is how often the go-sdk's streamable HTTP client tries to

@@ -125,7 +125,7 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 	sum, err := leg.Apply(ctx, cfg, *sessionName)
 	log.Info("started: " + sum.String())
 	if err != nil {
-		log.Warn("some servers could not be started; retrying with backoff", "err", err)
+		log.Warn("some bindings failed (servers that could not start are retried with backoff)", "err", err)
 	}
 
 	bg, stopBG := context.WithCancel(ctx)

@@ -1,0 +1,351 @@
+package daemon_test
+
+// Operator-facing error handling, checked against the project's rule: bad
+// input gets a clear error that names where it is (file, JSON path,
+// session, server), and nothing that was working is lost.
+//
+// The cases come from an audit of the operator paths against that rule.
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/daemon"
+)
+
+// pickyWasm is a well-formed ABI v1 policy plugin ("picky 0.0.1") that
+// accepts the one-object request {"settings":[{}]} alone, the request the
+// daemon's smoke run sends (24 bytes once the host pads it), and refuses
+// every other canonicalize request; project shows the snapshot's first
+// tool, untrusted. It is what a buggy plugin that refuses every non-empty
+// settings object looks like. Built with wat2wasm from:
+//
+//	(module
+//	  (import "extism:host/env" "alloc" (func $alloc (param i64) (result i64)))
+//	  (import "extism:host/env" "store_u8" (func $store_u8 (param i64 i32)))
+//	  (import "extism:host/env" "output_set" (func $output_set (param i64 i64)))
+//	  (import "extism:host/env" "error_set" (func $error_set (param i64)))
+//	  (import "extism:host/env" "input_length" (func $input_length (result i64)))
+//	  (memory (export "memory") 1)
+//	  (data (i32.const 0) "{\"abi\":1,\"name\":\"picky\",\"version\":\"0.0.1\"}\00")
+//	  (data (i32.const 128) "{\"results\":[{\"key\":\"k\"}]}\00")
+//	  (data (i32.const 192) "picky refuses every settings object but {}\00")
+//	  (data (i32.const 256) "{\"tools\":[{\"i\":0,\"trust\":false,\"alwaysLoad\":false}],\"prompts\":[],\"resources\":[]}\00")
+//	  (func $strlen (param $p i32) (result i32)
+//	    (local $n i32)
+//	    (block $done (loop $next
+//	      (br_if $done (i32.eqz (i32.load8_u (i32.add (local.get $p) (local.get $n)))))
+//	      (local.set $n (i32.add (local.get $n) (i32.const 1)))
+//	      (br $next)))
+//	    (local.get $n))
+//	  (func $block (param $p i32) (result i64)
+//	    (local $off i64) (local $i i32) (local $n i32)
+//	    (local.set $n (call $strlen (local.get $p)))
+//	    (local.set $off (call $alloc (i64.extend_i32_u (local.get $n))))
+//	    (block $done (loop $next
+//	      (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+//	      (call $store_u8 (i64.add (local.get $off) (i64.extend_i32_u (local.get $i)))
+//	        (i32.load8_u (i32.add (local.get $p) (local.get $i))))
+//	      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+//	      (br $next)))
+//	    (local.get $off))
+//	  (func $output (param $p i32)
+//	    (call $output_set (call $block (local.get $p)) (i64.extend_i32_u (call $strlen (local.get $p)))))
+//	  (func (export "handshake") (result i32) (call $output (i32.const 0)) (i32.const 0))
+//	  (func (export "canonicalize") (result i32)
+//	    (if (result i32) (i64.eq (call $input_length) (i64.const 24))
+//	      (then (call $output (i32.const 128)) (i32.const 0))
+//	      (else (call $error_set (call $block (i32.const 192))) (i32.const 1))))
+//	  (func (export "project") (result i32) (call $output (i32.const 256)) (i32.const 0))
+//	)
+const pickyWasm = `
+AGFzbQEAAAABKglgAX4BfmACfn8AYAJ+fgBgAX4AYAABfmABfwF/YAF/AX5gAX8AYAABfwKMAQUP
+ZXh0aXNtOmhvc3QvZW52BWFsbG9jAAAPZXh0aXNtOmhvc3QvZW52CHN0b3JlX3U4AAEPZXh0aXNt
+Omhvc3QvZW52Cm91dHB1dF9zZXQAAg9leHRpc206aG9zdC9lbnYJZXJyb3Jfc2V0AAMPZXh0aXNt
+Omhvc3QvZW52DGlucHV0X2xlbmd0aAAEAwcGBQYHCAgIBQMBAAEHLwQGbWVtb3J5AgAJaGFuZHNo
+YWtlAAgMY2Fub25pY2FsaXplAAkHcHJvamVjdAAKCpsBBiABAX8CQANAIAAgAWotAABFDQEgAUEB
+aiEBDAALCyABCzsCAX4CfyAAEAUhAyADrRAAIQECQANAIAIgA08NASABIAKtfCAAIAJqLQAAEAEg
+AkEBaiECDAALCyABCw0AIAAQBiAAEAWtEAILCABBABAHQQALGwAQBEIYUQR/QYABEAdBAAVBwAEQ
+BhADQQELCwkAQYACEAdBAAsL2QEEAEEACyt7ImFiaSI6MSwibmFtZSI6InBpY2t5IiwidmVyc2lv
+biI6IjAuMC4xIn0AAEGAAQsaeyJyZXN1bHRzIjpbeyJrZXkiOiJrIn1dfQAAQcABCytwaWNreSBy
+ZWZ1c2VzIGV2ZXJ5IHNldHRpbmdzIG9iamVjdCBidXQge30AAEGAAgtReyJ0b29scyI6W3siaSI6
+MCwidHJ1c3QiOmZhbHNlLCJhbHdheXNMb2FkIjpmYWxzZX1dLCJwcm9tcHRzIjpbXSwicmVzb3Vy
+Y2VzIjpbXX0A`
+
+// writePicky writes pickyWasm into dir and returns its path.
+func writePicky(t *testing.T, dir string) string {
+	t.Helper()
+	wasm, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(pickyWasm), ""))
+	require.NoError(t, err)
+	path := filepath.Join(dir, "picky.wasm")
+	require.NoError(t, os.WriteFile(path, wasm, 0o644))
+	return path
+}
+
+// reloadWith replaces the config file with cfg and reloads through the
+// admin API, returning the status and the decoded answer.
+func (r *running) reloadWith(cfg any) (int, daemon.ReloadResult, string) {
+	r.t.Helper()
+	writeConfig(r.t, r.path, cfg)
+	code, body := r.do("POST", "/v1/reload", adminToken, nil, nil)
+	var res daemon.ReloadResult
+	require.NoError(r.t, json.Unmarshal([]byte(body), &res), body)
+	return code, res, body
+}
+
+// A policy plugin that loads, shakes hands and passes the smoke run (it
+// keys {}) but refuses the settings the running sessions have is refused
+// like any other broken plugin (ErrPolicyRefused, 422, nothing changed),
+// naming the sessions and servers whose settings it refuses; the old policy
+// keeps serving.
+func TestOperatorPolicySwapRefusingLiveSettingsKeepsOldPolicy(t *testing.T) {
+	cfg := baseConfig()
+	r := start(t, cfg)
+	alice := r.connect("alice", aliceToken)
+	before := alice.tools(t)
+	require.Equal(t, []string{"demo__add", "demo__echo", "demo__pid"}, before)
+	pid := alice.pid(t)
+
+	picky := writePicky(t, filepath.Dir(r.path))
+	code, res, body := r.reloadWith(set(cfg, "policy", map[string]any{"path": picky}))
+
+	assert.Equal(t, http.StatusUnprocessableEntity, code, "the swap is refused: %s", body)
+	assert.False(t, res.Applied, "nothing is touched: %s", body)
+	assert.Contains(t, res.Error, "policy plugin refused")
+	assert.Contains(t, res.Error, `session "alice"`)
+	assert.Contains(t, res.Error, `server "demo"`)
+	assert.Equal(t, "policy-default", r.state().Policy.Name, "the old policy keeps serving")
+	assert.Equal(t, before, alice.tools(t), "alice keeps her tools")
+	assert.Equal(t, pid, alice.pid(t))
+}
+
+// A reload bringing settings the running policy refuses is refused before
+// anything is touched, naming the file, the session and the JSON path of
+// the settings; alice keeps the view she had.
+func TestOperatorReloadWithSettingsThePolicyRefusesKeepsView(t *testing.T) {
+	dir := t.TempDir()
+	picky := writePicky(t, dir)
+	cfg := baseConfig()
+	set(cfg, "policy", map[string]any{"path": picky})
+	set(cfg, "sessions", map[string]any{
+		"alice": map[string]any{"token": aliceToken},
+		"bob":   map[string]any{"token": bobToken},
+	})
+	r := start(t, cfg)
+	alice := r.connect("alice", aliceToken)
+	before := alice.tools(t)
+	require.Len(t, before, 1, "picky shows the first tool for {}")
+
+	set(cfg, "sessions.alice.overrides", map[string]any{"demo": map[string]any{"trust": true}})
+	code, res, body := r.reloadWith(cfg)
+
+	assert.Equal(t, http.StatusUnprocessableEntity, code, "the reload is refused: %s", body)
+	assert.False(t, res.Applied, body)
+	assert.Contains(t, res.Error, r.path)
+	assert.Contains(t, res.Error, "alice")
+	assert.Equal(t, before, alice.tools(t), "alice keeps what she had")
+}
+
+// A reload that points a working server at a command that does not exist
+// is refused with mcpServers.demo.command named: the reconciler lets the
+// old connection go before it makes the new one, so applying it would
+// leave both sessions without tools. The old connection keeps serving.
+func TestOperatorReloadToMissingCommandKeepsWorkingConnection(t *testing.T) {
+	cfg := baseConfig()
+	r := start(t, cfg)
+	alice := r.connect("alice", aliceToken)
+	before := alice.tools(t)
+	pid := alice.pid(t)
+
+	missing := filepath.Join(t.TempDir(), "no-such-server")
+	code, res, body := r.reloadWith(set(cfg, "mcpServers.demo.command", missing))
+	assert.Contains(t, res.Error, `server "demo"`, body)
+	assert.Contains(t, res.Error, "no such file or directory", body)
+	assert.NotEqual(t, http.StatusOK, code, body)
+
+	assert.Equal(t, before, alice.tools(t), "alice keeps her tools")
+	res2, err := alice.call(t, "demo__pid", map[string]any{})
+	require.NoError(t, err)
+	assert.False(t, res2.IsError, resultText(res2))
+	st := r.state()
+	if assert.Len(t, st.Pool, 1, "the working upstream is still there") {
+		assert.Equal(t, pid, st.Pool[0].PID)
+		assert.Equal(t, "ready", st.Pool[0].State)
+	}
+}
+
+// The same through the admin API: an overlay PUT whose command does not
+// exist is refused before alice's working binding is touched.
+func TestOperatorOverlayToMissingCommandKeepsWorkingBinding(t *testing.T) {
+	r := start(t, baseConfig())
+	alice := r.connect("alice", aliceToken)
+	before := alice.tools(t)
+
+	missing := filepath.Join(t.TempDir(), "no-such-server")
+	entry := mustJSON(t, map[string]any{"command": missing, "includeTools": []string{"echo"}})
+	code, body := r.do("PUT", "/v1/sessions/alice/servers/demo", adminToken, strings.NewReader(entry), nil)
+	assert.NotEqual(t, http.StatusOK, code, body)
+	assert.Contains(t, body, "no such file or directory")
+	assert.Equal(t, before, alice.tools(t), "alice keeps her working binding")
+}
+
+// A reload whose config has a typo in a key (here "overides", which drops
+// alice's overrides) answers POST /v1/reload with the warning, as the
+// overlay PUT answer does: the log alone says it only at the first reload
+// that sees it.
+func TestOperatorReloadAnswerCarriesWarnings(t *testing.T) {
+	cfg := baseConfig()
+	r := start(t, cfg)
+	alice := cfg["sessions"].(map[string]any)["alice"].(map[string]any)
+	alice["overides"] = alice["overrides"]
+	delete(alice, "overrides")
+	code, _, body := r.reloadWith(cfg)
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, "sessions.alice.overides: unknown key, ignored", "the admin answer tells the operator")
+}
+
+// A policy memory limit too small for the plugin is reported at the key at
+// fault, policy.memoryMiB.
+func TestOperatorPolicyLimitErrorNamesItsKey(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "wasmhost.json")
+	writeConfig(t, path, set(baseConfig(), "policy", map[string]any{"memoryMiB": 1}))
+	d, err := daemon.New(daemon.Options{ConfigPath: path, Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler), CacheDir: cacheDir()})
+	require.NoError(t, err)
+	err = d.Run(t.Context())
+	require.ErrorIs(t, err, daemon.ErrPolicyRefused)
+	assert.Contains(t, err.Error(), path+": policy.memoryMiB: ")
+}
+
+// Overlay PUT bodies are located as files are: a syntax error gives its
+// line and column, and a server name the JSON path quotes (a '.' in it)
+// does not bring the wrapper document's path into the message.
+func TestOperatorOverlayBodyErrorsAreLocated(t *testing.T) {
+	r := start(t, baseConfig())
+	code, body := r.do("PUT", "/v1/sessions/alice/servers/demo", adminToken,
+		strings.NewReader("{\"command\": \"x\",\n \"args\": [\"a\" \"b\"]}"), nil)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, body, "request body:2:", "a syntax error gives its line and column: %s", body)
+
+	code, body = r.do("PUT", "/v1/sessions/alice/servers/my.server", adminToken, strings.NewReader(`{"command": 5}`), nil)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, body, "request body: command: expected a string")
+	assert.NotContains(t, body, "mcpServers", "paths are the body's own: %s", body)
+}
+
+// Reloads of broken plugins (wrong ABI, a handshake that refuses or
+// never returns, missing exports, an unknown import, bad output for {})
+// are refused with the file, "policy.path" and the plugin named; the
+// running policy keeps serving, and alice's client keeps its tools and
+// hears no list change.
+func TestOperatorBrokenPluginSwapsKeepOldPolicy(t *testing.T) {
+	cfg := baseConfig()
+	r := start(t, cfg)
+	alice := r.connect("alice", aliceToken)
+	before := alice.tools(t)
+	pid := alice.pid(t)
+	alice.countChanged(100 * time.Millisecond)
+
+	for plugin, want := range map[string]string{
+		"abi2":            "unsupported ABI version",
+		"hs-refuse":       "bad handshake",
+		"hs-loop":         "bad handshake: plugin call timed out",
+		"missing-exports": "missing or mistyped export",
+		"unknown-import":  "unknown import",
+		"script":          "smoke run",
+	} {
+		path, err := filepath.Abs("../testplugins/wat/" + plugin + ".wasm")
+		require.NoError(t, err)
+		code, res, body := r.reloadWith(set(cfg, "policy", map[string]any{"path": path, "timeoutMs": 200}))
+		assert.Equal(t, http.StatusUnprocessableEntity, code, "%s: %s", plugin, body)
+		assert.False(t, res.Applied, plugin)
+		assert.Contains(t, res.Error, "policy plugin refused: "+r.path+": policy.path: plugin "+`"`+path+`"`, plugin)
+		assert.Contains(t, res.Error, want, plugin)
+	}
+	assert.Equal(t, "policy-default", r.state().Policy.Name)
+	assert.Equal(t, before, alice.tools(t))
+	assert.Equal(t, pid, alice.pid(t), "no transport was touched")
+	assert.Equal(t, 0, alice.countChanged(100*time.Millisecond), "no list change reached the client")
+}
+
+// Bad configs reloaded through the admin API are refused (422,
+// "applied": false) with the file and the JSON path (or line and column),
+// in the answer, /v1/state's lastReload and the log; the running config
+// keeps serving the connected client on the same upstream.
+func TestOperatorRefusedReloadsKeepServing(t *testing.T) {
+	cfg := baseConfig()
+	r := start(t, cfg)
+	alice := r.connect("alice", aliceToken)
+	before := alice.tools(t)
+	pid := alice.pid(t)
+	good := mustJSON(t, cfg)
+	alice.countChanged(100 * time.Millisecond)
+
+	cases := []struct{ name, file, want string }{
+		{"syntax", strings.Replace(good, `"listen"`, `"listen" "x"`, 1), r.path + ":5:12: syntax error"},
+		{"duplicate key", strings.Replace(good, `"admin": {`, `"admin": {"token": "x-0123456789abcdef", `, 1), r.path + `: admin: duplicate key "token"`},
+		{"deep type", mustJSON(t, set(baseConfig(), "sessions.bob.overrides.demo.excludeTools", []any{"a", 7})), r.path + ": sessions.bob.overrides.demo.excludeTools[1]: expected a string, got a number"},
+		{"unknown server", mustJSON(t, set(baseConfig(), "sessions.alice.servers", []string{"demo", "nope"})), r.path + `: sessions.alice.servers[1]: no server named "nope" in mcpServers`},
+		{"override of unknown server", mustJSON(t, set(baseConfig(), "sessions.alice.overrides.nope", map[string]any{})), r.path + `: sessions.alice.overrides.nope: no server named "nope" in mcpServers`},
+		{"two transports", mustJSON(t, set(baseConfig(), "mcpServers.demo.url", "http://127.0.0.1:1/mcp")), r.path + `: mcpServers.demo: expected exactly one of "command", "url" or "httpUrl", found "command" and "url"`},
+		{"shared token", mustJSON(t, set(baseConfig(), "sessions.bob.token", aliceToken)), r.path + `: sessions.bob.token: the same token is used by session "alice"`},
+		{"token file missing", mustJSON(t, set(baseConfig(), "sessions.bob", map[string]any{"tokenFile": "bob.token"})), r.path + `: sessions.bob.tokenFile: cannot read token file`},
+	}
+	for _, c := range cases {
+		code, res, body := r.reloadWith(c.file)
+		assert.Equal(t, http.StatusUnprocessableEntity, code, "%s: %s", c.name, body)
+		assert.False(t, res.Applied, c.name)
+		assert.Contains(t, res.Error, c.want, c.name)
+		// The log's text handler escapes quotes: look for the part before any.
+		logged := "reload refused, the running config keeps serving: config refused: " + strings.SplitN(c.want, `"`, 2)[0]
+		assert.True(t, strings.Contains(r.logs.String(), logged), "%s: no log line %q", c.name, logged)
+		require.NotNil(t, r.state().LastReload, c.name)
+		assert.Contains(t, r.state().LastReload.Error, c.want, c.name)
+	}
+	assert.Equal(t, before, alice.tools(t))
+	assert.Equal(t, pid, alice.pid(t))
+	assert.Equal(t, 0, alice.countChanged(100*time.Millisecond), "no list change reached the client")
+	for _, tok := range []string{aliceToken, bobToken, adminToken} {
+		assert.NotContains(t, r.logs.String(), tok)
+	}
+}
+
+// A stdio server's environment values and arguments, and a "url"
+// server's password and query, stay out of the log and /v1/state when the
+// server cannot be started.
+func TestOperatorStartFailureHidesServerSecrets(t *testing.T) {
+	cfg := baseConfig()
+	set(cfg, "mcpServers", map[string]any{
+		"proc": map[string]any{
+			"command": filepath.Join(t.TempDir(), "missing"),
+			"args":    []string{"--api-key=arg-s3cret-0123456789"},
+			"env":     map[string]any{"API_KEY": "env-s3cret-0123456789"},
+		},
+		"web": map[string]any{
+			"url":     "http://user:url-pa55word@" + closedPort(t) + "/mcp?key=url-qu3ry-s3cret",
+			"headers": map[string]any{"X-Api-Key": "hdr-s3cret-0123456789"},
+		},
+	})
+	set(cfg, "sessions.alice.overrides", map[string]any{})
+	set(cfg, "sessions.bob.overrides", map[string]any{})
+	r := start(t, cfg)
+	r.waitLog(`server=web`)
+	r.waitLog(`server=proc`)
+	_, state := r.do("GET", "/v1/state", adminToken, nil, nil)
+	logs := r.logs.String()
+	for _, s := range []string{"arg-s3cret", "env-s3cret", "url-pa55word", "url-qu3ry-s3cret", "hdr-s3cret"} {
+		assert.False(t, strings.Contains(logs, s), "the log leaks %q: …%s…", s, around(logs, s))
+		assert.False(t, strings.Contains(state, s), "/v1/state leaks %q: …%s…", s, around(state, s))
+	}
+	assert.Contains(t, state, "no such file or directory", "the error is still there")
+}

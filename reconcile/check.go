@@ -1,0 +1,156 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/config"
+)
+
+// ErrSettingsRefused is wrapped by the error of Check and CheckOverlay for
+// each binding whose settings the policy refuses.
+var ErrSettingsRefused = errors.New("the policy refuses the settings")
+
+// A checked binding is one (session, server) whose settings Check asks the
+// policy about.
+type checked struct {
+	session, server string
+	path            string // where the settings come from, for the error
+	settings        json.RawMessage
+}
+
+// Check asks p (nil: the running policy) for the keys of the settings that
+// the bindings of cfg, under the runtime overlays, would have, and returns
+// an error wrapping ErrSettingsRefused that names each binding (session,
+// server and the JSON path its settings come from) whose settings p
+// refuses. Nothing is changed: a caller checks a config, or a policy
+// swap, before it lets Apply or SetPolicy fail the views closed.
+//
+// Against the running policy, a binding that has those very settings now
+// is not asked about: its refusal, if any, is already in force and is not
+// the new config's doing. A policy call that fails as a whole is returned
+// as it is.
+func (r *Reconciler) Check(ctx context.Context, cfg *config.Config, p abi.Policy) error {
+	r.mu.Lock()
+	var items []checked
+	for _, name := range cfg.SessionNames() {
+		sess := cfg.Sessions[name]
+		overlays := r.overlays[name]
+		for _, server := range sess.Enabled() {
+			if _, ok := overlays[server]; ok {
+				continue // the overlay decides, below
+			}
+			settings, _ := sess.EffectiveSettings(server)
+			path := config.JoinPath("mcpServers", server)
+			if _, ok := sess.Overrides[server]; ok {
+				path = config.JoinPath("sessions", name, "overrides", server) + " over " + path
+			}
+			items = append(items, checked{session: name, server: server, path: path, settings: settings})
+		}
+		for _, server := range slices.Sorted(maps.Keys(overlays)) {
+			if w := overlays[server]; !w.disabled {
+				items = append(items, checked{session: name, server: server, path: "the runtime overlay", settings: w.settings})
+			}
+		}
+	}
+	r.mu.Unlock()
+	return r.check(ctx, p, items)
+}
+
+// CheckOverlay is Check for one runtime overlay that PutOverlay would put:
+// it returns an error wrapping ErrSettingsRefused when the running policy
+// refuses srv's settings, unless the binding has those settings now.
+func (r *Reconciler) CheckOverlay(ctx context.Context, sessionName string, srv *config.Server) error {
+	if srv == nil || srv.Disabled {
+		return nil
+	}
+	r.mu.Lock()
+	_, known := r.inputs[sessionName]
+	r.mu.Unlock()
+	if !known {
+		return nil // PutOverlay says so
+	}
+	return r.check(ctx, nil, []checked{{session: sessionName, server: srv.Name, path: "the overlay", settings: srv.Metadata()}})
+}
+
+// check canonicalizes the distinct settings of items with p (nil: the
+// running policy, which skips the items whose binding has the same
+// settings now) and reports the refused ones.
+func (r *Reconciler) check(ctx context.Context, p abi.Policy, items []checked) error {
+	if p == nil {
+		r.smu.RLock()
+		items = slices.DeleteFunc(items, func(c checked) bool {
+			s := r.sessions[c.session]
+			if s == nil {
+				return false
+			}
+			b := s.bindings[c.server]
+			return b != nil && b.want != nil && string(b.want.settings) == string(c.settings)
+		})
+		r.smu.RUnlock()
+		p = r.viewPolicy()
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	index := make(map[string]int)
+	var distinct []json.RawMessage
+	for _, c := range items {
+		if _, ok := index[string(c.settings)]; !ok {
+			index[string(c.settings)] = len(distinct)
+			distinct = append(distinct, c.settings)
+		}
+	}
+	refusals, err := refusedSettings(ctx, p, distinct)
+	if err != nil {
+		return fmt.Errorf("checking the settings of %d bindings: %w", len(items), err)
+	}
+	var errs []error
+	for _, c := range items {
+		if msg := refusals[index[string(c.settings)]]; msg != "" {
+			errs = append(errs, fmt.Errorf("%s: session %q, server %q: %w: %s", c.path, c.session, c.server, ErrSettingsRefused, msg))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// refusedSettings canonicalizes settings with p in one call and returns,
+// for each, the refusal's message ("" when p gives it a key). A call that
+// p refuses as a whole (an error wrapping abi.ErrRefused: a plugin that
+// refuses settings by failing the call, which a view's own call of one
+// settings object takes as that object's refusal) is made again for each
+// object alone, so that the refusal is pinned on the objects that cause
+// it. Any other failure of a call is returned.
+func refusedSettings(ctx context.Context, p abi.Policy, settings []json.RawMessage) ([]string, error) {
+	req := &abi.CanonicalizeRequest{Settings: settings}
+	resp, err := p.Canonicalize(ctx, req)
+	if err == nil {
+		err = abi.ValidateCanonicalize(req, resp)
+	}
+	switch {
+	case err == nil:
+		out := make([]string, len(settings))
+		for i, r := range resp.Results {
+			out[i] = r.Error
+		}
+		return out, nil
+	case !errors.Is(err, abi.ErrRefused):
+		return nil, err
+	case len(settings) == 1:
+		return []string{err.Error()}, nil
+	}
+	out := make([]string, len(settings))
+	for i, s := range settings {
+		one, err := refusedSettings(ctx, p, []json.RawMessage{s})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = one[0]
+	}
+	return out, nil
+}

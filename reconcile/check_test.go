@@ -1,0 +1,126 @@
+package reconcile_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/metakey"
+	"github.com/wasmhost/wasmhost/reconcile"
+)
+
+// trustRefusing refuses every settings object that sets "trust" to true:
+// per item, or, with wholeCall, by failing a call that carries one (as a
+// plugin returning an error does). It counts its calls.
+type trustRefusing struct {
+	metakey.Reference
+	wholeCall bool
+	calls     atomic.Int32
+}
+
+func (p *trustRefusing) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	p.calls.Add(1)
+	resp, err := p.Reference.Canonicalize(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range req.Settings {
+		if !bytes.Contains(s, []byte(`"trust":true`)) {
+			continue
+		}
+		if p.wholeCall {
+			return nil, fmt.Errorf("%w: trust is not allowed", abi.ErrRefused)
+		}
+		resp.Results[i] = abi.CanonicalResult{Error: "trust is not allowed"}
+	}
+	return resp, nil
+}
+
+func TestCheckNamesRefusedBindings(t *testing.T) {
+	for _, whole := range []bool{false, true} {
+		t.Run(fmt.Sprintf("wholeCall=%t", whole), func(t *testing.T) {
+			e := newEnv(t, newUpstream("fs", "read"), newUpstream("git", "log"))
+			c := newCfg().server("fs").server("git").
+				session("alice").session("bob", "overrides", override("git", `{"includeTools":["log"]}`))
+			e.apply(c.build(t))
+			ctx := context.Background()
+			policy := &trustRefusing{wholeCall: whole}
+
+			// Nothing refused: one call for every distinct settings object.
+			require.NoError(t, e.rec.Check(ctx, c.build(t), policy))
+			assert.Equal(t, int32(1), policy.calls.Load())
+
+			// bob's override of git and fs for everyone now set trust.
+			next := c.clone().server("fs", "trust", true)
+			next.Sessions["bob"]["overrides"] = override("git", `{"trust":true}`)
+			err := e.rec.Check(ctx, next.build(t), policy)
+			require.ErrorIs(t, err, reconcile.ErrSettingsRefused)
+			msg := err.Error()
+			for _, want := range []string{
+				`mcpServers.fs: session "alice", server "fs": the policy refuses the settings: `,
+				`mcpServers.fs: session "bob", server "fs": `,
+				`sessions.bob.overrides.git over mcpServers.git: session "bob", server "git": `,
+				"trust is not allowed",
+			} {
+				assert.Contains(t, msg, want)
+			}
+			assert.NotContains(t, msg, `session "alice", server "git"`)
+			assert.Len(t, strings.Split(msg, "\n"), 3, msg)
+
+			// Against the running policy, bindings that keep their settings
+			// are not asked about.
+			require.NoError(t, e.rec.Check(ctx, c.build(t), nil))
+		})
+	}
+}
+
+// TestCheckRunningPolicySkipsSettingsInForce: a refusal in force before the
+// reload (settings the running policy refuses, unchanged) does not block
+// it; the same refusal brought by the reload does.
+func TestCheckRunningPolicySkipsSettingsInForce(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read"))
+	refusing := &trustRefusing{}
+	require.NoError(t, e.rec.Close(context.Background()))
+	e.rec = reconcile.New(reconcile.Options{Pool: e.pool, Policy: refusing, Counters: e.counters, Logger: quiet, Registry: e.registry})
+	ctx := context.Background()
+
+	c := newCfg().server("fs").session("alice", "overrides", override("fs", `{"trust":true}`)).session("bob")
+	_, _ = e.rec.Apply(ctx, c.build(t)) // alice's view fails closed
+	require.NoError(t, e.rec.Check(ctx, c.build(t), nil), "alice's refusal is in force already")
+
+	next := c.clone()
+	next.Sessions["bob"]["overrides"] = override("fs", `{"trust":true}`)
+	err := e.rec.Check(ctx, next.build(t), nil)
+	require.ErrorIs(t, err, reconcile.ErrSettingsRefused)
+	assert.Contains(t, err.Error(), `session "bob"`)
+	assert.NotContains(t, err.Error(), `session "alice"`)
+
+	// An overlay the running policy refuses; a call failing otherwise is
+	// returned as it is.
+	srv := &config.Server{Name: "fs", Command: "/usr/bin/fs-server", Settings: config.Settings{Trust: raw("true")}}
+	require.ErrorIs(t, e.rec.CheckOverlay(ctx, "bob", srv), reconcile.ErrSettingsRefused)
+	boom := errors.New("boom")
+	err = e.rec.Check(ctx, next.build(t), failingPolicy{boom})
+	require.ErrorIs(t, err, boom)
+	assert.NotErrorIs(t, err, reconcile.ErrSettingsRefused)
+}
+
+// failingPolicy fails every canonicalize call with err.
+type failingPolicy struct{ err error }
+
+func (failingPolicy) Handshake() abi.Handshake { return metakey.Reference{}.Handshake() }
+func (f failingPolicy) Canonicalize(context.Context, *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	return nil, f.err
+}
+func (failingPolicy) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.ProjectResponse, error) {
+	return metakey.Reference{}.Project(ctx, req)
+}
