@@ -33,6 +33,11 @@ func ExposedName(server, name string) string { return server + Separator + name 
 // connecting, restarting after a crash, or failed.
 var ErrUnavailable = errors.New("upstream unavailable")
 
+// ErrTimeout is wrapped by the error (or the isError tool result text) a
+// forwarded call gets when it runs past the server's timeout (its config
+// entry's "timeout"); the upstream request is cancelled.
+var ErrTimeout = errors.New("upstream call timed out")
+
 // ErrDraining is wrapped by the error (or the isError tool result text) a
 // call gets once Drain has been called: the session is shutting down and
 // takes no new calls.
@@ -186,11 +191,28 @@ func New(opts Options) *Endpoint {
 		SubscribeHandler:   e.subscribe,
 		UnsubscribeHandler: e.unsubscribe,
 	})
+	e.srv.AddReceivingMiddleware(internalErrors)
 	e.tools = newKind("tool", e.srv.RemoveTools)
 	e.prompts = newKind("prompt", e.srv.RemovePrompts)
 	e.resources = newKind("resource", e.srv.RemoveResources)
 	e.templates = newKind("resource template", e.srv.RemoveResourceTemplates)
 	return e
+}
+
+// internalErrors gives the errors of the endpoint's own making (an upstream
+// not ready, a timeout, a drain) the JSON-RPC code of an internal error:
+// the go-sdk sends a plain error with code 0, which JSON-RPC does not
+// define. Errors that carry a code (the upstream's own, a refused name)
+// keep it.
+func internalErrors(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		var coded *jsonrpc.Error
+		if err != nil && !errors.As(err, &coded) {
+			err = fmt.Errorf("%w%w", err, &jsonrpc.Error{Code: jsonrpc.CodeInternalError})
+		}
+		return res, err
+	}
 }
 
 // Name returns the session name.
@@ -620,7 +642,7 @@ func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*
 	res, err := cs.CallTool(ctx, params)
 	end()
 	if err != nil {
-		ferr, upstream := e.callFailure(err, r.server, "tool", r.name)
+		ferr, upstream := e.callFailure(ctx, err, r.server, "tool", r.name)
 		switch {
 		case upstream:
 			return nil, ferr
@@ -654,7 +676,7 @@ func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest)
 	res, err := cs.GetPrompt(ctx, params)
 	end()
 	if err != nil {
-		ferr, _ := e.callFailure(err, r.server, "prompt", r.name)
+		ferr, _ := e.callFailure(ctx, err, r.server, "prompt", r.name)
 		return nil, ferr
 	}
 	res.Meta = dropReserved(res.Meta)
@@ -688,7 +710,7 @@ func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, k *ki
 	res, err := cs.ReadResource(ctx, params)
 	end()
 	if err != nil {
-		ferr, _ := e.callFailure(err, r.server, "resource", uri)
+		ferr, _ := e.callFailure(ctx, err, r.server, "resource", uri)
 		return nil, ferr
 	}
 	res.Meta = dropReserved(res.Meta)
@@ -696,16 +718,21 @@ func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, k *ki
 }
 
 // callFailure sorts out err, the failure of a call forwarded to server
-// (what is "tool", "prompt" or "resource", name its name or URI): the
-// upstream's own JSON-RPC error is returned as it is, with upstream true;
-// any other failure is named, wrapping ErrDraining when Drain cut the call
-// short and ErrUnavailable otherwise.
-func (e *Endpoint) callFailure(err error, server, what, name string) (_ error, upstream bool) {
+// under ctx, the call's context from target (what is "tool", "prompt" or
+// "resource", name its name or URI): the upstream's own JSON-RPC error is
+// returned as it is, with upstream true; any other failure is named,
+// wrapping ErrDraining when Drain cut the call short, ErrTimeout when the
+// server's timeout ended it, and ErrUnavailable otherwise.
+func (e *Endpoint) callFailure(ctx context.Context, err error, server, what, name string) (_ error, upstream bool) {
 	if werr := upstreamError(err); werr != nil {
 		return werr, true
 	}
 	if cerr := e.cutShortError("server %q: %s %q", server, what, name); cerr != nil {
 		return cerr, false
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("session %q, server %q: %s %q: %w (the server entry's \"timeout\"); the upstream request was cancelled",
+			e.name, server, what, name, ErrTimeout), false
 	}
 	return fmt.Errorf("session %q, server %q: %s %q: %w: %v", e.name, server, what, name, ErrUnavailable, e.redact(err)), false
 }
@@ -726,6 +753,7 @@ func (e *Endpoint) relayProgress(ctx context.Context, ss *mcp.ServerSession, tok
 	}
 	upTok, end := e.relay.begin(func(p *mcp.ProgressNotificationParams) {
 		err := ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+			Meta:          dropReserved(maps.Clone(p.Meta)),
 			ProgressToken: token,
 			Progress:      p.Progress,
 			Total:         p.Total,

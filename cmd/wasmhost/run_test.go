@@ -278,7 +278,7 @@ func TestStdioCallTimeout(t *testing.T) {
 	case res := <-slowCall(t, cs, 30_000):
 		require.NotNil(t, res)
 		assert.True(t, res.IsError, mcptest.Text(res))
-		assert.Contains(t, mcptest.Text(res), "deadline exceeded")
+		assert.Contains(t, mcptest.Text(res), session.ErrTimeout.Error())
 	case <-time.After(10 * time.Second):
 		t.Fatal("the call was not bounded by the entry's timeout")
 	}
