@@ -31,10 +31,12 @@ type checked struct {
 // refuses. Nothing is changed: a caller checks a config, or a policy
 // swap, before it lets Apply or SetPolicy fail the views closed.
 //
-// Against the running policy, a binding that has those very settings now
-// is not asked about: its refusal, if any, is already in force and is not
-// the new config's doing. A policy call that fails as a whole is returned
-// as it is.
+// A binding that has those very settings now is not asked about when p is
+// the running policy (its refusal, if any, is in force already and is not
+// the new config's doing), nor, for another policy, when it shows nothing
+// now (failed closed, or holding no connection), since the swap cannot
+// take anything away from it. A policy call that fails as a whole is
+// returned as it is.
 func (r *Reconciler) Check(ctx context.Context, cfg *config.Config, p abi.Policy) error {
 	r.mu.Lock()
 	var items []checked
@@ -82,17 +84,25 @@ func (r *Reconciler) CheckOverlay(ctx context.Context, sessionName string, srv *
 // running policy, which skips the items whose binding has the same
 // settings now) and reports the refused ones.
 func (r *Reconciler) check(ctx context.Context, p abi.Policy, items []checked) error {
-	if p == nil {
-		r.smu.RLock()
-		items = slices.DeleteFunc(items, func(c checked) bool {
-			s := r.sessions[c.session]
-			if s == nil {
-				return false
-			}
-			b := s.bindings[c.server]
-			return b != nil && b.want != nil && string(b.want.settings) == string(c.settings)
-		})
-		r.smu.RUnlock()
+	running := p == nil
+	r.smu.RLock()
+	items = slices.DeleteFunc(items, func(c checked) bool {
+		s := r.sessions[c.session]
+		if s == nil {
+			return false
+		}
+		b := s.bindings[c.server]
+		if b == nil || b.want == nil || string(b.want.settings) != string(c.settings) {
+			return false
+		}
+		// Unchanged settings: the running policy answered them already;
+		// another policy is asked unless the binding shows nothing now
+		// (failed closed, or holding no connection), which it cannot
+		// take away.
+		return running || b.handle == nil || b.handle.View().Err() != nil
+	})
+	r.smu.RUnlock()
+	if running {
 		p = r.viewPolicy()
 	}
 	if len(items) == 0 {

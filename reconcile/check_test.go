@@ -96,10 +96,17 @@ func TestCheckRunningPolicySkipsSettingsInForce(t *testing.T) {
 	c := newCfg().server("fs").session("alice", "overrides", override("fs", `{"trust":true}`)).session("bob")
 	_, _ = e.rec.Apply(ctx, c.build(t)) // alice's view fails closed
 	require.NoError(t, e.rec.Check(ctx, c.build(t), nil), "alice's refusal is in force already")
+	// Another policy is not asked about alice either (she shows nothing a
+	// swap could take away), but about bob, who has a view.
+	require.NoError(t, e.rec.Check(ctx, c.build(t), &trustRefusing{}))
+	err := e.rec.Check(ctx, c.build(t), failingPolicy{fmt.Errorf("%w: nothing goes", abi.ErrRefused)})
+	require.ErrorIs(t, err, reconcile.ErrSettingsRefused)
+	assert.Contains(t, err.Error(), `session "bob"`)
+	assert.NotContains(t, err.Error(), `session "alice"`)
 
 	next := c.clone()
 	next.Sessions["bob"]["overrides"] = override("fs", `{"trust":true}`)
-	err := e.rec.Check(ctx, next.build(t), nil)
+	err = e.rec.Check(ctx, next.build(t), nil)
 	require.ErrorIs(t, err, reconcile.ErrSettingsRefused)
 	assert.Contains(t, err.Error(), `session "bob"`)
 	assert.NotContains(t, err.Error(), `session "alice"`)
