@@ -223,7 +223,9 @@ func newWireUpstream() *wireUpstream {
 		u.mu.Unlock()
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
 	})
-	tool("err", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return nil, upstreamJSONRPCError })
+	tool("err", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return nil, upstreamJSONRPCError
+	})
 	tool("block", func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return nil, block(ctx, "tools/call")
 	})
