@@ -41,9 +41,15 @@
 // write them in place, so creates and renames count), and so is the policy
 // plugin file's; SIGHUP and POST /v1/reload reload too. Watch and signal
 // triggers are debounced ([Options.Debounce]). A reload parses and validates
-// the whole file first, and loads and checks a changed policy plugin; if
-// anything is wrong it is logged with its file and JSON path, nothing is
-// touched, and the running config keeps serving. Otherwise the new policy
+// the whole file first, and loads and checks a changed policy plugin; it
+// then asks the policy that will run (a new plugin, or the running one for
+// settings that changed) for the key of every binding's settings
+// ([reconcile.Reconciler.Check]), and checks that a changed server's new
+// command can be started (the old connection goes before the new one is
+// made). If anything is wrong it is logged with its file, JSON path,
+// session and server, nothing is touched, and the running config keeps
+// serving (the answer of POST /v1/reload says so too, with the config's
+// warnings). Otherwise the new policy
 // (if any) re-keys every view at once, then the config is applied, and one
 // line sums the reload up: sessions changed, transports reused, started
 // and stopped, views replayed, clients notified, policy swapped or not.
