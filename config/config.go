@@ -374,7 +374,7 @@ func (s *Session) TokenMatches(bearer string) bool { return tokenMatches(s.Token
 
 // String describes the session without its token.
 func (s Session) String() string {
-	return fmt.Sprintf("session %q (token from %s)", s.Name, s.TokenSource)
+	return fmt.Sprintf("session %q (%s)", s.Name, tokenFrom(s.TokenSource))
 }
 
 // GoString is like String; it keeps %#v from printing the token.
@@ -404,7 +404,16 @@ type Admin struct {
 func (a *Admin) TokenMatches(bearer string) bool { return tokenMatches(a.Token, bearer) }
 
 // String describes the admin block without its token.
-func (a Admin) String() string { return fmt.Sprintf("admin (token from %s)", a.TokenSource) }
+func (a Admin) String() string { return fmt.Sprintf("admin (%s)", tokenFrom(a.TokenSource)) }
+
+// tokenFrom says where a token came from, for String: "token in the config
+// file" for one written inline, "token from tokenEnv NAME" otherwise.
+func tokenFrom(source string) string {
+	if source == "token" {
+		return "token in the config file"
+	}
+	return "token from " + source
+}
 
 // GoString is like String.
 func (a Admin) GoString() string { return a.String() }

@@ -60,7 +60,10 @@
 // API, may share a token.
 //
 // Relative "tokenFile", "cwd" and policy "path" values are resolved against
-// the directory of the config file.
+// the directory of the config file. A "command" is run as os/exec runs it:
+// a name without a slash is looked up in the daemon's PATH, and a relative
+// path ("./bin/server") is taken from "cwd" when it is set and from the
+// daemon's working directory otherwise, not from the config's directory.
 //
 // # Overrides
 //

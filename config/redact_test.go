@@ -43,7 +43,7 @@ func TestTokensNeverPrinted(t *testing.T) {
 		assert.NotContains(t, out.String(), s)
 	}
 	// The output still says something useful.
-	assert.Contains(t, out.String(), `session "bob.ci" (token from token)`)
+	assert.Contains(t, out.String(), `session "bob.ci" (token in the config file)`)
 	assert.Contains(t, out.String(), `"tokenSource":"tokenEnv CAROL_TOKEN"`)
 	assert.Contains(t, out.String(), `"token":"REDACTED"`)
 }

@@ -3,7 +3,7 @@
 // [abi.Policy] such as the native reference in metakey.
 //
 // The format of a suite is described in the project's golden case
-// specification (format v1). In short, a suite file is a JSON object
+// specification (format v1; docs/plugins.md, "Golden cases"). In short, a suite file is a JSON object
 //
 //	{"suite": "name", "description": "optional", "cases": [CASE, ...]}
 //

@@ -60,12 +60,14 @@ func runBothWaysT(t *testing.T, p, extism abi.Policy, paths ...string) {
 		mine := results[:n]
 		results = results[n:]
 		t.Run(s.Rel, func(t *testing.T) {
+			t.Helper() // failures point at the caller's test, not this file
 			if s.Err != nil {
 				t.Error(mine[0].String())
 				return
 			}
 			for i, c := range s.Cases {
 				t.Run(c.Name, func(t *testing.T) {
+					t.Helper()
 					if !mine[i].Passed {
 						t.Error(mine[i].String())
 					}
@@ -86,6 +88,7 @@ func RunPolicyT(t *testing.T, p abi.Policy, paths ...string) {
 	}
 	for _, s := range suites {
 		t.Run(s.Rel, func(t *testing.T) {
+			t.Helper() // failures point at the caller's test, not this file
 			if s.Err != nil {
 				t.Error(fileResult(s).String())
 				return
@@ -93,6 +96,7 @@ func RunPolicyT(t *testing.T, p abi.Policy, paths ...string) {
 			sb := newSuiteBatch(t.Context(), p, s.Cases)
 			for _, c := range s.Cases {
 				t.Run(c.Name, func(t *testing.T) {
+					t.Helper()
 					if res := runCase(t.Context(), p, s, c, sb, nil); !res.Passed {
 						t.Error(res.String())
 					}

@@ -100,9 +100,16 @@ type BindingError struct {
 	Err     error
 }
 
-// Error returns `session "S", server "X": ` followed by the cause.
+// Error returns `session "S", server "X": ` followed by the cause, once: a
+// cause that starts with the same words (a view's errors do) is not
+// prefixed again.
 func (e *BindingError) Error() string {
-	return fmt.Sprintf("session %q, server %q: %v", e.Session, e.Server, e.Err)
+	prefix := fmt.Sprintf("session %q, server %q: ", e.Session, e.Server)
+	cause := fmt.Sprint(e.Err)
+	if strings.HasPrefix(cause, prefix) {
+		return cause
+	}
+	return prefix + cause
 }
 
 // Unwrap returns the cause.
