@@ -849,6 +849,10 @@ func TestSummaryString(t *testing.T) {
 	assert.False(t, s.SessionChanged("carol"))
 	assert.EqualError(t, s.Err(), `session "bob", server "fs": boom`)
 	assert.NoError(t, reconcile.Summary{}.Err())
+	// A cause that names the binding already (a view's errors do) is not
+	// prefixed twice.
+	view := &reconcile.BindingError{Session: "bob", Server: "fs", Err: errors.New(`session "bob", server "fs": canonicalize settings: refused`)}
+	assert.EqualError(t, view, `session "bob", server "fs": canonicalize settings: refused`)
 	assert.Equal(t, "0 sessions changed; transports 0 reused, 0 started, 0 stopped; 0 acquired, 0 released, 0 refreshed, 0 replayed, 0 registry ops; 0 errors", reconcile.Summary{}.String())
 }
 
