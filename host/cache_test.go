@@ -79,3 +79,12 @@ func TestMemoryLimitBelowTheModule(t *testing.T) {
 	require.ErrorIs(t, err, ErrMemoryLimit)
 	assert.Contains(t, err.Error(), "over limit of 16 pages")
 }
+
+// TestAbortImportHint: an AssemblyScript module built without replacing
+// its abort handler is told how to fix it.
+func TestAbortImportHint(t *testing.T) {
+	err := checkImports([]Import{{Module: "env", Name: "abort", Kind: "func"}, {Module: "env", Name: "seed", Kind: "func"}})
+	require.ErrorIs(t, err, ErrUnknownImport)
+	assert.Contains(t, err.Error(), `module "env" function "abort" (AssemblyScript: build with --use abort=`)
+	assert.Contains(t, err.Error(), `module "env" function "seed" (the host provides only`)
+}

@@ -338,7 +338,13 @@ func checkImports(imports []Import) error {
 			if imp.Kind != "func" {
 				what = imp.Kind
 			}
-			bad = append(bad, fmt.Sprintf("module %q %s %q", imp.Module, what, imp.Name))
+			item := fmt.Sprintf("module %q %s %q", imp.Module, what, imp.Name)
+			if imp.Module == "env" && imp.Name == "abort" {
+				// AssemblyScript's default abort handler; its build
+				// option --use abort=... replaces it.
+				item += " (AssemblyScript: build with --use abort=... as docs/plugins.md shows)"
+			}
+			bad = append(bad, item)
 		}
 	}
 	if len(bad) > 0 {
