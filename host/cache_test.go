@@ -2,7 +2,6 @@ package host
 
 import (
 	"bytes"
-	"context"
 	"io/fs"
 	"maps"
 	"os"
@@ -70,21 +69,4 @@ func TestCacheDirDamagedEntry(t *testing.T) {
 			assert.NotContains(t, rec.messages(), "WARN compilation cache entry damaged; compiling again and replacing it")
 		})
 	}
-}
-
-// TestMemoryLimitBelowTheModule: a limit below the memory the module
-// declares is refused at load with ErrMemoryLimit.
-func TestMemoryLimitBelowTheModule(t *testing.T) {
-	_, err := LoadDefault(context.Background(), Options{MemoryLimitBytes: 1 << 20, CacheDir: testCacheDir})
-	require.ErrorIs(t, err, ErrMemoryLimit)
-	assert.Contains(t, err.Error(), "over limit of 16 pages")
-}
-
-// TestAbortImportHint: an AssemblyScript module built without replacing
-// its abort handler is told how to fix it.
-func TestAbortImportHint(t *testing.T) {
-	err := checkImports([]Import{{Module: "env", Name: "abort", Kind: "func"}, {Module: "env", Name: "seed", Kind: "func"}})
-	require.ErrorIs(t, err, ErrUnknownImport)
-	assert.Contains(t, err.Error(), `module "env" function "abort" (AssemblyScript: build with --use abort=`)
-	assert.Contains(t, err.Error(), `module "env" function "seed" (the host provides only`)
 }

@@ -272,3 +272,20 @@ func TestCommittedWasmUpToDate(t *testing.T) {
 		assert.True(t, bytes.Equal(want, got), "%s: committed .wasm differs from wat2wasm output; run testplugins/wat/build.sh", wat)
 	}
 }
+
+// TestMemoryLimitBelowTheModule: a limit below the memory the module
+// declares is refused at load with ErrMemoryLimit.
+func TestMemoryLimitBelowTheModule(t *testing.T) {
+	_, err := LoadDefault(context.Background(), Options{MemoryLimitBytes: 1 << 20, CacheDir: testCacheDir})
+	require.ErrorIs(t, err, ErrMemoryLimit)
+	assert.Contains(t, err.Error(), "over limit of 16 pages")
+}
+
+// TestAbortImportHint: an AssemblyScript module built without replacing
+// its abort handler is told how to fix it.
+func TestAbortImportHint(t *testing.T) {
+	err := checkImports([]Import{{Module: "env", Name: "abort", Kind: "func"}, {Module: "env", Name: "seed", Kind: "func"}})
+	require.ErrorIs(t, err, ErrUnknownImport)
+	assert.Contains(t, err.Error(), `module "env" function "abort" (AssemblyScript: build with --use abort=`)
+	assert.Contains(t, err.Error(), `module "env" function "seed" (the host provides only`)
+}
