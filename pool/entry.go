@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -77,6 +81,8 @@ type Entry struct {
 	// subMu serialises changes to the upstream subscriptions (subscribe.go),
 	// which it holds across their upstream requests.
 	subMu sync.Mutex
+	// dupsWarned is the duplicated names last warned about.
+	dupsWarned atomic.Pointer[string]
 
 	mu          sync.Mutex
 	state       State
@@ -312,7 +318,12 @@ func (e *Entry) discover(ctx context.Context, cs *mcp.ClientSession, which kinds
 	if err != nil {
 		return nil, fmt.Errorf("discover: %w", err)
 	}
-	return snap, nil
+	// Warned once for each set of duplicates, not at every rediscovery.
+	dups := strings.Join(snap.duplicates, ", ")
+	if last := e.dupsWarned.Swap(&dups); dups != "" && (last == nil || *last != dups) {
+		e.log.Warn("upstream lists names twice; the first of each is used", "duplicates", dups)
+	}
+	return snap.Snapshot, nil
 }
 
 // Discover lists every tool, prompt, resource and resource template of an
@@ -323,10 +334,20 @@ func (e *Entry) discover(ctx context.Context, cs *mcp.ClientSession, which kinds
 // same listing; a caller running its own connection (a legacy
 // single-session mode) can use it with a view attached with a nil memo.
 func Discover(ctx context.Context, cs *mcp.ClientSession) (*view.Snapshot, error) {
-	return discover(ctx, cs, kindAll, nil)
+	d, err := discover(ctx, cs, kindAll, nil)
+	return d.Snapshot, err
 }
 
-func discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *view.Snapshot) (*view.Snapshot, error) {
+// A discovered snapshot is a listing with the names it held twice: each
+// list keeps the first item of a name (a tool's or prompt's name, a
+// resource's URI, a template's URI template), so that every session sees
+// the same one at every rediscovery.
+type discovered struct {
+	*view.Snapshot
+	duplicates []string // "tool \"x\"", ...
+}
+
+func discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *view.Snapshot) (discovered, error) {
 	snap := &view.Snapshot{}
 	if base != nil {
 		snap.Tools, snap.Prompts, snap.Resources, snap.ResourceTemplates = base.Tools, base.Prompts, base.Resources, base.ResourceTemplates
@@ -339,50 +360,143 @@ func discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *vie
 	if which&kindTools != 0 {
 		snap.Tools = nil
 		if caps.Tools != nil {
-			if snap.Tools, err = collect(cs.Tools(ctx, nil)); err != nil {
-				return nil, fmt.Errorf("list tools: %w", err)
+			if snap.Tools, err = listAll(ctx, func(ctx context.Context, c string) ([]*mcp.Tool, string, error) {
+				r, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: c})
+				if err != nil {
+					return nil, "", err
+				}
+				return r.Tools, r.NextCursor, nil
+			}); err != nil {
+				return discovered{}, fmt.Errorf("list tools: %w", err)
 			}
 		}
 	}
 	if which&kindPrompts != 0 {
 		snap.Prompts = nil
 		if caps.Prompts != nil {
-			if snap.Prompts, err = collect(cs.Prompts(ctx, nil)); err != nil {
-				return nil, fmt.Errorf("list prompts: %w", err)
+			if snap.Prompts, err = listAll(ctx, func(ctx context.Context, c string) ([]*mcp.Prompt, string, error) {
+				r, err := cs.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: c})
+				if err != nil {
+					return nil, "", err
+				}
+				return r.Prompts, r.NextCursor, nil
+			}); err != nil {
+				return discovered{}, fmt.Errorf("list prompts: %w", err)
 			}
 		}
 	}
 	if which&kindResources != 0 {
 		snap.Resources, snap.ResourceTemplates = nil, nil
 		if caps.Resources != nil {
-			if snap.Resources, err = collect(cs.Resources(ctx, nil)); err != nil {
-				return nil, fmt.Errorf("list resources: %w", err)
+			if snap.Resources, err = listAll(ctx, func(ctx context.Context, c string) ([]*mcp.Resource, string, error) {
+				r, err := cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: c})
+				if err != nil {
+					return nil, "", err
+				}
+				return r.Resources, r.NextCursor, nil
+			}); err != nil {
+				return discovered{}, fmt.Errorf("list resources: %w", err)
 			}
 			// Templates are optional for a server with resources: one that
 			// does not know the method has none.
-			snap.ResourceTemplates, err = collect(cs.ResourceTemplates(ctx, nil))
+			snap.ResourceTemplates, err = listAll(ctx, func(ctx context.Context, c string) ([]*mcp.ResourceTemplate, string, error) {
+				r, err := cs.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: c})
+				if err != nil {
+					return nil, "", err
+				}
+				return r.ResourceTemplates, r.NextCursor, nil
+			})
 			var werr *jsonrpc.Error
 			if errors.As(err, &werr) && werr.Code == jsonrpc.CodeMethodNotFound {
 				snap.ResourceTemplates, err = nil, nil
 			}
 			if err != nil {
-				return nil, fmt.Errorf("list resource templates: %w", err)
+				return discovered{}, fmt.Errorf("list resource templates: %w", err)
 			}
 		}
 	}
-	return snap, nil
+	var d discovered
+	d.Snapshot = snap
+	snap.Tools = firstOf(snap.Tools, "tool", func(t *mcp.Tool) string { return t.Name }, &d.duplicates)
+	snap.Prompts = firstOf(snap.Prompts, "prompt", func(p *mcp.Prompt) string { return p.Name }, &d.duplicates)
+	snap.Resources = firstOf(snap.Resources, "resource", func(r *mcp.Resource) string { return r.URI }, &d.duplicates)
+	snap.ResourceTemplates = firstOf(snap.ResourceTemplates, "resource template", func(r *mcp.ResourceTemplate) string { return r.URITemplate }, &d.duplicates)
+	return d, nil
 }
 
-// collect drains a paginated listing.
-func collect[T any](seq func(func(*T, error) bool)) ([]*T, error) {
+// firstOf returns items without the later items of a key seen before,
+// adding `what "key"` to dups for each key given twice; items itself when
+// every key is distinct.
+func firstOf[T any](items []*T, what string, key func(*T) string, dups *[]string) []*T {
+	seen := make(map[string]bool, len(items))
 	var out []*T
-	for x, err := range seq {
+	for i, it := range items {
+		k := key(it)
+		if !seen[k] {
+			seen[k] = true
+			if out != nil {
+				out = append(out, it)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]*T, 0, len(items)), items[:i]...)
+		}
+		*dups = append(*dups, what+" "+strconv.Quote(k))
+	}
+	if out == nil {
+		return items
+	}
+	return out
+}
+
+// The bounds of one listing (tools, prompts, resources or resource
+// templates) of one server: an upstream that pages forever, or lists more
+// than any session could use, fails its entry instead of filling memory
+// until the timeout.
+const (
+	maxListPages = 1000
+	maxListItems = 50_000
+)
+
+// ErrBadListing is wrapped by the error of a discovery that an upstream's
+// listing broke off: a cursor it had given before (its pages would never
+// end), or more than maxListPages pages or maxListItems items.
+var ErrBadListing = errors.New("upstream listing refused")
+
+// listAll follows one listing's cursors from the first page to the last,
+// with page asking for the page at a cursor ("" for the first).
+func listAll[T any](ctx context.Context, page func(ctx context.Context, cursor string) ([]*T, string, error)) ([]*T, error) {
+	var out []*T
+	seen := make(map[string]bool)
+	cursor := ""
+	for pages := 1; ; pages++ {
+		items, next, err := page(ctx, cursor)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, x)
+		out = append(out, items...)
+		switch {
+		case len(out) > maxListItems || next != "" && len(out) == maxListItems:
+			return nil, fmt.Errorf("%w: more than %d items", ErrBadListing, maxListItems)
+		case next == "":
+			return out, nil
+		case seen[next]:
+			return nil, fmt.Errorf("%w: page %d gives cursor %q, which an earlier page gave: the pages would never end", ErrBadListing, pages, truncate(next))
+		case pages >= maxListPages:
+			return nil, fmt.Errorf("%w: more than %d pages", ErrBadListing, maxListPages)
+		}
+		seen[next] = true
+		cursor = next
 	}
-	return out, nil
+}
+
+// truncate shortens an upstream's string for a message.
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }
 
 // connect makes the entry's first connection.
@@ -627,10 +741,33 @@ func (e *Entry) startRefreshLocked() {
 	go e.refreshLoop()
 }
 
+// The pace of an entry's rediscoveries: at most one per
+// minRefreshInterval however fast an upstream sends list_changed (those
+// that come meanwhile coalesce into the next one), and after a failed one a
+// delay from minRefreshRetry doubling up to maxRefreshRetry before the
+// lists it was to refresh are tried again.
+const (
+	minRefreshInterval = 100 * time.Millisecond
+	minRefreshRetry    = 250 * time.Millisecond
+	maxRefreshRetry    = 30 * time.Second
+)
+
 // refreshLoop rediscovers dirty lists and fans each new snapshot out until
-// nothing is dirty.
+// nothing is dirty. A listing equal to the current one is not published
+// (views would replay it for nothing); a failed one is tried again.
 func (e *Entry) refreshLoop() {
+	var last time.Time
+	var retry time.Duration
 	for {
+		wait := max(time.Until(last.Add(minRefreshInterval)), retry-time.Since(last))
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-e.stop.Done(): // closing: the check below ends the loop
+			case <-t.C:
+			}
+			t.Stop()
+		}
 		e.mu.Lock()
 		if e.dirty == 0 || e.state != StateReady {
 			e.refreshing = false
@@ -642,18 +779,31 @@ func (e *Entry) refreshLoop() {
 		e.dirty = 0
 		e.mu.Unlock()
 
-		ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
+		last = time.Now()
+		ctx, cancel := context.WithTimeout(e.stop, e.timeout)
 		snap, err := e.discover(ctx, cs, which, base)
 		cancel()
 		if err != nil {
-			e.log.Warn("snapshot refresh failed", "err", err)
+			retry = min(max(2*retry, minRefreshRetry), maxRefreshRetry)
+			e.log.Warn("snapshot refresh failed; trying again", "err", err, "in", retry)
+			e.mu.Lock()
+			if e.conn == gen {
+				e.dirty |= which // the change announced is still to be seen
+			}
+			e.mu.Unlock()
 			continue
 		}
+		retry = 0
 		e.fanMu.Lock()
 		e.mu.Lock()
 		if e.conn != gen || e.state != StateReady {
 			// A restart or close superseded this connection and does its
 			// own discovery.
+			e.mu.Unlock()
+			e.fanMu.Unlock()
+			continue
+		}
+		if sameListing(e.snap, snap) {
 			e.mu.Unlock()
 			e.fanMu.Unlock()
 			continue
@@ -666,6 +816,13 @@ func (e *Entry) refreshLoop() {
 		e.fanOut(handles, snap)
 		e.fanMu.Unlock()
 	}
+}
+
+// sameListing reports whether a and b list the same items, field by field.
+func sameListing(a, b *view.Snapshot) bool {
+	return a != nil && b != nil &&
+		reflect.DeepEqual(a.Tools, b.Tools) && reflect.DeepEqual(a.Prompts, b.Prompts) &&
+		reflect.DeepEqual(a.Resources, b.Resources) && reflect.DeepEqual(a.ResourceTemplates, b.ResourceTemplates)
 }
 
 // steady reports whether nothing is connecting, restarting or refreshing.

@@ -1,0 +1,937 @@
+package pool_test
+
+// Tests of how the pool copes with upstream MCP servers that misbehave:
+// pagination abuse, silence, slowness, crashes, notification storms,
+// requests the client never announced, oversized results.
+//
+// The cases come from an audit; those that found a defect say what the
+// pool did before.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
+	"github.com/wasmhost/wasmhost/metakey"
+	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/view"
+	"github.com/wasmhost/wasmhost/view/viewtest"
+)
+
+// A hostileHook answers one request to a hostile upstream in the go-sdk
+// server's stead; handled false lets the server answer.
+type hostileHook func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error, handled bool)
+
+// A hostile is a real go-sdk MCP server whose behaviour a test bends: a
+// hook answers (or never answers) requests in the server's stead, and its
+// connections can write raw JSON-RPC messages the go-sdk server would
+// never send. The client's responses to such injected requests are
+// recorded and never reach the go-sdk server.
+type hostile struct {
+	name string
+	srv  *mcp.Server
+	hook atomic.Pointer[hostileHook]
+	// stop ends when the test ends: hooks that never answer wait on it
+	// too, so that no goroutine outlives the test.
+	stop context.Context
+
+	mu       sync.Mutex
+	conns    []*hostileConn
+	pipes    []net.Conn // server ends of the connections
+	sessions []*mcp.ServerSession
+	dials    int
+	received map[string]int // requests and notifications per method
+	sent     map[string]string
+	answers  map[string][]*jsonrpc.Response // by method of the injected request
+	seq      int
+}
+
+func newHostile(t *testing.T, name string, caps *mcp.ServerCapabilities) *hostile {
+	t.Helper()
+	stop, cancel := context.WithCancel(context.Background())
+	h := &hostile{name: name, stop: stop, received: map[string]int{}, sent: map[string]string{}, answers: map[string][]*jsonrpc.Response{}}
+	opts := &mcp.ServerOptions{Logger: quiet, Capabilities: caps}
+	if caps != nil && caps.Resources != nil && caps.Resources.Subscribe {
+		opts.SubscribeHandler = func(context.Context, *mcp.SubscribeRequest) error { return nil }
+		opts.UnsubscribeHandler = func(context.Context, *mcp.UnsubscribeRequest) error { return nil }
+	}
+	h.srv = mcp.NewServer(&mcp.Implementation{Name: "hostile-" + name, Version: "1"}, opts)
+	h.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			h.mu.Lock()
+			h.received[method]++
+			h.mu.Unlock()
+			if f := h.hook.Load(); f != nil {
+				if res, err, ok := (*f)(ctx, method, req); ok {
+					return res, err
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	t.Cleanup(func() {
+		cancel()
+		h.crash()
+		h.mu.Lock()
+		sessions := h.sessions
+		h.mu.Unlock()
+		for _, ss := range sessions {
+			_ = ss.Wait()
+		}
+	})
+	return h
+}
+
+func (h *hostile) setHook(f hostileHook) { h.hook.Store(&f) }
+
+// block waits, as a request that is never answered, until the request is
+// cancelled or the test ends.
+func (h *hostile) block(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-h.stop.Done():
+		return h.stop.Err()
+	}
+}
+
+func (h *hostile) addTool(name string) {
+	h.srv.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: h.name + "/" + name}}}, nil
+	})
+}
+
+func (h *hostile) count(method string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.received[method]
+}
+
+func (h *hostile) dialCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dials
+}
+
+// answered returns the client's responses to the injected requests of
+// method.
+func (h *hostile) answered(method string) []*jsonrpc.Response {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]*jsonrpc.Response(nil), h.answers[method]...)
+}
+
+// transport serves a new server session over an in-process pipe.
+func (h *hostile) transport(ctx context.Context) (mcp.Transport, error) {
+	cc, sc := net.Pipe()
+	ss, err := h.srv.Connect(ctx, &hostileTransport{h: h, inner: &mcp.IOTransport{Reader: sc, Writer: sc}}, nil)
+	if err != nil {
+		_ = cc.Close()
+		_ = sc.Close()
+		return nil, err
+	}
+	h.mu.Lock()
+	h.pipes = append(h.pipes, sc)
+	h.sessions = append(h.sessions, ss)
+	h.dials++
+	h.mu.Unlock()
+	return &mcp.IOTransport{Reader: cc, Writer: cc}, nil
+}
+
+// crash breaks every connection, as if the upstream process died.
+func (h *hostile) crash() {
+	h.mu.Lock()
+	pipes := append([]net.Conn(nil), h.pipes...)
+	h.mu.Unlock()
+	for _, p := range pipes {
+		_ = p.Close()
+	}
+}
+
+// newest returns the server side of the newest connection.
+func (h *hostile) newest() *hostileConn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.conns[len(h.conns)-1]
+}
+
+type hostileTransport struct {
+	h     *hostile
+	inner mcp.Transport
+}
+
+func (t *hostileTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	hc := &hostileConn{Connection: c, h: t.h}
+	t.h.mu.Lock()
+	t.h.conns = append(t.h.conns, hc)
+	t.h.mu.Unlock()
+	return hc, nil
+}
+
+// A hostileConn is the server side of one connection.
+type hostileConn struct {
+	mcp.Connection
+	h *hostile
+}
+
+// Read passes the client's messages to the go-sdk server, except the
+// responses to injected requests, which it records.
+func (c *hostileConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return msg, err
+		}
+		if r, ok := msg.(*jsonrpc.Response); ok {
+			if id, ok := r.ID.Raw().(string); ok && strings.HasPrefix(id, "hostile-") {
+				c.h.mu.Lock()
+				m := c.h.sent[id]
+				c.h.answers[m] = append(c.h.answers[m], r)
+				c.h.mu.Unlock()
+				continue
+			}
+		}
+		return msg, nil
+	}
+}
+
+// notify writes a notification the go-sdk server did not mean to send.
+func (c *hostileConn) notify(method string, params any) error {
+	b, err := json.Marshal(params)
+	if err != nil {
+		return err
+	}
+	return c.Connection.Write(context.Background(), &jsonrpc.Request{Method: method, Params: b})
+}
+
+// request writes a request the go-sdk server would refuse to send.
+func (c *hostileConn) request(method string, params any) error {
+	b, err := json.Marshal(params)
+	if err != nil {
+		return err
+	}
+	c.h.mu.Lock()
+	c.h.seq++
+	raw := fmt.Sprintf("hostile-%d", c.h.seq)
+	c.h.sent[raw] = method
+	c.h.mu.Unlock()
+	id, err := jsonrpc.MakeID(raw)
+	if err != nil {
+		return err
+	}
+	return c.Connection.Write(context.Background(), &jsonrpc.Request{ID: id, Method: method, Params: b})
+}
+
+// A hostileEnv is a pool over hostile upstreams and well-behaved ones
+// (the upstream of helpers_test.go), logging to a buffer the test reads.
+type hostileEnv struct {
+	t        *testing.T
+	pool     *pool.Pool
+	counters *churn.Counters
+	logs     *mcptest.LogBuffer
+	hostiles map[string]*hostile
+	goods    map[string]*upstream
+}
+
+func newHostileEnv(t *testing.T, opts pool.Options, hs []*hostile, goods ...*upstream) *hostileEnv {
+	t.Helper()
+	e := &hostileEnv{t: t, counters: &churn.Counters{}, logs: &mcptest.LogBuffer{}, hostiles: map[string]*hostile{}, goods: map[string]*upstream{}}
+	for _, h := range hs {
+		e.hostiles[h.name] = h
+	}
+	for _, u := range goods {
+		e.goods[u.name] = u
+	}
+	opts.Counters = e.counters
+	opts.Logger = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	opts.Dialer = func(ctx context.Context, spec pool.Spec) (mcp.Transport, error) {
+		if h := e.hostiles[spec.Name]; h != nil {
+			return h.transport(ctx)
+		}
+		if u := e.goods[spec.Name]; u != nil {
+			return u.transport(ctx)
+		}
+		return nil, fmt.Errorf("no upstream %q", spec.Name)
+	}
+	e.pool = pool.New(opts)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = e.pool.Close(ctx)
+	})
+	return e
+}
+
+func hostileSpec(name string, timeout time.Duration) pool.Spec {
+	return pool.Spec{Name: name, Command: "/bin/" + name, Pooled: true, Timeout: timeout}
+}
+
+func (e *hostileEnv) newView(session, server string, reg *viewtest.Registry) *view.View {
+	return view.New(view.Config{
+		Session: session, Server: server, Registry: reg, Counters: e.counters,
+		Policy: metakey.Reference{}, Settings: json.RawMessage(`{}`), Logger: quiet,
+	})
+}
+
+func (e *hostileEnv) acquire(ctx context.Context, spec pool.Spec, session string, reg *viewtest.Registry) (*pool.Handle, error) {
+	return e.pool.Acquire(ctx, spec, e.newView(session, spec.Name, reg))
+}
+
+// mustAcquire acquires spec for session within 5 s.
+func (e *hostileEnv) mustAcquire(spec pool.Spec, session string, reg *viewtest.Registry) *pool.Handle {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	h, err := e.acquire(ctx, spec, session, reg)
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { _ = h.Release(context.Background()) })
+	return h
+}
+
+// acquireOutcome runs Acquire for spec in the background and waits, within
+// wait, for it to return or for overran to close, whichever comes first.
+// It returns Acquire's error (nil when overran closed first, or when
+// Acquire succeeded) and whether overran closed.
+func (e *hostileEnv) acquireOutcome(spec pool.Spec, overran <-chan struct{}, wait time.Duration) (err error, over bool) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	type result struct {
+		h   *pool.Handle
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		h, err := e.acquire(ctx, spec, "s1", viewtest.NewRegistry())
+		done <- result{h, err}
+	}()
+	select {
+	case r := <-done:
+		if r.h != nil {
+			_ = r.h.Release(context.Background())
+		}
+		return r.err, false
+	case <-overran:
+		cancel()
+		<-done
+		return nil, true
+	}
+}
+
+// requireHealthy checks that a well-behaved server's session still works:
+// its registry holds the server's tools and a call through its handle is
+// answered.
+func requireHealthy(t *testing.T, h *pool.Handle, reg *viewtest.Registry, u *upstream) {
+	t.Helper()
+	require.Equal(t, u.toolNames(), reg.ToolNames(u.name))
+	cs := h.Session()
+	require.NotNil(t, cs, "the well-behaved server's entry is not ready")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tool := u.toolNames()[0]
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"path": "x"}})
+	require.NoError(t, err)
+	require.Equal(t, u.name+"/"+tool+" says hi", mcptest.Text(res))
+}
+
+// listMethods are the paginated lists the pool discovers.
+var listMethods = []string{"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
+
+// page returns a page of list method holding size items numbered from n
+// and next as its cursor.
+func page(method string, n, size int, next string) mcp.Result {
+	switch method {
+	case "tools/list":
+		r := &mcp.ListToolsResult{NextCursor: next}
+		for i := range size {
+			r.Tools = append(r.Tools, &mcp.Tool{Name: fmt.Sprintf("item%d", n+i), InputSchema: map[string]any{"type": "object"}})
+		}
+		return r
+	case "prompts/list":
+		r := &mcp.ListPromptsResult{NextCursor: next}
+		for i := range size {
+			r.Prompts = append(r.Prompts, &mcp.Prompt{Name: fmt.Sprintf("item%d", n+i)})
+		}
+		return r
+	case "resources/list":
+		r := &mcp.ListResourcesResult{NextCursor: next}
+		for i := range size {
+			r.Resources = append(r.Resources, &mcp.Resource{Name: "r", URI: fmt.Sprintf("file:///item%d", n+i)})
+		}
+		return r
+	case "resources/templates/list":
+		r := &mcp.ListResourceTemplatesResult{NextCursor: next}
+		for i := range size {
+			r.ResourceTemplates = append(r.ResourceTemplates, &mcp.ResourceTemplate{Name: "t", URITemplate: fmt.Sprintf("file:///item%d/{x}", n+i)})
+		}
+		return r
+	}
+	panic("not a list method: " + method)
+}
+
+// allCaps announces every list (with list_changed) and subscriptions.
+var allCaps = &mcp.ServerCapabilities{
+	Tools:     &mcp.ToolCapabilities{ListChanged: true},
+	Prompts:   &mcp.PromptCapabilities{ListChanged: true},
+	Resources: &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
+}
+
+// paginationAbuse makes h answer method with pages of size items whose
+// cursors next(n) gives (n counts pages from 1). Past limit pages it
+// stops answering (until the request is cancelled) and closes overran,
+// so that a test sees a pool that keeps asking without waiting for its
+// timeout.
+func paginationAbuse(h *hostile, method string, size, limit int, next func(n int) string) (overran <-chan struct{}) {
+	ch := make(chan struct{})
+	var pages atomic.Int64
+	var once sync.Once
+	h.setHook(func(ctx context.Context, m string, _ mcp.Request) (mcp.Result, error, bool) {
+		if m != method {
+			return nil, nil, false
+		}
+		n := int(pages.Add(1))
+		if n > limit {
+			once.Do(func() { close(ch) })
+			return nil, h.block(ctx), true
+		}
+		return page(method, n*size, size, next(n)), nil, true
+	})
+	return ch
+}
+
+// The most a listing may take before the pool gives up on it, as these
+// tests hold the pool to (a fix may well choose lower bounds): pages of
+// one list, and items over all its pages.
+const (
+	maxListPages = 1000
+	maxListItems = 50_000
+)
+
+// Before the fix: An upstream whose list cursors come round again
+// (page 1 says "c1", page 2 "c0", page 3 "c1", ...) is asked for pages
+// for as long as the entry's timeout allows (thousands of pages a
+// second, every item kept: with pages of 500 tools the heap grew by about
+// 75 MB a second), and the failure, when the timeout ends it, says only
+// "context deadline exceeded". The pool should notice the repeated cursor
+// within a page or two and fail the entry at once, naming the server.
+func TestHostilePaginationCycleIsCut(t *testing.T) {
+	const bound = 20
+	for _, method := range listMethods {
+		t.Run(method, func(t *testing.T) {
+			h := newHostile(t, "cycler", allCaps)
+			overran := paginationAbuse(h, method, 1, bound, func(n int) string { return fmt.Sprintf("c%d", n%2) })
+			e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+			err, over := e.acquireOutcome(hostileSpec("cycler", time.Minute), overran, 5*time.Second)
+			require.False(t, over, "the pool asked for page %d of %s although its cursors had come round after two", bound+1, method)
+			require.Error(t, err)
+			require.NotErrorIs(t, err, context.DeadlineExceeded, "the pool waited for a timeout instead of noticing the cycle")
+			require.ErrorIs(t, err, pool.ErrTerminal)
+			require.Contains(t, err.Error(), "cycler")
+		})
+	}
+}
+
+// Before the fix: An upstream that answers every page with a fresh
+// cursor is asked for pages until the entry's timeout (30 s by default),
+// every item kept in memory; so is one whose pages are huge. The pool
+// should give up on a listing past a bound of pages and of items
+// (maxListPages, maxListItems) and fail the entry, naming the server,
+// rather than wait for the timeout.
+func TestHostileEndlessPaginationIsBounded(t *testing.T) {
+	fresh := func(n int) string { return fmt.Sprintf("page-%d", n) }
+	check := func(t *testing.T, method string, size, limit int) {
+		h := newHostile(t, "endless", allCaps)
+		overran := paginationAbuse(h, method, size, limit, fresh)
+		e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+		err, over := e.acquireOutcome(hostileSpec("endless", time.Minute), overran, 10*time.Second)
+		require.False(t, over, "the pool asked for page %d of %s (%d items so far)", limit+1, method, limit*size)
+		require.Error(t, err)
+		require.NotErrorIs(t, err, context.DeadlineExceeded, "the pool waited for a timeout instead of bounding the listing")
+		require.ErrorIs(t, err, pool.ErrTerminal)
+		require.Contains(t, err.Error(), "endless")
+	}
+	for _, method := range listMethods {
+		t.Run(method+"/pages", func(t *testing.T) { check(t, method, 1, maxListPages) })
+	}
+	t.Run("tools/list/items", func(t *testing.T) { check(t, "tools/list", 1000, maxListItems/1000) })
+}
+
+// Before the fix: An upstream that sends tools/list_changed as fast
+// as it can keeps its entry rediscovering back to back: notifications
+// coalesce (about 9000 gave about 400 rediscoveries in a second), but
+// every round trip starts another full listing, replayed through the
+// policy for every view, so one upstream can keep a core of the daemon
+// busy for as long as it likes. Rediscovery should be rate-limited per
+// entry (a few per second at most) while the last change is still
+// discovered. What the test also checks, and passes today: the entry
+// stays ready, calls are answered, the tool added during the storm
+// arrives, the views see no churn, another server is unaffected.
+func TestHostileListChangedStormIsRateLimited(t *testing.T) {
+	h := newHostile(t, "stormy", allCaps)
+	h.addTool("steady")
+	good := newUpstream(t, "good", "alpha")
+	e := newHostileEnv(t, pool.Options{}, []*hostile{h}, good)
+	reg, goodReg := viewtest.NewRegistry(), viewtest.NewRegistry()
+	hd := e.mustAcquire(hostileSpec("stormy", 5*time.Second), "s1", reg)
+	gd := e.mustAcquire(stdioSpec("good"), "s2", goodReg)
+	c := h.newest()
+	before := e.counters.Snapshot()
+	lists := h.count("tools/list")
+	goodOps := goodReg.OpCount()
+
+	sent := 0
+	for end := time.Now().Add(time.Second); time.Now().Before(end); sent++ {
+		require.NoError(t, c.notify("notifications/tools/list_changed", map[string]any{}))
+		if sent == 100 {
+			h.addTool("late")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := hd.Session().CallTool(ctx, &mcp.CallToolParams{Name: "steady"})
+	require.NoError(t, err)
+	require.Equal(t, "stormy/steady", mcptest.Text(res))
+	settle(t, hd)
+
+	require.Equal(t, pool.StateReady, hd.Entry().State())
+	require.Equal(t, []string{"late", "steady"}, reg.ToolNames("stormy"))
+	requireHealthy(t, gd, goodReg, good)
+	require.Equal(t, goodOps, goodReg.OpCount(), "the other server's view saw churn")
+	d := e.counters.Snapshot().Sub(before)
+	require.GreaterOrEqual(t, d.Notifications, int64(sent))
+	t.Logf("%d list_changed: %d rediscoveries, %d tools/list, %d policy calls", sent, d.Discoveries, h.count("tools/list")-lists, d.PolicyCalls)
+	assert.LessOrEqual(t, d.Discoveries, int64(25), "rediscoveries during a one-second storm")
+}
+
+// Before the fix (low severity, but it multiplied the cost of every
+// storm). A list_changed after which the upstream lists exactly what it
+// listed before still publishes a new snapshot, and every view projects
+// it through the policy again (one policy call per distinct key per
+// rediscovery). An unchanged listing should publish nothing.
+func TestHostileUnchangedRediscoveryIsNotReplayed(t *testing.T) {
+	h := newHostile(t, "repeater", allCaps)
+	h.addTool("same")
+	e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+	reg := viewtest.NewRegistry()
+	hd := e.mustAcquire(hostileSpec("repeater", 5*time.Second), "s1", reg)
+	before := e.counters.Snapshot()
+	lists := h.count("tools/list")
+	require.NoError(t, h.newest().notify("notifications/tools/list_changed", map[string]any{}))
+	require.Eventually(t, func() bool { return h.count("tools/list") > lists }, 5*time.Second, 5*time.Millisecond)
+	settle(t, hd)
+	d := e.counters.Snapshot().Sub(before)
+	require.Equal(t, int64(1), d.Discoveries)
+	require.Equal(t, []string{"same"}, reg.ToolNames("repeater"))
+	assert.Zero(t, d.PolicyCalls, "policy calls for a listing that did not change")
+	assert.Zero(t, d.Replays, "replays of a listing that did not change")
+}
+
+// An upstream that never answers the handshake (server/discover of
+// protocol 2026-07-28, or initialize, which the go-sdk falls back to when
+// server/discover is refused) fails its entry once the spec's timeout
+// ends, with an error naming the server, the connect step and the
+// deadline, logged too; the pool does not try again by itself, and a
+// well-behaved server acquired meanwhile is served at once.
+func TestHostileSilentHandshake(t *testing.T) {
+	for _, silent := range []string{"server/discover", "initialize"} {
+		t.Run(silent, func(t *testing.T) {
+			h := newHostile(t, "mute", allCaps)
+			h.setHook(func(ctx context.Context, m string, _ mcp.Request) (mcp.Result, error, bool) {
+				switch m {
+				case silent:
+					return nil, h.block(ctx), true
+				case "server/discover":
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no such method"}, true
+				}
+				return nil, nil, false
+			})
+			good := newUpstream(t, "good", "alpha", "beta")
+			e := newHostileEnv(t, pool.Options{CrashRestarts: 3}, []*hostile{h}, good)
+			const timeout = 300 * time.Millisecond
+			errc := make(chan error, 1)
+			start := time.Now()
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				hd, err := e.acquire(ctx, hostileSpec("mute", timeout), "s1", viewtest.NewRegistry())
+				if hd != nil {
+					_ = hd.Release(context.Background())
+				}
+				errc <- err
+			}()
+			goodReg := viewtest.NewRegistry()
+			gd := e.mustAcquire(stdioSpec("good"), "s2", goodReg)
+			requireHealthy(t, gd, goodReg, good)
+
+			var err error
+			select {
+			case err = <-errc:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Acquire of a silent upstream did not return")
+			}
+			require.GreaterOrEqual(t, time.Since(start), timeout)
+			require.Equal(t, 1, h.count(silent))
+			require.ErrorIs(t, err, pool.ErrTerminal)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.Contains(t, err.Error(), "mute::")
+			require.Contains(t, err.Error(), "connect")
+			require.True(t, logged(e.logs.String(), "upstream connection failed", "entry=mute::"), e.logs.String())
+			require.Equal(t, 1, h.dialCount())
+			requireHealthy(t, gd, goodReg, good)
+		})
+	}
+	t.Run("pool close", func(t *testing.T) {
+		h := newHostile(t, "mute", allCaps)
+		h.setHook(func(ctx context.Context, m string, _ mcp.Request) (mcp.Result, error, bool) {
+			if m != "server/discover" {
+				return nil, nil, false
+			}
+			return nil, h.block(ctx), true
+		})
+		e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+		errc := make(chan error, 1)
+		go func() {
+			_, err := e.acquire(context.Background(), hostileSpec("mute", time.Minute), "s1", viewtest.NewRegistry())
+			errc <- err
+		}()
+		require.Eventually(t, func() bool { return h.count("server/discover") == 1 }, 5*time.Second, 5*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		require.NoError(t, e.pool.Close(ctx), "Close waits for the silent handshake")
+		select {
+		case err := <-errc:
+			require.ErrorIs(t, err, pool.ErrTerminal)
+		case <-ctx.Done():
+			t.Fatal("Acquire still waits after Close")
+		}
+	})
+}
+
+// An upstream whose list answers come slowly is listed completely while
+// the pages fit in the spec's timeout; one that takes longer fails its
+// entry, naming the server and the list.
+func TestHostileSlowPages(t *testing.T) {
+	slow := func(h *hostile, delay time.Duration) {
+		h.setHook(func(ctx context.Context, m string, req mcp.Request) (mcp.Result, error, bool) {
+			if m != "tools/list" {
+				return nil, nil, false
+			}
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+				return nil, ctx.Err(), true
+			}
+			n := 0
+			if p, ok := req.GetParams().(*mcp.ListToolsParams); ok && p.Cursor != "" {
+				_, _ = fmt.Sscanf(p.Cursor, "page-%d", &n)
+			}
+			next := ""
+			if n < 2 {
+				next = fmt.Sprintf("page-%d", n+1)
+			}
+			return page(m, n, 1, next), nil, true
+		})
+	}
+	t.Run("within timeout", func(t *testing.T) {
+		h := newHostile(t, "sluggish", allCaps)
+		slow(h, 100*time.Millisecond)
+		e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+		reg := viewtest.NewRegistry()
+		e.mustAcquire(hostileSpec("sluggish", 4*time.Second), "s1", reg)
+		require.Equal(t, []string{"item0", "item1", "item2"}, reg.ToolNames("sluggish"))
+	})
+	t.Run("past timeout", func(t *testing.T) {
+		h := newHostile(t, "sluggish", allCaps)
+		slow(h, 200*time.Millisecond)
+		e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := e.acquire(ctx, hostileSpec("sluggish", 300*time.Millisecond), "s1", viewtest.NewRegistry())
+		require.ErrorIs(t, err, pool.ErrTerminal)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Contains(t, err.Error(), "sluggish::")
+		require.Contains(t, err.Error(), "list tools")
+	})
+}
+
+// An upstream that stops answering tools/list after its first discovery
+// keeps its entry ready: the refresh a list_changed starts gives up after
+// the spec's timeout with a warning naming the entry and is tried again
+// later, the views keep the last snapshot, calls on the connection are
+// answered meanwhile, more list_changed coalesce, and once the upstream
+// answers again its change is discovered. Another server is unaffected.
+func TestHostileSilentListOnRefresh(t *testing.T) {
+	h := newHostile(t, "stall", allCaps)
+	h.addTool("one")
+	var stalled atomic.Bool
+	h.setHook(func(ctx context.Context, m string, _ mcp.Request) (mcp.Result, error, bool) {
+		if m != "tools/list" || !stalled.Load() {
+			return nil, nil, false
+		}
+		return nil, h.block(ctx), true
+	})
+	good := newUpstream(t, "good", "alpha")
+	e := newHostileEnv(t, pool.Options{}, []*hostile{h}, good)
+	reg, goodReg := viewtest.NewRegistry(), viewtest.NewRegistry()
+	hd := e.mustAcquire(hostileSpec("stall", 700*time.Millisecond), "s1", reg)
+	gd := e.mustAcquire(stdioSpec("good"), "s2", goodReg)
+	before := e.counters.Snapshot()
+
+	stalled.Store(true)
+	lists := h.count("tools/list")
+	for range 50 {
+		require.NoError(t, h.newest().notify("notifications/tools/list_changed", map[string]any{}))
+	}
+	require.Eventually(t, func() bool { return h.count("tools/list") > lists }, 5*time.Second, 5*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := hd.Session().CallTool(ctx, &mcp.CallToolParams{Name: "one"})
+	require.NoError(t, err)
+	require.Equal(t, "stall/one", mcptest.Text(res))
+	require.Equal(t, pool.StateReady, hd.Entry().State())
+	requireHealthy(t, gd, goodReg, good)
+
+	require.Eventually(t, func() bool {
+		return logged(e.logs.String(), "snapshot refresh failed", "entry=stall::")
+	}, 5*time.Second, 10*time.Millisecond)
+	// (The refresh is tried again with a growing delay while the upstream
+	// stays silent, so the entry does not settle.)
+	require.Equal(t, []string{"one"}, reg.ToolNames("stall"))
+	require.Nil(t, hd.View().Err())
+	require.LessOrEqual(t, e.counters.Snapshot().Sub(before).Discoveries, int64(3), "50 list_changed during one stalled refresh")
+
+	stalled.Store(false)
+	h.addTool("two") // the go-sdk server announces it
+	require.Eventually(t, func() bool { return len(reg.ToolNames("stall")) == 2 }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, []string{"one", "two"}, reg.ToolNames("stall"))
+}
+
+// Before the fix: When the refresh a list_changed starts fails (the
+// upstream's tools/list timed out once), the entry logs a warning and
+// keeps its old snapshot until the upstream happens to send another
+// list_changed: the change it announced is never discovered, and
+// nothing but that one log line (EntryInfo.Err stays nil) says the
+// sessions see a stale list. A failed refresh should be tried again
+// (with a delay) until it succeeds or the entry fails.
+func TestHostileFailedRefreshIsRetried(t *testing.T) {
+	h := newHostile(t, "flaky", allCaps)
+	h.addTool("one")
+	var stallOnce atomic.Bool
+	h.setHook(func(ctx context.Context, m string, _ mcp.Request) (mcp.Result, error, bool) {
+		if m != "tools/list" || !stallOnce.CompareAndSwap(true, false) {
+			return nil, nil, false
+		}
+		return nil, h.block(ctx), true
+	})
+	e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+	reg := viewtest.NewRegistry()
+	hd := e.mustAcquire(hostileSpec("flaky", 300*time.Millisecond), "s1", reg)
+	stallOnce.Store(true)
+	h.addTool("two") // the go-sdk server sends one tools/list_changed
+	require.Eventually(t, func() bool { return logged(e.logs.String(), "snapshot refresh failed", "entry=flaky::") }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, pool.StateReady, hd.Entry().State())
+	assert.Eventually(t, func() bool { return len(reg.ToolNames("flaky")) == 2 }, 3*time.Second, 20*time.Millisecond,
+		"the announced change is never discovered: the sessions keep %v", reg.ToolNames("flaky"))
+}
+
+// logged reports whether one line of logs holds every one of words.
+func logged(logs string, words ...string) bool {
+	for line := range strings.SplitSeq(logs, "\n") {
+		all := true
+		for _, w := range words {
+			all = all && strings.Contains(line, w)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// An upstream that drops the connection when asked for one of its lists
+// fails the Acquire that connects it, naming the server and the list; one
+// that does so on the connection a crash restart makes fails its entry,
+// and its views are withdrawn with ErrTerminal.
+func TestHostileClosesDuringDiscovery(t *testing.T) {
+	names := map[string]string{"tools/list": "list tools", "prompts/list": "list prompts", "resources/list": "list resources", "resources/templates/list": "list resource templates"}
+	for _, method := range listMethods {
+		t.Run(method, func(t *testing.T) {
+			h := newHostile(t, "quitter", allCaps)
+			h.setHook(func(ctx context.Context, m string, _ mcp.Request) (mcp.Result, error, bool) {
+				if m != method {
+					return nil, nil, false
+				}
+				h.crash()
+				return nil, h.block(ctx), true
+			})
+			e := newHostileEnv(t, pool.Options{CrashRestarts: 3}, []*hostile{h})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, err := e.acquire(ctx, hostileSpec("quitter", 5*time.Second), "s1", viewtest.NewRegistry())
+			require.ErrorIs(t, err, pool.ErrTerminal)
+			require.NotErrorIs(t, err, context.DeadlineExceeded)
+			require.Contains(t, err.Error(), "quitter::")
+			require.Contains(t, err.Error(), names[method])
+			require.Equal(t, 1, h.dialCount())
+		})
+	}
+	t.Run("on restart", func(t *testing.T) {
+		h := newHostile(t, "quitter", allCaps)
+		h.addTool("one")
+		var quit atomic.Bool
+		h.setHook(func(ctx context.Context, m string, _ mcp.Request) (mcp.Result, error, bool) {
+			if m != "tools/list" || !quit.Load() {
+				return nil, nil, false
+			}
+			h.crash()
+			return nil, h.block(ctx), true
+		})
+		e := newHostileEnv(t, pool.Options{CrashRestarts: 3}, []*hostile{h})
+		reg := viewtest.NewRegistry()
+		hd := e.mustAcquire(hostileSpec("quitter", 5*time.Second), "s1", reg)
+		quit.Store(true)
+		h.crash()
+		require.Eventually(t, func() bool { return hd.Entry().State() == pool.StateFailed }, 5*time.Second, 5*time.Millisecond)
+		settle(t, hd)
+		require.Empty(t, reg.ToolNames("quitter"))
+		require.ErrorIs(t, hd.View().Err(), pool.ErrTerminal)
+		require.Contains(t, hd.View().Err().Error(), "quitter")
+		require.Equal(t, 2, h.dialCount())
+	})
+}
+
+// An upstream that crashes as soon as each connection is up is restarted
+// Options.CrashRestarts times in a row and then failed for good: its
+// views are withdrawn with ErrTerminal wrapping ErrDisconnected and the
+// server's name, no more connections are made, and another server's
+// session is unaffected.
+func TestHostileCrashLoopIsBounded(t *testing.T) {
+	h := newHostile(t, "crashy", allCaps)
+	h.addTool("one")
+	good := newUpstream(t, "good", "alpha")
+	e := newHostileEnv(t, pool.Options{CrashRestarts: 3}, []*hostile{h}, good)
+	reg, goodReg := viewtest.NewRegistry(), viewtest.NewRegistry()
+	hd := e.mustAcquire(hostileSpec("crashy", 5*time.Second), "s1", reg)
+	gd := e.mustAcquire(stdioSpec("good"), "s2", goodReg)
+
+	for i := 1; i <= 4; i++ {
+		require.Eventually(t, func() bool {
+			info := hd.Entry().Info()
+			return info.State == pool.StateReady && info.Version == uint64(i) && h.dialCount() == i
+		}, 5*time.Second, 2*time.Millisecond, "connection %d", i)
+		h.crash()
+	}
+	require.Eventually(t, func() bool { return hd.Entry().State() == pool.StateFailed }, 5*time.Second, 5*time.Millisecond)
+	settle(t, hd)
+	require.Equal(t, 4, h.dialCount(), "one connection and three restarts")
+	require.Empty(t, reg.ToolNames("crashy"))
+	err := hd.View().Err()
+	require.ErrorIs(t, err, pool.ErrTerminal)
+	require.ErrorIs(t, err, pool.ErrDisconnected)
+	require.Contains(t, err.Error(), "crashy")
+	require.Equal(t, 3, strings.Count(e.logs.String(), "upstream went away, restarting"))
+	requireHealthy(t, gd, goodReg, good)
+}
+
+// An upstream that sends sampling, elicitation and roots requests in a
+// loop, which the pool's client never announced, gets an error for the
+// first two and an empty list of roots, each answered at once: the
+// connection stays ready, calls are answered, and no goroutines pile up.
+func TestHostileUnannouncedServerRequests(t *testing.T) {
+	h := newHostile(t, "asker", allCaps)
+	h.addTool("one")
+	e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+	hd := e.mustAcquire(hostileSpec("asker", 5*time.Second), "s1", viewtest.NewRegistry())
+	c := h.newest()
+	base := runtime.NumGoroutine()
+	const rounds = 300
+	for range rounds {
+		require.NoError(t, c.request("sampling/createMessage", map[string]any{"messages": []any{}, "maxTokens": 10}))
+		require.NoError(t, c.request("elicitation/create", map[string]any{"message": "password?", "requestedSchema": map[string]any{"type": "object"}}))
+		require.NoError(t, c.request("roots/list", map[string]any{}))
+	}
+	require.Eventually(t, func() bool {
+		return len(h.answered("sampling/createMessage")) == rounds && len(h.answered("elicitation/create")) == rounds && len(h.answered("roots/list")) == rounds
+	}, 10*time.Second, 10*time.Millisecond)
+	for _, m := range []string{"sampling/createMessage", "elicitation/create"} {
+		for _, r := range h.answered(m) {
+			require.Error(t, r.Error, m)
+		}
+	}
+	for _, r := range h.answered("roots/list") {
+		require.NoError(t, r.Error)
+		require.JSONEq(t, `{"roots":[]}`, string(r.Result))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := hd.Session().CallTool(ctx, &mcp.CallToolParams{Name: "one"})
+	require.NoError(t, err)
+	require.Equal(t, "asker/one", mcptest.Text(res))
+	require.Equal(t, 1, h.dialCount())
+	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= base+5 }, 5*time.Second, 10*time.Millisecond)
+}
+
+// An upstream that floods progress notifications for tokens it was never
+// given and resources/updated for URIs nobody subscribed to: a handle
+// subscribed to one URI receives exactly that URI's updates, every
+// progress notification reaches Options.OnProgress (whose owner, the
+// session relay, drops unknown tokens), the connection stays ready and no
+// goroutines pile up.
+func TestHostileForeignNotifications(t *testing.T) {
+	h := newHostile(t, "chatty", allCaps)
+	h.addTool("one")
+	var progress atomic.Int64
+	e := newHostileEnv(t, pool.Options{OnProgress: func(context.Context, *mcp.ProgressNotificationClientRequest) { progress.Add(1) }}, []*hostile{h})
+	hd := e.mustAcquire(hostileSpec("chatty", 5*time.Second), "s1", viewtest.NewRegistry())
+	var mu sync.Mutex
+	var got []string
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, hd.Subscribe(ctx, "file:///mine", func(p *mcp.ResourceUpdatedNotificationParams) {
+		mu.Lock()
+		got = append(got, p.URI)
+		mu.Unlock()
+	}))
+	c := h.newest()
+	base := runtime.NumGoroutine()
+	const n = 2000
+	for i := range n {
+		require.NoError(t, c.notify("notifications/progress", map[string]any{"progressToken": fmt.Sprintf("stolen-%d", i), "progress": i}))
+		require.NoError(t, c.notify("notifications/resources/updated", map[string]any{"uri": fmt.Sprintf("file:///other-%d", i)}))
+		if i%500 == 0 {
+			require.NoError(t, c.notify("notifications/resources/updated", map[string]any{"uri": "file:///mine"}))
+		}
+	}
+	require.Eventually(t, func() bool { return progress.Load() == n }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == 4
+	}, 5*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	require.Equal(t, []string{"file:///mine", "file:///mine", "file:///mine", "file:///mine"}, got)
+	mu.Unlock()
+	res, err := hd.Session().CallTool(ctx, &mcp.CallToolParams{Name: "one"})
+	require.NoError(t, err)
+	require.Equal(t, "chatty/one", mcptest.Text(res))
+	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= base+5 }, 5*time.Second, 10*time.Millisecond)
+}
