@@ -357,7 +357,11 @@ func (e *Endpoint) putTool(server string, t *mcp.Tool) {
 	if e.taken(&e.tools, exposed, server, func() { e.putTool(server, t) }) {
 		return
 	}
-	c, err := exposedTool(t, exposed)
+	err := checkToolName(t.Name, exposed)
+	var c *mcp.Tool
+	if err == nil {
+		c, err = exposedTool(t, exposed)
+	}
 	if err == nil {
 		err = addTool(e.srv, c, e.forwardTool)
 	}
@@ -368,6 +372,25 @@ func (e *Endpoint) putTool(server string, t *mcp.Tool) {
 	}
 	e.tools.routes[exposed] = route{server, t.Name}
 	e.changes++
+}
+
+// checkToolName refuses an upstream tool name that breaks the MCP naming
+// rule (A-Z, a-z, 0-9, '_', '-' and '.'), or whose exposed name is longer
+// than the rule's 128 characters. The go-sdk serves such a tool and only
+// logs it, but strict clients, and the model APIs behind them, refuse a
+// whole tool list for one such name, so one server's odd name would cost
+// the session every other server's tools. (The server's own name is the
+// operator's: the config loader warns about one outside the rule.)
+func checkToolName(name, exposed string) error {
+	if len(exposed) > 128 {
+		return fmt.Errorf("exposed name is %d bytes long, over the 128 the MCP naming rule allows", len(exposed))
+	}
+	for _, r := range name {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return fmt.Errorf("the name has %q, outside the MCP naming rule (A-Z, a-z, 0-9, '_', '-', '.')", r)
+		}
+	}
+	return nil
 }
 
 // DeleteTools implements view.Registry.
