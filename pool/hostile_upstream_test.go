@@ -426,7 +426,7 @@ const (
 	maxListItems = 50_000
 )
 
-// Before the fix: An upstream whose list cursors come round again
+// Before the fix, an upstream whose list cursors come round again
 // (page 1 says "c1", page 2 "c0", page 3 "c1", ...) is asked for pages
 // for as long as the entry's timeout allows (thousands of pages a
 // second, every item kept: with pages of 500 tools the heap grew by about
@@ -450,7 +450,7 @@ func TestHostilePaginationCycleIsCut(t *testing.T) {
 	}
 }
 
-// Before the fix: An upstream that answers every page with a fresh
+// Before the fix, an upstream that answers every page with a fresh
 // cursor is asked for pages until the entry's timeout (30 s by default),
 // every item kept in memory; so is one whose pages are huge. The pool
 // should give up on a listing past a bound of pages and of items
@@ -475,7 +475,7 @@ func TestHostileEndlessPaginationIsBounded(t *testing.T) {
 	t.Run("tools/list/items", func(t *testing.T) { check(t, "tools/list", 1000, maxListItems/1000) })
 }
 
-// Before the fix: An upstream that sends tools/list_changed as fast
+// Before the fix, an upstream that sends tools/list_changed as fast
 // as it can keeps its entry rediscovering back to back: notifications
 // coalesce (about 9000 gave about 400 rediscoveries in a second), but
 // every round trip starts another full listing, replayed through the

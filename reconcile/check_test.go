@@ -1,12 +1,10 @@
 package reconcile_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -18,33 +16,6 @@ import (
 	"github.com/wasmhost/wasmhost/reconcile"
 )
 
-// trustRefusing refuses every settings object that sets "trust" to true:
-// per item, or, with wholeCall, by failing a call that carries one (as a
-// plugin returning an error does). It counts its calls.
-type trustRefusing struct {
-	metakey.Reference
-	wholeCall bool
-	calls     atomic.Int32
-}
-
-func (p *trustRefusing) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
-	p.calls.Add(1)
-	resp, err := p.Reference.Canonicalize(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	for i, s := range req.Settings {
-		if !bytes.Contains(s, []byte(`"trust":true`)) {
-			continue
-		}
-		if p.wholeCall {
-			return nil, fmt.Errorf("%w: trust is not allowed", abi.ErrRefused)
-		}
-		resp.Results[i] = abi.CanonicalResult{Error: "trust is not allowed"}
-	}
-	return resp, nil
-}
-
 func TestCheckNamesRefusedBindings(t *testing.T) {
 	for _, whole := range []bool{false, true} {
 		t.Run(fmt.Sprintf("wholeCall=%t", whole), func(t *testing.T) {
@@ -53,11 +24,11 @@ func TestCheckNamesRefusedBindings(t *testing.T) {
 				session("alice").session("bob", "overrides", override("git", `{"includeTools":["log"]}`))
 			e.apply(c.build(t))
 			ctx := context.Background()
-			policy := &trustRefusing{wholeCall: whole}
+			policy := &refusingPolicy{Policy: ref, marker: `"trust":true`, wholeCall: whole}
 
 			// Nothing refused: one call for every distinct settings object.
 			require.NoError(t, e.rec.Check(ctx, c.build(t), policy))
-			assert.Equal(t, int32(1), policy.calls.Load())
+			assert.Equal(t, int64(1), policy.calls.Load())
 
 			// bob's override of git and fs for everyone now set trust.
 			next := c.clone().server("fs", "trust", true)
@@ -69,7 +40,7 @@ func TestCheckNamesRefusedBindings(t *testing.T) {
 				`mcpServers.fs: session "alice", server "fs": the policy refuses the settings: `,
 				`mcpServers.fs: session "bob", server "fs": `,
 				`sessions.bob.overrides.git over mcpServers.git: session "bob", server "git": `,
-				"trust is not allowed",
+				"refused (test)",
 			} {
 				assert.Contains(t, msg, want)
 			}
@@ -88,7 +59,7 @@ func TestCheckNamesRefusedBindings(t *testing.T) {
 // it; the same refusal brought by the reload does.
 func TestCheckRunningPolicySkipsSettingsInForce(t *testing.T) {
 	e := newEnv(t, newUpstream("fs", "read"))
-	refusing := &trustRefusing{}
+	refusing := &refusingPolicy{Policy: ref, marker: `"trust":true`}
 	require.NoError(t, e.rec.Close(context.Background()))
 	e.rec = reconcile.New(reconcile.Options{Pool: e.pool, Policy: refusing, Counters: e.counters, Logger: quiet, Registry: e.registry})
 	ctx := context.Background()
@@ -98,7 +69,7 @@ func TestCheckRunningPolicySkipsSettingsInForce(t *testing.T) {
 	require.NoError(t, e.rec.Check(ctx, c.build(t), nil), "alice's refusal is in force already")
 	// Another policy is not asked about alice either (she shows nothing a
 	// swap could take away), but about bob, who has a view.
-	require.NoError(t, e.rec.Check(ctx, c.build(t), &trustRefusing{}))
+	require.NoError(t, e.rec.Check(ctx, c.build(t), &refusingPolicy{Policy: ref, marker: `"trust":true`}))
 	err := e.rec.Check(ctx, c.build(t), failingPolicy{fmt.Errorf("%w: nothing goes", abi.ErrRefused)})
 	require.ErrorIs(t, err, reconcile.ErrSettingsRefused)
 	assert.Contains(t, err.Error(), `session "bob"`)

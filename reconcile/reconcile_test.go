@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -650,12 +651,16 @@ func TestErrorsDoNotBlockOthers(t *testing.T) {
 	assert.Empty(t, e.rec.Bindings("alice")[1].Error)
 }
 
-// refusingPolicy is the reference policy refusing includeTools
-// ["refuse-me"] (a policy may refuse settings the config loader accepts),
-// counting its canonicalize calls.
+// refusingPolicy is a policy (the reference one, in the tests) refusing
+// the settings objects that contain marker ("refuse-me" when empty; a
+// policy may refuse settings the config loader accepts), per item or, with
+// wholeCall, by failing a call that carries one (as a plugin returning an
+// error does). It counts its canonicalize calls.
 type refusingPolicy struct {
 	abi.Policy
-	calls atomic.Int64
+	marker    string
+	wholeCall bool
+	calls     atomic.Int64
 }
 
 func (p *refusingPolicy) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
@@ -664,10 +669,15 @@ func (p *refusingPolicy) Canonicalize(ctx context.Context, req *abi.Canonicalize
 	if err != nil {
 		return nil, err
 	}
+	marker := cmp.Or(p.marker, "refuse-me")
 	for i, s := range req.Settings {
-		if strings.Contains(string(s), "refuse-me") {
-			resp.Results[i] = abi.CanonicalResult{Error: "refused (test)"}
+		if !strings.Contains(string(s), marker) {
+			continue
 		}
+		if p.wholeCall {
+			return nil, fmt.Errorf("%w: refused (test)", abi.ErrRefused)
+		}
+		resp.Results[i] = abi.CanonicalResult{Error: "refused (test)"}
 	}
 	return resp, nil
 }

@@ -606,10 +606,10 @@ func TestRefusedNamesNeverReachUpstream(t *testing.T) {
 	}
 }
 
-// TestTimeoutSaysSo: a call cut by the server's timeout is
-// cancelled upstream, but its client is told the upstream is
-// "unavailable" (ErrUnavailable, documented for a connection that is not
-// ready) and "context deadline exceeded", never that the call timed out.
+// TestTimeoutSaysSo: a call cut by the server's timeout is cancelled
+// upstream, and its client is told the call timed out (ErrTimeout), not
+// that the upstream is unavailable (as it once was, with "context deadline
+// exceeded").
 func TestTimeoutSaysSo(t *testing.T) {
 	const timeout = 150 * time.Millisecond
 	r := newRig(t, timeout)
@@ -974,10 +974,9 @@ func connectServerWith(t *testing.T, srv *mcp.Server, opts *mcp.ClientOptions) *
 	return cs
 }
 
-// TestProgressMetaRelayed: a progress notification's _meta
-// (bar the reserved keys) is dropped by the relay, which rebuilds the
-// notification from token, progress, total and message only; results and
-// requests keep theirs.
+// TestProgressMetaRelayed: a progress notification's _meta reaches the
+// client without the reserved keys, as results' and requests' do (the
+// relay once rebuilt it from token, progress, total and message only).
 func TestProgressMetaRelayed(t *testing.T) {
 	r := newRig(t, 0)
 	params := &mcp.CallToolParams{Name: "up__prog", Arguments: map[string]any{}}

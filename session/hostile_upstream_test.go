@@ -196,7 +196,7 @@ func exposedTools(t *testing.T, cs *mcp.ClientSession) map[string]*mcp.Tool {
 	return out
 }
 
-// Before the fix: An upstream that lists two tools under one name
+// Before the fix, an upstream that lists two tools under one name
 // ("dup" described "first", then "dup" described "second") has no
 // warning logged; the session serves the second, and after the next
 // rediscovery, with the listing unchanged, it serves the first, and
@@ -234,7 +234,7 @@ func TestHostileDuplicateToolNamesStayPut(t *testing.T) {
 // ASCII letters, digits, "_", "-" and "."), the one the go-sdk checks.
 var validToolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
-// Before the fix: An upstream whose tool names break the MCP naming
+// Before the fix, an upstream whose tool names break the MCP naming
 // rule (a name of 5000 characters, one with a newline, one with spaces
 // and accents) has them served to the session's clients under those
 // names; the go-sdk only logs an error. Strict clients (and model APIs,
