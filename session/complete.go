@@ -49,7 +49,7 @@ func (e *Endpoint) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp
 	params := &mcp.CompleteParams{Ref: &ref, Argument: req.Params.Argument, Context: req.Params.Context, Meta: relayMeta(req.Params.Meta)}
 	res, err := cs.Complete(ctx, params)
 	if err != nil {
-		ferr, _ := e.callFailure(ctx, err, r.server, "completion of "+k.name, r.name)
+		ferr, _ := e.callFailure(ctx, err, r.server, "completion of "+k.name, key)
 		return nil, ferr
 	}
 	res.Meta = dropReserved(res.Meta)

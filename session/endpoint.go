@@ -665,7 +665,7 @@ func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*
 	res, err := cs.CallTool(ctx, params)
 	end()
 	if err != nil {
-		ferr, upstream := e.callFailure(ctx, err, r.server, "tool", r.name)
+		ferr, upstream := e.callFailure(ctx, err, r.server, "tool", exposed)
 		switch {
 		case upstream:
 			return nil, ferr
@@ -699,7 +699,7 @@ func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest)
 	res, err := cs.GetPrompt(ctx, params)
 	end()
 	if err != nil {
-		ferr, _ := e.callFailure(ctx, err, r.server, "prompt", r.name)
+		ferr, _ := e.callFailure(ctx, err, r.server, "prompt", exposed)
 		return nil, ferr
 	}
 	res.Meta = dropReserved(res.Meta)
@@ -742,8 +742,9 @@ func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, k *ki
 
 // callFailure sorts out err, the failure of a call forwarded to server
 // under ctx, the call's context from target (what is "tool", "prompt" or
-// "resource", name its name or URI): the upstream's own JSON-RPC error is
-// returned as it is, with upstream true; any other failure is named,
+// "resource", name the name or URI the client used): the upstream's own
+// JSON-RPC error is returned as it is, with upstream true; any other
+// failure is named,
 // wrapping ErrDraining when Drain cut the call short, ErrTimeout when the
 // server's timeout ended it, and ErrUnavailable otherwise.
 func (e *Endpoint) callFailure(ctx context.Context, err error, server, what, name string) (_ error, upstream bool) {

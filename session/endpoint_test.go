@@ -504,7 +504,7 @@ func TestGoneHTTPUpstreamNamesTheServer(t *testing.T) {
 	res, err = c.call(t, "demo__echo", map[string]any{"text": "hi"})
 	require.NoError(t, err, "a tool result, not a JSON-RPC error")
 	assert.True(t, res.IsError)
-	assert.Contains(t, text(res), `session "alice", server "demo": tool "echo"`, "the forwarded call's failure, not a missing connection")
+	assert.Contains(t, text(res), `session "alice", server "demo": tool "demo__echo"`, "the forwarded call's failure, not a missing connection")
 	assert.Contains(t, text(res), session.ErrUnavailable.Error())
 }
 
