@@ -246,7 +246,18 @@ func merge(a *reconcile.Summary, b reconcile.Summary) {
 	a.Refreshed += b.Refreshed
 	a.Replayed += b.Replayed
 	a.RegistryOps += b.RegistryOps
-	a.Errors = append(a.Errors, b.Errors...)
+	// A binding that failed in both calls (the swap, then the apply) is
+	// counted once, with its latest error.
+	for _, e := range b.Errors {
+		i := slices.IndexFunc(a.Errors, func(x *reconcile.BindingError) bool {
+			return x.Session == e.Session && x.Server == e.Server
+		})
+		if i >= 0 {
+			a.Errors[i] = e
+		} else {
+			a.Errors = append(a.Errors, e)
+		}
+	}
 }
 
 // describeSummary is the one human line a reload (or start-up) logs.

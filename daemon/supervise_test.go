@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -27,4 +28,19 @@ func TestUnhealthy(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, unhealthy(tc.b), tc.name)
 	}
+}
+
+// TestMergeCountsABindingOnce: a binding that failed in the swap and again
+// in the apply of one reload is one failure, with the later error.
+func TestMergeCountsABindingOnce(t *testing.T) {
+	var total reconcile.Summary
+	merge(&total, reconcile.Summary{Errors: []*reconcile.BindingError{
+		{Session: "alice", Server: "fs", Err: errors.New("swap")},
+		{Session: "bob", Server: "fs", Err: errors.New("swap")},
+	}})
+	merge(&total, reconcile.Summary{Errors: []*reconcile.BindingError{
+		{Session: "alice", Server: "fs", Err: errors.New("apply")},
+		{Session: "alice", Server: "git", Err: errors.New("apply")},
+	}})
+	assert.EqualError(t, total.Err(), "session \"alice\", server \"fs\": apply\nsession \"bob\", server \"fs\": swap\nsession \"alice\", server \"git\": apply")
 }
