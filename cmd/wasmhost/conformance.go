@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"slices"
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/conformance"
@@ -35,6 +36,16 @@ func runConformance(ctx context.Context, args []string, s stdio) int {
 	if err != nil {
 		s.errorf("conformance", "%v", err)
 		return exitUsage
+	}
+	if jsonFile != "" {
+		// A report written into a suite directory by the last run is not a
+		// suite of this one.
+		if report, err := os.Stat(jsonFile); err == nil {
+			suites = slices.DeleteFunc(suites, func(su *conformance.Suite) bool {
+				fi, err := os.Stat(su.File)
+				return err == nil && os.SameFile(fi, report)
+			})
+		}
 	}
 	p, err := pf.load(ctx, s.err)
 	if err != nil {

@@ -286,6 +286,21 @@ func TestConformanceFails(t *testing.T) {
 	assert.Contains(t, rep.Results[1].Want, `"trust":false`)
 }
 
+// TestConformanceReportInSuiteDir: a --json report written into the suite
+// directory is not read as a (broken) suite by the next run.
+func TestConformanceReportInSuiteDir(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile("../../conformance/golden/default/trust.json")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "trust.json"), b, 0o644))
+	report := filepath.Join(dir, "report.json")
+	first := runCLI(t, "", "conformance", "--json", report, dir)
+	require.Equal(t, exitOK, first.code, first.errOut)
+	second := runCLI(t, "", "conformance", "--json", report, dir)
+	require.Equal(t, exitOK, second.code, second.out)
+	assert.Equal(t, first.out, second.out)
+}
+
 func TestConformanceExit2(t *testing.T) {
 	r := runCLI(t, "", "conformance", "testdata/no-such-dir")
 	assert.Equal(t, exitUsage, r.code)
