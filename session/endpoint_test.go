@@ -301,14 +301,20 @@ func connectClient(t *testing.T, ep *session.Endpoint) *mcp.ClientSession {
 // with opts (nil: the go-sdk's newest protocol).
 func connectServer(t *testing.T, srv *mcp.Server, opts ...*mcp.ClientSessionOptions) *mcp.ClientSession {
 	t.Helper()
-	ct, st := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(t.Context(), st, nil)
-	require.NoError(t, err)
 	var o *mcp.ClientSessionOptions
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{Logger: quiet}).Connect(t.Context(), ct, o)
+	return connectServerWith(t, srv, &mcp.ClientOptions{Logger: quiet}, o)
+}
+
+// connectServerWith is connectServer with the client's options.
+func connectServerWith(t *testing.T, srv *mcp.Server, copts *mcp.ClientOptions, sopts *mcp.ClientSessionOptions) *mcp.ClientSession {
+	t.Helper()
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(t.Context(), st, nil)
+	require.NoError(t, err)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, copts).Connect(t.Context(), ct, sopts)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = cs.Close()

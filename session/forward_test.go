@@ -901,7 +901,7 @@ func TestHammerSharedUpstream(t *testing.T) {
 						tok := fmt.Sprint(req.Params.ProgressToken)
 						cl.prog[tok] = append(cl.prog[tok], req.Params.Message)
 						cl.mu.Unlock()
-					}})
+					}}, nil)
 					callers = append(callers, cl)
 				}
 			}
@@ -957,21 +957,6 @@ func hammerHTTPFixture(t *testing.T, up *upstream) *fixture {
 	return newFixtureProgress(t, up, relay, relay.Dialer(func(context.Context, pool.Spec) (mcp.Transport, error) {
 		return &mcp.StreamableClientTransport{Endpoint: srv.URL}, nil
 	}), nil) // no handler: progress comes through the tap alone
-}
-
-// connectServerWith is connectServer with the client's options.
-func connectServerWith(t *testing.T, srv *mcp.Server, opts *mcp.ClientOptions) *mcp.ClientSession {
-	t.Helper()
-	ct, st := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(t.Context(), st, nil)
-	require.NoError(t, err)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, opts).Connect(t.Context(), ct, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = cs.Close()
-		_ = ss.Wait()
-	})
-	return cs
 }
 
 // TestProgressMetaRelayed: a progress notification's _meta reaches the
