@@ -258,7 +258,7 @@ func (d *Daemon) servePutOverlay(w http.ResponseWriter, r *http.Request) {
 	d.reloadMu.Lock()
 	var sum reconcile.Summary
 	err = d.rec.CheckOverlay(r.Context(), sessionName, srv)
-	if err == nil || !errors.Is(err, reconcile.ErrSettingsRefused) {
+	if !errors.Is(err, reconcile.ErrSettingsRefused) {
 		// A policy call failing as a whole is the views' to report, as
 		// without the check.
 		sum, err = d.rec.PutOverlay(r.Context(), sessionName, srv)

@@ -29,23 +29,20 @@ const cacheErrorPrefix = "compilationcache:"
 // named by a hash of the module and the CPU, so the replacement lands on
 // exactly the entry that was refused.
 func compileCached(ctx context.Context, name string, m extism.Manifest, pc extism.PluginConfig, funcs []extism.HostFunction, cfg settings) (*extism.CompiledPlugin, wazero.CompilationCache, error) {
+	var cache wazero.CompilationCache
 	if cfg.cacheDir == "" {
-		cache := wazero.NewCompilationCache()
-		compiled, err := compileWith(ctx, m, pc, funcs, cache)
-		if err != nil {
-			return nil, nil, err
+		cache = wazero.NewCompilationCache()
+	} else {
+		var err error
+		if cache, err = wazero.NewCompilationCacheWithDir(cfg.cacheDir); err != nil {
+			return nil, nil, fmt.Errorf("compilation cache %q: %w", cfg.cacheDir, err)
 		}
-		return compiled, cache, nil
-	}
-	cache, err := wazero.NewCompilationCacheWithDir(cfg.cacheDir)
-	if err != nil {
-		return nil, nil, fmt.Errorf("compilation cache %q: %w", cfg.cacheDir, err)
 	}
 	compiled, err := compileWith(ctx, m, pc, funcs, cache)
-	if err == nil {
+	switch {
+	case err == nil:
 		return compiled, cache, nil
-	}
-	if !strings.Contains(err.Error(), cacheErrorPrefix) {
+	case cfg.cacheDir == "" || !strings.Contains(err.Error(), cacheErrorPrefix):
 		return nil, nil, err
 	}
 	cfg.log.LogAttrs(ctx, slog.LevelWarn, "compilation cache entry damaged; compiling again and replacing it",

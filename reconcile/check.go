@@ -139,6 +139,9 @@ func (r *Reconciler) check(ctx context.Context, p abi.Policy, items []checked) e
 func refusedSettings(ctx context.Context, p abi.Policy, settings []json.RawMessage) ([]string, error) {
 	req := &abi.CanonicalizeRequest{Settings: settings}
 	resp, err := p.Canonicalize(ctx, req)
+	if err == nil && resp == nil {
+		err = errors.New("policy returned no response")
+	}
 	if err == nil {
 		err = abi.ValidateCanonicalize(req, resp)
 	}

@@ -102,3 +102,20 @@ func (f failingPolicy) Canonicalize(context.Context, *abi.CanonicalizeRequest) (
 func (failingPolicy) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.ProjectResponse, error) {
 	return metakey.Reference{}.Project(ctx, req)
 }
+
+// nilPolicy answers canonicalize with neither a response nor an error.
+type nilPolicy struct{ failingPolicy }
+
+func (nilPolicy) Canonicalize(context.Context, *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	return nil, nil
+}
+
+// TestCheckPolicyWithoutResponse: a policy answering nothing is a failed
+// call, not a panic.
+func TestCheckPolicyWithoutResponse(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read"))
+	c := newCfg().server("fs").session("alice")
+	err := e.rec.Check(context.Background(), c.build(t), nilPolicy{})
+	require.ErrorContains(t, err, "policy returned no response")
+	assert.NotErrorIs(t, err, reconcile.ErrSettingsRefused)
+}

@@ -744,9 +744,9 @@ func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, k *ki
 // under ctx, the call's context from target (what is "tool", "prompt" or
 // "resource", name the name or URI the client used): the upstream's own
 // JSON-RPC error is returned as it is, with upstream true; any other
-// failure is named,
-// wrapping ErrDraining when Drain cut the call short, ErrTimeout when the
-// server's timeout ended it, and ErrUnavailable otherwise.
+// failure is named, wrapping ErrDraining when Drain cut the call short,
+// ErrTimeout when the server's timeout ended it, and ErrUnavailable
+// otherwise.
 func (e *Endpoint) callFailure(ctx context.Context, err error, server, what, name string) (_ error, upstream bool) {
 	if werr := upstreamError(err); werr != nil {
 		return werr, true

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -138,13 +139,7 @@ func (s *Set) Add(secrets ...string) {
 		return
 	}
 	// Longest first: a secret that contains another is replaced whole.
-	all := slices.Collect(func(yield func(string) bool) {
-		for v := range s.secrets {
-			if !yield(v) {
-				return
-			}
-		}
-	})
+	all := slices.Collect(maps.Keys(s.secrets))
 	slices.SortFunc(all, func(a, b string) int {
 		if len(a) != len(b) {
 			return len(b) - len(a)
