@@ -2,9 +2,10 @@ package host
 
 import (
 	"bytes"
-	"encoding/json"
+	"strings"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/jsonvalid"
 )
 
 // decodeBatchCompact decodes a project_batch output written in the compact
@@ -83,14 +84,18 @@ func blank(b []byte) bool {
 
 // unescapeCompact undoes the only escapes a compact string has, \" and \\.
 func unescapeCompact(b []byte) string {
-	out := make([]byte, 0, len(b))
-	for i := 0; i < len(b); i++ {
-		if b[i] == '\\' {
-			i++
+	var sb strings.Builder
+	sb.Grow(len(b))
+	for {
+		j := bytes.IndexByte(b, '\\')
+		if j < 0 || j+1 >= len(b) {
+			sb.Write(b)
+			return sb.String()
 		}
-		out = append(out, b[i])
+		sb.Write(b[:j])
+		sb.WriteByte(b[j+1])
+		b = b[j+2:]
 	}
-	return string(out)
 }
 
 // The members of a compact projection, in the order they must come.
@@ -256,8 +261,8 @@ func compactBool(out []byte, i int) (bool, int, bool) {
 // each result either {"error":"..."} or {"canonical":VALUE,"key":"..."},
 // the strings printable ASCII whose only escapes are \" and \\. For that
 // form it gives exactly what decodeStrict gives, each canonical form a copy
-// of its own (VALUE is checked with json.Valid), and reports false for any
-// other output, which decodeStrict then decodes or refuses.
+// of its own (VALUE is checked as json.Valid would), and reports false for
+// any other output, which decodeStrict then decodes or refuses.
 func decodeCanonicalizeCompact(out []byte) (*abi.CanonicalizeResponse, bool) {
 	results, ok := compactResults(out, compactCanonical)
 	return &abi.CanonicalizeResponse{Results: results}, ok
@@ -280,8 +285,8 @@ func compactCanonical(out []byte, i int) (abi.CanonicalResult, int, bool) {
 		}
 	case bytes.HasPrefix(out[i:], []byte(canonHead)):
 		start := i + len(canonHead)
-		end, ok := skipValue(out, start)
-		if !ok || !bytes.HasPrefix(out[end:], []byte(keyHead)) || !json.Valid(out[start:end]) {
+		end := jsonvalid.ValueEnd(out, start)
+		if end < 0 || !bytes.HasPrefix(out[end:], []byte(keyHead)) {
 			return r, 0, false
 		}
 		r.Canonical = bytes.Clone(out[start:end])
@@ -319,39 +324,4 @@ func compactString(out []byte, i int) (string, int, bool) {
 		return unescapeCompact(out[start:i]), i + 1, true
 	}
 	return string(out[start:i]), i + 1, true
-}
-
-// skipValue returns the index just past the JSON value that starts at
-// out[i], found by counting brackets outside strings; the caller checks the
-// value with json.Valid.
-func skipValue(out []byte, i int) (int, bool) {
-	depth := 0
-	for ; i < len(out); i++ {
-		switch out[i] {
-		case '"':
-			for i++; i < len(out) && out[i] != '"'; i++ {
-				if out[i] == '\\' {
-					i++
-				}
-			}
-			if i >= len(out) {
-				return 0, false
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth < 0 {
-				return 0, false
-			}
-		case ',':
-			if depth == 0 {
-				return i, true
-			}
-		}
-		if depth == 0 && (out[i] == '"' || out[i] == '}' || out[i] == ']') {
-			return i + 1, true
-		}
-	}
-	return 0, false
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/jsonvalid"
 )
 
 // memoEntries bounds the canonicalize memo of one Plugin; the memo is
@@ -175,7 +176,7 @@ func (p *Plugin) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest)
 	}
 	p.mu.Unlock()
 	for j, s := range pending {
-		if !json.Valid(s) {
+		if !jsonvalid.Bytes(s) {
 			return nil, p.errorf(export, "settings[%d] is not valid JSON", first[j])
 		}
 	}
@@ -205,7 +206,7 @@ func (p *Plugin) canonicalizeBatch(ctx context.Context, batch []json.RawMessage)
 	req := &abi.CanonicalizeRequest{Settings: batch}
 	// The request as json.Marshal writes it but for white space, without
 	// its second validating pass: Canonicalize checked each settings
-	// object with json.Valid.
+	// object with jsonvalid.
 	n := len(`{"settings":[]}`) + len(batch)
 	for _, s := range batch {
 		n += len(s)

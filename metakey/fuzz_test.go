@@ -208,19 +208,3 @@ func FuzzParseSettings(f *testing.F) {
 		}
 	})
 }
-
-func FuzzValidJSON(f *testing.F) {
-	for _, s := range fuzzSeeds {
-		f.Add([]byte(s))
-	}
-	for _, s := range []string{
-		`0`, `-0`, `-`, `01`, `1.`, `1.5`, `.5`, `1e`, `1e+`, `1E-7`, `-1.5e+30`, `2a`, `truex`, `nul`,
-		`"\u00zz"`, `"\u00e9"`, `"\q"`, "\"\x1f\"", "\"\x7f\"", `"\"`, `[1,]`, `[,1]`, `{"a" 1}`, `{"a":1,}`,
-		`{,}`, `{1:2}`, `[]]`, `[[]`, `{"a":[}]`, " \t\r\n[ ] ", "\v[]", `[] x`, `"a"  "b"`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		require.Equal(t, json.Valid(raw), validJSON(string(raw)), "input %q", raw)
-	})
-}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/wasmhost/wasmhost/internal/jsonvalid"
 )
 
 // A Presence tells how a setting appeared in a settings object.
@@ -109,7 +111,7 @@ func ParseSettings(raw []byte) (Settings, error) {
 	// One copy of the input serves every string that needs no unescaping:
 	// those are substrings of it.
 	sc := scanner{s: string(raw)}
-	if !validJSON(sc.s) {
+	if !jsonvalid.String(sc.s) {
 		return Settings{}, syntaxError(raw)
 	}
 	return sc.settings()
@@ -147,7 +149,7 @@ func kindOf(c byte) string {
 	return "a number"
 }
 
-// A scanner walks a document that validJSON (so json.Valid) has accepted,
+// A scanner walks a document that jsonvalid.String (so json.Valid) has accepted,
 // so it never meets a syntax error and only has to check the kinds of values.
 type scanner struct {
 	s   string
@@ -325,7 +327,7 @@ func (sc *scanner) peek() byte {
 // without escapes holding valid UTF-8 decodes to itself, a substring of the
 // input; anything else is handed to encoding/json so that the result is
 // exactly what json.Unmarshal gives. It reports false only if
-// encoding/json cannot decode a literal that validJSON accepted.
+// encoding/json cannot decode a literal that jsonvalid.String accepted.
 func (sc *scanner) str() (string, bool) {
 	start := sc.pos + 1
 	simple, ascii := true, true

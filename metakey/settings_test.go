@@ -1,7 +1,6 @@
 package metakey
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -185,27 +184,6 @@ func TestPresenceString(t *testing.T) {
 	assert.Equal(t, "null", Null.String())
 	assert.Equal(t, "present", Present.String())
 	assert.Equal(t, "Presence(7)", Presence(7).String())
-}
-
-func TestValidJSONAgreesWithEncodingJSON(t *testing.T) {
-	nest := func(n int, open, close, inner string) string {
-		return strings.Repeat(open, n) + inner + strings.Repeat(close, n)
-	}
-	inputs := []string{
-		// encoding/json allows 10000 levels of nesting, not one more.
-		nest(maxDepth, "[", "]", ""),
-		nest(maxDepth+1, "[", "]", ""),
-		`{"x":` + nest(maxDepth-1, `{"a":`, "}", "1") + "}",
-		`{"x":` + nest(maxDepth, `{"a":`, "}", "1") + "}",
-		nest(100, "[", "]", `"deep"`),
-		nest(100, "[", "]", `"deep"`) + "]",
-		`{"a":"b\u12"}`, `{"a":"b\u12G4"}`, `{"a":"b\u12aF"}`, `"\`, `"\u"`, `"\u123`,
-		`-`, `-a`, `1e5`, `1E+05`, `0.0`, `00`, `-01`, `1.e3`,
-		"\xff", "\"\xff\xfe\"", "{\"\xc3\":\"\xed\xa0\x80\"}",
-	}
-	for _, in := range inputs {
-		assert.Equal(t, json.Valid([]byte(in)), validJSON(in), "input %.60q", in)
-	}
 }
 
 func TestParseSettingsManyOtherKeys(t *testing.T) {
