@@ -1,5 +1,7 @@
 package daemon_test
 
+//lint:file-ignore SA1019 the tests answer sampling, deprecated (SEP-2577) but still asked for during its deprecation window
+
 import (
 	"bufio"
 	"bytes"
@@ -17,9 +19,12 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/session"
@@ -241,4 +246,38 @@ func prefixRequestName(body []byte, prefix string) []byte {
 		return body
 	}
 	return out
+}
+
+// TestInputRequiredResultsReachTheCallingClient calls, through a daemon
+// session, the go-sdk conformance server's tools that answer with an
+// input-required result (SEP-2322): the question goes to the client that
+// made the call, and its answer back to the server, over the connection the
+// session shares.
+func TestInputRequiredResultsReachTheCallingClient(t *testing.T) {
+	upstream := buildMCPSuiteUpstream(t)
+	const token = "suite-token-0123456789abcdef"
+	cfg := baseConfig()
+	set(cfg, "mcpServers", map[string]any{"everything": map[string]any{"command": upstream}})
+	set(cfg, "sessions", map[string]any{"suite": map[string]any{"token": token}})
+	r := start(t, cfg)
+
+	var elicited, sampled atomic.Int32
+	c := r.connect("suite", token, func(o *mcp.ClientOptions) {
+		o.ElicitationHandler = func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			elicited.Add(1)
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+		}
+		o.CreateMessageHandler = func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			sampled.Add(1)
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "test", Content: &mcp.TextContent{Text: "Paris"}}, nil
+		}
+	})
+	res, err := c.call(t, "everything__test_input_required_result_elicitation", map[string]any{})
+	require.NoError(t, err)
+	assert.Equal(t, "Hello, Ada!", resultText(res))
+	res, err = c.call(t, "everything__test_input_required_result_sampling", map[string]any{})
+	require.NoError(t, err)
+	assert.Equal(t, "Sampling response: Paris", resultText(res))
+	assert.Equal(t, int32(1), elicited.Load())
+	assert.Equal(t, int32(1), sampled.Load())
 }

@@ -203,10 +203,16 @@ func (s Spec) SessionOptions() *mcp.ClientSessionOptions {
 }
 
 // NewClient returns the go-sdk client an upstream is connected with, by the
-// pool and by reconcile.Legacy: opts, announcing no capabilities. Roots,
-// sampling and elicitation are not bridged (one connection serves many
-// clients), and a nil Capabilities would announce roots.
+// pool and by reconcile.Legacy: opts, announcing no capabilities, and
+// leaving multi round-trip results (SEP-2322) to its caller. Roots,
+// sampling and elicitation requests from the upstream are not bridged (one
+// connection serves many clients), and a nil Capabilities would announce
+// roots. An input-required result, which asks for the same things within
+// one call, is what the session endpoint relays to the client that made
+// the call; the go-sdk's default would try to answer it on the shared
+// connection, which has no one to ask.
 func NewClient(impl *mcp.Implementation, opts mcp.ClientOptions) *mcp.Client {
 	opts.Capabilities = &mcp.ClientCapabilities{}
+	opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true}
 	return mcp.NewClient(impl, &opts)
 }

@@ -85,8 +85,20 @@
 // to the first template in sorted order.
 //
 // Not forwarded, in either direction, and not announced: sampling,
-// elicitation, roots and logging. Each concerns one client, and the
-// upstream connection serves many.
+// elicitation and roots requests an upstream sends on its own, and logging.
+// Each concerns one client, and the upstream connection serves many.
+//
+// # Input requests
+//
+// What an upstream asks within one call is forwarded: an input-required
+// result (SEP-2322, protocol 2026-07-28) of tools/call, prompts/get or
+// resources/read goes to the client that made the call, and the call it
+// repeats with the answers (inputResponses and the echoed requestState)
+// back to the same server. A client of an older protocol is asked by the
+// go-sdk's server on the Endpoint's behalf. Each forwarded call tells the
+// upstream the calling client's elicitation and sampling capabilities
+// (see callerCapabilities), so the upstream asks only a client that can
+// answer.
 //
 // # Enforcement
 //

@@ -657,7 +657,12 @@ func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*
 		return errorResult(err), nil
 	}
 	defer cancel()
-	params := &mcp.CallToolParams{Name: r.name, Meta: relayMeta(req.Params.Meta)}
+	params := &mcp.CallToolParams{
+		Name:           r.name,
+		Meta:           callerCapabilities(cs, req.Session, req.Params.Meta, relayMeta(req.Params.Meta)),
+		InputResponses: req.Params.InputResponses,
+		RequestState:   req.Params.RequestState,
+	}
 	if len(req.Params.Arguments) > 0 {
 		params.Arguments = req.Params.Arguments
 	}
@@ -694,7 +699,13 @@ func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest)
 		return nil, err
 	}
 	defer cancel()
-	params := &mcp.GetPromptParams{Name: r.name, Arguments: req.Params.Arguments, Meta: relayMeta(req.Params.Meta)}
+	params := &mcp.GetPromptParams{
+		Name:           r.name,
+		Arguments:      req.Params.Arguments,
+		Meta:           callerCapabilities(cs, req.Session, req.Params.Meta, relayMeta(req.Params.Meta)),
+		InputResponses: req.Params.InputResponses,
+		RequestState:   req.Params.RequestState,
+	}
 	end := e.relayProgress(ctx, req.Session, req.Params.GetProgressToken(), params)
 	res, err := cs.GetPrompt(ctx, params)
 	end()
@@ -728,7 +739,12 @@ func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, k *ki
 		return nil, err
 	}
 	defer cancel()
-	params := &mcp.ReadResourceParams{URI: uri, Meta: relayMeta(req.Params.Meta)}
+	params := &mcp.ReadResourceParams{
+		URI:            uri,
+		Meta:           callerCapabilities(cs, req.Session, req.Params.Meta, relayMeta(req.Params.Meta)),
+		InputResponses: req.Params.InputResponses,
+		RequestState:   req.Params.RequestState,
+	}
 	end := e.relayProgress(ctx, req.Session, req.Params.GetProgressToken(), params)
 	res, err := cs.ReadResource(ctx, params)
 	end()

@@ -1,0 +1,65 @@
+package session
+
+import (
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// perRequestProtocol is the first MCP protocol version whose requests carry
+// the client's capabilities in their _meta, and whose servers may answer a
+// call with an input-required result (SEP-2322, multi round-trip requests).
+const perRequestProtocol = "2026-07-28"
+
+// A call's input requests. An upstream may answer tools/call, prompts/get
+// or resources/read with an input-required result: questions for the user
+// (elicitation) or the client's model (sampling), and an opaque state; the
+// client answers them by repeating the call with inputResponses and that
+// state. Unlike a request the upstream sends on its own, such a result
+// belongs to one call, so the Endpoint can pass it on to the client that
+// made the call, and the repeated call back to the same server, without
+// the shared connection answering anything: the pool's client leaves these
+// results alone (pool.NewClient). A client of an older protocol is asked by
+// the go-sdk's server on the Endpoint's behalf, with elicitation/create or
+// sampling/createMessage, and the handler called again with the answers.
+//
+// The upstream is told what the calling client can answer: the client's
+// elicitation and sampling capabilities go with each forwarded call, in the
+// request's _meta, where the protocol puts a client's capabilities.
+
+// callerCapabilities returns meta with the elicitation and sampling
+// capabilities of the client that made the call (caller, whose own request
+// _meta was callerMeta) under mcp.MetaKeyClientCapabilities, when the
+// upstream link (up) carries capabilities per request and the caller has
+// either. Otherwise it returns meta unchanged, and the go-sdk sends the
+// shared connection's capabilities, which are none.
+func callerCapabilities(up *mcp.ClientSession, caller *mcp.ServerSession, callerMeta, meta mcp.Meta) mcp.Meta {
+	if res := up.InitializeResult(); res == nil || res.ProtocolVersion < perRequestProtocol {
+		return meta
+	}
+	caps := make(map[string]any, 2)
+	if sent, ok := callerMeta[mcp.MetaKeyClientCapabilities].(map[string]any); ok {
+		// The caller speaks the per-request protocol: its own words.
+		for _, k := range []string{"elicitation", "sampling"} {
+			if v, ok := sent[k]; ok && v != nil {
+				caps[k] = v
+			}
+		}
+	} else if caller != nil {
+		if ip := caller.InitializeParams(); ip != nil && ip.Capabilities != nil {
+			if ip.Capabilities.Elicitation != nil {
+				caps["elicitation"] = ip.Capabilities.Elicitation
+			}
+			//lint:ignore SA1019 sampling is deprecated (SEP-2577) but still asked for during its deprecation window
+			if s := ip.Capabilities.Sampling; s != nil {
+				caps["sampling"] = s
+			}
+		}
+	}
+	if len(caps) == 0 {
+		return meta
+	}
+	if meta == nil {
+		meta = make(mcp.Meta, 1)
+	}
+	meta[mcp.MetaKeyClientCapabilities] = caps
+	return meta
+}
