@@ -41,7 +41,9 @@
 // "pooled" (default true) and "protocolVersion" (the MCP protocol version
 // wasmhost's client asks the server for, one of the go-sdk's supported
 // versions; absent: the newest, with the go-sdk's fallback to the legacy
-// initialize handshake). The gemini-cli keys "oauth",
+// initialize handshake; a version before 2026-07-28 has no input-required
+// results, so a server's questions within a call cannot reach the calling
+// client). The gemini-cli keys "oauth",
 // "authProviderType", "targetAudience", "targetServiceAccount", "tcp",
 // "type", "extensionName" and "extension" are accepted with a warning and
 // ignored. Values are used as written: unlike gemini-cli, wasmhost does not
