@@ -35,27 +35,30 @@ func callerCapabilities(up *mcp.ClientSession, caller *mcp.ServerSession, caller
 	if res := up.InitializeResult(); res == nil || res.ProtocolVersion < perRequestProtocol {
 		return meta
 	}
-	caps := make(map[string]any, 2)
+	var elicitation, sampling any // the caller's, nil when it has none
 	if sent, ok := callerMeta[mcp.MetaKeyClientCapabilities].(map[string]any); ok {
 		// The caller speaks the per-request protocol: its own words.
-		for _, k := range []string{"elicitation", "sampling"} {
-			if v, ok := sent[k]; ok && v != nil {
-				caps[k] = v
-			}
-		}
+		elicitation, sampling = sent["elicitation"], sent["sampling"]
 	} else if caller != nil {
 		if ip := caller.InitializeParams(); ip != nil && ip.Capabilities != nil {
-			if ip.Capabilities.Elicitation != nil {
-				caps["elicitation"] = ip.Capabilities.Elicitation
+			if e := ip.Capabilities.Elicitation; e != nil {
+				elicitation = e
 			}
 			//lint:ignore SA1019 sampling is deprecated (SEP-2577) but still asked for during its deprecation window
 			if s := ip.Capabilities.Sampling; s != nil {
-				caps["sampling"] = s
+				sampling = s
 			}
 		}
 	}
-	if len(caps) == 0 {
-		return meta
+	if elicitation == nil && sampling == nil {
+		return meta // most calls: nothing to allocate
+	}
+	caps := make(map[string]any, 2)
+	if elicitation != nil {
+		caps["elicitation"] = elicitation
+	}
+	if sampling != nil {
+		caps["sampling"] = sampling
 	}
 	if meta == nil {
 		meta = make(mcp.Meta, 1)
