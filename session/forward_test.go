@@ -930,6 +930,18 @@ func TestHammerSharedUpstream(t *testing.T) {
 				if cl.prog == nil {
 					continue
 				}
+				// The go-sdk client runs its notification handler off the
+				// goroutine that hands a call its result: the last
+				// notifications may be handled just after their call returned.
+				require.Eventually(t, func() bool {
+					cl.mu.Lock()
+					defer cl.mu.Unlock()
+					n := 0
+					for _, msgs := range cl.prog {
+						n += len(msgs)
+					}
+					return n >= 2*workers*calls
+				}, 10*time.Second, 5*time.Millisecond, "%s: progress", cl.name)
 				cl.mu.Lock()
 				assert.Len(t, cl.prog, workers*calls, cl.name)
 				for tok, msgs := range cl.prog {
