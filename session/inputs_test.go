@@ -239,3 +239,53 @@ func TestInputRequestsNeedTheNewProtocolUpstream(t *testing.T) {
 	_, ok := asked.Load("elicit:What is your name?")
 	assert.False(t, ok, "the calling client is not asked through a connection of the old protocol")
 }
+
+// TestHammerInputRequests: clients of several endpoints answer input
+// requests at once over one shared upstream connection; each call ends
+// with its own client's answer.
+func TestHammerInputRequests(t *testing.T) {
+	ctx := t.Context()
+	u := newAskingUpstream()
+	ct, st := mcp.NewInMemoryTransports()
+	upSS, err := u.srv.Connect(ctx, st, nil)
+	require.NoError(t, err)
+	upCS, err := pool.NewClient(&mcp.Implementation{Name: "wasmhost", Version: "test"}, mcp.ClientOptions{Logger: quiet}).Connect(ctx, ct, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = upCS.Close()
+		_ = upSS.Wait()
+	})
+	tools, err := upCS.ListTools(ctx, nil)
+	require.NoError(t, err)
+
+	const endpoints, clientsPer, calls = 4, 3, 5
+	var wg sync.WaitGroup
+	for e := range endpoints {
+		ep := session.New(session.Options{Name: fmt.Sprintf("s%d", e), Logger: quiet, Upstream: func(string) session.Target {
+			return session.Target{Session: upCS}
+		}})
+		ep.PutTools("up", tools.Tools)
+		for c := range clientsPer {
+			name := fmt.Sprintf("s%d-c%d", e, c)
+			var sopts *mcp.ClientSessionOptions
+			if c%2 == 1 {
+				sopts = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+			}
+			cs := connectServerWith(t, ep.Server(), &mcp.ClientOptions{Logger: quiet,
+				ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": name}}, nil
+				},
+			}, sopts)
+			wg.Go(func() {
+				for range calls {
+					res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__greet"})
+					if !assert.NoError(t, err, name) {
+						return
+					}
+					assert.Equal(t, "Hello, "+name+" (state "+askState+")", text(res))
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
