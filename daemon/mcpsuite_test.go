@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -42,8 +43,9 @@ const (
 
 // TestOfficialMCPConformanceSuite runs the server scenarios of the MCP
 // project's conformance suite against a wasmhost session whose one server
-// is the go-sdk's conformance server, run as a stdio subprocess: the suite
-// checks, through wasmhost, what it checks of that server directly.
+// is the go-sdk's conformance server, reached as a stdio subprocess and,
+// in a second run, over streamable HTTP: the suite checks, through
+// wasmhost, what it checks of that server directly.
 //
 // Between the suite and the daemon sits an adapter doing only what the
 // suite cannot: it sends the session's bearer token, and it maps names by
@@ -61,27 +63,65 @@ func TestOfficialMCPConformanceSuite(t *testing.T) {
 	}
 	node, cli := mcpSuiteTools(t)
 	upstream := buildMCPSuiteUpstream(t)
-
-	const token = "suite-token-0123456789abcdef"
-	cfg := baseConfig()
-	set(cfg, "mcpServers", map[string]any{"everything": map[string]any{"command": upstream, "trust": true}})
-	set(cfg, "sessions", map[string]any{"suite": map[string]any{"token": token}})
-	r := start(t, cfg)
-
-	adapter := newSuiteAdapter(t, r.d.URL(), token, session.ExposedName("everything", ""))
 	baseline, err := filepath.Abs(filepath.Join("testdata", "mcp-conformance-baseline.yml"))
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, cli, "server",
-		"--url", adapter+"/mcp/suite", "--expected-failures", baseline, "-o", t.TempDir())
-	out, err := cmd.CombinedOutput()
-	summary := ansiEscape.ReplaceAllString(string(out), "")
-	if i := strings.Index(summary, "=== SUMMARY ==="); i >= 0 {
-		summary = summary[i:]
+
+	for _, tc := range []struct {
+		name  string
+		entry func(t *testing.T) map[string]any
+	}{
+		{"upstream=stdio", func(*testing.T) map[string]any { return map[string]any{"command": upstream} }},
+		{"upstream=http", func(t *testing.T) map[string]any {
+			return map[string]any{"httpUrl": startHTTPUpstream(t, upstream) + "/mcp"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const token = "suite-token-0123456789abcdef"
+			entry := tc.entry(t)
+			entry["trust"] = true
+			cfg := baseConfig()
+			set(cfg, "mcpServers", map[string]any{"everything": entry})
+			set(cfg, "sessions", map[string]any{"suite": map[string]any{"token": token}})
+			r := start(t, cfg)
+
+			adapter := newSuiteAdapter(t, r.d.URL(), token, session.ExposedName("everything", ""))
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, node, cli, "server",
+				"--url", adapter+"/mcp/suite", "--expected-failures", baseline, "-o", t.TempDir())
+			out, err := cmd.CombinedOutput()
+			summary := ansiEscape.ReplaceAllString(string(out), "")
+			if i := strings.Index(summary, "=== SUMMARY ==="); i >= 0 {
+				summary = summary[i:]
+			}
+			require.NoError(t, err, "the MCP conformance suite through a wasmhost session:\n%s", summary)
+			t.Logf("the MCP conformance suite through a wasmhost session:\n%s", summary)
+		})
 	}
-	require.NoError(t, err, "the MCP conformance suite through a wasmhost session:\n%s", summary)
-	t.Logf("the MCP conformance suite through a wasmhost session:\n%s", summary)
+}
+
+// startHTTPUpstream runs the conformance server bin over streamable HTTP on
+// a free loopback port until the test ends, and returns its base URL.
+func startHTTPUpstream(t *testing.T, bin string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	cmd := exec.Command(bin, "-http", addr)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err == nil
+	}, 30*time.Second, 20*time.Millisecond, "the conformance server did not listen on %s", addr)
+	return "http://" + addr
 }
 
 // ansiEscape matches the colour codes the suite prints.
