@@ -149,8 +149,9 @@ func kindOf(c byte) string {
 	return "a number"
 }
 
-// A scanner walks a document that jsonvalid.String (so json.Valid) has accepted,
-// so it never meets a syntax error and only has to check the kinds of values.
+// A scanner walks a document that jsonvalid.String (so json.Valid) has
+// accepted, so it never meets a syntax error and only has to check the
+// kinds of values.
 type scanner struct {
 	s   string
 	pos int
