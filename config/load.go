@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/wasmhost/wasmhost/internal/mcpname"
 )
 
 // Load reads the config file at path and parses it with Parse, using the
@@ -374,7 +375,7 @@ func (l *loader) servers(cfg *Config, n *node) {
 		case strings.ContainsFunc(m.key, isControl):
 			l.errorAt(m.keyOff, p, "server name must not contain control characters")
 			continue
-		case strings.ContainsFunc(m.key, notToolNameRune):
+		case hasBadToolRune(m.key):
 			// The name prefixes every tool and prompt the server exposes
 			// ("name__tool"); the MCP specification advises tool names of
 			// these characters only, and some clients refuse others.
@@ -388,11 +389,11 @@ func (l *loader) servers(cfg *Config, n *node) {
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
-// notToolNameRune reports whether r is outside the characters the MCP
-// specification advises for tool names: ASCII letters, digits, '_', '-'
-// and '.'.
-func notToolNameRune(r rune) bool {
-	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.')
+// hasBadToolRune reports whether name has a character outside the MCP
+// tool-name rule.
+func hasBadToolRune(name string) bool {
+	_, bad := mcpname.BadRune(name)
+	return bad
 }
 
 func (l *loader) server(name string, n *node, path string) *Server {

@@ -97,7 +97,7 @@
 // back to the same server. A client of an older protocol is asked by the
 // go-sdk's server on the Endpoint's behalf. Each forwarded call tells the
 // upstream the calling client's elicitation and sampling capabilities
-// (see callerCapabilities), so the upstream asks only a client that can
+// (see forwardMeta), so the upstream asks only a client that can
 // answer.
 //
 // # Enforcement

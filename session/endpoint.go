@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/wasmhost/wasmhost/internal/inflight"
+	"github.com/wasmhost/wasmhost/internal/mcpname"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
 )
@@ -382,13 +383,11 @@ func (e *Endpoint) putTool(server string, t *mcp.Tool) {
 // the session every other server's tools. (The server's own name is the
 // operator's: the config loader warns about one outside the rule.)
 func checkToolName(name, exposed string) error {
-	if len(exposed) > 128 {
-		return fmt.Errorf("exposed name is %d bytes long, over the 128 the MCP naming rule allows", len(exposed))
+	if len(exposed) > mcpname.MaxLen {
+		return fmt.Errorf("exposed name is %d bytes long, over the %d the MCP naming rule allows", len(exposed), mcpname.MaxLen)
 	}
-	for _, r := range name {
-		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '_' || r == '-' || r == '.') {
-			return fmt.Errorf("the name has %q, outside the MCP naming rule (A-Z, a-z, 0-9, '_', '-', '.')", r)
-		}
+	if r, bad := mcpname.BadRune(name); bad {
+		return fmt.Errorf("the name has %q, outside the MCP naming rule (A-Z, a-z, 0-9, '_', '-', '.')", r)
 	}
 	return nil
 }
@@ -659,7 +658,7 @@ func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*
 	defer cancel()
 	params := &mcp.CallToolParams{
 		Name:           r.name,
-		Meta:           callerCapabilities(cs, req.Session, req.Params.Meta, relayMeta(req.Params.Meta)),
+		Meta:           forwardMeta(cs, req.Session, req.Params.Meta),
 		InputResponses: req.Params.InputResponses,
 		RequestState:   req.Params.RequestState,
 	}
@@ -702,7 +701,7 @@ func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest)
 	params := &mcp.GetPromptParams{
 		Name:           r.name,
 		Arguments:      req.Params.Arguments,
-		Meta:           callerCapabilities(cs, req.Session, req.Params.Meta, relayMeta(req.Params.Meta)),
+		Meta:           forwardMeta(cs, req.Session, req.Params.Meta),
 		InputResponses: req.Params.InputResponses,
 		RequestState:   req.Params.RequestState,
 	}
@@ -741,7 +740,7 @@ func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, k *ki
 	defer cancel()
 	params := &mcp.ReadResourceParams{
 		URI:            uri,
-		Meta:           callerCapabilities(cs, req.Session, req.Params.Meta, relayMeta(req.Params.Meta)),
+		Meta:           forwardMeta(cs, req.Session, req.Params.Meta),
 		InputResponses: req.Params.InputResponses,
 		RequestState:   req.Params.RequestState,
 	}

@@ -25,13 +25,14 @@ const perRequestProtocol = "2026-07-28"
 // elicitation and sampling capabilities go with each forwarded call, in the
 // request's _meta, where the protocol puts a client's capabilities.
 
-// callerCapabilities returns meta with the elicitation and sampling
-// capabilities of the client that made the call (caller, whose own request
-// _meta was callerMeta) under mcp.MetaKeyClientCapabilities, when the
-// upstream link (up) carries capabilities per request and the caller has
-// either. Otherwise it returns meta unchanged, and the go-sdk sends the
-// shared connection's capabilities, which are none.
-func callerCapabilities(up *mcp.ClientSession, caller *mcp.ServerSession, callerMeta, meta mcp.Meta) mcp.Meta {
+// forwardMeta returns the _meta of a call forwarded to up: what the client
+// that made the call (caller) sent in callerMeta, less what relayMeta drops,
+// plus the caller's elicitation and sampling capabilities under
+// mcp.MetaKeyClientCapabilities when the upstream link carries
+// capabilities per request and the caller has either. Otherwise the go-sdk
+// sends the shared connection's capabilities, which are none.
+func forwardMeta(up *mcp.ClientSession, caller *mcp.ServerSession, callerMeta mcp.Meta) mcp.Meta {
+	meta := relayMeta(callerMeta)
 	if res := up.InitializeResult(); res == nil || res.ProtocolVersion < perRequestProtocol {
 		return meta
 	}
