@@ -126,12 +126,19 @@ func (u *upstream) transport(ctx context.Context) (mcp.Transport, error) {
 	return ct, nil
 }
 
+// A transporter is an upstream a test dials in memory.
+type transporter interface {
+	transport(context.Context) (mcp.Transport, error)
+}
+
 // An env is a pool over in-memory upstreams, with hooks on dialing.
 type env struct {
 	t         *testing.T
 	counters  *churn.Counters
 	pool      *pool.Pool
 	upstreams map[string]*upstream
+	// others are upstreams of other kinds (hostile ones), by name.
+	others map[string]transporter
 	// beforeDial, when set, runs before each dial with the dial's context
 	// (it may block or fail).
 	beforeDial atomic.Pointer[func(context.Context, pool.Spec) error]
@@ -139,23 +146,27 @@ type env struct {
 
 func newEnv(t *testing.T, opts pool.Options, ups ...*upstream) *env {
 	t.Helper()
-	e := &env{t: t, counters: &churn.Counters{}, upstreams: make(map[string]*upstream)}
+	e := &env{t: t, counters: &churn.Counters{}, upstreams: make(map[string]*upstream), others: make(map[string]transporter)}
 	for _, u := range ups {
 		e.upstreams[u.name] = u
 	}
 	opts.Counters = e.counters
-	opts.Logger = quiet
+	if opts.Logger == nil {
+		opts.Logger = quiet
+	}
 	opts.Dialer = func(ctx context.Context, spec pool.Spec) (mcp.Transport, error) {
 		if f := e.beforeDial.Load(); f != nil {
 			if err := (*f)(ctx, spec); err != nil {
 				return nil, err
 			}
 		}
-		u := e.upstreams[spec.Name]
-		if u == nil {
-			return nil, fmt.Errorf("no upstream %q", spec.Name)
+		if u := e.upstreams[spec.Name]; u != nil {
+			return u.transport(ctx)
 		}
-		return u.transport(ctx)
+		if o := e.others[spec.Name]; o != nil {
+			return o.transport(ctx)
+		}
+		return nil, fmt.Errorf("no upstream %q", spec.Name)
 	}
 	e.pool = pool.New(opts)
 	t.Cleanup(func() {

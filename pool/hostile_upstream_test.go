@@ -25,11 +25,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
-	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
-	"github.com/wasmhost/wasmhost/view"
 	"github.com/wasmhost/wasmhost/view/viewtest"
 )
 
@@ -241,59 +238,30 @@ func (c *hostileConn) request(method string, params any) error {
 	return c.Connection.Write(context.Background(), &jsonrpc.Request{ID: id, Method: method, Params: b})
 }
 
-// A hostileEnv is a pool over hostile upstreams and well-behaved ones
+// A hostileEnv is an env over hostile upstreams and well-behaved ones
 // (the upstream of helpers_test.go), logging to a buffer the test reads.
 type hostileEnv struct {
-	t        *testing.T
-	pool     *pool.Pool
-	counters *churn.Counters
-	logs     *mcptest.LogBuffer
-	hostiles map[string]*hostile
-	goods    map[string]*upstream
+	*env
+	logs *mcptest.LogBuffer
 }
 
 func newHostileEnv(t *testing.T, opts pool.Options, hs []*hostile, goods ...*upstream) *hostileEnv {
 	t.Helper()
-	e := &hostileEnv{t: t, counters: &churn.Counters{}, logs: &mcptest.LogBuffer{}, hostiles: map[string]*hostile{}, goods: map[string]*upstream{}}
+	logs := &mcptest.LogBuffer{}
+	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e := newEnv(t, opts, goods...)
 	for _, h := range hs {
-		e.hostiles[h.name] = h
+		e.others[h.name] = h
 	}
-	for _, u := range goods {
-		e.goods[u.name] = u
-	}
-	opts.Counters = e.counters
-	opts.Logger = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	opts.Dialer = func(ctx context.Context, spec pool.Spec) (mcp.Transport, error) {
-		if h := e.hostiles[spec.Name]; h != nil {
-			return h.transport(ctx)
-		}
-		if u := e.goods[spec.Name]; u != nil {
-			return u.transport(ctx)
-		}
-		return nil, fmt.Errorf("no upstream %q", spec.Name)
-	}
-	e.pool = pool.New(opts)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = e.pool.Close(ctx)
-	})
-	return e
+	return &hostileEnv{env: e, logs: logs}
 }
 
 func hostileSpec(name string, timeout time.Duration) pool.Spec {
 	return pool.Spec{Name: name, Command: "/bin/" + name, Pooled: true, Timeout: timeout}
 }
 
-func (e *hostileEnv) newView(session, server string, reg *viewtest.Registry) *view.View {
-	return view.New(view.Config{
-		Session: session, Server: server, Registry: reg, Counters: e.counters,
-		Policy: metakey.Reference{}, Settings: json.RawMessage(`{}`), Logger: quiet,
-	})
-}
-
 func (e *hostileEnv) acquire(ctx context.Context, spec pool.Spec, session string, reg *viewtest.Registry) (*pool.Handle, error) {
-	return e.pool.Acquire(ctx, spec, e.newView(session, spec.Name, reg))
+	return e.pool.Acquire(ctx, spec, e.newView(session, spec.Name, "{}", reg, nil))
 }
 
 // mustAcquire acquires spec for session within 5 s.
@@ -594,7 +562,7 @@ func TestHostileSilentHandshake(t *testing.T) {
 			require.ErrorIs(t, err, context.DeadlineExceeded)
 			require.Contains(t, err.Error(), "mute::")
 			require.Contains(t, err.Error(), "connect")
-			require.True(t, logged(e.logs.String(), "upstream connection failed", "entry=mute::"), e.logs.String())
+			require.True(t, e.logs.HasLine("upstream connection failed", "entry=mute::"), e.logs.String())
 			require.Equal(t, 1, h.dialCount())
 			requireHealthy(t, gd, goodReg, good)
 		})
@@ -711,7 +679,7 @@ func TestHostileSilentListOnRefresh(t *testing.T) {
 	requireHealthy(t, gd, goodReg, good)
 
 	require.Eventually(t, func() bool {
-		return logged(e.logs.String(), "snapshot refresh failed", "entry=stall::")
+		return e.logs.HasLine("snapshot refresh failed", "entry=stall::")
 	}, 5*time.Second, 10*time.Millisecond)
 	// (The refresh is tried again with a growing delay while the upstream
 	// stays silent, so the entry does not settle.)
@@ -747,24 +715,10 @@ func TestHostileFailedRefreshIsRetried(t *testing.T) {
 	hd := e.mustAcquire(hostileSpec("flaky", 300*time.Millisecond), "s1", reg)
 	stallOnce.Store(true)
 	h.addTool("two") // the go-sdk server sends one tools/list_changed
-	require.Eventually(t, func() bool { return logged(e.logs.String(), "snapshot refresh failed", "entry=flaky::") }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return e.logs.HasLine("snapshot refresh failed", "entry=flaky::") }, 5*time.Second, 10*time.Millisecond)
 	require.Equal(t, pool.StateReady, hd.Entry().State())
 	assert.Eventually(t, func() bool { return len(reg.ToolNames("flaky")) == 2 }, 3*time.Second, 20*time.Millisecond,
 		"the announced change is never discovered: the sessions keep %v", reg.ToolNames("flaky"))
-}
-
-// logged reports whether one line of logs holds every one of words.
-func logged(logs string, words ...string) bool {
-	for line := range strings.SplitSeq(logs, "\n") {
-		all := true
-		for _, w := range words {
-			all = all && strings.Contains(line, w)
-		}
-		if all {
-			return true
-		}
-	}
-	return false
 }
 
 // An upstream that drops the connection when asked for one of its lists

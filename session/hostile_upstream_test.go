@@ -72,7 +72,6 @@ type hostileSession struct {
 	ep      *session.Endpoint
 	cs      *mcp.ClientSession
 	handles map[string]*pool.Handle
-	views   map[string]*view.View
 }
 
 type hostileRig struct {
@@ -130,7 +129,7 @@ func (r *hostileRig) logger() *slog.Logger {
 func (r *hostileRig) connect(name string) *hostileSession {
 	t := r.t
 	t.Helper()
-	s := &hostileSession{handles: map[string]*pool.Handle{}, views: map[string]*view.View{}}
+	s := &hostileSession{handles: map[string]*pool.Handle{}}
 	var mu sync.Mutex
 	s.ep = session.New(session.Options{
 		Name:   name,
@@ -150,7 +149,7 @@ func (r *hostileRig) connect(name string) *hostileSession {
 		h, err := r.pool.Acquire(t.Context(), pool.Spec{Name: srv, Command: "in-memory", Pooled: true}, v)
 		require.NoError(t, err)
 		mu.Lock()
-		s.handles[srv], s.views[srv] = h, v
+		s.handles[srv] = h
 		mu.Unlock()
 	}
 	s.cs = connectServer(t, s.ep.Server())
@@ -168,22 +167,6 @@ func (r *hostileRig) settle(s *hostileSession) {
 
 func obj() map[string]any { return map[string]any{"type": "object"} }
 
-// logged reports whether one line of logs holds every one of words.
-func logged(logs string, words ...string) bool {
-	for line := range strings.SplitSeq(logs, "\n") {
-		all := true
-		for _, w := range words {
-			if !strings.Contains(line, w) {
-				all = false
-				break
-			}
-		}
-		if all {
-			return true
-		}
-	}
-	return false
-}
 
 // exposedTools lists the tools a session's client sees, by name.
 func exposedTools(t *testing.T, cs *mcp.ClientSession) map[string]*mcp.Tool {
@@ -227,7 +210,7 @@ func TestHostileDuplicateToolNamesStayPut(t *testing.T) {
 		assert.Equal(t, served, exposedTools(t, s.cs)["evil__dup"].Description, "rediscovery %d changed which duplicate is served", i+1)
 		assert.Equal(t, changes, s.ep.Changes(), "rediscovery %d of an unchanged listing notified the clients", i+1)
 	}
-	assert.True(t, logged(r.logs.String(), "evil", "dup", "duplicate"), "no warning names the server and the duplicated tool:\n%s", r.logs.String())
+	assert.True(t, r.logs.HasLine("entry=evil::", "duplicates=", `tool \"dup\"`), "no warning names the server and the duplicated tool:\n%s", r.logs.String())
 }
 
 // validToolName is the MCP naming rule for tools (1 to 128 characters,
@@ -259,7 +242,7 @@ func TestHostileInvalidToolNamesAreNotServed(t *testing.T) {
 	for name := range tools {
 		assert.Regexp(t, validToolName, name, "a tool name clients may refuse is served")
 	}
-	assert.True(t, logged(r.logs.String(), "WARN", "server=evil"), "no warning names the server:\n%.2000s", r.logs.String())
+	assert.True(t, r.logs.HasLine("WARN", "server=evil"), "no warning names the server:\n%.2000s", r.logs.String())
 }
 
 // An upstream with odd tools (an empty name, a name holding the
@@ -288,12 +271,11 @@ func TestHostileOddToolsAreContained(t *testing.T) {
 		res, err := s.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name})
 		require.NoError(t, err)
 		require.False(t, res.IsError)
+		server, tool, _ := strings.Cut(name, session.Separator)
+		require.Equal(t, server+":"+tool, text(res), "the call reached %s's %q", server, tool)
 	}
-	res, err := s.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "evil__a__b"})
-	require.NoError(t, err)
-	require.Equal(t, "evil:a__b", text(res))
 	for _, tool := range []string{"str", "boolean", "array", "number", "typelist"} {
-		assert.True(t, logged(r.logs.String(), "left out", "server=evil", "tool="+tool), "no warning for %s", tool)
+		assert.True(t, r.logs.HasLine("left out", "server=evil", "tool="+tool), "no warning for %s", tool)
 	}
 }
 

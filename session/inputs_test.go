@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -37,25 +38,21 @@ func newAskingUpstream() *askingUpstream {
 	// answer returns the name the call's inputResponses carry, with the
 	// state it echoed, or "".
 	answer := func(meta mcp.Meta, responses mcp.InputResponseMap, state string) string {
-		u.mu.Lock()
-		u.caps = append(u.caps, meta[mcp.MetaKeyClientCapabilities])
-		u.mu.Unlock()
+		u.record(meta)
 		res, ok := responses["who"].(*mcp.ElicitResult)
 		if !ok || res.Action != "accept" {
 			return ""
 		}
 		return fmt.Sprintf("%v (state %s)", res.Content["name"], state)
 	}
-	u.srv.AddTool(&mcp.Tool{Name: "greet", InputSchema: objectSchema}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	u.srv.AddTool(&mcp.Tool{Name: "greet", InputSchema: obj()}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if name := answer(req.Params.Meta, req.Params.InputResponses, req.Params.RequestState); name != "" {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "Hello, " + name}}}, nil
 		}
 		return &mcp.CallToolResult{InputRequests: nameQuestion, RequestState: askState}, nil
 	})
-	u.srv.AddTool(&mcp.Tool{Name: "capital", InputSchema: objectSchema}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		u.mu.Lock()
-		u.caps = append(u.caps, req.Params.Meta[mcp.MetaKeyClientCapabilities])
-		u.mu.Unlock()
+	u.srv.AddTool(&mcp.Tool{Name: "capital", InputSchema: obj()}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		u.record(req.Params.Meta)
 		if res, ok := req.Params.InputResponses["q"].(*mcp.CreateMessageWithToolsResult); ok && len(res.Content) > 0 {
 			if tc, ok := res.Content[0].(*mcp.TextContent); ok {
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "The model says " + tc.Text}}}, nil
@@ -81,16 +78,23 @@ func newAskingUpstream() *askingUpstream {
 	return u
 }
 
+// record keeps the client capabilities a call carried.
+func (u *askingUpstream) record(meta mcp.Meta) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.caps = append(u.caps, meta[mcp.MetaKeyClientCapabilities])
+}
+
 func (u *askingUpstream) capabilities() []any {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return append([]any(nil), u.caps...)
 }
 
-// newAskingEndpoint puts an Endpoint in front of an askingUpstream (server
-// "up"), reached the way the pool reaches upstreams (pool.NewClient); the
-// upstream link speaks upVersion ("": the go-sdk's newest).
-func newAskingEndpoint(t *testing.T, upVersion string) (*askingUpstream, *session.Endpoint) {
+// dialAsking connects to a new askingUpstream the way the pool reaches
+// upstreams (pool.NewClient), over a link of protocol upVersion ("": the
+// go-sdk's newest).
+func dialAsking(t *testing.T, upVersion string) (*askingUpstream, *mcp.ClientSession) {
 	t.Helper()
 	ctx := t.Context()
 	u := newAskingUpstream()
@@ -107,49 +111,59 @@ func newAskingEndpoint(t *testing.T, upVersion string) (*askingUpstream, *sessio
 		_ = upCS.Close()
 		_ = upSS.Wait()
 	})
-	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(server string) session.Target {
+	return u, upCS
+}
+
+// askingEndpoint returns an Endpoint named name with upCS as its server
+// "up", everything it lists registered.
+func askingEndpoint(t *testing.T, name string, upCS *mcp.ClientSession) *session.Endpoint {
+	t.Helper()
+	ep := session.New(session.Options{Name: name, Logger: quiet, Upstream: func(server string) session.Target {
 		if server != "up" {
 			return session.Target{}
 		}
 		return session.Target{Session: upCS}
 	}})
-	tools, err := upCS.ListTools(ctx, nil)
-	require.NoError(t, err)
-	ep.PutTools("up", tools.Tools)
-	prompts, err := upCS.ListPrompts(ctx, nil)
-	require.NoError(t, err)
-	ep.PutPrompts("up", prompts.Prompts)
-	resources, err := upCS.ListResources(ctx, nil)
-	require.NoError(t, err)
-	ep.PutResources("up", resources.Resources)
-	return u, ep
+	registerAll(t, ep, "up", upCS)
+	return ep
+}
+
+// newAskingEndpoint puts an Endpoint in front of a new askingUpstream
+// (see dialAsking).
+func newAskingEndpoint(t *testing.T, upVersion string) (*askingUpstream, *session.Endpoint) {
+	t.Helper()
+	u, upCS := dialAsking(t, upVersion)
+	return u, askingEndpoint(t, "s", upCS)
 }
 
 // answeringClient is the options of a client that answers elicitation
-// with the name "Ada" and sampling with "Paris", counting the questions.
-func answeringClient(asked *sync.Map) *mcp.ClientOptions {
-	count := func(what string) {
-		n, _ := asked.LoadOrStore(what, new(int))
-		*n.(*int)++
-	}
+// with the name "Ada" and sampling with "Paris", counting the questions in
+// asked.
+func answeringClient(asked *questions) *mcp.ClientOptions {
 	return &mcp.ClientOptions{
 		Logger: quiet,
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			count("elicit:" + req.Params.Message)
+			asked.message.Store(req.Params.Message)
+			asked.elicit.Add(1)
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
 		},
-		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-			count("sample")
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			asked.sample.Add(1)
 			return &mcp.CreateMessageResult{Role: "assistant", Model: "test", Content: &mcp.TextContent{Text: "Paris"}}, nil
 		},
 	}
 }
 
+// questions counts what an answeringClient was asked.
+type questions struct {
+	elicit, sample atomic.Int32
+	message        atomic.Value // the last elicitation's message
+}
+
 func TestInputRequestsReachTheCallingClient(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		client    *mcp.ClientSessionOptions // the client's protocol: nil is the newest
-		upVersion string
+		name   string
+		client *mcp.ClientSessionOptions // the client's protocol: nil is the newest
 	}{
 		// The client answers the input-required result itself and calls
 		// again (its go-sdk does so); the Endpoint passes both ways.
@@ -160,8 +174,8 @@ func TestInputRequestsReachTheCallingClient(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
-			up, ep := newAskingEndpoint(t, tc.upVersion)
-			var asked sync.Map
+			up, ep := newAskingEndpoint(t, "")
+			var asked questions
 			cs := connectServerWith(t, ep.Server(), answeringClient(&asked), tc.client)
 
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__greet"})
@@ -182,12 +196,9 @@ func TestInputRequestsReachTheCallingClient(t *testing.T) {
 			require.Len(t, rr.Contents, 1)
 			assert.Equal(t, "Dear Ada (state "+askState+")", rr.Contents[0].Text)
 
-			n, _ := asked.Load("elicit:What is your name?")
-			require.NotNil(t, n, "the client was asked")
-			assert.Equal(t, 3, *n.(*int), "the client was asked once per call")
-			n, _ = asked.Load("sample")
-			require.NotNil(t, n, "the client's model was asked")
-			assert.Equal(t, 1, *n.(*int))
+			assert.Equal(t, int32(3), asked.elicit.Load(), "the client was asked once per call")
+			assert.Equal(t, "What is your name?", asked.message.Load(), "the upstream's question")
+			assert.Equal(t, int32(1), asked.sample.Load(), "the client's model was asked once")
 
 			// Every call told the upstream what the calling client can
 			// answer, and nothing else.
@@ -230,14 +241,12 @@ func TestInputRequestsNeedTheNewProtocolUpstream(t *testing.T) {
 	// elicitation/create, which it refuses, and the call fails.
 	ctx := t.Context()
 	_, ep := newAskingEndpoint(t, "2025-11-25")
-	var asked sync.Map
+	var asked questions
 	cs := connectServerWith(t, ep.Server(), answeringClient(&asked), nil)
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__greet"})
-	if err == nil {
-		assert.True(t, res.IsError, "got %q", text(res))
-	}
-	_, ok := asked.Load("elicit:What is your name?")
-	assert.False(t, ok, "the calling client is not asked through a connection of the old protocol")
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__greet"})
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "does not support elicitation")
+	assert.Zero(t, asked.elicit.Load(), "the calling client is not asked through a connection of the old protocol")
 }
 
 // TestHammerInputRequests: clients of several endpoints answer input
@@ -245,26 +254,12 @@ func TestInputRequestsNeedTheNewProtocolUpstream(t *testing.T) {
 // with its own client's answer.
 func TestHammerInputRequests(t *testing.T) {
 	ctx := t.Context()
-	u := newAskingUpstream()
-	ct, st := mcp.NewInMemoryTransports()
-	upSS, err := u.srv.Connect(ctx, st, nil)
-	require.NoError(t, err)
-	upCS, err := pool.NewClient(&mcp.Implementation{Name: "wasmhost", Version: "test"}, mcp.ClientOptions{Logger: quiet}).Connect(ctx, ct, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = upCS.Close()
-		_ = upSS.Wait()
-	})
-	tools, err := upCS.ListTools(ctx, nil)
-	require.NoError(t, err)
+	_, upCS := dialAsking(t, "")
 
 	const endpoints, clientsPer, calls = 4, 3, 5
 	var wg sync.WaitGroup
 	for e := range endpoints {
-		ep := session.New(session.Options{Name: fmt.Sprintf("s%d", e), Logger: quiet, Upstream: func(string) session.Target {
-			return session.Target{Session: upCS}
-		}})
-		ep.PutTools("up", tools.Tools)
+		ep := askingEndpoint(t, fmt.Sprintf("s%d", e), upCS)
 		for c := range clientsPer {
 			name := fmt.Sprintf("s%d-c%d", e, c)
 			var sopts *mcp.ClientSessionOptions

@@ -73,6 +73,21 @@ func (b *LogBuffer) String() string {
 	return b.buf.String()
 }
 
+// HasLine reports whether one line written so far holds every one of
+// words.
+func (b *LogBuffer) HasLine(words ...string) bool {
+	for line := range strings.SplitSeq(b.String(), "\n") {
+		all := true
+		for _, w := range words {
+			all = all && strings.Contains(line, w)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
 // ChunkedReader returns a reader of s that returns at most n bytes a Read,
 // for tests of code that must not depend on how a stream is cut into reads.
 func ChunkedReader(s string, n int) io.Reader { return &chunked{s: s, n: n} }
