@@ -24,10 +24,10 @@ import (
 	"github.com/wasmhost/wasmhost/view"
 )
 
+// parseOne parses a suite of cases and returns its last case.
 func parseOne(t *testing.T, cases string) *Case {
 	t.Helper()
-	s := ParseSuite([]byte(`{"suite": "t", "cases": [` + cases + `]}`))
-	require.NoError(t, s.Err)
+	s := edgeSuite(t, cases)
 	require.NotEmpty(t, s.Cases)
 	return s.Cases[len(s.Cases)-1]
 }
@@ -72,8 +72,16 @@ func TestParseMalformedCases(t *testing.T) {
 		{`{"name": "no settings", "canonical": {}}`, `needs "settings"`},
 		{`{"name": "stray settings", "settings": {}, "same": [{}, {}]}`, `"settings" does not belong in a same case`},
 		{`{"name": "short same", "same": [{}]}`, "two or more"},
+		{`{"name": "empty same", "same": []}`, "two or more"},
+		{`{"name": "short differ", "differ": [{}]}`, "two or more"},
+		{`{"name": "null same", "same": null}`, "expected an array"},
 		{`{"name": "differ not array", "differ": {}}`, "expected an array, got an object"},
 		{`{"name": "reject false", "settings": {}, "reject": false}`, "must be true"},
+		{`{"name": "reject 1", "settings": {}, "reject": 1}`, "must be true"},
+		{`{"name": "reject string", "settings": {}, "reject": "true"}`, "must be true"},
+		{`{"name": "reject null", "settings": {}, "reject": null}`, "must be true"},
+		{`{"name": "reject array", "settings": {}, "reject": [true]}`, "must be true"},
+		{`{"name": "reject object", "settings": {}, "reject": {}}`, "must be true"},
 		{`{"name": "dup key", "settings": {}, "canonical": {}, "canonical": {}}`, `duplicate key "canonical"`},
 		{`{"settings": {}, "canonical": {}}`, `missing "name"`},
 		{`{"name": 3, "settings": {}, "canonical": {}}`, "name: expected a string"},
@@ -432,11 +440,14 @@ func TestRunSurvivesBrokenPolicies(t *testing.T) {
 	r = Run(t.Context(), &failing{projErr: fmt.Errorf("%w: bad settings", abi.ErrRefused)}, suites)
 	checkReport(t, r, map[string]caseOutcome{"good reject": {passed: true}})
 
-	// An error that is not a refusal fails a reject case, whatever it says.
-	r = Run(t.Context(), &failing{projErr: errors.New("plugin refused the input: bad settings")}, suites)
-	checkReport(t, r, map[string]caseOutcome{
-		"good reject": {contains: []string{"project failed instead of refusing the settings: plugin refused the input: bad settings"}},
-	})
+	// An error that is not a refusal fails a reject case, whatever it says,
+	// a host error such as a failed instance among them.
+	for _, msg := range []string{"plugin refused the input: bad settings", `plugin "x.wasm": project: creating an instance: out of memory`} {
+		r = Run(t.Context(), &failing{projErr: errors.New(msg)}, suites)
+		checkReport(t, r, map[string]caseOutcome{
+			"good reject": {contains: []string{"project failed instead of refusing the settings: " + msg}},
+		})
+	}
 
 	r = Run(t.Context(), &failing{projResp: &abi.ProjectResponse{}}, suites)
 	checkReport(t, r, map[string]caseOutcome{

@@ -104,10 +104,7 @@ func TestOfficialMCPConformanceSuite(t *testing.T) {
 // a free loopback port until the test ends, and returns its base URL.
 func startHTTPUpstream(t *testing.T, bin string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
+	addr := closedPort(t)
 	cmd := exec.Command(bin, "-http", addr)
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {

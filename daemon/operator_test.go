@@ -7,9 +7,7 @@ package daemon_test
 // The cases come from an audit of the operator paths against that rule.
 
 import (
-	"encoding/base64"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,69 +21,11 @@ import (
 	"github.com/wasmhost/wasmhost/daemon"
 )
 
-// pickyWasm is a well-formed ABI v1 policy plugin ("picky 0.0.1") that
-// accepts the one-object request {"settings":[{}]} alone, the request the
-// daemon's smoke run sends (24 bytes once the host pads it), and refuses
-// every other canonicalize request; project shows the snapshot's first
-// tool, untrusted. It is what a buggy plugin that refuses every non-empty
-// settings object looks like. Built with wat2wasm from:
-//
-//	(module
-//	  (import "extism:host/env" "alloc" (func $alloc (param i64) (result i64)))
-//	  (import "extism:host/env" "store_u8" (func $store_u8 (param i64 i32)))
-//	  (import "extism:host/env" "output_set" (func $output_set (param i64 i64)))
-//	  (import "extism:host/env" "error_set" (func $error_set (param i64)))
-//	  (import "extism:host/env" "input_length" (func $input_length (result i64)))
-//	  (memory (export "memory") 1)
-//	  (data (i32.const 0) "{\"abi\":1,\"name\":\"picky\",\"version\":\"0.0.1\"}\00")
-//	  (data (i32.const 128) "{\"results\":[{\"key\":\"k\"}]}\00")
-//	  (data (i32.const 192) "picky refuses every settings object but {}\00")
-//	  (data (i32.const 256) "{\"tools\":[{\"i\":0,\"trust\":false,\"alwaysLoad\":false}],\"prompts\":[],\"resources\":[]}\00")
-//	  (func $strlen (param $p i32) (result i32)
-//	    (local $n i32)
-//	    (block $done (loop $next
-//	      (br_if $done (i32.eqz (i32.load8_u (i32.add (local.get $p) (local.get $n)))))
-//	      (local.set $n (i32.add (local.get $n) (i32.const 1)))
-//	      (br $next)))
-//	    (local.get $n))
-//	  (func $block (param $p i32) (result i64)
-//	    (local $off i64) (local $i i32) (local $n i32)
-//	    (local.set $n (call $strlen (local.get $p)))
-//	    (local.set $off (call $alloc (i64.extend_i32_u (local.get $n))))
-//	    (block $done (loop $next
-//	      (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
-//	      (call $store_u8 (i64.add (local.get $off) (i64.extend_i32_u (local.get $i)))
-//	        (i32.load8_u (i32.add (local.get $p) (local.get $i))))
-//	      (local.set $i (i32.add (local.get $i) (i32.const 1)))
-//	      (br $next)))
-//	    (local.get $off))
-//	  (func $output (param $p i32)
-//	    (call $output_set (call $block (local.get $p)) (i64.extend_i32_u (call $strlen (local.get $p)))))
-//	  (func (export "handshake") (result i32) (call $output (i32.const 0)) (i32.const 0))
-//	  (func (export "canonicalize") (result i32)
-//	    (if (result i32) (i64.eq (call $input_length) (i64.const 24))
-//	      (then (call $output (i32.const 128)) (i32.const 0))
-//	      (else (call $error_set (call $block (i32.const 192))) (i32.const 1))))
-//	  (func (export "project") (result i32) (call $output (i32.const 256)) (i32.const 0))
-//	)
-const pickyWasm = `
-AGFzbQEAAAABKglgAX4BfmACfn8AYAJ+fgBgAX4AYAABfmABfwF/YAF/AX5gAX8AYAABfwKMAQUP
-ZXh0aXNtOmhvc3QvZW52BWFsbG9jAAAPZXh0aXNtOmhvc3QvZW52CHN0b3JlX3U4AAEPZXh0aXNt
-Omhvc3QvZW52Cm91dHB1dF9zZXQAAg9leHRpc206aG9zdC9lbnYJZXJyb3Jfc2V0AAMPZXh0aXNt
-Omhvc3QvZW52DGlucHV0X2xlbmd0aAAEAwcGBQYHCAgIBQMBAAEHLwQGbWVtb3J5AgAJaGFuZHNo
-YWtlAAgMY2Fub25pY2FsaXplAAkHcHJvamVjdAAKCpsBBiABAX8CQANAIAAgAWotAABFDQEgAUEB
-aiEBDAALCyABCzsCAX4CfyAAEAUhAyADrRAAIQECQANAIAIgA08NASABIAKtfCAAIAJqLQAAEAEg
-AkEBaiECDAALCyABCw0AIAAQBiAAEAWtEAILCABBABAHQQALGwAQBEIYUQR/QYABEAdBAAVBwAEQ
-BhADQQELCwkAQYACEAdBAAsL2QEEAEEACyt7ImFiaSI6MSwibmFtZSI6InBpY2t5IiwidmVyc2lv
-biI6IjAuMC4xIn0AAEGAAQsaeyJyZXN1bHRzIjpbeyJrZXkiOiJrIn1dfQAAQcABCytwaWNreSBy
-ZWZ1c2VzIGV2ZXJ5IHNldHRpbmdzIG9iamVjdCBidXQge30AAEGAAgtReyJ0b29scyI6W3siaSI6
-MCwidHJ1c3QiOmZhbHNlLCJhbHdheXNMb2FkIjpmYWxzZX1dLCJwcm9tcHRzIjpbXSwicmVzb3Vy
-Y2VzIjpbXX0A`
-
-// writePicky writes pickyWasm into dir and returns its path.
+// writePicky copies testplugins/wat/picky.wasm (see picky.wat) into dir
+// and returns its path there.
 func writePicky(t *testing.T, dir string) string {
 	t.Helper()
-	wasm, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(pickyWasm), ""))
+	wasm, err := os.ReadFile("../testplugins/wat/picky.wasm")
 	require.NoError(t, err)
 	path := filepath.Join(dir, "picky.wasm")
 	require.NoError(t, os.WriteFile(path, wasm, 0o644))
@@ -103,6 +43,23 @@ func (r *running) reloadWith(cfg any) (int, daemon.ReloadResult, string) {
 	return code, res, body
 }
 
+// watchAlice connects alice and returns her tools and a check that she
+// still has them, on the same upstream process, and heard of no list
+// change since.
+func (r *running) watchAlice(t *testing.T) (tools []string, stillServed func()) {
+	t.Helper()
+	alice := r.connect("alice", aliceToken)
+	before := alice.tools(t)
+	pid := alice.pid(t)
+	alice.countChanged(100 * time.Millisecond)
+	return before, func() {
+		t.Helper()
+		assert.Equal(t, before, alice.tools(t), "alice keeps her tools")
+		assert.Equal(t, pid, alice.pid(t), "on the same upstream process")
+		assert.Equal(t, 0, alice.countChanged(100*time.Millisecond), "no list change reached the client")
+	}
+}
+
 // A policy plugin that loads, shakes hands and passes the smoke run (it
 // keys {}) but refuses the settings the running sessions have is refused
 // like any other broken plugin (ErrPolicyRefused, 422, nothing changed),
@@ -111,10 +68,8 @@ func (r *running) reloadWith(cfg any) (int, daemon.ReloadResult, string) {
 func TestOperatorPolicySwapRefusingLiveSettingsKeepsOldPolicy(t *testing.T) {
 	cfg := baseConfig()
 	r := start(t, cfg)
-	alice := r.connect("alice", aliceToken)
-	before := alice.tools(t)
+	before, stillServed := r.watchAlice(t)
 	require.Equal(t, []string{"demo__add", "demo__echo", "demo__pid"}, before)
-	pid := alice.pid(t)
 
 	picky := writePicky(t, filepath.Dir(r.path))
 	code, res, body := r.reloadWith(set(cfg, "policy", map[string]any{"path": picky}))
@@ -125,8 +80,7 @@ func TestOperatorPolicySwapRefusingLiveSettingsKeepsOldPolicy(t *testing.T) {
 	assert.Contains(t, res.Error, `session "alice"`)
 	assert.Contains(t, res.Error, `server "demo"`)
 	assert.Equal(t, "policy-default", r.state().Policy.Name, "the old policy keeps serving")
-	assert.Equal(t, before, alice.tools(t), "alice keeps her tools")
-	assert.Equal(t, pid, alice.pid(t))
+	stillServed()
 }
 
 // A reload bringing settings the running policy refuses is refused before
@@ -151,8 +105,8 @@ func TestOperatorReloadWithSettingsThePolicyRefusesKeepsView(t *testing.T) {
 
 	assert.Equal(t, http.StatusUnprocessableEntity, code, "the reload is refused: %s", body)
 	assert.False(t, res.Applied, body)
-	assert.Contains(t, res.Error, r.path)
-	assert.Contains(t, res.Error, "alice")
+	assert.Contains(t, res.Error, r.path+": ")
+	assert.Contains(t, res.Error, `sessions.alice.overrides.demo over mcpServers.demo: session "alice", server "demo": the policy refuses the settings`)
 	assert.Equal(t, before, alice.tools(t), "alice keeps what she had")
 }
 
@@ -163,23 +117,18 @@ func TestOperatorReloadWithSettingsThePolicyRefusesKeepsView(t *testing.T) {
 func TestOperatorReloadToMissingCommandKeepsWorkingConnection(t *testing.T) {
 	cfg := baseConfig()
 	r := start(t, cfg)
-	alice := r.connect("alice", aliceToken)
-	before := alice.tools(t)
-	pid := alice.pid(t)
+	_, stillServed := r.watchAlice(t)
 
 	missing := filepath.Join(t.TempDir(), "no-such-server")
 	code, res, body := r.reloadWith(set(cfg, "mcpServers.demo.command", missing))
-	assert.Contains(t, res.Error, `server "demo"`, body)
+	assert.Equal(t, http.StatusUnprocessableEntity, code, body)
+	assert.False(t, res.Applied, body)
+	assert.Contains(t, res.Error, r.path+": mcpServers.demo.command: server \"demo\" cannot start", body)
 	assert.Contains(t, res.Error, "no such file or directory", body)
-	assert.NotEqual(t, http.StatusOK, code, body)
 
-	assert.Equal(t, before, alice.tools(t), "alice keeps her tools")
-	res2, err := alice.call(t, "demo__pid", map[string]any{})
-	require.NoError(t, err)
-	assert.False(t, res2.IsError, resultText(res2))
+	stillServed()
 	st := r.state()
 	if assert.Len(t, st.Pool, 1, "the working upstream is still there") {
-		assert.Equal(t, pid, st.Pool[0].PID)
 		assert.Equal(t, "ready", st.Pool[0].State)
 	}
 }
@@ -188,15 +137,14 @@ func TestOperatorReloadToMissingCommandKeepsWorkingConnection(t *testing.T) {
 // exist is refused before alice's working binding is touched.
 func TestOperatorOverlayToMissingCommandKeepsWorkingBinding(t *testing.T) {
 	r := start(t, baseConfig())
-	alice := r.connect("alice", aliceToken)
-	before := alice.tools(t)
+	_, stillServed := r.watchAlice(t)
 
 	missing := filepath.Join(t.TempDir(), "no-such-server")
 	entry := mustJSON(t, map[string]any{"command": missing, "includeTools": []string{"echo"}})
 	code, body := r.do("PUT", "/v1/sessions/alice/servers/demo", adminToken, strings.NewReader(entry), nil)
-	assert.NotEqual(t, http.StatusOK, code, body)
+	assert.Equal(t, http.StatusBadRequest, code, body)
 	assert.Contains(t, body, "no such file or directory")
-	assert.Equal(t, before, alice.tools(t), "alice keeps her working binding")
+	stillServed()
 }
 
 // A reload whose config has a typo in a key (here "overides", which drops
@@ -212,19 +160,6 @@ func TestOperatorReloadAnswerCarriesWarnings(t *testing.T) {
 	code, _, body := r.reloadWith(cfg)
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Contains(t, body, "sessions.alice.overides: unknown key, ignored", "the admin answer tells the operator")
-}
-
-// A policy memory limit too small for the plugin is reported at the key at
-// fault, policy.memoryMiB.
-func TestOperatorPolicyLimitErrorNamesItsKey(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "wasmhost.json")
-	writeConfig(t, path, set(baseConfig(), "policy", map[string]any{"memoryMiB": 1}))
-	d, err := daemon.New(daemon.Options{ConfigPath: path, Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler), CacheDir: cacheDir()})
-	require.NoError(t, err)
-	err = d.Run(t.Context())
-	require.ErrorIs(t, err, daemon.ErrPolicyRefused)
-	assert.Contains(t, err.Error(), path+": policy.memoryMiB: ")
 }
 
 // Overlay PUT bodies are located as files are: a syntax error gives its
@@ -251,10 +186,7 @@ func TestOperatorOverlayBodyErrorsAreLocated(t *testing.T) {
 func TestOperatorBrokenPluginSwapsKeepOldPolicy(t *testing.T) {
 	cfg := baseConfig()
 	r := start(t, cfg)
-	alice := r.connect("alice", aliceToken)
-	before := alice.tools(t)
-	pid := alice.pid(t)
-	alice.countChanged(100 * time.Millisecond)
+	_, stillServed := r.watchAlice(t)
 
 	for plugin, want := range map[string]string{
 		"abi2":            "unsupported ABI version",
@@ -273,9 +205,7 @@ func TestOperatorBrokenPluginSwapsKeepOldPolicy(t *testing.T) {
 		assert.Contains(t, res.Error, want, plugin)
 	}
 	assert.Equal(t, "policy-default", r.state().Policy.Name)
-	assert.Equal(t, before, alice.tools(t))
-	assert.Equal(t, pid, alice.pid(t), "no transport was touched")
-	assert.Equal(t, 0, alice.countChanged(100*time.Millisecond), "no list change reached the client")
+	stillServed()
 }
 
 // Bad configs reloaded through the admin API are refused (422,
@@ -285,11 +215,8 @@ func TestOperatorBrokenPluginSwapsKeepOldPolicy(t *testing.T) {
 func TestOperatorRefusedReloadsKeepServing(t *testing.T) {
 	cfg := baseConfig()
 	r := start(t, cfg)
-	alice := r.connect("alice", aliceToken)
-	before := alice.tools(t)
-	pid := alice.pid(t)
+	_, stillServed := r.watchAlice(t)
 	good := mustJSON(t, cfg)
-	alice.countChanged(100 * time.Millisecond)
 
 	cases := []struct{ name, file, want string }{
 		{"syntax", strings.Replace(good, `"listen"`, `"listen" "x"`, 1), r.path + ":5:12: syntax error"},
@@ -312,9 +239,7 @@ func TestOperatorRefusedReloadsKeepServing(t *testing.T) {
 		require.NotNil(t, r.state().LastReload, c.name)
 		assert.Contains(t, r.state().LastReload.Error, c.want, c.name)
 	}
-	assert.Equal(t, before, alice.tools(t))
-	assert.Equal(t, pid, alice.pid(t))
-	assert.Equal(t, 0, alice.countChanged(100*time.Millisecond), "no list change reached the client")
+	stillServed()
 	for _, tok := range []string{aliceToken, bobToken, adminToken} {
 		assert.NotContains(t, r.logs.String(), tok)
 	}
@@ -342,10 +267,7 @@ func TestOperatorStartFailureHidesServerSecrets(t *testing.T) {
 	r.waitLog(`server=web`)
 	r.waitLog(`server=proc`)
 	_, state := r.do("GET", "/v1/state", adminToken, nil, nil)
-	logs := r.logs.String()
-	for _, s := range []string{"arg-s3cret", "env-s3cret", "url-pa55word", "url-qu3ry-s3cret", "hdr-s3cret"} {
-		assert.False(t, strings.Contains(logs, s), "the log leaks %q: …%s…", s, around(logs, s))
-		assert.False(t, strings.Contains(state, s), "/v1/state leaks %q: …%s…", s, around(state, s))
-	}
+	assertNoSecrets(t, map[string]string{"the log": r.logs.String(), "/v1/state": state},
+		"arg-s3cret", "env-s3cret", "url-pa55word", "url-qu3ry-s3cret", "hdr-s3cret")
 	assert.Contains(t, state, "no such file or directory", "the error is still there")
 }

@@ -83,6 +83,11 @@ func TestStartupRefusalsSayWhere(t *testing.T) {
 	require.ErrorIs(t, err, daemon.ErrPolicyRefused)
 	assert.Contains(t, err.Error(), path+": policy.sha256: ")
 
+	// A memory limit below what the plugin declares.
+	_, err = runWith(set(baseConfig(), "policy", map[string]any{"memoryMiB": 1}), "")
+	require.ErrorIs(t, err, daemon.ErrPolicyRefused)
+	assert.Contains(t, err.Error(), path+": policy.memoryMiB: ")
+
 	for _, listen := range []string{"nonsense", "127.0.0.1:99999", "127.0.0.1:nope"} {
 		_, err = runWith(baseConfig(), listen)
 		require.ErrorIs(t, err, daemon.ErrBadListen, listen)

@@ -34,11 +34,8 @@ func TestHTTPURLSecretsNeverLeak(t *testing.T) {
 	_, state := r.do("GET", "/v1/state", adminToken, nil, nil)
 	entry := mustJSON(t, map[string]any{"httpUrl": "http://" + addr + "/other?api_key=" + secret})
 	_, put := r.do("PUT", "/v1/sessions/alice/servers/demo", adminToken, strings.NewReader(entry), nil)
-	for what, text := range map[string]string{"logs": r.logs.String(), "/v1/state": state, "overlay answer": put} {
-		for _, s := range []string{secret, "pa55word", "h34der-s3cret"} {
-			assert.False(t, strings.Contains(text, s), "%s leak %q: …%s…", what, s, around(text, s))
-		}
-	}
+	assertNoSecrets(t, map[string]string{"the log": r.logs.String(), "/v1/state": state, "the overlay answer": put},
+		secret, "pa55word", "h34der-s3cret")
 }
 
 // TestCallFailureDoesNotLeakUpstreamURL: a call forwarded to an "httpUrl"
@@ -77,8 +74,18 @@ func TestCallFailureDoesNotLeakUpstreamURL(t *testing.T) {
 	for _, text := range texts {
 		assert.NotContains(t, text, secret, "the client is told the upstream's API key")
 	}
-	logs := r.logs.String()
-	assert.False(t, strings.Contains(logs, secret), "the log leaks the API key: …%s…", around(logs, secret))
+	assertNoSecrets(t, map[string]string{"the log": r.logs.String()}, secret)
+}
+
+// assertNoSecrets checks that none of secrets is in any of texts (by where
+// the text comes from), showing the surroundings of a leak.
+func assertNoSecrets(t *testing.T, texts map[string]string, secrets ...string) {
+	t.Helper()
+	for where, text := range texts {
+		for _, s := range secrets {
+			assert.False(t, strings.Contains(text, s), "%s leaks %q: …%s…", where, s, around(text, s))
+		}
+	}
 }
 
 // around returns the first s in text with up to 150 bytes before it and

@@ -46,10 +46,6 @@ func TestCheckNamesRefusedBindings(t *testing.T) {
 			}
 			assert.NotContains(t, msg, `session "alice", server "git"`)
 			assert.Len(t, strings.Split(msg, "\n"), 3, msg)
-
-			// Against the running policy, bindings that keep their settings
-			// are not asked about.
-			require.NoError(t, e.rec.Check(ctx, c.build(t), nil))
 		})
 	}
 }
@@ -59,10 +55,9 @@ func TestCheckNamesRefusedBindings(t *testing.T) {
 // it; the same refusal brought by the reload does.
 func TestCheckRunningPolicySkipsSettingsInForce(t *testing.T) {
 	e := newEnv(t, newUpstream("fs", "read"))
-	refusing := &refusingPolicy{Policy: ref, marker: `"trust":true`}
-	require.NoError(t, e.rec.Close(context.Background()))
-	e.rec = reconcile.New(reconcile.Options{Pool: e.pool, Policy: refusing, Counters: e.counters, Logger: quiet, Registry: e.registry})
 	ctx := context.Background()
+	_, err := e.rec.SetPolicy(ctx, &refusingPolicy{Policy: ref, marker: `"trust":true`})
+	require.NoError(t, err)
 
 	c := newCfg().server("fs").session("alice", "overrides", override("fs", `{"trust":true}`)).session("bob")
 	_, _ = e.rec.Apply(ctx, c.build(t)) // alice's view fails closed
@@ -70,7 +65,7 @@ func TestCheckRunningPolicySkipsSettingsInForce(t *testing.T) {
 	// Another policy is not asked about alice either (she shows nothing a
 	// swap could take away), but about bob, who has a view.
 	require.NoError(t, e.rec.Check(ctx, c.build(t), &refusingPolicy{Policy: ref, marker: `"trust":true`}))
-	err := e.rec.Check(ctx, c.build(t), failingPolicy{fmt.Errorf("%w: nothing goes", abi.ErrRefused)})
+	err = e.rec.Check(ctx, c.build(t), failingPolicy{err: fmt.Errorf("%w: nothing goes", abi.ErrRefused)})
 	require.ErrorIs(t, err, reconcile.ErrSettingsRefused)
 	assert.Contains(t, err.Error(), `session "bob"`)
 	assert.NotContains(t, err.Error(), `session "alice"`)
@@ -87,24 +82,23 @@ func TestCheckRunningPolicySkipsSettingsInForce(t *testing.T) {
 	srv := &config.Server{Name: "fs", Command: "/usr/bin/fs-server", Settings: config.Settings{Trust: raw("true")}}
 	require.ErrorIs(t, e.rec.CheckOverlay(ctx, "bob", srv), reconcile.ErrSettingsRefused)
 	boom := errors.New("boom")
-	err = e.rec.Check(ctx, next.build(t), failingPolicy{boom})
+	err = e.rec.Check(ctx, next.build(t), failingPolicy{err: boom})
 	require.ErrorIs(t, err, boom)
 	assert.NotErrorIs(t, err, reconcile.ErrSettingsRefused)
 }
 
 // failingPolicy fails every canonicalize call with err.
-type failingPolicy struct{ err error }
+type failingPolicy struct {
+	metakey.Reference
+	err error
+}
 
-func (failingPolicy) Handshake() abi.Handshake { return metakey.Reference{}.Handshake() }
 func (f failingPolicy) Canonicalize(context.Context, *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
 	return nil, f.err
 }
-func (failingPolicy) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.ProjectResponse, error) {
-	return metakey.Reference{}.Project(ctx, req)
-}
 
 // nilPolicy answers canonicalize with neither a response nor an error.
-type nilPolicy struct{ failingPolicy }
+type nilPolicy struct{ metakey.Reference }
 
 func (nilPolicy) Canonicalize(context.Context, *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
 	return nil, nil

@@ -167,7 +167,6 @@ func (r *hostileRig) settle(s *hostileSession) {
 
 func obj() map[string]any { return map[string]any{"type": "object"} }
 
-
 // exposedTools lists the tools a session's client sees, by name.
 func exposedTools(t *testing.T, cs *mcp.ClientSession) map[string]*mcp.Tool {
 	t.Helper()
