@@ -231,11 +231,17 @@ type SessionInfo struct {
 	InlineToken string
 }
 
+// runningConfig returns the config in force (nil before Run has loaded
+// one).
+func (d *Daemon) runningConfig() *config.Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg
+}
+
 // Sessions describes the configured sessions, sorted by name.
 func (d *Daemon) Sessions() []SessionInfo {
-	d.mu.Lock()
-	cfg := d.cfg
-	d.mu.Unlock()
+	cfg := d.runningConfig()
 	if cfg == nil {
 		return nil
 	}

@@ -199,9 +199,7 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 // server the running config does not have is left to start and retry, as
 // at start-up.
 func (d *Daemon) checkCommands(cfg *config.Config) error {
-	d.mu.Lock()
-	running := d.cfg
-	d.mu.Unlock()
+	running := d.runningConfig()
 	if running == nil {
 		return nil
 	}
@@ -349,10 +347,7 @@ func (d *Daemon) startWatcher(ctx context.Context, wg *sync.WaitGroup) error {
 	// their directories.
 	targets := func() map[string]string {
 		t := map[string]string{d.path: "config"}
-		d.mu.Lock()
-		cfg := d.cfg
-		d.mu.Unlock()
-		if cfg != nil && cfg.Policy.Path != "" {
+		if cfg := d.runningConfig(); cfg != nil && cfg.Policy.Path != "" {
 			if p, err := filepath.Abs(cfg.Policy.Path); err == nil {
 				t[p] = "policy"
 			}
