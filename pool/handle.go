@@ -55,10 +55,13 @@ func (h *Handle) Released() bool { return h.released.Load() }
 
 // Session returns the entry's current upstream session, for forwarding
 // calls, or nil when the entry is not ready (connecting, restarting, or
-// terminal) or the handle is released. Fetch it for each call: a restart
-// replaces it.
+// terminal), the handle is released, or the view's registrations lag its
+// settings (view.View.Lagging: a refresh taken during a restart, until the
+// restart's fan-out has replayed it), so that no call goes out under a
+// projection the session's settings no longer give. Fetch it for each
+// call: a restart replaces it.
 func (h *Handle) Session() *mcp.ClientSession {
-	if h.released.Load() {
+	if h.released.Load() || h.view.Lagging() {
 		return nil
 	}
 	h.entry.mu.Lock()

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -32,7 +31,7 @@ func (e *Endpoint) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp
 		return nil, err
 	}
 	if !ok {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown %s %q", k.name, key)}
+		return nil, unknown(k, key)
 	}
 	defer e.calls.Leave()
 	cs, ctx, cancel, err := e.target(ctx, r.server)
@@ -40,6 +39,9 @@ func (e *Endpoint) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp
 		return nil, err
 	}
 	defer cancel()
+	if !e.still(k, key, r) {
+		return nil, unknown(k, key)
+	}
 	if init := cs.InitializeResult(); init == nil || init.Capabilities == nil || init.Capabilities.Completions == nil {
 		return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{}}}, nil
 	}

@@ -109,5 +109,10 @@
 // reads the Endpoint's own registrations, which are this session's views'
 // doing only: a call racing with a reload that hides the tool is either
 // refused or completed through this session's upstream handle, never routed
-// through another session. No policy (wasm) call is made on the call path.
+// through another session. The name is checked again once the call has its
+// upstream, and [Options.Upstream] gives none while the registrations lag
+// the session's settings (a reload taken during a restart, until the
+// restart's fan-out replays it: pool.Handle.Session), so a call made after
+// a reload was answered never reaches the upstream under the old
+// projection. No policy (wasm) call is made on the call path.
 package session

@@ -62,7 +62,9 @@ type Options struct {
 	Name string
 	// Upstream returns the upstream for one of the session's servers. It is
 	// called for every forwarded call, so it must be cheap, and it must
-	// resolve through this session's own handles. Required.
+	// resolve through this session's own handles; it must give no Session
+	// while the session's registrations for server lag its settings (see
+	// Enforcement in the package documentation). Required.
 	Upstream func(server string) Target
 	// Progress relays upstream progress notifications back to clients; nil
 	// means progress tokens are dropped from forwarded requests.
@@ -570,6 +572,22 @@ func (e *Endpoint) begin(k *kind, exposed string) (_ route, ok bool, err error) 
 	return r, ok, nil
 }
 
+// still reports whether exposed still routes to r in k. A call checks it
+// once target has given it its upstream: Options.Upstream gives none while
+// the session's registrations lag its settings (pool.Handle.Session), so a
+// call that found its name in registrations a reload had already made
+// stale, and got its upstream only once they caught up, is refused here
+// rather than forwarded under the old projection.
+func (e *Endpoint) still(k *kind, exposed string, r route) bool {
+	cur, ok := e.lookup(k, exposed)
+	return ok && cur == r
+}
+
+// unknown is the refusal of a name (or URI) k does not have.
+func unknown(k *kind, name string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown %s %q", k.name, name)}
+}
+
 // The bounds of a stop, for the daemon and stdio mode alike.
 const (
 	// DrainGrace is how long a stop gives the calls under way (the ctx it
@@ -648,7 +666,7 @@ func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*
 		return errorResult(err), nil
 	}
 	if !ok {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", exposed)}
+		return nil, unknown(&e.tools, exposed)
 	}
 	defer e.calls.Leave()
 	cs, ctx, cancel, err := e.target(ctx, r.server)
@@ -656,6 +674,9 @@ func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*
 		return errorResult(err), nil
 	}
 	defer cancel()
+	if !e.still(&e.tools, exposed, r) {
+		return nil, unknown(&e.tools, exposed)
+	}
 	params := &mcp.CallToolParams{
 		Name:           r.name,
 		Meta:           forwardMeta(cs, req.Session, req.Params.Meta),
@@ -690,7 +711,7 @@ func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest)
 		return nil, err
 	}
 	if !ok {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", exposed)}
+		return nil, unknown(&e.prompts, exposed)
 	}
 	defer e.calls.Leave()
 	cs, ctx, cancel, err := e.target(ctx, r.server)
@@ -698,6 +719,9 @@ func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest)
 		return nil, err
 	}
 	defer cancel()
+	if !e.still(&e.prompts, exposed, r) {
+		return nil, unknown(&e.prompts, exposed)
+	}
 	params := &mcp.GetPromptParams{
 		Name:           r.name,
 		Arguments:      req.Params.Arguments,
@@ -738,6 +762,9 @@ func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, k *ki
 		return nil, err
 	}
 	defer cancel()
+	if !e.still(k, key, r) {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
 	params := &mcp.ReadResourceParams{
 		URI:            uri,
 		Meta:           forwardMeta(cs, req.Session, req.Params.Meta),

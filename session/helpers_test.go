@@ -240,6 +240,14 @@ func (f *fixture) connect(name, settings string) *client {
 // connectWith is connect with the client's session options (nil: the
 // go-sdk's newest protocol).
 func (f *fixture) connectWith(name, settings string, opts *mcp.ClientSessionOptions) *client {
+	f.t.Helper()
+	return f.connectAs(name, "demo", settings, opts, nil)
+}
+
+// connectAs is connectWith for a session whose one server is named server
+// (reached through the fixture's shared upstream whatever its name), with
+// the view's registry wrapped by wrap (nil: the endpoint itself).
+func (f *fixture) connectAs(name, server, settings string, opts *mcp.ClientSessionOptions, wrap func(*session.Endpoint) view.Registry) *client {
 	t := f.t
 	t.Helper()
 	c := &client{changed: make(chan struct{}, 100), updated: make(chan string, 100)}
@@ -247,15 +255,19 @@ func (f *fixture) connectWith(name, settings string, opts *mcp.ClientSessionOpti
 		Name:     name,
 		Progress: f.relay,
 		Logger:   quiet,
-		Upstream: func(server string) session.Target {
-			if server != "demo" || c.handle == nil {
+		Upstream: func(s string) session.Target {
+			if s != server || c.handle == nil {
 				return session.Target{}
 			}
 			return session.Target{Session: c.handle.Session(), Timeout: 10 * time.Second, Subscriptions: c.handle}
 		},
 	})
-	c.view = view.New(view.Config{Session: name, Server: "demo", Registry: c.ep, Counters: f.counters, Policy: metakey.Reference{}, Settings: json.RawMessage(settings), Logger: quiet})
-	h, err := f.pool.Acquire(t.Context(), pool.Spec{Name: "demo", Command: "in-memory", Pooled: true}, c.view)
+	var reg view.Registry = c.ep
+	if wrap != nil {
+		reg = wrap(c.ep)
+	}
+	c.view = view.New(view.Config{Session: name, Server: server, Registry: reg, Counters: f.counters, Policy: metakey.Reference{}, Settings: json.RawMessage(settings), Logger: quiet})
+	h, err := f.pool.Acquire(t.Context(), pool.Spec{Name: server, Command: "in-memory", Pooled: true}, c.view)
 	require.NoError(t, err)
 	c.handle = h
 

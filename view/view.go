@@ -39,7 +39,8 @@
 // view ([View.Attach]) and drives it through the returned [Attachment]:
 // Apply a new snapshot, Hold while the transport restarts (settings changes
 // are accepted but not replayed until the restart's snapshot arrives, so the
-// restart's fan-out applies the newest settings and nothing is lost),
+// restart's fan-out applies the newest settings and nothing is lost;
+// meanwhile [View.Lagging] says the registrations are stale),
 // Withdraw when the transport failed, Detach when the session lets go. An
 // attachment becomes inert once detached, so a fan-out racing with a release
 // can never re-register items for a view that already left. A view ignores
@@ -75,6 +76,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/churn"
@@ -133,6 +135,10 @@ type View struct {
 	appliedSnap *Snapshot
 	appliedKey  string
 	appliedGen  uint64
+
+	// lag is set while the registrations are of older settings or policy
+	// than the view's (a change taken while held); read without mu.
+	lag atomic.Bool
 }
 
 // New returns a detached view. It makes no policy call: the key is computed
@@ -401,10 +407,19 @@ func (a *Attachment) Detach() {
 	v.hold = false
 }
 
+// Lagging reports whether the view's registrations are of older settings
+// or policy than the view's own: a change taken while the view is held
+// (a restart) and not yet replayed. The registrations may then show what
+// the session's settings now hide, so its owner forwards no call through
+// the view until the replay (pool.Handle.Session). It does not wait for
+// the view's lock.
+func (v *View) Lagging() bool { return v.lag.Load() }
+
 // sync brings the registry in line with the view's snapshot, settings and
 // policy, if the view is attached, has a snapshot and is not held.
 func (v *View) sync(ctx context.Context) error {
 	if v.att == nil || v.snap == nil || v.hold {
+		v.lag.Store(v.applied != nil && (v.appliedKey != v.key || v.appliedGen != v.gen))
 		return nil
 	}
 	if v.key == "" {
@@ -415,6 +430,7 @@ func (v *View) sync(ctx context.Context) error {
 		v.key = key
 	}
 	if v.applied != nil && v.appliedSnap == v.snap && v.appliedKey == v.key && v.appliedGen == v.gen {
+		v.lag.Store(false)
 		return nil
 	}
 	proj, err := v.att.memo.project(ctx, v.policy, v.counters, v.key, v.settings, v.snap)
@@ -428,6 +444,7 @@ func (v *View) sync(ctx context.Context) error {
 	v.appliedKey = v.key
 	v.appliedGen = v.gen
 	v.err = nil
+	v.lag.Store(false) // after the registry calls: see Lagging
 	return nil
 }
 
@@ -483,6 +500,7 @@ func (v *View) clear() {
 	v.applied = nil
 	v.appliedSnap = nil
 	v.appliedKey = ""
+	v.lag.Store(false)
 }
 
 // cloneSettings copies raw settings; nil or empty becomes "{}" so the
