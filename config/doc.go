@@ -57,9 +57,10 @@
 // "servers", the names of the servers the session uses (absent: all of
 // them); optional "overrides", a map from server name to an object with any
 // of "trust", "includeTools", "excludeTools", "alwaysLoadTools" and
-// "disabled". Tokens are trimmed of surrounding white space and must then be
-// non-empty printable ASCII; no two sessions, nor a session and the admin
-// API, may share a token.
+// "disabled"; and an optional "description". Tokens are trimmed of
+// surrounding white space and must then be non-empty printable ASCII
+// without spaces; no two sessions, nor a session and the admin API, may
+// share a token.
 //
 // Relative "tokenFile", "cwd" and policy "path" values are resolved against
 // the directory of the config file. A "command" is run as os/exec runs it:

@@ -4,11 +4,11 @@
 //
 // Load checks a module before it runs anything else: the SHA-256 pin, the
 // wasm header, compilation, imports (only the Extism kernel and WASI) and
-// exports (handshake, canonicalize, project, and the type of the optional
-// project_batch), then calls handshake and refuses other ABI versions. A
-// loaded Plugin keeps a bounded pool of instances; each call runs on one
-// instance under a memory cap and a timeout, and an instance that timed
-// out, trapped or produced bad output is discarded. *Plugin implements
+// exports (handshake, canonicalize, project, and the types of the optional
+// project_batch and direct exports), then calls handshake and refuses other
+// ABI versions. A loaded Plugin keeps a bounded pool of instances; each call
+// runs on one instance under a memory cap and a timeout, and an instance that
+// timed out, trapped or produced bad output is discarded. *Plugin implements
 // abi.Policy and abi.BatchProjector.
 //
 // Two things keep calls cheap. The module is metered (meter.go, package
