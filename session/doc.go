@@ -97,8 +97,9 @@
 // back to the same server. A client of an older protocol is asked by the
 // go-sdk's server on the Endpoint's behalf. Each forwarded call tells the
 // upstream the calling client's elicitation and sampling capabilities
-// (see forwardMeta), so the upstream asks only a client that can
-// answer.
+// (under mcp.MetaKeyClientCapabilities in the request's _meta, when the
+// upstream link speaks 2026-07-28), so the upstream asks only a client
+// that can answer.
 //
 // # Enforcement
 //
