@@ -484,7 +484,7 @@ func (d *Daemon) registry(name string) view.Registry {
 	if s := d.cfg.Sessions[name]; s != nil {
 		token = s.Token
 	}
-	d.endpoints[name] = &endpoint{ep: ep, http: h, token: token}
+	d.endpoints[name] = &endpoint{ep: ep, http: ep.HTTPHandler(h), token: token}
 	return ep
 }
 

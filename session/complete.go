@@ -34,7 +34,7 @@ func (e *Endpoint) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp
 		return nil, unknown(k, key)
 	}
 	defer e.calls.Leave()
-	cs, ctx, cancel, err := e.target(ctx, r.server)
+	cs, ctx, cancel, err := e.target(ctx, req.Extra, r.server)
 	if err != nil {
 		return nil, err
 	}

@@ -57,7 +57,9 @@
 // resources/read, which have no such result, get a JSON-RPC error).
 // prompts/get and resources/read are forwarded the same way. A client's
 // cancellation cancels the upstream call (the go-sdk sends
-// notifications/cancelled on both legs).
+// notifications/cancelled on both legs), and so, over HTTP
+// ([Endpoint.HTTPHandler]), does a client's leaving: the POST that carried
+// the call ending first, a DELETE of its session, or [Endpoint.Close].
 //
 // completion/complete is forwarded too: a prompt reference by exposed name,
 // a resource reference by URI template (or resource URI), each only when

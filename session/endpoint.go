@@ -116,6 +116,7 @@ type Endpoint struct {
 	calls    inflight.Gate   // forwarded calls; closed by Drain
 	abort    context.Context // ended when Drain cuts the calls under way short
 	cutShort context.CancelFunc
+	carriers carriers // the HTTP requests carrying calls (HTTPHandler)
 
 	subscribed  atomic.Int32 // len(subs), read without subMu
 	syncPending atomic.Bool  // a syncSubscriptions is on its way
@@ -262,11 +263,18 @@ func (e *Endpoint) names(k *kind) []string {
 	return slices.Sorted(maps.Keys(k.routes))
 }
 
-// Close closes every connected client session. Registrations stay; the
+// Close closes every connected client session, first cancelling the
+// upstream requests of the calls they have under way through HTTPHandler
+// (closing a session waits for its calls). Registrations stay; the
 // endpoint can still be served again.
 func (e *Endpoint) Close() {
 	for ss := range e.srv.Sessions() {
+		done := func() {}
+		if id := ss.ID(); id != "" {
+			done = e.carriers.end(id)
+		}
 		_ = ss.Close()
+		done()
 	}
 }
 
@@ -632,11 +640,12 @@ func (e *Endpoint) cutShortError(format string, args ...any) error {
 	return fmt.Errorf("session %q: %s: %w (cut short: the call outlived the drain's grace)", e.name, fmt.Sprintf(format, args...), ErrDraining)
 }
 
-// target returns the upstream for server and a context for the call,
-// bounded by the server's timeout (when it has one) and cancelled when
-// Drain cuts calls short, or an error wrapping ErrUnavailable (or
+// target returns the upstream for server and a context for a call with
+// extra, bounded by the server's timeout (when it has one) and cancelled
+// when Drain cuts calls short or the call's answer can no longer reach its
+// client (see HTTPHandler), or an error wrapping ErrUnavailable (or
 // ErrDraining, when Drain has already cut calls short).
-func (e *Endpoint) target(ctx context.Context, server string) (*mcp.ClientSession, context.Context, context.CancelFunc, error) {
+func (e *Endpoint) target(ctx context.Context, extra *mcp.RequestExtra, server string) (*mcp.ClientSession, context.Context, context.CancelFunc, error) {
 	t := e.upstream(server)
 	if t.Session == nil {
 		return nil, nil, nil, fmt.Errorf("session %q, server %q: %w (connecting or restarting; try again)", e.name, server, ErrUnavailable)
@@ -648,14 +657,19 @@ func (e *Endpoint) target(ctx context.Context, server string) (*mcp.ClientSessio
 		ctx, cancel = context.WithCancel(ctx)
 	}
 	stop := context.AfterFunc(e.abort, cancel) // Drain cutting calls short
+	stopCarrier := func() bool { return true }
+	if c := e.carriers.of(extra); c != nil {
+		stopCarrier = context.AfterFunc(c, cancel) // the client gone
+	}
 	if err := e.cutShortError("server %q", server); err != nil {
 		// AfterFunc cancels in a goroutine of its own: the call must not
 		// reach the upstream before that.
 		stop()
+		stopCarrier()
 		cancel()
 		return nil, nil, nil, err
 	}
-	return t.Session, ctx, func() { stop(); cancel() }, nil
+	return t.Session, ctx, func() { stop(); stopCarrier(); cancel() }, nil
 }
 
 // forwardTool serves tools/call.
@@ -669,7 +683,7 @@ func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*
 		return nil, unknown(&e.tools, exposed)
 	}
 	defer e.calls.Leave()
-	cs, ctx, cancel, err := e.target(ctx, r.server)
+	cs, ctx, cancel, err := e.target(ctx, req.Extra, r.server)
 	if err != nil {
 		return errorResult(err), nil
 	}
@@ -714,7 +728,7 @@ func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest)
 		return nil, unknown(&e.prompts, exposed)
 	}
 	defer e.calls.Leave()
-	cs, ctx, cancel, err := e.target(ctx, r.server)
+	cs, ctx, cancel, err := e.target(ctx, req.Extra, r.server)
 	if err != nil {
 		return nil, err
 	}
@@ -757,7 +771,7 @@ func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, k *ki
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
 	defer e.calls.Leave()
-	cs, ctx, cancel, err := e.target(ctx, r.server)
+	cs, ctx, cancel, err := e.target(ctx, req.Extra, r.server)
 	if err != nil {
 		return nil, err
 	}
