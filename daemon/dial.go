@@ -18,7 +18,7 @@ import (
 const stderrWaitDelay = 2 * time.Second
 
 // A pidTable remembers the process id of the newest stdio upstream started
-// for each transport identity, for /v1/state.
+// for each transport identity, for /v1/state, until its connection closes.
 type pidTable struct {
 	mu   sync.Mutex
 	pids map[string]int
@@ -30,6 +30,16 @@ func (t *pidTable) set(identity string, pid int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.pids[identity] = pid
+}
+
+// forget drops identity's pid if it is still pid (a newer process of the
+// same identity may have been recorded since).
+func (t *pidTable) forget(identity string, pid int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pids[identity] == pid {
+		delete(t.pids, identity)
+	}
 }
 
 // get returns the pid recorded for identity, or 0.
@@ -62,9 +72,10 @@ func (d *Daemon) dial(base pool.Dialer) pool.Dialer {
 	}
 }
 
-// A pidTransport records the process id once the command started (its
-// Transport, from procgroup.Transport, makes closing the connection end the
-// upstream's whole process group).
+// A pidTransport records the process id once the command started, and
+// forgets it when the connection closes (its Transport, from
+// procgroup.Transport, makes closing the connection end the upstream's
+// whole process group).
 type pidTransport struct {
 	mcp.Transport
 	cmd      *mcp.CommandTransport
@@ -77,10 +88,23 @@ func (t *pidTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.cmd.Command.Process != nil {
-		t.pids.set(t.identity, t.cmd.Command.Process.Pid)
+	if t.cmd.Command.Process == nil {
+		return c, nil
 	}
-	return c, nil
+	pid := t.cmd.Command.Process.Pid
+	t.pids.set(t.identity, pid)
+	return &pidConn{Connection: c, forget: sync.OnceFunc(func() { t.pids.forget(t.identity, pid) })}, nil
+}
+
+// A pidConn forgets its process's pid when it closes.
+type pidConn struct {
+	mcp.Connection
+	forget func()
+}
+
+func (c *pidConn) Close() error {
+	c.forget()
+	return c.Connection.Close()
 }
 
 // A lineLogger logs each line an upstream writes to its stderr.
