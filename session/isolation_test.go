@@ -66,7 +66,7 @@ func requireResourceNotFound(t *testing.T, err error, uri string) {
 	t.Helper()
 	var werr *jsonrpc.Error
 	require.ErrorAs(t, err, &werr, uri)
-	assert.Equal(t, int64(mcp.CodeResourceNotFound), werr.Code, uri)
+	assert.Equal(t, int64(jsonrpc.CodeInvalidParams), werr.Code, uri) // SEP-2164
 	assert.Equal(t, "Resource not found", werr.Message, uri)
 	assert.JSONEq(t, fmt.Sprintf(`{"uri":%q}`, uri), string(werr.Data), uri)
 }
