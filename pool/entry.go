@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
@@ -287,6 +288,12 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial: %w", err)
 	}
+	t, _ = WithRoundTripper(t, func(rt http.RoundTripper) http.RoundTripper {
+		return &streamWatch{base: rt, timeout: e.timeout, stop: e.stop,
+			reopened: func() { e.markDirty(gen, kindAll) },
+			ended:    func() { go e.streamLost(gen) },
+		}
+	})
 	client := NewClient(e.pool.client, mcp.ClientOptions{
 		Logger:                      e.log,
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { e.listChanged(gen, kindTools) },
@@ -573,7 +580,38 @@ func (e *Entry) fanOut(handles []*Handle, snap *view.Snapshot) {
 // it. Either way cs is closed once more to release its resources, and that
 // close is the one Disconnects counts.
 func (e *Entry) watch(gen uint64, cs *mcp.ClientSession) {
-	err := cs.Wait()
+	e.wentAway(gen, cs, cs.Wait())
+}
+
+// errStreamLost is the cause recorded when the event stream of an HTTP
+// upstream ends and cannot be opened again (see streamWatch).
+var errStreamLost = errors.New("the upstream's event stream ended")
+
+// streamLost handles the end of the event stream of connection generation
+// gen as the end of the connection: it cannot hear of changes any more.
+// The attempt that made the connection may still be publishing it.
+func (e *Entry) streamLost(gen uint64) {
+	for {
+		e.mu.Lock()
+		if e.conn != gen || e.state.Terminal() {
+			e.mu.Unlock()
+			return
+		}
+		if e.state == StateReady {
+			cs := e.session
+			e.mu.Unlock()
+			e.wentAway(gen, cs, errStreamLost)
+			return
+		}
+		ch := e.changed
+		e.mu.Unlock()
+		<-ch
+	}
+}
+
+// wentAway handles the end, which the pool did not cause, of session cs of
+// generation gen (see watch).
+func (e *Entry) wentAway(gen uint64, cs *mcp.ClientSession, err error) {
 	e.mu.Lock()
 	if e.conn != gen || e.state != StateReady {
 		e.mu.Unlock()
@@ -586,7 +624,7 @@ func (e *Entry) watch(gen uint64, cs *mcp.ClientSession) {
 		e.crashes++
 		e.mu.Unlock()
 		e.log.Warn("upstream went away, restarting", "err", err)
-		if rerr := e.doRestart(context.Background(), false); rerr != nil {
+		if rerr := e.doRestart(context.Background(), false, gen); rerr != nil {
 			e.log.Warn("restart after disconnect failed", "err", rerr)
 		}
 		return
@@ -638,10 +676,12 @@ func (e *Entry) fail(gen uint64, cause error) bool {
 // entry, and for a failed reconnect (which leaves the entry failed, its
 // views withdrawn; the error wraps the connect error too).
 func (e *Entry) Restart(ctx context.Context) error {
-	return e.doRestart(ctx, true)
+	return e.doRestart(ctx, true, 0)
 }
 
-func (e *Entry) doRestart(ctx context.Context, explicit bool) error {
+// doRestart restarts the entry; one that is not explicit restarts
+// connection generation gen only, not one that replaced it since.
+func (e *Entry) doRestart(ctx context.Context, explicit bool, gen uint64) error {
 	for {
 		e.mu.Lock()
 		if e.state.Terminal() {
@@ -652,6 +692,10 @@ func (e *Entry) doRestart(ctx context.Context, explicit bool) error {
 		if c := e.restart; c != nil {
 			e.mu.Unlock()
 			return wait(ctx, c)
+		}
+		if !explicit && e.conn != gen {
+			e.mu.Unlock()
+			return nil // replaced already
 		}
 		if e.state == StateReady {
 			break
@@ -672,7 +716,7 @@ func (e *Entry) doRestart(ctx context.Context, explicit bool) error {
 	old := e.session
 	e.session = nil
 	e.conn++
-	gen := e.conn
+	gen = e.conn
 	e.dirty = 0 // the restart rediscovers everything
 	e.setState(StateRestarting)
 	// Counted while e.mu is held: a pool Close either saw this entry
@@ -719,6 +763,12 @@ func wait(ctx context.Context, c *call) error {
 // publishes.
 func (e *Entry) listChanged(gen uint64, k kinds) {
 	e.pool.counters.Notifications.Add(1)
+	e.markDirty(gen, k)
+}
+
+// markDirty records that the lists k of connection generation gen may have
+// changed, as listChanged does, without a notification to count.
+func (e *Entry) markDirty(gen uint64, k kinds) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.conn != gen || e.state.Terminal() {
