@@ -32,8 +32,9 @@
 // already have, so theirs can be pasted: exactly one of "command" (with
 // "args", "env", "cwd"), "url" (streamable HTTP, falling back to the older
 // HTTP+SSE transport for a server that refuses it, so gemini-cli's SSE
-// entries work) or "httpUrl" (streamable HTTP only), plus "headers",
-// "timeout" (milliseconds; it bounds connecting plus discovery, and each
+// entries work) or "httpUrl" (streamable HTTP only), plus "headers" (sent
+// with every request to the server's host, never to another host a
+// redirect points to), "timeout" (milliseconds; it bounds connecting plus discovery, and each
 // forwarded call; 0 or absent: 30 s for connecting and no bound on calls
 // but the client's own cancellation), "description", the four session metadata settings "trust",
 // "alwaysLoadTools" (boolean or null) and "includeTools", "excludeTools"

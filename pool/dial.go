@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -25,7 +26,8 @@ type Dialer func(ctx context.Context, spec Spec) (mcp.Transport, error)
 // connection), httpUrl servers through mcp.StreamableClientTransport and
 // url servers through streamable HTTP or, for servers that refuse it,
 // HTTP+SSE, as a probe on connecting finds (fallbackTransport), with
-// spec.Headers added to every request.
+// spec.Headers added to every request to the server's own host (not to a
+// host a redirect or an SSE endpoint event points to).
 func DefaultDialer(_ context.Context, spec Spec) (mcp.Transport, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
@@ -41,7 +43,12 @@ func DefaultDialer(_ context.Context, spec Spec) (mcp.Transport, error) {
 	}
 	client := http.DefaultClient
 	if len(spec.Headers) > 0 {
-		client = &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: spec.Clone().Headers}}
+		endpoint := cmp.Or(spec.HTTPURL, spec.URL)
+		u, err := url.Parse(endpoint)
+		if err != nil {
+			return nil, fmt.Errorf("server %s: %s: %w", spec.Name, redactURL(endpoint), err)
+		}
+		client = &http.Client{Transport: headerTransport{base: http.DefaultTransport, host: u.Host, headers: spec.Clone().Headers}}
 	}
 	if spec.HTTPURL != "" {
 		return &mcp.StreamableClientTransport{Endpoint: spec.HTTPURL, HTTPClient: client, MaxRetries: streamRetries}, nil
@@ -126,13 +133,19 @@ func wrapClient(c *http.Client, wrap func(http.RoundTripper) http.RoundTripper) 
 	return &cc
 }
 
-// headerTransport adds fixed headers to each request.
+// headerTransport adds fixed headers to each request to host. Requests to
+// other hosts get none, as net/http drops credentials on a redirect to
+// another domain: the headers often carry them.
 type headerTransport struct {
 	base    http.RoundTripper
+	host    string
 	headers map[string]string
 }
 
 func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !strings.EqualFold(req.URL.Host, t.host) {
+		return t.base.RoundTrip(req)
+	}
 	req = req.Clone(req.Context())
 	for k, v := range t.headers {
 		req.Header.Set(k, v)
