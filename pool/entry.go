@@ -278,6 +278,19 @@ func (e *Entry) closeSession(ctx context.Context, cs *mcp.ClientSession) {
 	}
 }
 
+// closeSessionNow closes cs without waiting for the requests under way on
+// it, which fail: a restart replaces a connection that may be hung, and
+// mcp.ClientSession.Close alone would wait for their answers (see Closer).
+func (e *Entry) closeSessionNow(cs *mcp.ClientSession) {
+	if cs == nil {
+		return
+	}
+	if c, ok := e.pool.closers.Load(cs); ok {
+		c.(*Closer).CloseConnection()
+	}
+	e.closeSession(context.Background(), cs)
+}
+
 // establish dials, connects and discovers a full snapshot. The new session
 // belongs to connection generation gen, which its notification handlers
 // report back.
@@ -304,10 +317,12 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 			e.resourceUpdated(gen, req.Params)
 		},
 	})
-	cs, err := client.Connect(ctx, t, e.spec.SessionOptions())
+	closer := &Closer{Transport: t}
+	cs, err := client.Connect(ctx, closer, e.spec.SessionOptions())
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect: %w", err)
 	}
+	e.pool.closers.Store(cs, closer)
 	e.pool.counters.Connects.Add(1)
 	snap, err := e.discover(ctx, cs, kindAll, nil)
 	if err != nil {
@@ -734,7 +749,7 @@ func (e *Entry) doRestart(ctx context.Context, explicit bool, gen uint64) error 
 			h.att.Hold()
 		}
 		e.fanMu.Unlock()
-		e.closeSession(context.Background(), old)
+		e.closeSessionNow(old)
 
 		cs, snap, err := e.establish(gen)
 		c.err = e.finishConnect(gen, cs, snap, err)

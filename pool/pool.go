@@ -163,6 +163,11 @@ type Pool struct {
 	// waits. Its lock is a leaf: taken with p.mu or an entry's mu held or
 	// not.
 	work inflight.Gate
+
+	// closers holds the Closer beneath each upstream session not yet
+	// closed (*mcp.ClientSession to *Closer), for a restart to close it
+	// at once (Entry.closeSessionNow).
+	closers sync.Map
 }
 
 // New returns an empty pool.
@@ -409,6 +414,7 @@ func (p *Pool) startClose(cs *mcp.ClientSession) <-chan error {
 	done := make(chan error, 1)
 	go func() {
 		err := cs.Close()
+		p.closers.Delete(cs)
 		end()
 		done <- err
 	}()

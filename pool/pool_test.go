@@ -1161,3 +1161,37 @@ func TestRestartFailure(t *testing.T) {
 	require.NoError(t, h.Release(ctx))
 	assert.Empty(t, e.pool.Entries())
 }
+
+// TestRestartDoesNotWaitForHungCalls: an explicit restart of an upstream
+// that never answers a call under way replaces the connection at once, and
+// the call fails, instead of the restart waiting for an answer that never
+// comes (mcp.ClientSession.Close waits for the requests under way).
+func TestRestartDoesNotWaitForHungCalls(t *testing.T) {
+	up := newUpstream(t, "fs", "read")
+	hung := make(chan struct{})
+	up.server.AddTool(&mcp.Tool{Name: "hang", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		close(hung)
+		<-t.Context().Done() // never answers, not even when cancelled
+		return nil, ctx.Err()
+	})
+	e := newEnv(t, pool.Options{}, up)
+	h := e.acquire(stdioSpec("fs"), "s1", `{}`, viewtest.NewRegistry())
+	called := make(chan error, 1)
+	go func() {
+		_, err := h.Session().CallTool(context.Background(), &mcp.CallToolParams{Name: "hang", Arguments: map[string]any{}})
+		called <- err
+	}()
+	<-hung
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, h.Entry().Restart(ctx), "the restart waited for the hung call")
+	assert.Equal(t, pool.StateReady, h.Entry().State())
+	select {
+	case err := <-called:
+		require.Error(t, err, "the call on the closed connection")
+	case <-ctx.Done():
+		t.Fatal("the call under way on the old connection did not end")
+	}
+	assert.Equal(t, 2, up.dialCount())
+}

@@ -54,6 +54,8 @@ type LegacyOptions struct {
 // withdrawn (its view shows nothing and records ErrDisconnected) and the
 // next Apply or Restart reconnects it; a view that failed closed on a
 // connection that stayed up is re-projected by the next Apply, in place.
+// Closing a connection (a reconnect, Restart, Close) fails the requests
+// under way on it rather than waiting for the upstream to answer them.
 // A Legacy is safe for concurrent use; its mutating methods are serialised.
 type Legacy struct {
 	dial     pool.Dialer
@@ -101,7 +103,8 @@ type legacyConn struct {
 	want       *legacyWant
 	identity   string // the connection's identity, re-keyed by SetPolicy
 	cs         *mcp.ClientSession
-	lost       error // set when the upstream went away by itself
+	conn       *pool.Closer // the transport connection beneath cs
+	lost       error        // set when the upstream went away by itself
 	closed     bool
 	version    uint64
 	dirty      bool
@@ -588,6 +591,7 @@ func (l *Legacy) connect(ctx context.Context, server string, w *legacyWant) (*le
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", w.spec, err)
 	}
+	conn := &pool.Closer{Transport: t}
 	client := pool.NewClient(l.client, mcp.ClientOptions{
 		Logger:                      l.log,
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { c.listChanged() },
@@ -598,7 +602,7 @@ func (l *Legacy) connect(ctx context.Context, server string, w *legacyWant) (*le
 			c.resourceUpdated(req.Params)
 		},
 	})
-	cs, err := client.Connect(cctx, t, w.spec.SessionOptions())
+	cs, err := client.Connect(cctx, conn, w.spec.SessionOptions())
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", w.spec, err)
 	}
@@ -625,6 +629,7 @@ func (l *Legacy) connect(ctx context.Context, server string, w *legacyWant) (*le
 	}
 	c.mu.Lock()
 	c.cs = cs
+	c.conn = conn
 	c.version = 1
 	snap.Version = 1
 	c.wg.Add(1)
@@ -675,13 +680,18 @@ func (c *legacyConn) close(ctx context.Context) bool {
 		return false
 	}
 	c.closed = true
-	cs := c.cs
+	cs, conn := c.cs, c.conn
 	c.cs = nil
 	c.mu.Unlock()
 	if c.att != nil {
 		c.att.Detach()
 	}
 	if cs != nil {
+		// cs.Close alone would wait for the requests under way on it (calls
+		// forwarded for the session, a rediscovery) to be answered, however
+		// long the upstream takes, or for ever: closing the connection
+		// beneath it first ends them (they fail, the connection closed).
+		conn.CloseConnection()
 		c.l.closeSession(cs)
 	}
 	done := make(chan struct{})

@@ -1,0 +1,44 @@
+package pool
+
+import (
+	"context"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A Closer is a transport that remembers the connection it made, so that
+// the connection can be closed beneath the client session using it.
+// mcp.ClientSession.Close waits until every request under way on the
+// session has its answer, however long the upstream takes, or for ever;
+// closing the connection first fails those requests at once. A restart, and
+// a Legacy reconnect, close their old connection this way.
+type Closer struct {
+	mcp.Transport
+
+	mu   sync.Mutex
+	conn mcp.Connection
+}
+
+// Connect connects the transport and remembers the connection.
+func (t *Closer) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := t.Transport.Connect(ctx)
+	if err == nil {
+		t.mu.Lock()
+		t.conn = conn
+		t.mu.Unlock()
+	}
+	return conn, err
+}
+
+// CloseConnection closes the connection made, if any. The client session's
+// own Close closes it again, which the connections of the go-sdk's
+// transports, and wasmhost's wrappers of them, take as a no-op.
+func (t *Closer) CloseConnection() {
+	t.mu.Lock()
+	conn := t.conn
+	t.mu.Unlock()
+	if conn != nil {
+		_ = conn.Close()
+	}
+}
