@@ -3,7 +3,6 @@
 package daemon_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,11 +11,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +28,7 @@ import (
 	"github.com/wasmhost/wasmhost/daemon"
 	"github.com/wasmhost/wasmhost/host"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/internal/leakcheck"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
 	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
 )
@@ -57,191 +54,13 @@ const (
 	leakSlowMS = 30_000
 )
 
-// resources is what a leak leaves behind in this process: goroutines
-// (counted, and their stacks grouped), open file descriptors (number to
-// target) and child processes (pid to command line).
-type resources struct {
-	goroutines int
-	stacks     map[string]int
-	fds        map[string]string
-	children   map[int]string
-}
-
-// takeResources measures this process's goroutines, file descriptors and
-// child processes.
-func takeResources() (resources, error) {
-	r := resources{goroutines: runtime.NumGoroutine(), fds: make(map[string]string), children: make(map[int]string)}
-	var prof bytes.Buffer
-	if err := pprof.Lookup("goroutine").WriteTo(&prof, 1); err != nil {
-		return r, err
-	}
-	r.stacks = goroutineStacks(prof.String())
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return r, err
-	}
-	for _, e := range ents {
-		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil {
-			r.fds[e.Name()] = target // (ReadDir's own descriptor is closed by now)
-		}
-	}
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		return r, err
-	}
-	self := strconv.Itoa(os.Getpid())
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
-		if err != nil {
-			continue // it ended meanwhile
-		}
-		// The command name may hold spaces and parentheses: fields are
-		// counted from the last ')': state, ppid, ...
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) < 2 || f[1] != self {
-			continue
-		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
-		r.children[pid] = "state " + f[0] + ": " + strings.ReplaceAll(strings.TrimRight(string(cmdline), "\x00"), "\x00", " ")
-	}
-	return r, nil
-}
-
-// goroutineStacks groups a debug=1 goroutine profile by stack: each
-// record without its leading count, to that count.
-func goroutineStacks(profile string) map[string]int {
-	out := make(map[string]int)
-	_, profile, _ = strings.Cut(profile, "\n") // "goroutine profile: total N"
-	for _, rec := range strings.Split(profile, "\n\n") {
-		count, stack, ok := strings.Cut(strings.TrimSpace(rec), " @ ")
-		n, err := strconv.Atoi(count)
-		if !ok || err != nil || strings.Contains(stack, "daemon_test.takeResources") {
-			continue // the end, or the goroutine measuring
-		}
-		out[stack] += n
-	}
-	return out
-}
-
-// exceeds reports how now goes beyond base: more goroutines or descriptors
-// than base plus margin, or more child processes than maxChildren, with
-// the goroutine stacks, descriptors and processes that are new. It returns
-// nil when now is within the limits.
-func (base resources) exceeds(now resources, margin, maxChildren int) error {
-	var b strings.Builder
-	if now.goroutines > base.goroutines+margin {
-		fmt.Fprintf(&b, "goroutines: %d, baseline %d (margin %d); stacks with more goroutines than at the baseline:\n", now.goroutines, base.goroutines, margin)
-		for _, stack := range slices.Sorted(maps.Keys(now.stacks)) {
-			if extra := now.stacks[stack] - base.stacks[stack]; extra > 0 {
-				fmt.Fprintf(&b, "+%d @ %s\n\n", extra, stack)
-			}
-		}
-	}
-	if len(now.fds) > len(base.fds)+margin {
-		fmt.Fprintf(&b, "file descriptors: %d, baseline %d (margin %d); new ones:\n", len(now.fds), len(base.fds), margin)
-		for _, fd := range slices.Sorted(maps.Keys(now.fds)) {
-			if target, ok := base.fds[fd]; !ok || target != now.fds[fd] {
-				fmt.Fprintf(&b, "  fd %s -> %s\n", fd, now.fds[fd])
-			}
-		}
-	}
-	if len(now.children) > maxChildren {
-		fmt.Fprintf(&b, "child processes: %d, at most %d expected:\n", len(now.children), maxChildren)
-		for _, pid := range slices.Sorted(maps.Keys(now.children)) {
-			fmt.Fprintf(&b, "  pid %d (%s)\n", pid, now.children[pid])
-		}
-	}
-	if b.Len() == 0 {
-		return nil
-	}
-	return errors.New(b.String())
-}
-
-// settle polls, until within has passed, for this process to be back
-// within base's limits (see exceeds), and returns the last excess
-// otherwise.
-func settle(base resources, margin, maxChildren int, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(25 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		now, err := takeResources()
-		if err == nil {
-			err = base.exceeds(now, margin, maxChildren)
-		}
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		<-tick.C
-	}
-}
-
-// quiet returns this process's resources once its goroutine count has
-// stopped falling (connections closed a moment ago end their goroutines
-// asynchronously), so that a baseline counts none of them.
-func quiet(t *testing.T) resources {
-	t.Helper()
-	deadline := time.Now().Add(leakSettle)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	low, err := takeResources()
-	require.NoError(t, err)
-	for steady := 0; steady < 10 && time.Now().Before(deadline); {
-		<-tick.C
-		now, err := takeResources()
-		require.NoError(t, err)
-		if now.goroutines < low.goroutines || len(now.fds) < len(low.fds) {
-			low, steady = now, 0
-		} else {
-			steady++
-		}
-	}
-	return low
-}
-
 // waitChildren waits until this process has at most n child processes.
 func waitChildren(t *testing.T, n int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		r, err := takeResources()
-		return err == nil && len(r.children) <= n
+		r, err := leakcheck.Take()
+		return err == nil && len(r.Children) <= n
 	}, leakSettle, 20*time.Millisecond, "more than %d child processes", n)
-}
-
-// TestLeakCheckFindsLeaks shows that settle, which TestLeakSoak relies on,
-// fails for a goroutine, a file descriptor and a child process left
-// behind, naming each, and passes once they are gone.
-func TestLeakCheckFindsLeaks(t *testing.T) {
-	// The goroutines of the tests before this one may still be ending:
-	// counted in the baseline, their end would hide the one leaked here.
-	base := quiet(t)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		<-stop
-	}()
-	f, err := os.Open(os.DevNull)
-	require.NoError(t, err)
-	cmd := exec.Command("sleep", "30")
-	require.NoError(t, cmd.Start())
-
-	err = settle(base, 0, len(base.children), 200*time.Millisecond)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "TestLeakCheckFindsLeaks.func1")
-	assert.Contains(t, err.Error(), "-> "+os.DevNull)
-	assert.Contains(t, err.Error(), fmt.Sprintf("pid %d (state S: sleep 30)", cmd.Process.Pid))
-
-	close(stop)
-	<-done
-	require.NoError(t, f.Close())
-	require.NoError(t, cmd.Process.Kill())
-	_ = cmd.Wait()
-	require.NoError(t, settle(base, 0, len(base.children), leakSettle))
 }
 
 // A leakSoak drives one daemon through churn.
@@ -669,7 +488,7 @@ func TestLeakCallsOfGoneClients(t *testing.T) {
 	s.warmClients()
 	s.waitNoClients()
 	s.r.http.CloseIdleConnections()
-	base := quiet(t)
+	base := leakcheck.Quiet(t, leakSettle)
 
 	// Gone: the idle timeout closes its session, which waits for the call.
 	gone := s.startSlow(t.Context(), "alice", aliceToken, true)
@@ -693,7 +512,7 @@ func TestLeakCallsOfGoneClients(t *testing.T) {
 	s.reload(0)
 
 	s.r.http.CloseIdleConnections()
-	if err := settle(base, leakMargin, len(base.children), leakSettle); err != nil {
+	if err := leakcheck.Settle(base, leakMargin, len(base.Children), leakSettle); err != nil {
 		t.Fatalf("clients counted: %v: %v", s.clientCounts(), err)
 	}
 }
@@ -724,7 +543,7 @@ func TestLeakSoak(t *testing.T) {
 	s.r.http.CloseIdleConnections()
 	waitChildren(t, 0)
 
-	before := quiet(t)
+	before := leakcheck.Quiet(t, leakSettle)
 	logResources(t, "before")
 	s.r = start(t, s.leakConfig(0), opts)
 	s.warmClients()
@@ -733,7 +552,7 @@ func TestLeakSoak(t *testing.T) {
 	s.waitNoClients()
 	waitChildren(t, 2)
 	s.r.http.CloseIdleConnections()
-	baseline := quiet(t)
+	baseline := leakcheck.Quiet(t, leakSettle)
 	logResources(t, "baseline")
 
 	began := time.Now()
@@ -753,14 +572,14 @@ func TestLeakSoak(t *testing.T) {
 	// Back to the starting config: what the churn made is gone once the
 	// clients that left without DELETE have timed out.
 	s.r.http.CloseIdleConnections()
-	if err := settle(baseline, leakMargin, len(baseline.children), leakIdleTimeout+leakSettle); err != nil {
+	if err := leakcheck.Settle(baseline, leakMargin, len(baseline.Children), leakIdleTimeout+leakSettle); err != nil {
 		t.Fatalf("after the churn, with the starting config back (clients counted: %v): %v", s.clientCounts(), err)
 	}
 	logResources(t, "after the churn")
 
 	s.r.stop()
 	s.r.http.CloseIdleConnections()
-	require.NoError(t, settle(before, leakMargin, 0, leakSettle), "after the daemon stopped")
+	require.NoError(t, leakcheck.Settle(before, leakMargin, 0, leakSettle), "after the daemon stopped")
 	logResources(t, "after the stop")
 }
 
@@ -768,7 +587,7 @@ func TestLeakSoak(t *testing.T) {
 // child processes.
 func logResources(t *testing.T, when string) {
 	t.Helper()
-	r, err := takeResources()
+	r, err := leakcheck.Take()
 	require.NoError(t, err)
-	t.Logf("%s: %d goroutines, %d fds, %d children", when, r.goroutines, len(r.fds), len(r.children))
+	t.Logf("%s: %d goroutines, %d fds, %d children", when, r.Goroutines, len(r.FDs), len(r.Children))
 }
