@@ -25,6 +25,10 @@ import (
 const (
 	stdioRetryMin = time.Second
 	stdioRetryMax = 30 * time.Second
+	// stdioBackoffMemory is how long a server must stay up after a retry
+	// brought it back before its backoff starts from stdioRetryMin again
+	// (the daemon's backoffMemory).
+	stdioBackoffMemory = time.Minute
 )
 
 // runStdio is `wasmhost stdio`: one session served over standard input and
@@ -88,17 +92,21 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 		plugin, err = host.LoadFile(ctx, cfg.Policy.Path, opts)
 	}
 	if err != nil {
-		s.errorf("stdio", "%s: policy: %v", *configPath, err)
+		s.errorf("stdio", "%s: %s: %v", *configPath, policyField(cfg.Policy, err), err)
 		return exitUsage
 	}
 	defer plugin.Close(context.Background())
 
-	// A signal (SIGTERM here, or the interrupt that ends ctx) starts the
-	// drain; serving goes on, under its own context, until the calls under
-	// way have their answers written. A second signal ends the process.
+	// A signal (SIGTERM or SIGHUP here, or the interrupt that ends ctx)
+	// starts the drain; serving goes on, under its own context, until the
+	// calls under way have their answers written. A second signal ends the
+	// process. stdio mode has no reload, so SIGHUP (its terminal or client
+	// hung up, or an operator used to the daemon's reload) stops it too:
+	// left to its default action it would end the process at once, leaving
+	// the upstreams' process groups behind.
 	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopServing()
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	context.AfterFunc(ctx, stop)
 
@@ -170,6 +178,23 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 	return exitOK
 }
 
+// policyField is the config setting at fault when the policy plugin cfg
+// names could not be loaded (err), as the daemon names it: policy.sha256
+// for a digest that does not match the pin, policy.memoryMiB for a plugin
+// that needs more memory, policy.path for a plugin file, and policy for
+// the embedded default plugin.
+func policyField(cfg config.Policy, err error) string {
+	switch {
+	case errors.Is(err, host.ErrDigestMismatch):
+		return "policy.sha256"
+	case errors.Is(err, host.ErrMemoryLimit):
+		return "policy.memoryMiB"
+	case cfg.Path != "":
+		return "policy.path"
+	}
+	return "policy"
+}
+
 // Bounds of stdio mode's stop at a signal, the daemon's (session.DrainGrace
 // for the calls under way; stdioStopGrace for each later step: the
 // answers' writes, the end of serving).
@@ -231,11 +256,17 @@ func stdioDialer(relay *session.ProgressRelay, w io.Writer) pool.Dialer {
 
 // superviseLegacy reconnects servers whose connection failed or was lost,
 // or whose view failed closed (a policy failure: stdio mode has no reload
-// to repair it), with exponential backoff, until ctx ends.
+// to repair it), with exponential backoff, until ctx ends. As in the
+// daemon's supervisor, a server a retry brought back must stay up for
+// stdioBackoffMemory before its backoff starts over, so one that crashes
+// soon after each reconnect is retried less and less often. Standard error
+// (warn, stdio mode's default level) says when a server goes down and when
+// it is back.
 func superviseLegacy(ctx context.Context, leg *reconcile.Legacy, log *slog.Logger) {
 	type retry struct {
-		next  time.Time
-		delay time.Duration
+		next      time.Time
+		delay     time.Duration
+		recovered time.Time // when a retry last brought it back; zero while down
 	}
 	retries := make(map[string]*retry)
 	t := time.NewTicker(stdioRetryMin / 2)
@@ -255,25 +286,38 @@ func superviseLegacy(ctx context.Context, leg *reconcile.Legacy, log *slog.Logge
 				}
 				down[b.Server] = true
 				r := retries[b.Server]
-				if r == nil {
-					retries[b.Server] = &retry{next: now.Add(stdioRetryMin), delay: stdioRetryMin}
-					log.Warn("upstream down; retrying with backoff", "server", b.Server, "err", b.Error)
-					continue
-				}
-				if now.Before(r.next) {
-					continue
-				}
-				if err := leg.Repair(ctx, b.Server); err != nil {
+				switch {
+				case r == nil:
+					r = &retry{next: now.Add(stdioRetryMin), delay: stdioRetryMin}
+					retries[b.Server] = r
+				case !r.recovered.IsZero():
+					// Down again soon after a retry: back off further.
+					r.recovered = time.Time{}
 					r.delay = min(2*r.delay, stdioRetryMax)
-					r.next = time.Now().Add(r.delay)
-					log.Warn("upstream retry failed", "server", b.Server, "next in", r.delay, "err", err)
+					r.next = now.Add(r.delay)
+				default:
+					if now.Before(r.next) {
+						continue
+					}
+					if err := leg.Repair(ctx, b.Server); err != nil {
+						if ctx.Err() != nil {
+							return // stopping: not a failure to report
+						}
+						r.delay = min(2*r.delay, stdioRetryMax)
+						r.next = time.Now().Add(r.delay)
+						log.Warn("upstream retry failed", "server", b.Server, "next in", r.delay, "err", err)
+						continue
+					}
+					// Warn, as its going down was: the default level shows both.
+					log.Warn("upstream reconnected", "server", b.Server)
+					r.recovered = time.Now()
 					continue
 				}
-				log.Info("upstream reconnected", "server", b.Server)
+				log.Warn("upstream down; retrying with backoff", "server", b.Server, "in", r.delay, "err", b.Error)
 			}
 		}
-		for server := range retries {
-			if !down[server] {
+		for server, r := range retries {
+			if !down[server] && (r.recovered.IsZero() || now.Sub(r.recovered) > stdioBackoffMemory) {
 				delete(retries, server)
 			}
 		}
