@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
@@ -301,12 +300,9 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial: %w", err)
 	}
-	t, _ = WithRoundTripper(t, func(rt http.RoundTripper) http.RoundTripper {
-		return &streamWatch{base: rt, timeout: e.timeout, stop: e.stop,
-			reopened: func() { e.markDirty(gen, kindAll) },
-			ended:    func() { go e.streamLost(gen) },
-		}
-	})
+	t = WatchStreams(t, e.timeout, e.stop,
+		func() { e.markDirty(gen, kindAll) },
+		func() { go e.streamLost(gen) })
 	client := NewClient(e.pool.client, mcp.ClientOptions{
 		Logger:                      e.log,
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { e.listChanged(gen, kindTools) },

@@ -591,7 +591,14 @@ func (l *Legacy) connect(ctx context.Context, server string, w *legacyWant) (*le
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", w.spec, err)
 	}
-	conn := &pool.Closer{Transport: t}
+	// An HTTP upstream's event stream is watched as the pool watches it
+	// (pool.WatchStreams): opening it is bounded by the timeout; a stream
+	// opened again has the lists discovered again; a subscriptions/listen
+	// stream that ends, which the go-sdk does not reopen, ends the
+	// connection, which the supervisor then reconnects.
+	var conn *pool.Closer
+	t = pool.WatchStreams(t, l.requestTimeout(w), context.WithoutCancel(ctx), c.listChanged, func() { go conn.CloseConnection() })
+	conn = &pool.Closer{Transport: t}
 	client := pool.NewClient(l.client, mcp.ClientOptions{
 		Logger:                      l.log,
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { c.listChanged() },
