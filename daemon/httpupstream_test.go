@@ -1,15 +1,10 @@
 package daemon_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,136 +13,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 )
 
-// An httpUpstream is the demo server over streamable HTTP at a fixed
+// newHTTPUpstream serves the demo server over streamable HTTP at a fixed
 // address, which a test restarts (a new process: its sessions are gone),
-// takes down (connection refused), brings back, or makes hang.
-type httpUpstream struct {
-	t    *testing.T
-	addr string
-
-	mu      sync.Mutex
-	ts      *httptest.Server
-	demo    *demoserver.Server
-	handler http.Handler
-	hang    func(r *http.Request, method string) bool
-	headers []string // the X-Api-Key of each request
-	stop    chan struct{}
-}
-
-func newHTTPUpstream(t *testing.T) *httpUpstream {
+// takes down (connection refused), brings back, or makes hang. It records
+// each request's X-Api-Key.
+func newHTTPUpstream(t *testing.T) *mcptest.HTTPUpstream {
 	t.Helper()
-	u := &httpUpstream{t: t, stop: make(chan struct{})}
-	u.replace()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	u.addr = ln.Addr().String()
-	u.serve(ln)
-	t.Cleanup(func() { // after the daemon stops (cleanups run last in, first out)
-		close(u.stop)
-		u.down()
+	return mcptest.NewHTTPUpstream(t, mcptest.HTTPUpstreamConfig{
+		NewServer: func() *mcp.Server { return demoserver.New().MCP() },
+		Options:   mcp.StreamableHTTPOptions{Logger: slog.New(slog.DiscardHandler)},
+		Headers:   []string{"X-Api-Key"},
 	})
-	return u
-}
-
-func (u *httpUpstream) url() string { return "http://" + u.addr + "/mcp" }
-
-// replace starts a new demo server process (in memory) and closes the old
-// one's sessions.
-func (u *httpUpstream) replace() {
-	demo := demoserver.New()
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return demo.MCP() },
-		&mcp.StreamableHTTPOptions{Logger: slog.New(slog.DiscardHandler)})
-	u.mu.Lock()
-	old := u.demo
-	u.demo, u.handler = demo, h
-	u.mu.Unlock()
-	if old != nil {
-		for ss := range old.MCP().Sessions() {
-			_ = ss.Close()
-		}
-	}
-}
-
-func (u *httpUpstream) serve(ln net.Listener) {
-	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var method string
-		if r.Method == http.MethodPost {
-			body, _ := io.ReadAll(r.Body)
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			var msg struct{ Method string }
-			_ = json.Unmarshal(body, &msg)
-			method = msg.Method
-		}
-		u.mu.Lock()
-		u.headers = append(u.headers, r.Header.Get("X-Api-Key"))
-		h, hang := u.handler, u.hang
-		u.mu.Unlock()
-		if hang != nil && hang(r, method) {
-			select {
-			case <-r.Context().Done():
-			case <-u.stop:
-			}
-			return
-		}
-		h.ServeHTTP(w, r)
-	}))
-	ts.Listener = ln
-	ts.Start()
-	u.mu.Lock()
-	u.ts = ts
-	u.mu.Unlock()
-}
-
-// restart replaces the server process, dropping every connection.
-func (u *httpUpstream) restart() {
-	u.replace()
-	u.mu.Lock()
-	ts := u.ts
-	u.mu.Unlock()
-	ts.CloseClientConnections()
-}
-
-// down stops serving: connections are refused.
-func (u *httpUpstream) down() {
-	u.mu.Lock()
-	ts, demo := u.ts, u.demo
-	u.ts = nil
-	u.mu.Unlock()
-	if ts == nil {
-		return
-	}
-	for ss := range demo.MCP().Sessions() {
-		_ = ss.Close()
-	}
-	ts.Listener.Close()
-	ts.CloseClientConnections()
-	ts.Close()
-}
-
-// back serves again, a new process, at the same address.
-func (u *httpUpstream) back() {
-	u.replace()
-	var ln net.Listener
-	require.Eventually(u.t, func() bool {
-		var err error
-		ln, err = net.Listen("tcp", u.addr)
-		return err == nil
-	}, 5*time.Second, 10*time.Millisecond)
-	u.serve(ln)
-}
-
-func (u *httpUpstream) setHang(f func(r *http.Request, method string) bool) {
-	u.mu.Lock()
-	u.hang = f
-	u.mu.Unlock()
-}
-
-func (u *httpUpstream) apiKeys() []string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return append([]string(nil), u.headers...)
 }
 
 // callText calls tool through c and returns the text of its answer: the
@@ -193,7 +72,7 @@ func TestHTTPUpstreamOutageEndToEnd(t *testing.T) {
 	u := newHTTPUpstream(t)
 	cfg := baseConfig()
 	set(cfg, "mcpServers.demo", map[string]any{
-		"httpUrl": u.url() + "?api_key=" + querySecret,
+		"httpUrl": u.URL() + "?api_key=" + querySecret,
 		"headers": map[string]any{"X-Api-Key": headerSecret},
 		"timeout": 3000,
 	})
@@ -219,11 +98,11 @@ func TestHTTPUpstreamOutageEndToEnd(t *testing.T) {
 	}
 	served("before")
 
-	u.restart()
+	u.Restart(true)
 	served("after the upstream restarted")
 	assert.Equal(t, "ready", bindingState(r))
 
-	u.down()
+	u.Down()
 	require.Eventually(t, func() bool { return bindingState(r) != "ready" }, 15*time.Second, 20*time.Millisecond,
 		"/v1/state still shows the binding ready")
 	for range 3 {
@@ -240,12 +119,12 @@ func TestHTTPUpstreamOutageEndToEnd(t *testing.T) {
 	}
 	assert.Empty(t, alice.tools(t), "the tools of a server that is down are withdrawn")
 
-	u.back()
+	u.Back()
 	served("after the upstream came back")
 	require.Eventually(t, func() bool { return bindingState(r) == "ready" }, 10*time.Second, 20*time.Millisecond)
 
-	for i, key := range u.apiKeys() {
-		assert.Equal(t, headerSecret, key, "request %d went without the config's header", i)
+	for i, q := range u.Requests() {
+		assert.Equal(t, headerSecret, q.Header.Get("X-Api-Key"), "request %d went without the config's header", i)
 	}
 	_, state := r.do("GET", "/v1/state", adminToken, nil, nil)
 	texts := map[string]string{"the log": r.logs.String(), "/v1/state": state, "the client": strings.Join(told, "\n")}
@@ -260,24 +139,24 @@ func TestHTTPUpstreamOutageEndToEnd(t *testing.T) {
 func TestHTTPUpstreamHangEndToEnd(t *testing.T) {
 	u := newHTTPUpstream(t)
 	slow := newHTTPUpstream(t)
-	slow.setHang(func(r *http.Request, _ string) bool { return r.Method == http.MethodGet })
+	slow.Hang(func(r *http.Request, _ string) bool { return r.Method == http.MethodGet })
 	cfg := baseConfig()
-	set(cfg, "mcpServers.demo", map[string]any{"httpUrl": u.url(), "timeout": 1000})
+	set(cfg, "mcpServers.demo", map[string]any{"httpUrl": u.URL(), "timeout": 1000})
 	r := start(t, cfg)
 	alice := r.connect("alice", aliceToken)
 	text, isErr := callText(t, alice, "demo__echo", map[string]any{"text": "hi"})
 	require.False(t, isErr, text)
 
-	u.setHang(func(_ *http.Request, method string) bool { return method == "tools/call" })
+	u.Hang(func(_ *http.Request, method string) bool { return method == "tools/call" })
 	start := time.Now()
 	text, isErr = callText(t, alice, "demo__echo", map[string]any{"text": "hi"})
 	assert.True(t, isErr)
 	assert.Contains(t, text, "timed out")
 	assert.Less(t, time.Since(start), 5*time.Second)
-	u.setHang(nil)
+	u.SetFault(nil) // the call hung on stays so until it is given up
 
 	servers := cfg["mcpServers"].(map[string]any)
-	servers["slow"] = map[string]any{"httpUrl": slow.url(), "timeout": 500, "protocolVersion": "2025-11-25"}
+	servers["slow"] = map[string]any{"httpUrl": slow.URL(), "timeout": 500, "protocolVersion": "2025-11-25"}
 	done := make(chan struct{})
 	var code int
 	var body string

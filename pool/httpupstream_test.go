@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -27,22 +26,16 @@ import (
 	"github.com/wasmhost/wasmhost/view/viewtest"
 )
 
-// A restartable is an MCP upstream served over streamable HTTP at a fixed
-// address, which a test can restart (a new server process: the sessions it
-// knew are gone, their ids answered with 404), take down (connection
-// refused) and bring back, or make misbehave (see fault).
+// A restartable is the pool's tools upstream (see upstream) served over
+// streamable HTTP by an mcptest.HTTPUpstream, which also counts the event
+// streams being served.
 type restartable struct {
-	t    *testing.T
-	addr string
-	opts mcp.StreamableHTTPOptions
+	*mcptest.HTTPUpstream
+	up    *upstream // the current process's; used on the test goroutine only
+	tools []string  // the next process's
 
-	mu      sync.Mutex
-	ts      *httptest.Server // nil while down
-	up      *upstream
-	handler http.Handler
-	fault   func(w http.ResponseWriter, r *http.Request, method string) bool // true: answered
-	reqs    []seenRequest
-	active  int // event stream requests being served by the MCP handler
+	mu     sync.Mutex
+	active int // event stream requests being served by the MCP handler
 }
 
 // isStream reports whether a request opens an event stream that carries
@@ -52,60 +45,23 @@ func isStream(req *http.Request, method string) bool {
 	return req.Method == http.MethodGet || method == "subscriptions/listen"
 }
 
-// A seenRequest is one HTTP request the upstream got.
-type seenRequest struct {
-	Verb, Method, Session, Header string // Method: the JSON-RPC method of a POST
-}
-
 func newRestartable(t *testing.T, opts mcp.StreamableHTTPOptions) *restartable {
 	t.Helper()
 	opts.Logger = quiet
-	r := &restartable{t: t, opts: opts}
-	r.up = newUpstream(t, "web", "read")
-	r.handler = mcp.NewStreamableHTTPHandler(r.server, &r.opts)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	r.addr = ln.Addr().String()
-	r.serve(ln)
-	t.Cleanup(func() {
-		r.down()
+	r := &restartable{tools: []string{"read"}}
+	r.HTTPUpstream = mcptest.NewHTTPUpstream(t, mcptest.HTTPUpstreamConfig{
+		NewServer: func() *mcp.Server {
+			r.up = newUpstream(t, "web", r.tools...)
+			return r.up.server
+		},
+		Options: opts,
+		Headers: []string{"X-Api-Key"},
+		Serve:   r.serveMCP,
 	})
 	return r
 }
 
-func (r *restartable) server(*http.Request) *mcp.Server {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.up.server
-}
-
-func (r *restartable) url() string { return "http://" + r.addr + "/mcp" }
-
-func (r *restartable) serve(ln net.Listener) {
-	ts := httptest.NewUnstartedServer(http.HandlerFunc(r.serveHTTP))
-	ts.Listener = ln
-	ts.Start()
-	r.mu.Lock()
-	r.ts = ts
-	r.mu.Unlock()
-}
-
-func (r *restartable) serveHTTP(w http.ResponseWriter, req *http.Request) {
-	var method string
-	if req.Method == http.MethodPost {
-		body, _ := io.ReadAll(req.Body)
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		var msg struct{ Method string }
-		_ = json.Unmarshal(body, &msg)
-		method = msg.Method
-	}
-	r.mu.Lock()
-	r.reqs = append(r.reqs, seenRequest{Verb: req.Method, Method: method, Session: req.Header.Get("Mcp-Session-Id"), Header: req.Header.Get("X-Api-Key")})
-	h, fault := r.handler, r.fault
-	r.mu.Unlock()
-	if fault != nil && fault(w, req, method) {
-		return
-	}
+func (r *restartable) serveMCP(w http.ResponseWriter, req *http.Request, method string, next http.Handler) {
 	if isStream(req, method) {
 		r.mu.Lock()
 		r.active++
@@ -116,7 +72,7 @@ func (r *restartable) serveHTTP(w http.ResponseWriter, req *http.Request) {
 			r.mu.Unlock()
 		}()
 	}
-	h.ServeHTTP(w, req)
+	next.ServeHTTP(w, req)
 }
 
 // activeStreams is how many event streams the MCP handler serves.
@@ -126,74 +82,17 @@ func (r *restartable) activeStreams() int {
 	return r.active
 }
 
-// setFault makes f (nil: none) see every request first.
-func (r *restartable) setFault(f func(w http.ResponseWriter, r *http.Request, method string) bool) {
-	r.mu.Lock()
-	r.fault = f
-	r.mu.Unlock()
-}
-
-// requests returns the requests seen so far.
-func (r *restartable) requests() []seenRequest {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]seenRequest(nil), r.reqs...)
-}
-
-// endSessions closes every session of the current server process.
-func (r *restartable) endSessions() {
-	r.mu.Lock()
-	srv := r.up.server
-	r.mu.Unlock()
-	for ss := range srv.Sessions() {
-		_ = ss.Close()
-	}
-}
-
-// restart replaces the server process: a new MCP server and handler, which
-// know none of the old session ids, and every open connection dropped (when
-// dropConns), as when a process exits.
+// restart replaces the server process with one serving tools (see
+// mcptest.HTTPUpstream.Restart).
 func (r *restartable) restart(dropConns bool, tools ...string) {
-	old := r.up
-	up := newUpstream(r.t, "web", tools...)
-	h := mcp.NewStreamableHTTPHandler(r.server, &r.opts)
-	r.mu.Lock()
-	r.up, r.handler = up, h
-	ts := r.ts
-	r.mu.Unlock()
-	if dropConns && ts != nil {
-		ts.CloseClientConnections()
-	}
-	for ss := range old.server.Sessions() { // the old process is gone
-		_ = ss.Close()
-	}
+	r.tools = tools
+	r.Restart(dropConns)
 }
 
-// down stops the server: connections are refused until back.
-func (r *restartable) down() {
-	r.mu.Lock()
-	ts := r.ts
-	r.ts = nil
-	r.mu.Unlock()
-	if ts == nil {
-		return
-	}
-	r.endSessions()
-	ts.Listener.Close()
-	ts.CloseClientConnections()
-	ts.Close()
-}
-
-// back restarts the server at the same address after down.
+// back restarts the server, serving tools, at the same address after Down.
 func (r *restartable) back(tools ...string) {
-	r.restart(false, tools...)
-	var ln net.Listener
-	require.Eventually(r.t, func() bool {
-		var err error
-		ln, err = net.Listen("tcp", r.addr)
-		return err == nil
-	}, 5*time.Second, 10*time.Millisecond, "listen again on %s", r.addr)
-	r.serve(ln)
+	r.tools = tools
+	r.Back()
 }
 
 // httpPool returns a pool that dials with DefaultDialer and restarts a
@@ -287,7 +186,7 @@ func TestHTTPUpstreamRestartIsRecovered(t *testing.T) {
 				r := newRestartable(t, mcp.StreamableHTTPOptions{Stateless: vc.stateless})
 				p := httpPool(t, pool.Options{CrashRestarts: 3})
 				reg := viewtest.NewRegistry()
-				h := acquireFrom(t, p, pool.Spec{Name: "web", Pooled: true, HTTPURL: r.url(), ProtocolVersion: vc.version, Timeout: 5 * time.Second}, reg)
+				h := acquireFrom(t, p, pool.Spec{Name: "web", Pooled: true, HTTPURL: r.URL(), ProtocolVersion: vc.version, Timeout: 5 * time.Second}, reg)
 				eventuallyCalls(t, h, 5*time.Second, "first call")
 				v1 := h.Entry().Info().Version
 
@@ -303,24 +202,10 @@ func TestHTTPUpstreamRestartIsRecovered(t *testing.T) {
 	}
 }
 
-// hang makes the upstream accept the requests match selects and never
-// answer them (until the client gives up or the test ends).
-func (r *restartable) hang(match func(r *http.Request, method string) bool) (release func()) {
-	stop := make(chan struct{})
-	r.setFault(func(w http.ResponseWriter, req *http.Request, method string) bool {
-		if !match(req, method) {
-			return false
-		}
-		select {
-		case <-req.Context().Done():
-		case <-stop:
-		}
-		return true
-	})
-	var once sync.Once
-	release = func() { once.Do(func() { r.setFault(nil); close(stop) }) }
-	r.t.Cleanup(release)
-	return release
+// hang makes the upstream hang on the requests match selects until the
+// test ends (see mcptest.HTTPUpstream.Hang).
+func (r *restartable) hang(t *testing.T, match func(r *http.Request, method string) bool) {
+	t.Cleanup(r.Hang(match))
 }
 
 // TestHTTPUpstreamHangingStreamBoundsConnect: an upstream that answers
@@ -341,14 +226,14 @@ func TestHTTPUpstreamHangingStreamBoundsConnect(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRestartable(t, mcp.StreamableHTTPOptions{Stateless: tc.stateless})
-			r.hang(isStream)
+			r.hang(t, isStream)
 			p := httpPool(t, pool.Options{})
 			v := view.New(view.Config{Session: "alice", Server: "web", Registry: viewtest.NewRegistry(),
 				Counters: p.Counters(), Policy: metakey.Reference{}, Logger: quiet})
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			start := time.Now()
-			_, err := p.Acquire(ctx, pool.Spec{Name: "web", Pooled: true, HTTPURL: r.url(), ProtocolVersion: tc.version, Timeout: 500 * time.Millisecond}, v)
+			_, err := p.Acquire(ctx, pool.Spec{Name: "web", Pooled: true, HTTPURL: r.URL(), ProtocolVersion: tc.version, Timeout: 500 * time.Millisecond}, v)
 			require.Error(t, err)
 			t.Logf("after %v: %v", time.Since(start).Round(time.Millisecond), err)
 			require.ErrorIs(t, err, pool.ErrTerminal, "the attempt failed, not the caller's wait: %v", err)
@@ -404,10 +289,10 @@ func TestHTTPUpstreamBadAnswers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRestartable(t, mcp.StreamableHTTPOptions{})
 			p := httpPool(t, pool.Options{CrashRestarts: 3})
-			h := acquireFrom(t, p, pool.Spec{Name: "web", Pooled: true, HTTPURL: r.url(), ProtocolVersion: "2025-11-25", Timeout: 5 * time.Second}, viewtest.NewRegistry())
+			h := acquireFrom(t, p, pool.Spec{Name: "web", Pooled: true, HTTPURL: r.URL(), ProtocolVersion: "2025-11-25", Timeout: 5 * time.Second}, viewtest.NewRegistry())
 			eventuallyCalls(t, h, 5*time.Second, "first call")
 			var once sync.Once
-			r.setFault(func(w http.ResponseWriter, req *http.Request, method string) bool {
+			r.SetFault(func(w http.ResponseWriter, req *http.Request, method string) bool {
 				if req.URL.Path == "/login" {
 					w.Header().Set("Content-Type", "text/html")
 					_, _ = io.WriteString(w, "<html>login</html>")
@@ -438,7 +323,7 @@ func TestHTTPUpstreamBadAnswers(t *testing.T) {
 // streams counts the event streams opened so far (see isStream).
 func (r *restartable) streams() int {
 	n := 0
-	for _, q := range r.requests() {
+	for _, q := range r.Requests() {
 		if q.Verb == http.MethodGet || q.Method == "subscriptions/listen" {
 			n++
 		}
@@ -465,7 +350,7 @@ func TestHTTPUpstreamStreamDropKeepsListChanged(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRestartable(t, mcp.StreamableHTTPOptions{Stateless: tc.stateless})
 			p := httpPool(t, pool.Options{CrashRestarts: 3})
-			h := acquireFrom(t, p, pool.Spec{Name: "web", Pooled: true, HTTPURL: r.url(), ProtocolVersion: tc.version, Timeout: 5 * time.Second}, viewtest.NewRegistry())
+			h := acquireFrom(t, p, pool.Spec{Name: "web", Pooled: true, HTTPURL: r.URL(), ProtocolVersion: tc.version, Timeout: 5 * time.Second}, viewtest.NewRegistry())
 			require.Eventually(t, func() bool { return r.activeStreams() == 1 }, 5*time.Second, 10*time.Millisecond, "no event stream")
 			want := []string{"read"}
 			// Three drops: the go-sdk ends a connection whose stream it had
@@ -477,7 +362,7 @@ func TestHTTPUpstreamStreamDropKeepsListChanged(t *testing.T) {
 				// and once the upstream has seen its stream go, change its
 				// tools: the notification has nowhere to go.
 				gate := make(chan struct{})
-				r.setFault(func(_ http.ResponseWriter, req *http.Request, method string) bool {
+				r.SetFault(func(_ http.ResponseWriter, req *http.Request, method string) bool {
 					if !isStream(req, method) {
 						return false
 					}
@@ -488,27 +373,25 @@ func TestHTTPUpstreamStreamDropKeepsListChanged(t *testing.T) {
 						return true
 					}
 				})
-				r.mu.Lock()
-				ts, up := r.ts, r.up
-				r.mu.Unlock()
+				up := r.up
 				// Idle connections are let go of first: a restart that races
 				// the drop could send server/discover on one, which fails, and
 				// the go-sdk then falls back to the legacy handshake, on which
 				// a stateless server has no stream to offer (see the report).
 				http.DefaultTransport.(*http.Transport).CloseIdleConnections()
-				ts.CloseClientConnections()
+				r.CloseClientConnections()
 				require.Eventually(t, func() bool { return r.activeStreams() == 0 }, 5*time.Second, 10*time.Millisecond)
 				gap := fmt.Sprintf("gap%d", i)
 				up.addTool(gap)
 				want = append(want, gap)
 				close(gate)
-				r.setFault(nil)
+				r.SetFault(nil)
 
 				listed := func() bool { return assert.ObjectsAreEqual(sorted(want), snapshotToolNames(h.Entry().Snapshot())) }
 				require.Eventually(t, listed, 10*time.Second, 10*time.Millisecond,
 					"drop %d: the change made while the stream was down is missed: the pool lists %v, the upstream %v", i, snapshotToolNames(h.Entry().Snapshot()), up.toolNames())
 				require.Eventually(t, func() bool { return r.streams() > before && r.activeStreams() == 1 }, 10*time.Second, 10*time.Millisecond,
-					"drop %d: the stream was not opened again; entry %+v; streams %d, active %d, requests %+v", i, h.Entry().Info(), r.streams(), r.activeStreams(), r.requests())
+					"drop %d: the stream was not opened again; entry %+v; streams %d, active %d, requests %+v", i, h.Entry().Info(), r.streams(), r.activeStreams(), r.Requests())
 				after := fmt.Sprintf("after%d", i)
 				up.addTool(after)
 				want = append(want, after)
@@ -537,15 +420,15 @@ func TestHTTPUpstreamHeadersOnEveryRequest(t *testing.T) {
 		t.Run(tr, func(t *testing.T) {
 			spec := pool.Spec{Name: "web-" + tr, Pooled: true, Timeout: 5 * time.Second, Headers: map[string]string{"X-Api-Key": "k3y-s3cret"}}
 			if tr == "url" {
-				spec.URL = r.url()
+				spec.URL = r.URL()
 			} else {
-				spec.HTTPURL = r.url()
+				spec.HTTPURL = r.URL()
 			}
 			h := acquireFrom(t, p, spec, viewtest.NewRegistry())
 			eventuallyCalls(t, h, 5*time.Second, "first call")
 			r.restart(true, "read")
 			eventuallyCalls(t, h, 10*time.Second, "after a restart")
-			r.down()
+			r.Down()
 			require.Eventually(t, func() bool { return h.Entry().State() != pool.StateReady }, 10*time.Second, 10*time.Millisecond)
 			r.back("read")
 			require.NoError(t, h.Release(context.Background()))
@@ -553,8 +436,8 @@ func TestHTTPUpstreamHeadersOnEveryRequest(t *testing.T) {
 			eventuallyCalls(t, h, 10*time.Second, "after coming back")
 			require.NoError(t, h.Release(context.Background()))
 			var verbs []string
-			for _, q := range r.requests() {
-				assert.Equal(t, "k3y-s3cret", q.Header, "%+v", q)
+			for _, q := range r.Requests() {
+				assert.Equal(t, "k3y-s3cret", q.Header.Get("X-Api-Key"), "%+v", q)
 				verbs = append(verbs, q.Verb)
 			}
 			assert.Contains(t, verbs, http.MethodGet)
