@@ -208,6 +208,17 @@ func (r *restartable) hang(t *testing.T, match func(r *http.Request, method stri
 	t.Cleanup(r.Hang(match))
 }
 
+// streamCases are the two kinds of event stream an HTTP upstream carries
+// list_changed on: the standalone GET before protocol 2026-07-28, a
+// subscriptions/listen request (of a stateless server) from it on.
+var streamCases = []struct {
+	name, version string
+	stateless     bool
+}{
+	{name: "get-stream/2025-11-25", version: "2025-11-25"},
+	{name: "listen/2026-07-28", stateless: true},
+}
+
 // TestHTTPUpstreamHangingStreamBoundsConnect: an upstream that answers
 // its other requests but never the one that opens its event stream (a
 // proxy holding it back, say: the standalone GET before protocol
@@ -217,13 +228,7 @@ func (r *restartable) hang(t *testing.T, match func(r *http.Request, method stri
 // Close waiting on it. Each request waits the server's timeout at most; the
 // go-sdk tries the GET three times, a second or two apart.
 func TestHTTPUpstreamHangingStreamBoundsConnect(t *testing.T) {
-	for _, tc := range []struct {
-		name, version string
-		stateless     bool
-	}{
-		{name: "get-stream/2025-11-25", version: "2025-11-25"},
-		{name: "listen/2026-07-28", stateless: true},
-	} {
+	for _, tc := range streamCases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRestartable(t, mcp.StreamableHTTPOptions{Stateless: tc.stateless})
 			r.hang(t, isStream)
@@ -340,13 +345,7 @@ func (r *restartable) streams() int {
 // standalone GET stream, which the go-sdk reopens; 2026-07-28 on a
 // subscriptions/listen request, which it does not.
 func TestHTTPUpstreamStreamDropKeepsListChanged(t *testing.T) {
-	for _, tc := range []struct {
-		name, version string
-		stateless     bool
-	}{
-		{name: "get-stream/2025-11-25", version: "2025-11-25"},
-		{name: "listen/2026-07-28", stateless: true},
-	} {
+	for _, tc := range streamCases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRestartable(t, mcp.StreamableHTTPOptions{Stateless: tc.stateless})
 			p := httpPool(t, pool.Options{CrashRestarts: 3})
