@@ -5,19 +5,13 @@ import (
 	"errors"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/backoff"
 	"github.com/wasmhost/wasmhost/reconcile"
 )
 
 // backoffMemory is how long a binding must stay healthy after a retry
 // brought it back before its backoff starts from RetryMin again.
 const backoffMemory = time.Minute
-
-// A retry is the backoff state of one unhealthy binding.
-type retry struct {
-	next      time.Time
-	delay     time.Duration
-	recovered time.Time // when a retry last brought it back; zero while down
-}
 
 // unhealthy reports whether a binding holds no live connection: its
 // acquire failed, or its entry failed or closed (the pool gave up
@@ -45,7 +39,7 @@ func (d *Daemon) supervise(ctx context.Context) {
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	type key struct{ session, server string }
-	retries := make(map[key]*retry)
+	retries := backoff.Schedule[key]{Min: d.opts.RetryMin, Max: d.opts.RetryMax, Memory: backoffMemory}
 	epoch := int64(-1) // not looked yet: HealthEpoch is never negative
 	for {
 		select {
@@ -54,7 +48,7 @@ func (d *Daemon) supervise(ctx context.Context) {
 		case <-t.C:
 		}
 		e := d.rec.HealthEpoch()
-		if e == epoch && len(retries) == 0 {
+		if e == epoch && retries.Len() == 0 {
 			continue
 		}
 		epoch = e
@@ -71,57 +65,35 @@ func (d *Daemon) supervise(ctx context.Context) {
 				}
 				k := key{s.Name, b.Server}
 				seen[k] = true
-				r := retries[k]
-				scheduled := true
-				switch {
-				case r == nil:
-					r = &retry{next: now.Add(d.opts.RetryMin), delay: d.opts.RetryMin}
-					retries[k] = r
-				case !r.recovered.IsZero():
-					// Down again soon after a retry: back off further.
-					r.recovered = time.Time{}
-					r.delay = min(2*r.delay, d.opts.RetryMax)
-					r.next = now.Add(r.delay)
-				default:
-					scheduled = false
-				}
-				if scheduled {
-					d.log.Warn("upstream down; retrying with backoff", "session", s.Name, "server", b.Server, "in", r.delay, "err", b.Error)
+				if scheduled, delay := retries.Down(k, now); scheduled {
+					d.log.Warn("upstream down; retrying with backoff", "session", s.Name, "server", b.Server, "in", delay, "err", b.Error)
 					continue
 				}
-				if now.Before(r.next) {
+				if !retries.Due(k, now) {
 					continue
 				}
 				if b.Desired != "" && failed[b.Desired] {
-					r.delay = min(2*r.delay, d.opts.RetryMax)
-					r.next = time.Now().Add(r.delay)
-					d.log.Debug("upstream retry put off: the same server failed a moment ago", "session", s.Name, "server", b.Server, "next in", r.delay)
+					d.log.Debug("upstream retry put off: the same server failed a moment ago", "session", s.Name, "server", b.Server, "next in", retries.Failed(k))
 					continue
 				}
 				repaired, err := d.rec.Repair(ctx, s.Name, b.Server)
 				switch {
 				case !repaired:
 					// A reload made it healthy meanwhile.
-					delete(retries, k)
+					retries.Forget(k)
 				case err == nil:
 					d.metrics.retries.WithLabelValues("ok").Inc()
 					d.log.Info("upstream reconnected", "session", s.Name, "server", b.Server)
-					r.recovered = time.Now()
+					retries.Recovered(k)
 				case errors.Is(err, reconcile.ErrNotBound), errors.Is(err, reconcile.ErrUnknownSession), errors.Is(err, reconcile.ErrClosed), ctx.Err() != nil:
-					delete(retries, k)
+					retries.Forget(k)
 				default:
 					failed[b.Desired] = true
 					d.metrics.retries.WithLabelValues("failed").Inc()
-					r.delay = min(2*r.delay, d.opts.RetryMax)
-					r.next = time.Now().Add(r.delay)
-					d.log.Warn("upstream retry failed", "session", s.Name, "server", b.Server, "next in", r.delay, "err", err)
+					d.log.Warn("upstream retry failed", "session", s.Name, "server", b.Server, "next in", retries.Failed(k), "err", err)
 				}
 			}
 		}
-		for k, r := range retries {
-			if !seen[k] && (r.recovered.IsZero() || now.Sub(r.recovered) > backoffMemory) {
-				delete(retries, k)
-			}
-		}
+		retries.Sweep(now, func(k key) bool { return seen[k] })
 	}
 }

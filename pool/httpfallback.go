@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -95,7 +94,7 @@ func (t *fallbackTransport) probe(ctx context.Context) (int, error) {
 	}
 	// An SSE answer is not read (its stream need not end soon); a small
 	// JSON one is, so that its connection can be used again.
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+	if !isEventStream(resp) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, probeDrainLimit))
 	}
 	_ = resp.Body.Close()

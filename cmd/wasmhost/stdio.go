@@ -14,6 +14,7 @@ import (
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/daemon"
 	"github.com/wasmhost/wasmhost/host"
+	"github.com/wasmhost/wasmhost/internal/backoff"
 	"github.com/wasmhost/wasmhost/internal/procgroup"
 	"github.com/wasmhost/wasmhost/internal/redact"
 	"github.com/wasmhost/wasmhost/pool"
@@ -263,12 +264,7 @@ func stdioDialer(relay *session.ProgressRelay, w io.Writer) pool.Dialer {
 // (warn, stdio mode's default level) says when a server goes down and when
 // it is back.
 func superviseLegacy(ctx context.Context, leg *reconcile.Legacy, log *slog.Logger) {
-	type retry struct {
-		next      time.Time
-		delay     time.Duration
-		recovered time.Time // when a retry last brought it back; zero while down
-	}
-	retries := make(map[string]*retry)
+	retries := backoff.Schedule[string]{Min: stdioRetryMin, Max: stdioRetryMax, Memory: stdioBackoffMemory}
 	t := time.NewTicker(stdioRetryMin / 2)
 	defer t.Stop()
 	for {
@@ -285,41 +281,25 @@ func superviseLegacy(ctx context.Context, leg *reconcile.Legacy, log *slog.Logge
 					continue
 				}
 				down[b.Server] = true
-				r := retries[b.Server]
-				switch {
-				case r == nil:
-					r = &retry{next: now.Add(stdioRetryMin), delay: stdioRetryMin}
-					retries[b.Server] = r
-				case !r.recovered.IsZero():
-					// Down again soon after a retry: back off further.
-					r.recovered = time.Time{}
-					r.delay = min(2*r.delay, stdioRetryMax)
-					r.next = now.Add(r.delay)
-				default:
-					if now.Before(r.next) {
-						continue
-					}
-					if err := leg.Repair(ctx, b.Server); err != nil {
-						if ctx.Err() != nil {
-							return // stopping: not a failure to report
-						}
-						r.delay = min(2*r.delay, stdioRetryMax)
-						r.next = time.Now().Add(r.delay)
-						log.Warn("upstream retry failed", "server", b.Server, "next in", r.delay, "err", err)
-						continue
-					}
-					// Warn, as its going down was: the default level shows both.
-					log.Warn("upstream reconnected", "server", b.Server)
-					r.recovered = time.Now()
+				if scheduled, delay := retries.Down(b.Server, now); scheduled {
+					log.Warn("upstream down; retrying with backoff", "server", b.Server, "in", delay, "err", b.Error)
 					continue
 				}
-				log.Warn("upstream down; retrying with backoff", "server", b.Server, "in", r.delay, "err", b.Error)
+				if !retries.Due(b.Server, now) {
+					continue
+				}
+				if err := leg.Repair(ctx, b.Server); err != nil {
+					if ctx.Err() != nil {
+						return // stopping: not a failure to report
+					}
+					log.Warn("upstream retry failed", "server", b.Server, "next in", retries.Failed(b.Server), "err", err)
+					continue
+				}
+				// Warn, as its going down was: the default level shows both.
+				log.Warn("upstream reconnected", "server", b.Server)
+				retries.Recovered(b.Server)
 			}
 		}
-		for server, r := range retries {
-			if !down[server] && (r.recovered.IsZero() || now.Sub(r.recovered) > stdioBackoffMemory) {
-				delete(retries, server)
-			}
-		}
+		retries.Sweep(now, func(server string) bool { return down[server] })
 	}
 }
