@@ -65,20 +65,27 @@ func readPolicy(cfg *config.Config) (name string, wasm []byte, src policySource,
 
 // policyError locates err, a policy plugin that could not be read or was
 // refused, in the config file the way config errors are located:
-// "file: policy.path: ...", naming the setting at fault (policy.sha256 for
-// a digest that does not match the pin; "policy" for the embedded default
-// plugin).
+// "file: policy.path: ..." (see PolicyField).
 func (d *Daemon) policyError(p config.Policy, err error) error {
-	field := "policy"
+	return fmt.Errorf("%s: %s: %w", d.file, PolicyField(p, err), err)
+}
+
+// PolicyField is the config setting at fault when the policy plugin p names
+// could not be read or was refused (err): policy.sha256 for a digest that
+// does not match the pin, policy.memoryMiB for a plugin that needs more
+// memory than allowed, policy.path for a plugin file, and "policy" for the
+// embedded default plugin. The daemon and stdio mode name it in their
+// errors.
+func PolicyField(p config.Policy, err error) string {
 	switch {
 	case errors.Is(err, host.ErrDigestMismatch):
-		field = "policy.sha256"
+		return "policy.sha256"
 	case errors.Is(err, host.ErrMemoryLimit):
-		field = "policy.memoryMiB"
+		return "policy.memoryMiB"
 	case p.Path != "":
-		field = "policy.path"
+		return "policy.path"
 	}
-	return fmt.Errorf("%s: %s: %w", d.file, field, err)
+	return "policy"
 }
 
 // loadPolicy loads and checks the plugin cfg names: the host checks the

@@ -93,7 +93,7 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 		plugin, err = host.LoadFile(ctx, cfg.Policy.Path, opts)
 	}
 	if err != nil {
-		s.errorf("stdio", "%s: %s: %v", *configPath, policyField(cfg.Policy, err), err)
+		s.errorf("stdio", "%s: %s: %v", *configPath, daemon.PolicyField(cfg.Policy, err), err)
 		return exitUsage
 	}
 	defer plugin.Close(context.Background())
@@ -177,23 +177,6 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 		return exitFail
 	}
 	return exitOK
-}
-
-// policyField is the config setting at fault when the policy plugin cfg
-// names could not be loaded (err), as the daemon names it: policy.sha256
-// for a digest that does not match the pin, policy.memoryMiB for a plugin
-// that needs more memory, policy.path for a plugin file, and policy for
-// the embedded default plugin.
-func policyField(cfg config.Policy, err error) string {
-	switch {
-	case errors.Is(err, host.ErrDigestMismatch):
-		return "policy.sha256"
-	case errors.Is(err, host.ErrMemoryLimit):
-		return "policy.memoryMiB"
-	case cfg.Path != "":
-		return "policy.path"
-	}
-	return "policy"
 }
 
 // Bounds of stdio mode's stop at a signal, the daemon's (session.DrainGrace
