@@ -1004,3 +1004,41 @@ func TestSnapshotIntegralNumbers(t *testing.T) {
 	_, err = DecodeSnapshot([]byte(`{"tools":[{"name":"t","title":7}]}`))
 	assert.ErrorContains(t, err, "tools[0].title: expected a string, got a JSON number")
 }
+
+// TestSnapshotTypeErrorPaths checks that a snapshot field of the wrong type
+// is reported at its exact JSON path, array indexes included, not at the
+// path of its Go struct field (encoding/json's UnmarshalTypeError.Field,
+// which drops indexes and stops at a free-form field).
+func TestSnapshotTypeErrorPaths(t *testing.T) {
+	for _, tc := range []struct{ snap, want string }{
+		{`{"tools":[{"name":"a","icons":[{"src":"x"},{"src":"y","sizes":"48x48"}]}]}`,
+			`tools[0].icons[1].sizes: expected an array, got a JSON string`},
+		{`{"tools":[{"name":"a","icons":[{"src":"x","sizes":["1x1",48]}]}]}`,
+			`tools[0].icons[0].sizes[1]: expected a string, got a JSON number`},
+		{`{"prompts":[{"name":"a"},{"name":"b","arguments":[{"name":"x"},{"name":"y", "required": 1}]}]}`,
+			`prompts[1].arguments[1].required: expected a boolean, got a JSON number`},
+		{`{"resources":[{"uri":"a","annotations":{"audience":["user",5]}}]}`,
+			`resources[0].annotations.audience[1]: expected a string, got a JSON number`},
+		{`{"resources":[{"uri":"a","annotations":{"priority":1e400}}]}`,
+			`resources[0].annotations.priority: expected a number, got a JSON number 1e400`},
+		{`{"tools":[{"name":"a","inputSchema":{"properties":{"x":{"maximum":1e400,"minimum":0}}}}]}`,
+			`tools[0].inputSchema.properties.x.maximum: expected a number, got a JSON number 1e400`},
+		{`{"tools":[{"name":"a","_meta":{"a b":[1, 1e400 ]}}]}`,
+			`tools[0]._meta["a b"][1]: expected a number, got a JSON number 1e400`},
+		{`{"tools":[{"name":"a","annotations":{"readOnlyHint":[true]}}]}`,
+			`tools[0].annotations.readOnlyHint: expected a boolean, got a JSON array`},
+		{"{\"tools\": [ {\"name\": \"a\",\n \"icons\": [ {\"src\": \"x\", \"sizes\": [ \"1x1\" , 48 ] } ] } ] }",
+			`tools[0].icons[0].sizes[1]: expected a string, got a JSON number`},
+		{"{\"tools\": [{\"name\": \"a\", \"inputSchema\": {\"x\": [ 1e400\n , 2 ], \"y\": 1e400}}]}",
+			`tools[0].inputSchema.x[0]: expected a number, got a JSON number 1e400`},
+		{`{"tools":[{"name":"t","title":7}]}`,
+			`tools[0].title: expected a string, got a JSON number`},
+		{`{"resources":[{"uri":"a","size":1.5}]}`,
+			`resources[0].size: expected an integer, got a JSON number 1.5`},
+	} {
+		_, err := DecodeSnapshot([]byte(tc.snap))
+		if assert.Error(t, err, tc.snap) {
+			assert.Equal(t, tc.want, err.Error(), tc.snap)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -113,7 +114,8 @@ func flag(t *mcp.Tool, key string) (bool, error) {
 // duplicated top-level key, a list that is not an array, an item that is not
 // an object, a tool or prompt without a string "name" or a resource without
 // a string "uri" is an error naming the JSON path. Other MCP fields of an
-// item are decoded as the MCP SDK decodes them.
+// item are decoded as the MCP SDK decodes them; a value of the wrong type
+// for one is an error naming its exact JSON path too (tools[0].icons[1].sizes).
 func DecodeSnapshot(raw []byte) (*view.Snapshot, error) {
 	fields, err := readObject(raw)
 	if err != nil {
@@ -170,16 +172,101 @@ func decodeItems[T any](list string, raw json.RawMessage, required string) ([]*T
 			return nil, fmt.Errorf("%s[%d]: missing %q", list, i, required)
 		}
 		item := new(T)
-		if err := json.Unmarshal(integralFields(e, fields), item); err != nil {
+		data := integralFields(e, fields)
+		if err := json.Unmarshal(data, item); err != nil {
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) && te.Field != "" {
-				return nil, fmt.Errorf("%s[%d].%s: expected %s, got a JSON %s", list, i, te.Field, jsonTypeName(te.Type), te.Value)
+				return nil, fmt.Errorf("%s[%d]%s: expected %s, got a JSON %s", list, i, pathAt(data, te.Offset, te.Field), jsonTypeName(te.Type), te.Value)
 			}
 			return nil, fmt.Errorf("%s[%d]: %w", list, i, err)
 		}
 		items = append(items, item)
 	}
 	return items, nil
+}
+
+// pathAt returns the JSON path, as ".icons[1].sizes", of the value in the
+// object raw that a type error of encoding/json at offset is about: the
+// deepest value that the offset falls in or just after (encoding/json
+// reports the offset after a mistyped literal, or one byte later for a
+// number too large for an interface value, and just after the opening
+// bracket of a mistyped array or object). The error's own Field names Go
+// struct fields only, without array indexes, and stops at a free-form
+// field such as inputSchema; it is returned, dotted, when raw cannot be
+// walked.
+func pathAt(raw []byte, offset int64, field string) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // a number may not fit a float64: that may be the error
+	if p, ok, err := valueAt(dec, "", 0, offset); err == nil && ok && p != "" {
+		return p
+	}
+	return "." + field
+}
+
+// valueAt reads the value at dec's position, which starts after byte begin,
+// and reports whether offset falls in it or just after it, with the path
+// of the deepest such value inside it (the first in document order).
+func valueAt(dec *json.Decoder, path string, begin, offset int64) (string, bool, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return "", false, err
+	}
+	found := ""
+	switch tok {
+	case json.Delim('{'):
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return "", false, err
+			}
+			k, _ := kt.(string)
+			p, ok, err := valueAt(dec, path+memberPath(k), dec.InputOffset(), offset)
+			if err != nil {
+				return "", false, err
+			}
+			if ok && found == "" {
+				found = p
+			}
+		}
+		_, err = dec.Token() // '}'
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			p, ok, err := valueAt(dec, fmt.Sprintf("%s[%d]", path, i), dec.InputOffset(), offset)
+			if err != nil {
+				return "", false, err
+			}
+			if ok && found == "" {
+				found = p
+			}
+		}
+		_, err = dec.Token() // ']'
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if end := dec.InputOffset(); offset <= begin || offset > end+1 {
+		return "", false, nil
+	}
+	if found != "" {
+		return found, true, nil
+	}
+	return path, true, nil
+}
+
+// memberPath is the path step to the object member k: ".k" when k is a
+// plain identifier, as MCP's field names are, else a quoted ["k"].
+func memberPath(k string) string {
+	plain := k != ""
+	for i, r := range k {
+		if !(r == '_' || r == '$' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || i > 0 && '0' <= r && r <= '9') {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return "." + k
+	}
+	return "[" + strconv.Quote(k) + "]"
 }
 
 // freeForm lists the item fields that the MCP SDK decodes into maps, where
