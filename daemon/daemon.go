@@ -266,7 +266,8 @@ func (d *Daemon) Sessions() []SessionInfo {
 // and JSON path), the policy plugin cannot be loaded or is refused
 // (ErrPolicyRefused, likewise located), the listen address is malformed
 // (ErrBadListen) or not loopback (ErrNotLoopback), or the address cannot
-// be bound.
+// be bound (the config's "listen" is located likewise; Options.Listen is
+// named as "listen").
 func (d *Daemon) Run(ctx context.Context) error {
 	d.mu.Lock()
 	if d.running {
@@ -291,13 +292,19 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("daemon: %w: %w", ErrConfigInvalid, err)
 	}
 	d.secrets.AddConfig(cfg)
+	cmdWarnings, _ := d.checkCommands(cfg) // nothing runs yet: warnings only
+	for _, w := range cmdWarnings {
+		d.log.Warn("config: " + w)
+	}
 
-	listen := cfg.Listen
+	// where names the listen address in errors: the config's "listen",
+	// located like a config error, or Options.Listen.
+	listen, where := cfg.Listen, fmt.Sprintf("%s: listen: %q", d.file, cfg.Listen)
 	if d.opts.Listen != "" {
-		listen = d.opts.Listen
+		listen, where = d.opts.Listen, fmt.Sprintf("listen %q", d.opts.Listen)
 	}
 	if err := checkListen(listen, d.opts.AllowRemote); err != nil {
-		return fmt.Errorf("daemon: listen %q: %w", listen, err)
+		return fmt.Errorf("daemon: %s: %w", where, err)
 	}
 
 	pol, err := d.loadPolicy(ctx, cfg)
@@ -312,9 +319,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		var dnsErr *net.DNSError
 		var addrErr *net.AddrError
 		if errors.As(err, &dnsErr) || errors.As(err, &addrErr) {
-			return fmt.Errorf("daemon: listen %q: %w: %w", listen, ErrBadListen, err)
+			return fmt.Errorf("daemon: %s: %w: %w", where, ErrBadListen, err)
 		}
-		return fmt.Errorf("daemon: %w", err)
+		return fmt.Errorf("daemon: %s: %w", where, err)
 	}
 	d.addr = ln.Addr()
 	d.listenAt = cfg.Listen

@@ -41,16 +41,19 @@
 // write them in place, so creates and renames count), and so is the policy
 // plugin file's; SIGHUP and POST /v1/reload reload too. Watch and signal
 // triggers are debounced ([Options.Debounce]). A reload parses and validates
-// the whole file first, and loads and checks a changed policy plugin; it
-// then asks the policy that will run (a new plugin, or the running one for
-// settings that changed) for the key of every binding's settings
-// ([reconcile.Reconciler.Check]), and checks that a changed server's new
-// command can be started (the old connection goes before the new one is
-// made). If anything is wrong it is logged with its file, JSON path,
-// session and server, nothing is touched, and the running config keeps
-// serving (the answer of POST /v1/reload says so too, with the config's
-// warnings). Otherwise the new policy
-// (if any) re-keys every view at once, then the config is applied, and one
+// the whole file first, checks that a changed server's new command can be
+// started in its "cwd" (the old connection goes before the new one is
+// made), and loads and checks a changed policy plugin; it then asks the
+// policy that will run (a new plugin, or the running one for settings that
+// changed) for the key of every binding's settings
+// ([reconcile.Reconciler.Check]). If anything is wrong it is logged with
+// its file, JSON path, session and server, nothing is touched, and the
+// running config keeps serving (the answer of POST /v1/reload says so too,
+// with the config's warnings). A server the reload adds whose command
+// cannot start is not refused, as it has no connection to lose: it gets a
+// warning with its file and JSON path, and is retried like a server that
+// could not start at start-up. When nothing is wrong, the new policy (if
+// any) re-keys every view at once, then the config is applied, and one
 // line sums the reload up: sessions changed, transports reused, started
 // and stopped, views replayed, clients notified, policy swapped or not.
 // The listen address and the admin block's absence or presence are read at

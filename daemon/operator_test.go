@@ -133,6 +133,97 @@ func TestOperatorReloadToMissingCommandKeepsWorkingConnection(t *testing.T) {
 	}
 }
 
+// A reload that keeps a working server's command but points its "cwd" at
+// a directory that does not exist, or at a file, is refused with
+// mcpServers.demo.cwd named: the process cannot start there (os/exec
+// would blame the command), and the old connection would be gone before
+// the new one failed. An overlay PUT is refused the same way.
+func TestOperatorReloadToMissingCwdKeepsWorkingConnection(t *testing.T) {
+	cfg := baseConfig()
+	r := start(t, cfg)
+	_, stillServed := r.watchAlice(t)
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	for cwd, want := range map[string]string{
+		filepath.Join(dir, "missing"): "no such file or directory",
+		file:                          "not a directory",
+	} {
+		code, res, body := r.reloadWith(set(cfg, "mcpServers.demo.cwd", cwd))
+		assert.Equal(t, http.StatusUnprocessableEntity, code, body)
+		assert.False(t, res.Applied, body)
+		assert.Contains(t, res.Error, r.path+`: mcpServers.demo.cwd: server "demo" cannot start, and its running connection keeps serving: `+
+			"the working directory (cwd) cannot be used: "+cwd+": "+want, body)
+
+		self := cfg["mcpServers"].(map[string]any)["demo"].(map[string]any)["command"]
+		entry := mustJSON(t, map[string]any{"command": self, "cwd": cwd, "includeTools": []string{"echo"}})
+		code, body = r.do("PUT", "/v1/sessions/alice/servers/demo", adminToken, strings.NewReader(entry), nil)
+		assert.Equal(t, http.StatusBadRequest, code, body)
+		assert.Contains(t, body, `request body: cwd: server \"demo\" cannot start: the working directory (cwd) cannot be used: `+cwd, body)
+	}
+	stillServed()
+	st := r.state()
+	if assert.Len(t, st.Pool, 1, "the working upstream is still there") {
+		assert.Equal(t, "ready", st.Pool[0].State)
+	}
+}
+
+// A reload that swaps the policy plugin and also points a working server
+// at a command that does not exist is refused for the command, and leaves
+// no plugin open for nothing: the command is checked before the new plugin
+// would be loaded, and the running policy keeps serving.
+func TestOperatorRefusedReloadLeavesNoPluginOpen(t *testing.T) {
+	cfg := baseConfig()
+	r := start(t, cfg)
+	_, stillServed := r.watchAlice(t)
+
+	prefix, err := filepath.Abs("../testplugins/prefix-policy/prefix-policy.wasm")
+	require.NoError(t, err)
+	set(cfg, "policy", map[string]any{"path": prefix})
+	set(cfg, "mcpServers.demo.command", filepath.Join(t.TempDir(), "no-such-server"))
+	code, res, body := r.reloadWith(cfg)
+	assert.Equal(t, http.StatusUnprocessableEntity, code, body)
+	assert.False(t, res.Applied, body)
+	assert.Contains(t, res.Error, r.path+": mcpServers.demo.command: server \"demo\" cannot start", body)
+
+	loaded := r.countLog(`msg="plugin loaded" component=plugin plugin=` + prefix)
+	closed := r.countLog(`msg="plugin closed" component=plugin plugin=` + prefix)
+	assert.Equal(t, loaded, closed, "every plugin loaded for the refused reload is closed")
+	assert.Equal(t, "policy-default", r.state().Policy.Name, "the running policy keeps serving")
+	stillServed()
+}
+
+// A reload that adds a server whose command does not exist is applied (a
+// new server has no connection to lose, and is retried with backoff, as at
+// start-up), but the answer and the log name the file and the setting at
+// fault, which the pool's error does not; the working server keeps
+// serving. Start-up warns the same way.
+func TestOperatorNewServerThatCannotStartIsLocated(t *testing.T) {
+	cfg := baseConfig()
+	r := start(t, cfg)
+	_, stillServed := r.watchAlice(t)
+
+	missing := filepath.Join(t.TempDir(), "no-such-server")
+	set(cfg, "mcpServers.broken", map[string]any{"command": missing})
+	code, res, body := r.reloadWith(cfg)
+	assert.Equal(t, http.StatusBadGateway, code, "applied, with bindings failed: %s", body)
+	assert.True(t, res.Applied, body)
+	want := r.path + `: mcpServers.broken.command: server "broken" cannot start; its sessions retry it with backoff: stat ` + missing + ": no such file or directory"
+	assert.Contains(t, res.Warnings, want, body)
+	r.waitLog(`msg="config: ` + r.path + `: mcpServers.broken.command: server \"broken\" cannot start`)
+	stillServed()
+
+	// Once added, it is no longer new: a reload that changes nothing else
+	// does not warn again (the supervisor's retries say it).
+	_, res, body = r.reloadWith(cfg)
+	assert.Empty(t, res.Warnings, body)
+
+	// At start-up.
+	r2 := start(t, cfg)
+	r2.waitLog(`msg="config: ` + r2.path + `: mcpServers.broken.command: server \"broken\" cannot start; its sessions retry it with backoff`)
+}
+
 // The same through the admin API: an overlay PUT whose command does not
 // exist is refused before alice's working binding is touched.
 func TestOperatorOverlayToMissingCommandKeepsWorkingBinding(t *testing.T) {

@@ -64,10 +64,23 @@ func readPolicy(cfg *config.Config) (name string, wasm []byte, src policySource,
 }
 
 // policyError locates err, a policy plugin that could not be read or was
-// refused, in the config file the way config errors are located:
-// "file: policy.path: ..." (see PolicyField).
+// refused, in the config file (see PolicyError).
 func (d *Daemon) policyError(p config.Policy, err error) error {
-	return fmt.Errorf("%s: %s: %w", d.file, PolicyField(p, err), err)
+	return PolicyError(d.file, p, err)
+}
+
+// PolicyError locates err, the policy plugin that the config file file
+// names (p) could not be read or was refused, the way config errors are
+// located: "file: policy.path: ..." (see PolicyField). An error that is
+// not the config's doing, a compilation cache directory that cannot be
+// used (host.ErrCacheDir, Options.CacheDir), is returned as it is, so that
+// it does not send the operator to a config setting. The daemon and stdio
+// mode report load errors with it.
+func PolicyError(file string, p config.Policy, err error) error {
+	if errors.Is(err, host.ErrCacheDir) {
+		return err
+	}
+	return fmt.Errorf("%s: %s: %w", file, PolicyField(p, err), err)
 }
 
 // PolicyField is the config setting at fault when the policy plugin p names

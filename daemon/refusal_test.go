@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"log/slog"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/daemon"
+	"github.com/wasmhost/wasmhost/host"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
 )
 
@@ -92,4 +94,53 @@ func TestStartupRefusalsSayWhere(t *testing.T) {
 		_, err = runWith(baseConfig(), listen)
 		require.ErrorIs(t, err, daemon.ErrBadListen, listen)
 	}
+}
+
+// TestStartupCacheDirRefusalIsNotTheConfigs: a compilation cache directory
+// that cannot be used (Options.CacheDir, wasmhost's --cache-dir, by default
+// in the user's cache directory) stops the start, with the directory
+// named; the error does not send the operator to the config's "policy"
+// setting, which is not at fault.
+func TestStartupCacheDirRefusalIsNotTheConfigs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "wasmhost.json")
+	writeConfig(t, path, baseConfig())
+	d, err := daemon.New(daemon.Options{ConfigPath: path, Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler), CacheDir: "/dev/null/cache"})
+	require.NoError(t, err)
+	err = d.Run(t.Context())
+	require.ErrorIs(t, err, daemon.ErrPolicyRefused)
+	require.ErrorIs(t, err, host.ErrCacheDir)
+	assert.Contains(t, err.Error(), `cannot use the compilation cache directory "/dev/null/cache"`)
+	assert.NotContains(t, err.Error(), path+": policy", "the config is not at fault")
+}
+
+// TestStartupListenRefusalsSayWhere: a listen address from the config that
+// is not loopback, or is taken, is located like a config error (file and
+// "listen"); one given in Options.Listen is named as such.
+func TestStartupListenRefusalsSayWhere(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "wasmhost.json")
+	run := func(listen, override string) error {
+		t.Helper()
+		writeConfig(t, path, set(baseConfig(), "listen", listen))
+		d, err := daemon.New(daemon.Options{ConfigPath: path, Listen: override, Logger: slog.New(slog.DiscardHandler), CacheDir: cacheDir()})
+		require.NoError(t, err)
+		return d.Run(t.Context())
+	}
+
+	err := run("10.1.2.3:8750", "")
+	require.ErrorIs(t, err, daemon.ErrNotLoopback)
+	assert.Contains(t, err.Error(), path+`: listen: "10.1.2.3:8750": refusing to listen on a non-loopback address`)
+
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	addr := taken.Addr().String()
+	err = run(addr, "")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), path+`: listen: "`+addr+`": `)
+	assert.Contains(t, err.Error(), "address already in use")
+
+	err = run("127.0.0.1:0", addr)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `listen "`+addr+`": `)
+	assert.NotContains(t, err.Error(), path, "the config's listen is not the one refused")
 }

@@ -98,6 +98,17 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 	}
 	d.secrets.AddConfig(cfg)
 
+	// A command that cannot start is refused before a changed policy is
+	// loaded for nothing.
+	cmdWarnings, err := d.checkCommands(cfg)
+	for _, w := range cmdWarnings {
+		d.log.Warn("config: " + w)
+	}
+	res.Warnings = append(res.Warnings, cmdWarnings...)
+	if err != nil {
+		return refuse(ErrConfigInvalid, err)
+	}
+
 	// A changed policy is loaded and checked before anything is touched.
 	var next *loadedPolicy
 	name, wasm, src, err := readPolicy(cfg)
@@ -110,10 +121,6 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 			d.metrics.swaps.WithLabelValues("refused").Inc()
 			return refuse(ErrPolicyRefused, d.policyError(cfg.Policy, err))
 		}
-	}
-
-	if err := d.checkCommands(cfg); err != nil {
-		return refuse(ErrConfigInvalid, err)
 	}
 
 	// Settings the policy would refuse fail their views closed: a
@@ -194,31 +201,64 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 }
 
 // checkCommands refuses a changed server whose new command cannot be
-// started: the reconciler lets a binding's old connection go before it
-// makes the new one, so the server's sessions would lose what they had. A
-// server the running config does not have is left to start and retry, as
-// at start-up.
-func (d *Daemon) checkCommands(cfg *config.Config) error {
+// started (the command, or the directory it would run in, is missing):
+// the reconciler lets a binding's old connection go before it makes the
+// new one, so the server's sessions would lose what they had. A server
+// the running config does not have (every server, at start-up) is left to
+// start and retry, since it has no connection to lose and its command may
+// yet be installed; when a session uses it, it gets a warning located
+// like the config's own, as the pool's error names neither the file nor
+// the setting.
+func (d *Daemon) checkCommands(cfg *config.Config) (warnings []string, err error) {
 	running := d.runningConfig()
-	if running == nil {
-		return nil
-	}
 	var errs []error
 	for _, name := range cfg.ServerNames() {
-		srv, old := cfg.Servers[name], running.Servers[name]
-		if old == nil || srv.Command == "" {
+		srv := cfg.Servers[name]
+		if srv.Command == "" {
 			continue
 		}
 		spec := pool.FromConfig(srv)
-		if spec.Fingerprint() == pool.FromConfig(old).Fingerprint() {
-			continue
+		var old *config.Server
+		if running != nil {
+			old = running.Servers[name]
 		}
-		if err := spec.CheckCommand(); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %s: server %q cannot start, and its running connection keeps serving: %w",
-				d.file, config.JoinPath("mcpServers", name, "command"), name, err))
+		switch {
+		case old == nil:
+			if !usedBy(cfg, name) {
+				continue
+			}
+			if err := spec.CheckCommand(); err != nil {
+				warnings = append(warnings, fmt.Sprintf("%s: %s: server %q cannot start; its sessions retry it with backoff: %v",
+					d.file, config.JoinPath("mcpServers", name, commandField(err)), name, err))
+			}
+		case spec.Fingerprint() != pool.FromConfig(old).Fingerprint():
+			if err := spec.CheckCommand(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %s: server %q cannot start, and its running connection keeps serving: %w",
+					d.file, config.JoinPath("mcpServers", name, commandField(err)), name, err))
+			}
 		}
 	}
-	return errors.Join(errs...)
+	return warnings, errors.Join(errs...)
+}
+
+// usedBy reports whether a session of cfg uses server (see
+// config.Session.Effective).
+func usedBy(cfg *config.Config, server string) bool {
+	for _, sess := range cfg.Sessions {
+		if _, enabled := sess.EffectiveSettings(server); enabled {
+			return true
+		}
+	}
+	return false
+}
+
+// commandField is the key of a server entry at fault when
+// pool.Spec.CheckCommand returns err: "cwd" or "command".
+func commandField(err error) string {
+	if errors.Is(err, pool.ErrBadCwd) {
+		return "cwd"
+	}
+	return "command"
 }
 
 func reloadLabel(kind error) string {

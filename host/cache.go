@@ -35,7 +35,7 @@ func compileCached(ctx context.Context, name string, m extism.Manifest, pc extis
 	} else {
 		var err error
 		if cache, err = wazero.NewCompilationCacheWithDir(cfg.cacheDir); err != nil {
-			return nil, nil, fmt.Errorf("compilation cache %q: %w", cfg.cacheDir, err)
+			return nil, nil, fmt.Errorf("%w %q: %w", ErrCacheDir, cfg.cacheDir, err)
 		}
 	}
 	compiled, err := compileWith(ctx, m, pc, funcs, cache)

@@ -38,6 +38,10 @@ var (
 	// ErrMemoryLimit is returned when the module declares more linear
 	// memory than Options.MemoryLimitBytes allows; the message gives both.
 	ErrMemoryLimit = errors.New("module needs more memory than the limit")
+	// ErrCacheDir is returned when Options.CacheDir cannot be created or
+	// used as a compilation cache; the message names the directory. It is
+	// the host's setting at fault, not the plugin.
+	ErrCacheDir = errors.New("cannot use the compilation cache directory")
 )
 
 // Call failures, returned by Plugin.Canonicalize, Plugin.Project and

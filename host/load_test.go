@@ -158,8 +158,8 @@ func TestCacheDir(t *testing.T) {
 	assert.Positive(t, files, "the compilation cache directory is still empty after a load")
 
 	_, err := Load(context.Background(), "script", watWasm(t, "script"), Options{CacheDir: "/dev/null/cache"})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "compilation cache")
+	require.ErrorIs(t, err, ErrCacheDir)
+	assert.Contains(t, err.Error(), `cannot use the compilation cache directory "/dev/null/cache"`)
 }
 
 func TestWASIOutputEnvRefused(t *testing.T) {

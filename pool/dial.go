@@ -3,7 +3,9 @@ package pool
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -33,6 +35,12 @@ func DefaultDialer(_ context.Context, spec Spec) (mcp.Transport, error) {
 		return nil, err
 	}
 	if spec.Command != "" {
+		// os/exec reports a working directory it cannot enter as the
+		// command itself not existing ("fork/exec CMD: no such file or
+		// directory"): say which it is.
+		if err := spec.checkCwd(); err != nil {
+			return nil, err
+		}
 		cmd := exec.Command(spec.Command, spec.Args...)
 		cmd.Dir = spec.Cwd
 		cmd.Env = os.Environ()
@@ -56,8 +64,14 @@ func DefaultDialer(_ context.Context, spec Spec) (mcp.Transport, error) {
 	return &fallbackTransport{endpoint: spec.URL, client: client, version: spec.ProtocolVersion}, nil
 }
 
+// ErrBadCwd is wrapped by the error of CheckCommand, and of DefaultDialer,
+// for a command whose working directory (Spec.Cwd) does not exist or is not
+// a directory.
+var ErrBadCwd = errors.New("the working directory (cwd) cannot be used")
+
 // CheckCommand reports whether s's command can be started as the dialer
-// would start it: a name without a slash is looked up in the daemon's
+// would start it: s.Cwd, when set, must be a directory (the error then
+// wraps ErrBadCwd); a name without a slash is looked up in the daemon's
 // PATH, as exec.Command does; a path is taken relative to s.Cwd and must be
 // an executable file. It returns nil for a spec that is not a command. A
 // caller checks a changed server before letting it replace a working
@@ -65,6 +79,9 @@ func DefaultDialer(_ context.Context, spec Spec) (mcp.Transport, error) {
 func (s Spec) CheckCommand() error {
 	if s.Command == "" {
 		return nil
+	}
+	if err := s.checkCwd(); err != nil {
+		return err
 	}
 	if !strings.Contains(s.Command, "/") {
 		_, err := exec.LookPath(s.Command)
@@ -82,6 +99,26 @@ func (s Spec) CheckCommand() error {
 		return fmt.Errorf("%s: is a directory", path)
 	case fi.Mode().Perm()&0o111 == 0:
 		return fmt.Errorf("%s: not executable", path)
+	}
+	return nil
+}
+
+// checkCwd returns an error wrapping ErrBadCwd when s.Cwd is set and is
+// not a directory the process could be started in.
+func (s Spec) checkCwd() error {
+	if s.Cwd == "" {
+		return nil
+	}
+	fi, err := os.Stat(s.Cwd)
+	switch {
+	case err != nil:
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is named below
+		}
+		return fmt.Errorf("%w: %s: %w", ErrBadCwd, s.Cwd, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%w: %s: not a directory", ErrBadCwd, s.Cwd)
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package pool_test
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 
@@ -67,4 +69,35 @@ func TestWithRoundTripper(t *testing.T) {
 	same, ok := pool.WithRoundTripper(tr, func(base http.RoundTripper) http.RoundTripper { panic("called") })
 	assert.False(t, ok)
 	assert.Same(t, tr, same)
+}
+
+// TestCheckCommandCwd: a command whose working directory is missing, or
+// is a file, cannot start however real the command is; CheckCommand says
+// so (ErrBadCwd, naming the directory), and so does DefaultDialer, where
+// os/exec would blame the command ("fork/exec CMD: no such file or
+// directory").
+func TestCheckCommandCwd(t *testing.T) {
+	self, err := os.Executable()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+
+	ok := pool.Spec{Name: "s", Command: self, Cwd: dir}
+	require.NoError(t, ok.CheckCommand())
+	_, err = pool.DefaultDialer(t.Context(), ok)
+	require.NoError(t, err)
+
+	for cwd, want := range map[string]string{
+		filepath.Join(dir, "missing"): "no such file or directory",
+		file:                          "not a directory",
+	} {
+		spec := pool.Spec{Name: "s", Command: self, Cwd: cwd}
+		err := spec.CheckCommand()
+		require.ErrorIs(t, err, pool.ErrBadCwd, cwd)
+		assert.Equal(t, pool.ErrBadCwd.Error()+": "+cwd+": "+want, err.Error())
+		_, err = pool.DefaultDialer(t.Context(), spec)
+		require.ErrorIs(t, err, pool.ErrBadCwd, cwd)
+		assert.NotContains(t, err.Error(), self, "the command is not blamed")
+	}
 }

@@ -20,8 +20,7 @@ func runDemoServer(ctx context.Context, args []string, s stdio) int {
 		return parseStatus(err)
 	}
 	if len(rest) > 0 {
-		fs.Usage()
-		return exitUsage
+		return s.usageError(fs, "demo-server", "unexpected argument %q", rest[0])
 	}
 	t := &mcp.IOTransport{Reader: io.NopCloser(s.in), Writer: nopWriteCloser{s.out}}
 	if err := demoserver.New().MCP().Run(ctx, t); !servedToEnd(err) {

@@ -55,6 +55,11 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		s.errorf("run", "--log-level: %v", err)
 		return exitUsage
 	}
+	if *debounce <= 0 {
+		// daemon.Options would take it for the default without a word.
+		s.errorf("run", "--debounce %v: must be more than 0 (default %v)", *debounce, daemon.DefaultDebounce)
+		return exitUsage
+	}
 	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
 
 	d, err := daemon.New(daemon.Options{
@@ -81,6 +86,7 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 			return exitOK
 		}
 		s.errorf("run", "%v", err)
+		cacheDirHint(s, "run", err)
 		return startStatus(err)
 	case <-d.Ready():
 	}
@@ -103,6 +109,15 @@ func startStatus(err error) int {
 		}
 	}
 	return exitFail
+}
+
+// cacheDirHint tells how to choose another compilation cache when err is
+// one that cannot be used (the default directory may be read-only where
+// the daemon runs).
+func cacheDirHint(s stdio, cmd string, err error) {
+	if errors.Is(err, host.ErrCacheDir) {
+		s.errorf(cmd, "choose another compilation cache directory with --cache-dir DIR, or none with --cache-dir=")
+	}
 }
 
 // printSessions prints each session's URL (and, with printTokens, the

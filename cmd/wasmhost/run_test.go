@@ -123,6 +123,15 @@ func TestDemoServerCommand(t *testing.T) {
 	assert.Equal(t, exitOK, code)
 }
 
+// TestDemoServerRefusesArguments: an argument demo-server does not take
+// is named in the error, not only answered with the usage.
+func TestDemoServerRefusesArguments(t *testing.T) {
+	r := runCLI(t, "", "demo-server", "extra")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, `wasmhost demo-server: unexpected argument "extra"`)
+	assert.Empty(t, r.out, "standard output is reserved for MCP")
+}
+
 func TestStdioServesOneSessionWithoutPool(t *testing.T) {
 	path := demoConfig(t)
 	cs, finish := pipeClient(t, "stdio", "--config", path, "--session", "alice", "--log-level", "info")
@@ -406,6 +415,42 @@ func TestRunRefusals(t *testing.T) {
 
 	r = runCLI(t, "", "run")
 	assert.Equal(t, exitUsage, r.code)
+}
+
+// TestRunRefusesDebounceNotPositive: a --debounce of 0 or less is refused
+// before anything starts, rather than taken for the default without a
+// word. (Without the check the daemon would serve until ctx ends.)
+func TestRunRefusesDebounceNotPositive(t *testing.T) {
+	path := demoConfig(t)
+	for flag, want := range map[string]string{
+		"-1s": "wasmhost run: --debounce -1s: must be more than 0 (default 200ms)",
+		"0":   "wasmhost run: --debounce 0s: must be more than 0 (default 200ms)",
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		var out, errOut mcptest.LogBuffer
+		code := run(ctx, []string{"run", "--config", path, "--listen", "127.0.0.1:0", "--debounce", flag}, strings.NewReader(""), &out, &errOut)
+		cancel()
+		assert.Equal(t, exitUsage, code, flag)
+		assert.Contains(t, errOut.String(), want)
+		assert.Empty(t, out.String(), "nothing was served")
+	}
+}
+
+// TestCacheDirRefusalNamesTheFlag: run and stdio with a compilation cache
+// directory that cannot be used say which directory and how to choose
+// another, and do not blame the config's "policy" setting.
+func TestCacheDirRefusalNamesTheFlag(t *testing.T) {
+	path := demoConfig(t)
+	for _, args := range [][]string{
+		{"run", "--config", path, "--listen", "127.0.0.1:0", "--cache-dir", "/dev/null/cache"},
+		{"stdio", "--config", path, "--session", "alice", "--cache-dir", "/dev/null/cache"},
+	} {
+		r := runCLI(t, "", args...)
+		assert.Equal(t, exitUsage, r.code, args[0])
+		assert.Contains(t, r.errOut, `cannot use the compilation cache directory "/dev/null/cache"`, args[0])
+		assert.Contains(t, r.errOut, "wasmhost "+args[0]+": choose another compilation cache directory with --cache-dir DIR, or none with --cache-dir=", args[0])
+		assert.NotContains(t, r.errOut, path+": policy", "%s: the config is not at fault", args[0])
+	}
 }
 
 func TestExampleConfigIsValid(t *testing.T) {

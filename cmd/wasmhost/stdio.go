@@ -93,7 +93,8 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 		plugin, err = host.LoadFile(ctx, cfg.Policy.Path, opts)
 	}
 	if err != nil {
-		s.errorf("stdio", "%s: %s: %v", *configPath, daemon.PolicyField(cfg.Policy, err), err)
+		s.errorf("stdio", "%v", daemon.PolicyError(*configPath, cfg.Policy, err))
+		cacheDirHint(s, "stdio", err)
 		return exitUsage
 	}
 	defer plugin.Close(context.Background())
