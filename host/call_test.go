@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -219,6 +220,10 @@ func TestMisbehaviour(t *testing.T) {
 		{"J", ErrBadOutput, "decoding output", false},
 		{"B", ErrBadOutput, "16777217 bytes of output, limit 16777216", false},
 		{"R", ErrPluginRefused, "refused by script", true},
+		// A trap says what the guest said before it: the Extism error it
+		// set, or what it wrote to stderr (for Go, where it panicked).
+		{"A", ErrPluginTrap, `wasm error: unreachable (the plugin set the error "abort: index out of range at assembly/index.ts:3:5")`, false},
+		{"W", ErrPluginTrap, `wasm error: unreachable (the plugin wrote "panic: boom" to stderr, raised at acme/policy.go:7)`, false},
 	}
 	p := loadWat(t, "script", Options{MaxInstances: 1})
 	for _, tt := range tests {
@@ -482,6 +487,7 @@ func TestLogs(t *testing.T) {
 	assert.Equal(t, []string{"c"}, keys(resp))
 	_, err = canon(p, `"T"`)
 	require.ErrorIs(t, err, ErrPluginTrap)
+	assert.NotContains(t, err.Error(), "stderr", "what an earlier call wrote does not explain this trap")
 	msgs := h.messages()
 	assert.Contains(t, msgs, "INFO plugin loaded")
 	assert.Contains(t, msgs, "DEBUG plugin instance created")
@@ -490,6 +496,56 @@ func TestLogs(t *testing.T) {
 	assert.Contains(t, h.attr("message"), "hello from script")
 	assert.Contains(t, msgs, "DEBUG plugin output")
 	assert.Contains(t, h.attr("line"), "written to stderr")
+}
+
+// TestTrapReason: the guest's own account of a trap, kept to one line.
+func TestTrapReason(t *testing.T) {
+	goOOM := "runtime: out of memory: cannot allocate 1048576-byte block (66584576 in use)\n" +
+		"fatal error: out of memory\n\ngoroutine 1 gp=0x1 m=0 mp=0x2 [running]:\n" +
+		"runtime.throw({0x1, 0x2})\n\truntime/panic.go:1094 +0x5\n" +
+		"runtime.(*mcache).allocLarge(0x1, 0x100000, 0x1)\n\truntime/mcache.go:234 +0x9\n" +
+		"panic({0x3, 0x4})\n\truntime/panic.go:707 +0x2\n" +
+		"main.grow(...)\n\texample.com/acme/policy.go:42\n" +
+		"main.project()\n\texample.com/acme/exports.go:12 +0x18\n"
+	for _, tt := range []struct {
+		name, msg, stderr, want string
+	}{
+		{name: "nothing said"},
+		{name: "blank stderr", stderr: "\n \r\n"},
+		{name: "error message first", msg: "abort: boom", stderr: "panic: other\n", want: `the plugin set the error "abort: boom"`},
+		{name: "multi-line message quoted", msg: "a\nb", want: `the plugin set the error "a\nb"`},
+		{name: "first line", stderr: "\nsomething odd\nmore\n", want: `the plugin wrote "something odd" to stderr`},
+		{name: "Go fatal error, first frame outside the runtime", stderr: goOOM,
+			want: `the plugin wrote "fatal error: out of memory" to stderr, raised at example.com/acme/policy.go:42`},
+		{name: "Go command called before _start", stderr: "runtime: wasmexport function called before runtime initialization\n\tcall _start first\n",
+			want: `the plugin wrote "runtime: wasmexport function called before runtime initialization" to stderr`},
+		{name: "long line cut", stderr: "panic: " + strings.Repeat("x", 1000),
+			want: `the plugin wrote "panic: ` + strings.Repeat("x", maxTrapReason-len("panic: ")) + `" to stderr`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := trapReason(tt.msg, []byte(tt.stderr))
+			assert.Equal(t, tt.want, got)
+			assert.NotContains(t, got, "\n", "one line")
+		})
+	}
+}
+
+// TestCallStderr: an instance keeps the first maxCallStderr bytes a call
+// writes to stderr, passes everything on, and forgets it all at reset.
+func TestCallStderr(t *testing.T) {
+	var next bytes.Buffer
+	w := &callStderr{next: &next}
+	big := strings.Repeat("y", maxCallStderr)
+	for _, s := range []string{"panic: a\n", big} {
+		n, err := w.Write([]byte(s))
+		require.NoError(t, err)
+		assert.Equal(t, len(s), n)
+	}
+	assert.Len(t, w.buf, maxCallStderr)
+	assert.True(t, strings.HasPrefix(string(w.buf), "panic: a\ny"))
+	assert.Equal(t, "panic: a\n"+big, next.String())
+	w.reset()
+	assert.Empty(t, w.buf)
 }
 
 func TestLineLogger(t *testing.T) {

@@ -251,6 +251,9 @@ func TestHostileContainment(t *testing.T) {
 				if tt.stderr != "" {
 					line := strings.ReplaceAll(tt.stderr, "%s", export)
 					assert.Contains(t, logs.attr("line"), line, "the guest's stderr")
+					// The error itself says what the Go runtime reported, and
+					// where in the plugin's own code.
+					assert.Contains(t, err.Error(), fmt.Sprintf("(the plugin wrote %q to stderr, raised at github.com/wasmhost/wasmhost/testplugins/hostile-go/hostile/", line))
 				}
 				assert.Positive(t, served, "good calls on the other plugin")
 				t.Logf("%s: %v after %v; %d good rounds on the other plugin meanwhile; heap peak +%d MiB",

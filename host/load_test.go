@@ -42,6 +42,10 @@ func TestLoadRefusals(t *testing.T) {
 			want: []error{ErrHandshake, ErrPluginTimeout}, msg: []string{"200ms"}},
 		{name: "missing exports", wat: "missing-exports", want: []error{ErrMissingExport}, msg: []string{"missing canonicalize, project"}},
 		{name: "no exports", wat: "tiny", want: []error{ErrMissingExport}, msg: []string{"missing handshake, canonicalize, project"}},
+		{name: "a WASI command", wat: "command", want: []error{ErrHandshake, ErrPluginTrap},
+			msg: []string{"the module is a WASI command (it exports _start, not _initialize)", "build a Go plugin with -buildmode=c-shared"}},
+		{name: "native binary", wasm: []byte("\x7fELF\x02\x01\x01"), want: []error{ErrNotWasm},
+			msg: []string{`starts with "\x7fELF"`, "an ELF executable or library, built for this machine", "GOOS=wasip1 GOARCH=wasm"}},
 		{name: "optional export of the wrong type", wat: "batch-type", want: []error{ErrMissingExport},
 			msg: []string{"project_batch has signature (i32) -> i32, want () -> i32"}},
 		{name: "unknown module", wat: "unknown-import", want: []error{ErrUnknownImport}, msg: []string{`module "env" function "now"`}},
@@ -270,6 +274,39 @@ func TestCommittedWasmUpToDate(t *testing.T) {
 		got, err := os.ReadFile(strings.TrimSuffix(wat, ".wat") + ".wasm")
 		require.NoError(t, err, "run testplugins/wat/build.sh")
 		assert.True(t, bytes.Equal(want, got), "%s: committed .wasm differs from wat2wasm output; run testplugins/wat/build.sh", wat)
+	}
+}
+
+// TestGOOSJSImportHint: a Go module built for GOOS=js is told, once, how
+// to build it instead.
+func TestGOOSJSImportHint(t *testing.T) {
+	err := checkImports([]Import{
+		{Module: "gojs", Name: "runtime.wasmExit", Kind: "func"},
+		{Module: "gojs", Name: "runtime.wasmWrite", Kind: "func"},
+	})
+	require.ErrorIs(t, err, ErrUnknownImport)
+	assert.Contains(t, err.Error(), `module "gojs" function "runtime.wasmExit" (a Go build for GOOS=js: build with GOOS=wasip1 GOARCH=wasm -buildmode=c-shared), module "gojs" function "runtime.wasmWrite" (the host`)
+}
+
+// TestNearExportHint: a required export that is missing under its name but
+// present misspelt is named, so the author sees the typo.
+func TestNearExportHint(t *testing.T) {
+	fn := func(name string) Export { return Export{Name: name, Kind: "func", Signature: "() -> i32"} }
+	exports := []Export{fn("handshake"), fn("Canonicalize"), fn("projcet"), {Name: "memory", Kind: "memory"}}
+	err := checkExports(exports, abi.RequiredExports)
+	require.ErrorIs(t, err, ErrMissingExport)
+	assert.Equal(t, `missing or mistyped export: missing canonicalize (the module exports "Canonicalize": export names are exact and case-sensitive), `+
+		`project (the module exports "projcet": export names are exact and case-sensitive)`, err.Error())
+
+	// Nothing close: the name alone.
+	err = checkExports([]Export{fn("handshake"), fn("canonicalize"), fn("project_batch")}, abi.RequiredExports)
+	assert.EqualError(t, err, "missing or mistyped export: missing project")
+
+	for _, tt := range []struct {
+		a, b string
+		want int
+	}{{"project", "project", 0}, {"project", "projcet", 2}, {"project", "projects", 1}, {"canonicalize", "canonicalise", 1}, {"project", "handshake", 3}} {
+		assert.Equal(t, tt.want, editDistance(tt.a, tt.b, 2), "%s %s", tt.a, tt.b)
 	}
 }
 

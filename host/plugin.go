@@ -111,6 +111,8 @@ type instance struct {
 	// WASI proc_exit, a context-done termination or Close.
 	exited   atomic.Bool
 	exitCode atomic.Uint32
+	// stderr keeps what the guest writes to standard error during a call.
+	stderr *callStderr
 }
 
 // Name returns where the plugin came from: the file path, the name passed
@@ -500,7 +502,8 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 	if p.killCtx.Err() != nil { // Close gave up on the calls: no new instance to start
 		return nil, ErrClosed
 	}
-	ext, err := p.compiled.Instance(ictx, extism.PluginInstanceConfig{ModuleConfig: sandboxConfig(stdout, stderr)})
+	inst.stderr = &callStderr{next: stderr}
+	ext, err := p.compiled.Instance(ictx, extism.PluginInstanceConfig{ModuleConfig: sandboxConfig(stdout, inst.stderr)})
 	if err != nil {
 		return nil, err
 	}
@@ -566,6 +569,7 @@ func (p *Plugin) invoke(ctx context.Context, inst *instance, export string, inpu
 		refusal  string
 		refusing bool
 	)
+	inst.stderr.reset()
 	if direct {
 		p.stats.direct.Add(1)
 		out, refusing, callErr = inst.direct.call(callCtx, inst.direct.fns[export], input)
@@ -587,11 +591,11 @@ func (p *Plugin) invoke(ctx context.Context, inst *instance, export string, inpu
 	case failed && p.isClosed():
 		return nil, false, ErrClosed
 	case exited && callErr == nil:
-		return nil, false, fmt.Errorf("%w: the guest exited with code %d during the call", ErrPluginTrap, inst.exitCode.Load())
+		return nil, false, fmt.Errorf("%w: the guest exited with code %d during the call%s", ErrPluginTrap, inst.exitCode.Load(), inst.trapReason(""))
 	case callErr != nil:
 		var exit *sys.ExitError
 		if errors.As(callErr, &exit) {
-			return nil, false, fmt.Errorf("%w: the guest exited with code %d", ErrPluginTrap, exit.ExitCode())
+			return nil, false, fmt.Errorf("%w: the guest exited with code %d%s", ErrPluginTrap, exit.ExitCode(), inst.trapReason(""))
 		}
 		if errors.Is(callErr, ErrBadOutput) {
 			return nil, false, callErr
@@ -604,7 +608,7 @@ func (p *Plugin) invoke(ctx context.Context, inst *instance, export string, inpu
 			// wazero appends a multi-line wasm stack trace: keep the error
 			// to one line for views, state and logs; the trace goes to debug.
 			p.log.Debug("plugin trapped", "plugin", p.name, "export", export, "detail", callErr.Error())
-			return nil, false, fmt.Errorf("%w: %s", ErrPluginTrap, firstLine(callErr.Error()))
+			return nil, false, fmt.Errorf("%w: %s%s", ErrPluginTrap, firstLine(callErr.Error()), inst.trapReason(msg))
 		}
 		if rc == 0 {
 			return nil, false, fmt.Errorf("%w: status 0 with an error message: %s", ErrBadOutput, refusalText(msg))
@@ -618,6 +622,16 @@ func (p *Plugin) invoke(ctx context.Context, inst *instance, export string, inpu
 		return nil, false, fmt.Errorf("%w: %d bytes of output, limit %d", ErrBadOutput, len(out), abi.MaxOutputBytes)
 	}
 	return out, true, nil
+}
+
+// trapReason returns the guest's own explanation of the trap that ended
+// its call (see the package function trapReason), in parentheses after a
+// space, or "" when it gave none. msg is the Extism error it set.
+func (i *instance) trapReason(msg string) string {
+	if r := trapReason(msg, i.stderr.buf); r != "" {
+		return " (" + r + ")"
+	}
+	return ""
 }
 
 // callSafe calls export, turning a panic in extism's host-side code into an

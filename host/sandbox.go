@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +22,8 @@ import (
 //   - WASI is available so that Go and other WASI guests start, but with no
 //     arguments, no environment variables, no preopened directories (no
 //     filesystem), stdin at end of file, stdout and stderr captured (logged
-//     at debug level, never written to the host's own streams).
+//     at debug level, never written to the host's own streams; the start of
+//     a call's stderr is kept to explain a trap, see callStderr).
 //   - Extism: empty config, no allowed hosts (http_request panics, which
 //     the host reports as a trap), no allowed paths, vars disabled
 //     (var_set panics), HTTP response size 0.
@@ -121,6 +124,95 @@ func (w *lineLogger) flush() {
 	w.log.LogAttrs(context.Background(), slog.LevelDebug, "plugin output",
 		slog.String("plugin", w.plugin), slog.String("stream", w.stream), slog.String("line", string(line)))
 	w.buf = w.buf[:0]
+}
+
+// maxCallStderr caps what an instance keeps of one call's standard error
+// to explain a trap: enough for a Go panic's message and the first frames
+// of its traceback.
+const maxCallStderr = 8 << 10
+
+// A callStderr is the standard error of one instance. It passes everything
+// on to next (the debug log, or io.Discard) and keeps the first
+// maxCallStderr bytes written since the last reset, the start of the
+// current call, so that a trap can say what the guest reported before it
+// stopped (trapReason). It is used by one call at a time.
+type callStderr struct {
+	next io.Writer
+	buf  []byte
+}
+
+func (w *callStderr) Write(p []byte) (int, error) {
+	if room := maxCallStderr - len(w.buf); room > 0 {
+		w.buf = append(w.buf, p[:min(room, len(p))]...)
+	}
+	return w.next.Write(p)
+}
+
+// reset forgets what earlier calls wrote.
+func (w *callStderr) reset() { w.buf = w.buf[:0] }
+
+// maxTrapReason caps the guest's own words quoted in a trap's error.
+const maxTrapReason = 256
+
+// trapReason explains a trap in the guest's own words, for its one-line
+// error: the Extism error message the plugin set before trapping (what
+// AssemblyScript's abort handler in docs/plugins.md does), or else the
+// line of its standard error that says what went wrong (a Go panic or
+// fatal error, with the first frame of the plugin's own code when the
+// traceback names one). It returns "" when the guest said nothing.
+func trapReason(msg string, stderr []byte) string {
+	if msg != "" {
+		return fmt.Sprintf("the plugin set the error %q", runePrefix(msg, maxTrapReason))
+	}
+	var lines []string
+	for _, l := range strings.Split(string(stderr), "\n") {
+		if l = strings.TrimRight(l, "\r"); strings.TrimSpace(l) != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	first := lines[0]
+	for _, l := range lines {
+		if strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ") {
+			first = l
+			break
+		}
+	}
+	reason := fmt.Sprintf("the plugin wrote %q to stderr", runePrefix(first, maxTrapReason))
+	if at := goFrame(lines); at != "" {
+		reason += ", raised at " + at
+	}
+	return reason
+}
+
+// goFrame returns the file:line of the first frame of a Go traceback among
+// lines that is not in the Go runtime: where a Go plugin panicked or ran
+// out of memory. It returns "" when there is no such frame.
+func goFrame(lines []string) string {
+	inTrace := false
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "goroutine "):
+			inTrace = true
+			continue
+		case !inTrace || i+1 == len(lines) || strings.HasPrefix(l, "\t"):
+			continue
+		case strings.HasPrefix(l, "runtime.") || strings.HasPrefix(l, "panic("):
+			continue
+		}
+		next := lines[i+1]
+		if !strings.HasPrefix(next, "\t") {
+			continue
+		}
+		loc := strings.TrimSpace(next)
+		if j := strings.LastIndex(loc, " +0x"); j >= 0 {
+			loc = loc[:j]
+		}
+		return runePrefix(loc, maxTrapReason)
+	}
+	return ""
 }
 
 // wasiOutputSet reports whether envWASIOutput is set.

@@ -33,6 +33,31 @@ func (i Import) String() string {
 	return s
 }
 
+// nativeMagics are the first bytes of the native executable and library
+// formats a plugin built for the wrong target comes out as.
+var nativeMagics = []struct {
+	magic  string
+	format string
+}{
+	{"\x7fELF", "an ELF executable or library"},
+	{"MZ", "a Windows executable or DLL"},
+	{"\xcf\xfa\xed\xfe", "a Mach-O executable or library"},
+	{"\xce\xfa\xed\xfe", "a Mach-O executable or library"},
+	{"\xca\xfe\xba\xbe", "a Mach-O universal binary"},
+}
+
+// nativeHint explains a file that is a native binary rather than
+// WebAssembly, the result of building a plugin without a wasm target: ""
+// for anything else.
+func nativeHint(b []byte) string {
+	for _, m := range nativeMagics {
+		if bytes.HasPrefix(b, []byte(m.magic)) {
+			return fmt.Sprintf(" (%s, built for this machine: build the plugin for WebAssembly, for Go with GOOS=wasip1 GOARCH=wasm)", m.format)
+		}
+	}
+	return ""
+}
+
 // An Export is one export of a module.
 type Export struct {
 	Name string `json:"name"`
@@ -50,7 +75,7 @@ func checkHeader(b []byte) error {
 	switch {
 	case len(b) < 4 || !bytes.Equal(b[:4], wasmHeader[:4]):
 		n := min(len(b), 4)
-		return fmt.Errorf("%w: starts with %q, not the magic \"\\x00asm\"", ErrNotWasm, b[:n])
+		return fmt.Errorf("%w: starts with %q, not the magic \"\\x00asm\"%s", ErrNotWasm, b[:n], nativeHint(b))
 	case len(b) < 8:
 		return fmt.Errorf("%w: truncated after the magic number", ErrNotWasm)
 	case !bytes.Equal(b[4:8], wasmHeader[4:]):
@@ -325,6 +350,7 @@ func checkImports(imports []Import) error {
 		return err
 	}
 	var bad []string
+	gojs := false // whether an import of module "gojs" was explained
 	for _, imp := range imports {
 		var ok bool
 		switch imp.Module {
@@ -344,6 +370,12 @@ func checkImports(imports []Import) error {
 				// option --use abort=... replaces it.
 				item += " (AssemblyScript: build with --use abort=... as docs/plugins.md shows)"
 			}
+			if imp.Module == "gojs" && !gojs {
+				// Go's GOOS=js port imports dozens of these: say once
+				// what they mean.
+				gojs = true
+				item += " (a Go build for GOOS=js: build with GOOS=wasip1 GOARCH=wasm -buildmode=c-shared)"
+			}
 			bad = append(bad, item)
 		}
 	}
@@ -352,6 +384,64 @@ func checkImports(imports []Import) error {
 			ErrUnknownImport, strings.Join(bad, ", "), moduleExtismEnv, moduleWASI)
 	}
 	return nil
+}
+
+// nearExport returns the name of a function export that is probably a
+// misspelling of name: the same but for case, '-' or '_', or at most two
+// letters apart. It returns "" when there is none.
+func nearExport(exports []Export, name string) string {
+	fold := func(s string) string { return strings.ReplaceAll(strings.ToLower(s), "-", "_") }
+	for _, e := range exports {
+		if e.Kind == "func" && e.Name != name && fold(e.Name) == fold(name) {
+			return e.Name
+		}
+	}
+	for _, e := range exports {
+		if e.Kind == "func" && e.Name != name && editDistance(fold(e.Name), fold(name), 2) <= 2 {
+			return e.Name
+		}
+	}
+	return ""
+}
+
+// editDistance returns the Levenshtein distance between a and b, counted
+// in bytes, or limit+1 once it is sure to exceed limit.
+func editDistance(a, b string, limit int) int {
+	if d := len(a) - len(b); d > limit || -d > limit {
+		return limit + 1
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		best := cur[0]
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			best = min(best, cur[j])
+		}
+		if best > limit {
+			return limit + 1
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// isCommand reports whether the module is a WASI command: it exports a
+// _start function and no _initialize, as Go builds one without
+// -buildmode=c-shared.
+func (m *moduleInfo) isCommand() bool {
+	has := func(name string) bool {
+		return slices.ContainsFunc(m.exports, func(e Export) bool { return e.Name == name && e.Kind == "func" })
+	}
+	return has("_start") && !has("_initialize")
 }
 
 // exportsMemory reports whether the module exports a memory named
@@ -380,6 +470,9 @@ func checkExports(exports []Export, required []string) error {
 		i := slices.IndexFunc(exports, func(e Export) bool { return e.Name == name })
 		switch {
 		case i < 0:
+			if near := nearExport(exports, name); near != "" {
+				name += fmt.Sprintf(" (the module exports %q: export names are exact and case-sensitive)", near)
+			}
 			missing = append(missing, name)
 		case exports[i].Kind != "func":
 			wrong = append(wrong, fmt.Sprintf("%s is a %s, not a function", name, exports[i].Kind))

@@ -68,8 +68,13 @@ func newFlagSet(name, synopsis string, s stdio) *flag.FlagSet {
 	fs := flag.NewFlagSet("wasmhost "+name, flag.ContinueOnError)
 	fs.SetOutput(s.err)
 	fs.Usage = func() {
-		fmt.Fprintf(s.err, "usage: wasmhost %s %s\n\nflags:\n", name, synopsis)
-		fs.PrintDefaults()
+		fmt.Fprintf(s.err, "usage: %s\n", strings.TrimSpace("wasmhost "+name+" "+synopsis))
+		flags := 0
+		fs.VisitAll(func(*flag.Flag) { flags++ })
+		if flags > 0 { // a command without flags gets no empty "flags:" section
+			fmt.Fprint(s.err, "\nflags:\n")
+			fs.PrintDefaults()
+		}
 	}
 	return fs
 }

@@ -97,6 +97,14 @@ func TestUsage(t *testing.T) {
 
 	r = runCLI(t, "", "key", "--no-such-flag")
 	assert.Equal(t, exitUsage, r.code)
+
+	// A command without flags shows no empty flags section.
+	r = runCLI(t, "", "digest", "-h")
+	assert.Equal(t, exitOK, r.code)
+	assert.Equal(t, "usage: wasmhost digest FILE\n", r.errOut)
+	r = runCLI(t, "", "demo-server", "-h")
+	assert.Equal(t, exitOK, r.code)
+	assert.Equal(t, "usage: wasmhost demo-server\n", r.errOut)
 }
 
 func TestKey(t *testing.T) {

@@ -90,6 +90,59 @@ func TestNewPluginBuildsAndPasses(t *testing.T) {
 	}
 }
 
+// TestNewPluginGoTestHelper follows docs/plugins.md, "From go test": a
+// golden test through conformance.RunT in the scaffolded module, with
+// wasmhost taken from a local checkout (this one) by `go mod edit
+// -replace` and `go mod tidy`, as the guide says to where `go get` cannot
+// fetch it. GOFLAGS is cleared, as an author's would be: with -mod=mod the
+// go command would add the requirement by itself.
+func TestNewPluginGoTestHelper(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a wasm module and a Go test with the go toolchain")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command in PATH")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	dir := filepath.Join(t.TempDir(), "acme-policy")
+	r := runCLI(t, "", "new-plugin", dir)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	goCmd(t, dir, []string{"GOOS=wasip1", "GOARCH=wasm"}, "build", "-buildmode=c-shared", "-trimpath", "-o", "acme-policy.wasm", ".")
+	golden := `package main_test // next to the scaffold's package main
+
+import (
+	"testing"
+
+	"github.com/wasmhost/wasmhost/conformance"
+)
+
+func TestGolden(t *testing.T) {
+	conformance.RunT(t, "acme-policy.wasm", "golden/")
+}
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "golden_test.go"), []byte(golden), 0o644))
+	author := []string{"GOFLAGS="}
+
+	// A replace directive alone does not make the module a dependency.
+	goCmd(t, dir, author, "mod", "edit", "-replace", "github.com/wasmhost/wasmhost="+root)
+	cmd := exec.CommandContext(t.Context(), "go", "test", "./...")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOTOOLCHAIN=local", "GOFLAGS=")
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "go test with a replace but no require:\n%s", out)
+	assert.Contains(t, string(out), "is replaced but not required")
+
+	// go mod tidy writes the require line; then the golden test runs.
+	goCmd(t, dir, author, "mod", "tidy")
+	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	require.NoError(t, err)
+	assert.Contains(t, string(gomod), "github.com/wasmhost/wasmhost v0.0.0-00010101000000-000000000000")
+	goCmd(t, dir, author, "test", "-count=1", "-run", "TestGolden", "./...")
+	// The wasm build still needs nothing from wasmhost.
+	goCmd(t, dir, append(author, "GOOS=wasip1", "GOARCH=wasm"), "build", "-buildmode=c-shared", "-trimpath", "-o", "acme-policy.wasm", ".")
+}
+
 func TestNewPluginRefuses(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("x"), 0o644))

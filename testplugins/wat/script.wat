@@ -27,6 +27,9 @@
 ;;   "M" grow memory until refused: key = hex of memory.size pages (u32 LE)
 ;;   "G" log "hello from script" at info level through the Extism kernel,
 ;;       write "written to stderr" + newline to WASI stderr, answer key "c"
+;;   "A" set an Extism error message, then trap (unreachable), as
+;;       AssemblyScript's abort handler in docs/plugins.md does
+;;   "W" write the start of a Go panic's report to WASI stderr, then trap
 (module
   (import "extism:host/env" "alloc" (func $alloc (param i64) (result i64)))
   (import "extism:host/env" "store_u8" (func $store_u8 (param i64 i32)))
@@ -63,6 +66,10 @@
   ;; 800: one WASI iovec {buf 768, len 18}; 808: bytes written.
   (data (i32.const 800) "\00\03\00\00\12\00\00\00")
   (data (i32.const 832) "hello from script\00")
+  (data (i32.const 896) "abort: index out of range at assembly/index.ts:3:5\00")
+  (data (i32.const 960) "panic: boom\n\ngoroutine 1 [running]:\nmain.f()\n\tacme/policy.go:7 +0x5\n")
+  ;; 1056: one WASI iovec {buf 960, len 68}; 1064: bytes written.
+  (data (i32.const 1056) "\c0\03\00\00\44\00\00\00")
 
   (func $strlen (param $p i32) (result i32)
     (local $n i32)
@@ -201,6 +208,12 @@
         (drop (call $fd_write (i32.const 2) (i32.const 800) (i32.const 1) (i32.const 808)))
         (call $output (i32.const 320))
         (return (i32.const 0))))
+    (if (i32.eq (local.get $c) (i32.const 0x41)) ;; A
+      (then (call $error (i32.const 896)) unreachable))
+    (if (i32.eq (local.get $c) (i32.const 0x57)) ;; W
+      (then
+        (drop (call $fd_write (i32.const 2) (i32.const 1056) (i32.const 1) (i32.const 1064)))
+        unreachable))
     (i32.const -1))
 
   (func (export "handshake") (result i32)
