@@ -176,3 +176,16 @@ func TestGoPluginsReclaimMemory(t *testing.T) {
 		})
 	}
 }
+
+// TestDefaultTooLittleMemorySaysSo loads the default plugin with a memory
+// limit its Go runtime cannot start in: the refusal quotes what the
+// runtime said, so the operator sees which setting to raise.
+func TestDefaultTooLittleMemorySaysSo(t *testing.T) {
+	for _, direct := range []bool{true, false} {
+		t.Run(fmt.Sprintf("direct=%t", direct), func(t *testing.T) {
+			_, err := LoadDefault(context.Background(), Options{MemoryLimitBytes: 3 << 20, NoDirect: !direct})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), `(the plugin wrote "fatal error: runtime: cannot allocate memory" to stderr`)
+		})
+	}
+}

@@ -544,7 +544,7 @@ func (p *Plugin) prepareDirect(ctx context.Context, inst *instance) error {
 	callCtx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
 	defer cancel()
 	if _, _, err := inst.callSafe(callCtx, abi.ExportHandshake, nil); err != nil {
-		return fmt.Errorf("initializing the guest for direct calls: %w", err)
+		return fmt.Errorf("initializing the guest for direct calls: %w%s", err, inst.trapReason(""))
 	}
 	inst.direct = d
 	return nil
