@@ -129,6 +129,13 @@ type Daemon struct {
 	warned map[string]bool
 
 	// Set once in Run before ready is closed, then read-only.
+	//
+	// life is cancelled when Run begins to stop. Admin changes (reloads,
+	// overlays, restarts) run under it rather than under their request's
+	// context: a client that gives up (a timeout, Ctrl-C) while its change
+	// is being applied would otherwise cancel the policy calls under way,
+	// and the views they were for would fail closed, half applied.
+	life     context.Context
 	pool     *pool.Pool
 	rec      *reconcile.Reconciler
 	addr     net.Addr
@@ -354,6 +361,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.cfg = cfg
 	d.admin = cfg.Admin
 	d.mu.Unlock()
+	bg, stopBG := context.WithCancel(context.Background())
+	defer stopBG()
+	d.life = bg
 
 	srv := &http.Server{
 		Handler:           d.routes(),
@@ -372,7 +382,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	close(d.ready)
 
 	var wg sync.WaitGroup
-	bg, stopBG := context.WithCancel(context.Background())
 	watchErr := d.startWatcher(bg, &wg)
 	if watchErr != nil {
 		d.log.Warn("config file watching disabled", "err", watchErr)

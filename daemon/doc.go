@@ -18,6 +18,12 @@
 //	DELETE /v1/sessions/{session}/servers/{server}   remove that overlay (admin token)
 //	POST   /v1/servers/{server}/restart restart the server's connections (admin token)
 //
+// An overlay PUT whose settings the policy refuses is answered 422 and
+// changes nothing, and so is a DELETE that would bring back file settings
+// the policy refuses (the overlay stays; the answer names the file and
+// JSON path). A change the admin API has begun (a reload, an overlay, a
+// restart) is carried through even if its client gives up waiting.
+//
 // A session endpoint takes "Authorization: Bearer <token>" with that
 // session's token; the admin endpoints take the admin token (the config's
 // "admin" block; without it they answer 404). Tokens are compared in

@@ -176,8 +176,8 @@ func (d *Daemon) serveState(w http.ResponseWriter, _ *http.Request) {
 	d.writeJSON(w, http.StatusOK, d.State())
 }
 
-func (d *Daemon) serveReload(w http.ResponseWriter, r *http.Request) {
-	res, err := d.Reload(r.Context(), "admin")
+func (d *Daemon) serveReload(w http.ResponseWriter, _ *http.Request) {
+	res, err := d.Reload(d.life, "admin")
 	switch {
 	case errors.Is(err, ErrNotReady):
 		d.writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
@@ -257,11 +257,11 @@ func (d *Daemon) servePutOverlay(w http.ResponseWriter, r *http.Request) {
 	}
 	d.reloadMu.Lock()
 	var sum reconcile.Summary
-	err = d.rec.CheckOverlay(r.Context(), sessionName, srv)
+	err = d.rec.CheckOverlay(d.life, sessionName, srv)
 	if !errors.Is(err, reconcile.ErrSettingsRefused) {
 		// A policy call failing as a whole is the views' to report, as
 		// without the check.
-		sum, err = d.rec.PutOverlay(r.Context(), sessionName, srv)
+		sum, err = d.rec.PutOverlay(d.life, sessionName, srv)
 	}
 	d.reloadMu.Unlock()
 	d.answerOverlay(w, "put", sessionName, server, sum, err, warnings)
@@ -270,7 +270,17 @@ func (d *Daemon) servePutOverlay(w http.ResponseWriter, r *http.Request) {
 func (d *Daemon) serveDeleteOverlay(w http.ResponseWriter, r *http.Request) {
 	sessionName, server := r.PathValue("session"), r.PathValue("server")
 	d.reloadMu.Lock()
-	sum, err := d.rec.DeleteOverlay(r.Context(), sessionName, server)
+	var sum reconcile.Summary
+	// The file's settings come back: settings the policy refuses are
+	// refused as a reload bringing them is, and the overlay stays.
+	err := d.rec.CheckDeleteOverlay(d.life, sessionName, server)
+	if errors.Is(err, reconcile.ErrSettingsRefused) {
+		err = fmt.Errorf("%s: %w", d.file, err)
+	} else {
+		// A policy call failing as a whole is the views' to report, as
+		// without the check.
+		sum, err = d.rec.DeleteOverlay(d.life, sessionName, server)
+	}
 	d.reloadMu.Unlock()
 	d.answerOverlay(w, "delete", sessionName, server, sum, err, nil)
 }
@@ -297,7 +307,7 @@ func (d *Daemon) answerOverlay(w http.ResponseWriter, verb, sessionName, server 
 
 func (d *Daemon) serveRestart(w http.ResponseWriter, r *http.Request) {
 	server := r.PathValue("server")
-	err := d.rec.Restart(r.Context(), server)
+	err := d.rec.Restart(d.life, server)
 	switch {
 	case err == nil:
 		d.log.Info("restarted by admin request", "server", server)

@@ -80,6 +80,37 @@ func (r *Reconciler) CheckOverlay(ctx context.Context, sessionName string, srv *
 	return r.check(ctx, nil, []checked{{session: sessionName, server: srv.Name, path: "the overlay", settings: srv.Metadata()}})
 }
 
+// CheckDeleteOverlay is Check for the settings DeleteOverlay would bring
+// back: it returns an error wrapping ErrSettingsRefused, naming the JSON
+// path of the file's settings, when the running policy refuses the
+// settings the last applied config gives session for server, unless the
+// binding has those settings now. Neither Check nor CheckOverlay asks
+// about them while the overlay is in force (a reload or a policy swap
+// may bring settings the policy refuses under it), so without this check
+// removing the overlay would fail the binding's view closed. It returns
+// nil when there is no such overlay (DeleteOverlay says so) or the file
+// gives the session no binding of server.
+func (r *Reconciler) CheckDeleteOverlay(ctx context.Context, sessionName, server string) error {
+	r.mu.Lock()
+	var item *checked
+	if _, ok := r.overlays[sessionName][server]; ok {
+		if si := r.inputs[sessionName]; si != nil {
+			if w := si.want(server); w != nil {
+				path := config.JoinPath("mcpServers", server)
+				if c := si.cells[server]; c.o != nil {
+					path = config.JoinPath("sessions", sessionName, "overrides", server) + " over " + path
+				}
+				item = &checked{session: sessionName, server: server, path: path, settings: w.settings}
+			}
+		}
+	}
+	r.mu.Unlock()
+	if item == nil {
+		return nil
+	}
+	return r.check(ctx, nil, []checked{*item})
+}
+
 // check canonicalizes the distinct settings of items with p (nil: the
 // running policy, which skips the items whose binding has the same
 // settings now) and reports the refused ones.

@@ -113,3 +113,39 @@ func TestCheckPolicyWithoutResponse(t *testing.T) {
 	require.ErrorContains(t, err, "policy returned no response")
 	assert.NotErrorIs(t, err, reconcile.ErrSettingsRefused)
 }
+
+// TestCheckDeleteOverlay: the settings of the file under an overlay are
+// not asked about while the overlay decides (a reload brings refused ones
+// there); removing the overlay would bring them in force, so
+// CheckDeleteOverlay asks, naming the file's JSON path. Settings the
+// binding has now, no overlay, or no file binding to come back are not
+// asked about.
+func TestCheckDeleteOverlay(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read"), newUpstream("extra", "e1"))
+	ctx := context.Background()
+	_, err := e.rec.SetPolicy(ctx, &refusingPolicy{Policy: ref, marker: `"trust":true`})
+	require.NoError(t, err)
+	c := newCfg().server("fs").session("alice").session("bob")
+	e.apply(c.build(t))
+
+	srv := &config.Server{Name: "fs", Command: "/usr/bin/fs-server", Pooled: true, Settings: config.Settings{IncludeTools: raw(`["read"]`)}}
+	_, err = e.rec.PutOverlay(ctx, "alice", srv)
+	require.NoError(t, err)
+	require.NoError(t, e.rec.CheckDeleteOverlay(ctx, "alice", "fs"), "the file's settings are accepted")
+	require.NoError(t, e.rec.CheckDeleteOverlay(ctx, "bob", "fs"), "no overlay: DeleteOverlay says so")
+
+	next := c.clone()
+	next.Sessions["alice"]["overrides"] = override("fs", `{"trust":true}`)
+	require.NoError(t, e.rec.Check(ctx, next.build(t), nil), "the overlay decides alice's settings")
+	e.apply(next.build(t))
+	err = e.rec.CheckDeleteOverlay(ctx, "alice", "fs")
+	require.ErrorIs(t, err, reconcile.ErrSettingsRefused)
+	assert.Contains(t, err.Error(), `sessions.alice.overrides.fs over mcpServers.fs: session "alice", server "fs": the policy refuses the settings: `)
+	assert.Equal(t, []string{"read"}, e.reg("alice").ToolNames("fs"), "nothing is touched")
+
+	// A server the file does not have: the binding goes, nothing comes back.
+	extra := &config.Server{Name: "extra", Command: "/usr/bin/fs-server", Pooled: true, Settings: config.Settings{Trust: raw("false")}}
+	_, err = e.rec.PutOverlay(ctx, "alice", extra)
+	require.NoError(t, err)
+	require.NoError(t, e.rec.CheckDeleteOverlay(ctx, "alice", "extra"))
+}

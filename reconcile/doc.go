@@ -84,7 +84,11 @@
 // file's entry (if the session uses one) takes over. The overlay follows the
 // same rules as Apply: same identity refreshes, another identity
 // reacquires, a new server acquires. Overlays of a session that a later
-// Apply removes are dropped with the session.
+// Apply removes are dropped with the session. [Reconciler.CheckOverlay] and
+// [Reconciler.CheckDeleteOverlay] ask the running policy, before a put or a
+// delete, about the settings it would bring in force, as [Reconciler.Check]
+// does for a config (which does not ask about the file's settings of a
+// server an overlay replaces).
 //
 // # Approval, restart, policy swap
 //
