@@ -209,8 +209,12 @@ func TestTokensAndRebindingChecks(t *testing.T) {
 		code, _ = r.do("GET", "/metrics", tok, nil, nil)
 		assert.Equal(t, http.StatusUnauthorized, code)
 	}
-	code, _ = r.do("GET", "/v1/state", adminToken, nil, nil)
+	code, body := r.do("GET", "/v1/state", adminToken, nil, nil)
 	assert.Equal(t, http.StatusOK, code)
+	var raw struct{ Counters map[string]int64 }
+	require.NoError(t, json.Unmarshal([]byte(body), &raw))
+	assert.Contains(t, raw.Counters, "connects", "counters are named in camelCase like the rest of the state")
+	assert.NotContains(t, raw.Counters, "Connects")
 	code, _ = r.do("POST", "/mcp/alice", adminToken, strings.NewReader(init), mcpHeaders)
 	assert.Equal(t, http.StatusUnauthorized, code, "the admin token is not a session token")
 
@@ -240,7 +244,7 @@ func TestTokensAndRebindingChecks(t *testing.T) {
 		code, _ := r.do("GET", "/v1/state", adminToken, nil, h)
 		assert.Equal(t, http.StatusOK, code, "%v", h)
 	}
-	code, body := r.do("GET", "/healthz", "", nil, nil)
+	code, body = r.do("GET", "/healthz", "", nil, nil)
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "ok\n", body)
 
@@ -403,6 +407,10 @@ func TestAdminOverlay(t *testing.T) {
 	code, body = r.do("PUT", "/v1/sessions/alice/servers/demo", adminToken, strings.NewReader(`{"args": []}`), nil)
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.NotContains(t, body, "mcpServers", "paths are the body's own: %s", body)
+	huge := `{"description":"` + strings.Repeat("x", 1<<20) + `"}`
+	code, body = r.do("PUT", "/v1/sessions/alice/servers/demo", adminToken, strings.NewReader(huge), nil)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, code)
+	assert.Contains(t, body, "request body larger than 1 MiB")
 	code, _ = r.do("PUT", "/v1/sessions/nobody/servers/demo", adminToken, strings.NewReader(entry), nil)
 	assert.Equal(t, http.StatusNotFound, code)
 	code, _ = r.do("DELETE", "/v1/sessions/alice/servers/demo", adminToken, nil, nil)

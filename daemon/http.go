@@ -237,8 +237,12 @@ func (d *Daemon) parseServerEntry(name string, body []byte) (*config.Server, []s
 func (d *Daemon) servePutOverlay(w http.ResponseWriter, r *http.Request) {
 	sessionName, server := r.PathValue("session"), r.PathValue("server")
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
-	if err != nil || len(body) > maxAdminBody {
-		d.writeJSON(w, http.StatusBadRequest, errorBody{Error: "request body unreadable or larger than 1 MiB"})
+	switch {
+	case err != nil:
+		d.writeJSON(w, http.StatusBadRequest, errorBody{Error: "request body unreadable: " + err.Error()})
+		return
+	case len(body) > maxAdminBody:
+		d.writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: "request body larger than 1 MiB"})
 		return
 	}
 	srv, warnings, err := d.parseServerEntry(server, body)

@@ -48,18 +48,19 @@ type Counters struct {
 }
 
 // Values is a plain copy of [Counters] at one instant. It is comparable, so
-// tests can compare whole deltas with ==.
+// tests can compare whole deltas with ==. Its JSON (the daemon's /v1/state
+// "counters") names each counter in camelCase, like the rest of the state.
 type Values struct {
-	Connects      int64
-	Disconnects   int64
-	Acquires      int64
-	Releases      int64
-	Refreshes     int64
-	Replays       int64
-	RegistryOps   int64
-	PolicyCalls   int64
-	Notifications int64
-	Discoveries   int64
+	Connects      int64 `json:"connects"`
+	Disconnects   int64 `json:"disconnects"`
+	Acquires      int64 `json:"acquires"`
+	Releases      int64 `json:"releases"`
+	Refreshes     int64 `json:"refreshes"`
+	Replays       int64 `json:"replays"`
+	RegistryOps   int64 `json:"registryOps"`
+	PolicyCalls   int64 `json:"policyCalls"`
+	Notifications int64 `json:"notifications"`
+	Discoveries   int64 `json:"discoveries"`
 }
 
 // Snapshot reads every counter. The counters are read one after another, not
