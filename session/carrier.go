@@ -18,6 +18,10 @@ const carrierHeader = "Wasmhost-Carrier"
 // sessionIDHeader is the streamable HTTP transport's session header.
 const sessionIDHeader = "Mcp-Session-Id"
 
+// protocolVersionHeader is the streamable HTTP transport's header naming
+// the protocol version a request speaks.
+const protocolVersionHeader = "Mcp-Protocol-Version"
+
 // carriers are the POST requests under way on an endpoint's HTTP handler,
 // each with a context that ends when the answers of the calls it carries
 // can no longer reach their client. It is safe for concurrent use.
@@ -35,12 +39,13 @@ type carrier struct {
 	session string // its client session's ID; "" for an initialize
 	ctx     context.Context
 	cancel  context.CancelFunc
+	w       *keepAliveWriter // its response
 }
 
 // add registers a POST of client session sid, under way with context
-// parent, and returns its carrierHeader value and the func that ends it
-// once the request has been served.
-func (c *carriers) add(parent context.Context, sid string) (key string, done func()) {
+// parent and answered through w, and returns its carrierHeader value and
+// the func that ends it once the request has been served.
+func (c *carriers) add(parent context.Context, sid string, w *keepAliveWriter) (key string, done func()) {
 	ctx, cancel := context.WithCancel(parent)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -49,7 +54,7 @@ func (c *carriers) add(parent context.Context, sid string) (key string, done fun
 	}
 	c.seq++
 	key = strconv.FormatUint(c.seq, 10)
-	c.open[key] = &carrier{session: sid, ctx: ctx, cancel: cancel}
+	c.open[key] = &carrier{session: sid, ctx: ctx, cancel: cancel, w: w}
 	if sid != "" && c.ending[sid] > 0 {
 		cancel()
 	}
@@ -109,6 +114,26 @@ func (c *carriers) of(extra *mcp.RequestExtra) context.Context {
 	return ended // its request was served before the call began
 }
 
+// callStarted tells the response of the carrier of a call with extra that
+// the call is going upstream (keepAliveWriter.startCall); a call that did
+// not come through HTTPHandler, or whose request was served already, has
+// none.
+func (c *carriers) callStarted(extra *mcp.RequestExtra) {
+	if extra == nil {
+		return
+	}
+	key := extra.Header.Get(carrierHeader)
+	if key == "" {
+		return
+	}
+	c.mu.Lock()
+	k := c.open[key]
+	c.mu.Unlock()
+	if k != nil && k.w != nil {
+		k.w.startCall()
+	}
+}
+
 // HTTPHandler returns h, the endpoint's streamable HTTP handler
 // (mcp.NewStreamableHTTPHandler without an event store), made to cancel
 // the upstream requests of a client's calls once their answers can no
@@ -117,16 +142,28 @@ func (c *carriers) of(extra *mcp.RequestExtra) context.Context {
 // run the call to its end, and keep the session open meanwhile, for
 // nothing), when the client ends its session (DELETE), and when Close
 // closes it. Without this, a closing session waits for each such call's
-// upstream to answer, for ever if it never does.
+// upstream to answer, for ever if it never does. It also keeps each event
+// stream it serves (a POST's, a GET's) from looking dead to the client
+// while it has nothing to carry: it sends a forwarded call's response
+// headers as soon as the call goes upstream, and a comment whenever the
+// stream has been silent for the keep-alive interval (Options.KeepAlive,
+// DefaultKeepAlive).
 func (e *Endpoint) HTTPHandler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sid := r.Header.Get(sessionIDHeader)
 		switch r.Method {
 		case http.MethodPost:
-			key, done := e.carriers.add(r.Context(), sid)
+			kw := newKeepAliveWriter(w, e.keepAlive, r.Header.Get(protocolVersionHeader))
+			defer kw.finish()
+			w = kw
+			key, done := e.carriers.add(r.Context(), sid, kw)
 			defer done()
 			r = r.Clone(r.Context())
 			r.Header.Set(carrierHeader, key)
+		case http.MethodGet:
+			kw := newKeepAliveWriter(w, e.keepAlive, r.Header.Get(protocolVersionHeader))
+			defer kw.finish()
+			w = kw
 		case http.MethodDelete:
 			if sid != "" {
 				defer e.carriers.end(sid)()

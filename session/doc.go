@@ -60,6 +60,12 @@
 // notifications/cancelled on both legs), and so, over HTTP
 // ([Endpoint.HTTPHandler]), does a client's leaving: the POST that carried
 // the call ending first, a DELETE of its session, or [Endpoint.Close].
+// Over HTTP, a call's response headers are sent as soon as the call goes
+// upstream, and an event stream with nothing to carry gets an SSE comment
+// every [Options.KeepAlive] ([DefaultKeepAlive], as the TypeScript SDK's
+// servers do): the go-sdk's server sends nothing until it has a message,
+// and clients drop a stream silent for long (after 300 s for those on
+// Node's fetch and for the Python SDK's).
 //
 // completion/complete is forwarded too: a prompt reference by exposed name,
 // a resource reference by URI template (or resource URI), each only when

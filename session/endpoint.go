@@ -78,6 +78,10 @@ type Options struct {
 	// query, say) in the text of the upstream errors a client is told
 	// about; it must keep errors.Is and errors.As working.
 	Redact func(error) error
+	// KeepAlive is how often HTTPHandler writes a comment on an event
+	// stream that has carried nothing for that long; 0 means
+	// DefaultKeepAlive, a negative value never.
+	KeepAlive time.Duration
 }
 
 // A route is where an exposed name leads.
@@ -117,6 +121,8 @@ type Endpoint struct {
 	abort    context.Context // ended when Drain cuts the calls under way short
 	cutShort context.CancelFunc
 	carriers carriers // the HTTP requests carrying calls (HTTPHandler)
+	// keepAlive is Options.KeepAlive with its default (<= 0: none).
+	keepAlive time.Duration
 
 	subscribed  atomic.Int32 // len(subs), read without subMu
 	syncPending atomic.Bool  // a syncSubscriptions is on its way
@@ -160,16 +166,21 @@ func New(opts Options) *Endpoint {
 	if redact == nil {
 		redact = func(err error) error { return err }
 	}
+	keepAlive := opts.KeepAlive
+	if keepAlive == 0 {
+		keepAlive = DefaultKeepAlive
+	}
 	abort, cutShort := context.WithCancel(context.Background())
 	e := &Endpoint{
-		redact:   redact,
-		abort:    abort,
-		cutShort: cutShort,
-		name:     opts.Name,
-		upstream: opts.Upstream,
-		relay:    opts.Progress,
-		log:      log.With("session", opts.Name),
-		subs:     make(map[string]*subscription),
+		keepAlive: keepAlive,
+		redact:    redact,
+		abort:     abort,
+		cutShort:  cutShort,
+		name:      opts.Name,
+		upstream:  opts.Upstream,
+		relay:     opts.Progress,
+		log:       log.With("session", opts.Name),
+		subs:      make(map[string]*subscription),
 	}
 	e.srv = mcp.NewServer(impl, &mcp.ServerOptions{
 		// The go-sdk logs every client connect at info level; keep its
@@ -669,6 +680,7 @@ func (e *Endpoint) target(ctx context.Context, extra *mcp.RequestExtra, server s
 		cancel()
 		return nil, nil, nil, err
 	}
+	e.carriers.callStarted(extra) // its answer may take a while: keep its stream alive
 	return t.Session, ctx, func() { stop(); stopCarrier(); cancel() }, nil
 }
 

@@ -128,6 +128,8 @@ type fixture struct {
 	pool     *pool.Pool
 	relay    *session.ProgressRelay
 	counters *churn.Counters
+	// keepAlive is the endpoints' Options.KeepAlive (0: the default).
+	keepAlive time.Duration
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -252,9 +254,10 @@ func (f *fixture) connectAs(name, server, settings string, opts *mcp.ClientSessi
 	t.Helper()
 	c := &client{changed: make(chan struct{}, 100), updated: make(chan string, 100)}
 	c.ep = session.New(session.Options{
-		Name:     name,
-		Progress: f.relay,
-		Logger:   quiet,
+		Name:      name,
+		Progress:  f.relay,
+		Logger:    quiet,
+		KeepAlive: f.keepAlive,
 		Upstream: func(s string) session.Target {
 			if s != server || c.handle == nil {
 				return session.Target{}

@@ -1,0 +1,194 @@
+package session_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// sseClient speaks streamable HTTP to an endpoint the way the TypeScript
+// and Python SDKs' clients do, line by line, so that a test sees what is
+// on the wire before the answer.
+type sseClient struct {
+	t   *testing.T
+	url string
+	sid string
+}
+
+// send POSTs (or, with body "", GETs) and returns the response once its
+// headers arrive, or fails the test when they take longer than within.
+func (c *sseClient) send(body string, within time.Duration) *http.Response {
+	c.t.Helper()
+	method, accept := http.MethodPost, "application/json, text/event-stream"
+	if body == "" {
+		method, accept = http.MethodGet, "text/event-stream"
+	}
+	req, err := http.NewRequestWithContext(c.t.Context(), method, c.url, strings.NewReader(body))
+	require.NoError(c.t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", accept)
+	if c.sid != "" {
+		req.Header.Set("Mcp-Session-Id", c.sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	type answer struct {
+		res *http.Response
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		res, err := http.DefaultClient.Do(req)
+		got <- answer{res, err}
+	}()
+	select {
+	case a := <-got:
+		require.NoError(c.t, a.err)
+		c.t.Cleanup(func() { _ = a.res.Body.Close() })
+		return a.res
+	case <-time.After(within):
+		c.t.Fatalf("%s %s: no response headers within %v", method, body, within)
+		return nil
+	}
+}
+
+// lines returns the response body's lines as they arrive.
+func lines(res *http.Response) <-chan string {
+	ch := make(chan string, 100)
+	go func() {
+		defer close(ch)
+		r := bufio.NewReader(res.Body)
+		for {
+			l, err := r.ReadString('\n')
+			if l != "" {
+				ch <- strings.TrimRight(l, "\r\n")
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// waitLine returns the first line with prefix, failing the test if none
+// comes within d.
+func waitLine(t *testing.T, ch <-chan string, prefix string, d time.Duration) string {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case l, ok := <-ch:
+			if !ok {
+				t.Fatalf("the stream ended before a line starting %q", prefix)
+			}
+			if strings.HasPrefix(l, prefix) {
+				return l
+			}
+		case <-deadline:
+			t.Fatalf("no line starting %q within %v", prefix, d)
+		}
+	}
+}
+
+// TestKeepAliveOnSilentStreams: an event stream with nothing to carry
+// (a call under way without progress, the GET stream between list
+// changes) gets its headers at once and a comment at each keep-alive
+// interval, as the TypeScript SDK's servers send, and clients of any SDK
+// still read the answer. Before the fix the go-sdk sent nothing, not even
+// a call's response headers, until the answer: Node's fetch gives up
+// after 300 s of that, the Python SDK's client too, so a tool working for
+// five minutes without progress failed through wasmhost and not directly.
+func TestKeepAliveOnSilentStreams(t *testing.T) {
+	f := newFixture(t)
+	f.keepAlive = 50 * time.Millisecond
+	c := f.connect("alice", `{}`)
+	srv := httptest.NewServer(c.ep.HTTPHandler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return c.ep.Server() }, nil)))
+	t.Cleanup(func() {
+		c.ep.Close()
+		srv.Close()
+	})
+
+	hc := &sseClient{t: t, url: srv.URL}
+	res := hc.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, 5*time.Second)
+	hc.sid = res.Header.Get("Mcp-Session-Id")
+	require.NotEmpty(t, hc.sid)
+	_, _ = io.Copy(io.Discard, res.Body)
+	res = hc.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, 5*time.Second)
+	require.Equal(t, http.StatusAccepted, res.StatusCode)
+
+	// The GET stream, which carries list changes.
+	get := hc.send("", 5*time.Second)
+	require.Equal(t, http.StatusOK, get.StatusCode)
+	getLines := lines(get)
+	waitLine(t, getLines, ": keepalive", 2*time.Second)
+	waitLine(t, getLines, ": keepalive", 2*time.Second)
+
+	// A call under way: its headers come before its answer, then comments.
+	call := hc.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"demo__block","arguments":{}}}`, 2*time.Second)
+	require.Equal(t, http.StatusOK, call.StatusCode)
+	assert.Equal(t, "text/event-stream", call.Header.Get("Content-Type"))
+	callLines := lines(call)
+	select {
+	case <-f.up.started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call did not reach the upstream")
+	}
+	waitLine(t, callLines, ": keepalive", 2*time.Second)
+	waitLine(t, callLines, ": keepalive", 2*time.Second)
+	close(f.up.release)
+	data := waitLine(t, callLines, "data: ", 5*time.Second)
+	var msg struct {
+		ID     int                `json:"id"`
+		Result mcp.CallToolResult `json:"result"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(data, "data: ")), &msg), data)
+	assert.Equal(t, 2, msg.ID)
+	assert.Equal(t, "released", text(&msg.Result))
+
+	// A go-sdk client reads answers between comments as before.
+	cl := mcp.NewClient(&mcp.Implementation{Name: "go", Version: "1"}, &mcp.ClientOptions{Logger: quiet})
+	cs, err := cl.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: srv.URL}, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	time.Sleep(150 * time.Millisecond) // comments on its GET stream
+	out, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "demo__block"})
+	require.NoError(t, err)
+	assert.Equal(t, "released", text(out))
+}
+
+// TestKeepAliveOff: a negative KeepAlive sends nothing extra.
+func TestKeepAliveOff(t *testing.T) {
+	f := newFixture(t)
+	f.keepAlive = -1
+	c := f.connect("alice", `{}`)
+	srv := httptest.NewServer(c.ep.HTTPHandler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return c.ep.Server() }, nil)))
+	t.Cleanup(func() {
+		c.ep.Close()
+		srv.Close()
+	})
+	hc := &sseClient{t: t, url: srv.URL}
+	res := hc.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, 5*time.Second)
+	hc.sid = res.Header.Get("Mcp-Session-Id")
+	_, _ = io.Copy(io.Discard, res.Body)
+	hc.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, 5*time.Second)
+	getLines := lines(hc.send("", 5*time.Second))
+	waitLine(t, getLines, ": ok", 2*time.Second)
+	deadline := time.After(300 * time.Millisecond)
+	for {
+		select {
+		case l := <-getLines:
+			assert.Empty(t, l, "the stream carried more than the go-sdk's own opening comment")
+		case <-deadline:
+			return
+		}
+	}
+}
