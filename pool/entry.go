@@ -106,6 +106,11 @@ type Entry struct {
 	// subOn is the connection generation each URI of subs is subscribed
 	// on upstream, so that no connection is asked twice.
 	subOn map[string]uint64
+	// kept holds the URIs whose subscriptions/listen request the entry
+	// left open on connection keptOn when their last handle left (see
+	// keepListening).
+	kept   map[string]struct{}
+	keptOn uint64
 }
 
 // A call is an operation others can wait for.

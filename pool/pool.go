@@ -58,7 +58,9 @@
 // [Handle.Subscribe] joins the entry's subscription to a resource URI: the
 // entry subscribes upstream for the first handle (resources/subscribe, or
 // from protocol 2026-07-28 on a subscriptions/listen request) and lets go
-// after the last one leaves ([Handle.Unsubscribe] or [Handle.Release]),
+// after the last one leaves ([Handle.Unsubscribe] or [Handle.Release];
+// a listen request stays open until the connection closes, see
+// Entry.keepListening),
 // passes each notifications/resources/updated to the handles subscribed,
 // and subscribes its URIs again, once each, on the connection a restart
 // makes.

@@ -45,14 +45,15 @@ type UpdateFunc func(*mcp.ResourceUpdatedNotificationParams)
 // holds one upstream subscription per URI for all its handles: the first
 // handle's Subscribe subscribes upstream (resources/subscribe, or from
 // protocol 2026-07-28 on a subscriptions/listen request), later ones only
-// join, and the last Unsubscribe lets it go. After a restart the entry
-// subscribes its URIs again on the new connection (trying again while that
-// fails); a handle may join a URI the entry holds while it restarts.
-// Subscribing again replaces fn. Each upstream request is bounded by the
-// entry's timeout. It returns
-// ErrReleased on a released handle, ErrNotReady when the entry has no
-// connection, ErrNoSubscriptions when the upstream does not offer
-// subscriptions, or the upstream's error.
+// join, and the last Unsubscribe lets it go (from protocol 2026-07-28 on,
+// only when the connection closes: see keepListening). After a restart the
+// entry subscribes its URIs again on the new connection (trying again
+// while that fails); a handle may join a URI the entry holds while it
+// restarts. Subscribing again replaces fn. Each upstream request is
+// bounded by the entry's timeout. It returns ErrReleased on a released
+// handle, ErrNotReady when the entry has no connection,
+// ErrNoSubscriptions when the upstream does not offer subscriptions, or
+// the upstream's error.
 func (h *Handle) Subscribe(ctx context.Context, uri string, fn UpdateFunc) error {
 	e := h.entry
 	e.subMu.Lock()
@@ -166,9 +167,10 @@ func (e *Entry) leave(ctx context.Context, h *Handle, uri string) error {
 		delete(e.subs, uri)
 		delete(e.subOn, uri)
 	}
-	cs := e.session
+	cs, gen := e.session, e.conn
+	keep := last && cs != nil && e.keepListening(gen, cs, uri)
 	e.mu.Unlock()
-	if !last || cs == nil || !OffersSubscriptions(cs) {
+	if !last || keep || cs == nil || !OffersSubscriptions(cs) {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
@@ -178,6 +180,44 @@ func (e *Entry) leave(ctx context.Context, h *Handle, uri string) error {
 	}
 	return nil
 }
+
+// maxKeptListens bounds the subscriptions/listen requests an entry keeps
+// open on one connection after their last handle left (keepListening).
+const maxKeptListens = 256
+
+// keepListening reports whether the entry should leave the upstream
+// subscription to uri on cs, connection generation gen, open although its
+// last handle left, and records it if so. e.mu is held.
+//
+// From protocol 2026-07-28 on, a subscription is a subscriptions/listen
+// request, and ending it (the go-sdk's Unsubscribe cancels it) makes a
+// go-sdk v1.8.0 server forget the connection's list-change subscriptions
+// too, whichever request asked for them (Server.subscriptionsListen
+// deletes the session's entries when any listen request ends): the pool
+// would hear no more tools, prompts or resources list_changed from that
+// upstream, for any session. So the request is left open until the
+// connection closes; a later Subscribe to uri is answered by the go-sdk
+// client from the request it holds, and updates about uri meanwhile reach
+// no handle. At most maxKeptListens URIs per connection are kept; beyond
+// that the subscription is ended, as with any other server.
+func (e *Entry) keepListening(gen uint64, cs *mcp.ClientSession, uri string) bool {
+	r := cs.InitializeResult()
+	if r == nil || r.ProtocolVersion < listenProtocol {
+		return false
+	}
+	if e.kept == nil || e.keptOn != gen {
+		e.kept, e.keptOn = make(map[string]struct{}), gen
+	}
+	if _, ok := e.kept[uri]; !ok && len(e.kept) >= maxKeptListens {
+		return false
+	}
+	e.kept[uri] = struct{}{}
+	return true
+}
+
+// listenProtocol is the first protocol version whose resource
+// subscriptions are subscriptions/listen requests.
+const listenProtocol = "2026-07-28"
 
 // Subscriptions returns the URIs the entry's handles hold, sorted. Each is
 // subscribed to upstream once per connection; after a restart, the new

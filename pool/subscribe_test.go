@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -77,17 +78,23 @@ func testSubscriptionsSharedPerEntry(t *testing.T, version string) {
 	assert.Equal(t, uri, <-got2)
 
 	// The entry's subscription lasts while a handle holds it: a release
-	// lets the handle's go, the last one lets the upstream's go.
+	// lets the handle's go, the last one lets the upstream's go, except
+	// that from protocol 2026-07-28 on the connection keeps its listen
+	// request open (TestListChangesHeardAfterUnsubscribe).
+	left := 0
+	if version == "" {
+		left = 1
+	}
 	require.NoError(t, h1.Release(t.Context()))
 	upstreamHas(1)
 	require.NoError(t, h2.Unsubscribe(t.Context(), uri))
-	upstreamHas(0)
+	upstreamHas(left)
 	assert.Empty(t, h2.Entry().Subscriptions())
 	require.NoError(t, h2.Unsubscribe(t.Context(), uri), "unsubscribing again does nothing")
 	require.NoError(t, h2.Subscribe(t.Context(), uri, func(*mcp.ResourceUpdatedNotificationParams) {}))
 	upstreamHas(1)
 	require.NoError(t, h2.Release(t.Context()))
-	upstreamHas(0)
+	upstreamHas(0) // the last handle gone, the connection closes
 
 	require.ErrorIs(t, h1.Subscribe(t.Context(), uri, func(*mcp.ResourceUpdatedNotificationParams) {}), pool.ErrReleased)
 	h3 := e.acquire(spec, "s3", `{}`, viewtest.NewRegistry())
@@ -168,6 +175,13 @@ func testSubscriptionHammer(t *testing.T, version string) {
 		}
 	}
 	assert.Empty(t, entry.Subscriptions())
+	if version == "" {
+		// The connection keeps its listen requests (keepListening) until
+		// it closes: a restart ends them.
+		require.Eventually(t, func() bool { return maps.Equal(count.get(), want) }, 5*time.Second, 5*time.Millisecond,
+			"want %v", want)
+		require.NoError(t, entry.Restart(t.Context()))
+	}
 	require.Eventually(t, func() bool {
 		for _, n := range count.get() {
 			if n != 0 {
@@ -196,4 +210,34 @@ func TestResubscribeTriesAgain(t *testing.T) {
 	require.NoError(t, h2.Release(t.Context()))
 	assert.Empty(t, h.Entry().Subscriptions())
 	require.Eventually(t, func() bool { return count.get()["file:///readme"] == 0 }, 5*time.Second, 10*time.Millisecond)
+}
+
+// TestListChangesHeardAfterUnsubscribe: a go-sdk v1.8.0 upstream forgets a
+// connection's list-change subscriptions when any of its
+// subscriptions/listen requests ends (protocol 2026-07-28), so the entry
+// keeps a resource's listen request open after its last handle leaves:
+// the upstream's later tools/list_changed still reaches the views. At
+// 2025-11-25 the unsubscribe is a request of its own and is sent.
+func TestListChangesHeardAfterUnsubscribe(t *testing.T) {
+	for _, version := range upstreamVersions {
+		t.Run("version="+version, func(t *testing.T) {
+			count := &subscriptionCount{}
+			up := newSubscribableUpstream("docs", count)
+			up.addTool("read")
+			e := newEnv(t, pool.Options{}, up)
+			reg := viewtest.NewRegistry()
+			h := e.acquire(pool.Spec{Name: "docs", Command: "docs", Pooled: true, ProtocolVersion: version}, "s1", `{}`, reg)
+			const uri = "file:///readme"
+			require.NoError(t, h.Subscribe(t.Context(), uri, func(*mcp.ResourceUpdatedNotificationParams) {}))
+			require.Eventually(t, func() bool { return count.get()[uri] == 1 }, 5*time.Second, 5*time.Millisecond)
+			require.NoError(t, h.Unsubscribe(t.Context(), uri))
+			if version != "" {
+				require.Eventually(t, func() bool { return count.get()[uri] == 0 }, 5*time.Second, 5*time.Millisecond)
+			}
+
+			up.addTool("write")
+			require.Eventually(t, func() bool { return slices.Equal(reg.ToolNames("docs"), []string{"read", "write"}) },
+				5*time.Second, 5*time.Millisecond, "the upstream's list change is heard; tools %v", reg.ToolNames("docs"))
+		})
+	}
 }
