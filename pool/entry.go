@@ -685,9 +685,11 @@ func (e *Entry) fail(gen uint64, cause error) bool {
 // Restart closes the entry's connection, connects again, rediscovers and
 // fans the new snapshot out to every attached view with that view's current
 // settings. Views keep their registrations during the restart and accept
-// settings changes, which the fan-out applies. Concurrent Restart calls
-// join one restart. The restart itself does not depend on ctx (a caller
-// giving up does not fail the entry for the others); ctx bounds the wait.
+// settings changes, which the fan-out applies. Restart calls made while a
+// restart has not yet reconnected join it (one made once it has, while it
+// still fans out, restarts again). The restart itself does not depend on
+// ctx (a caller giving up does not fail the entry for the others); ctx
+// bounds the wait.
 // Restart returns an error wrapping ErrTerminal for a failed or closed
 // entry, and for a failed reconnect (which leaves the entry failed, its
 // views withdrawn; the error wraps the connect error too).
@@ -705,7 +707,11 @@ func (e *Entry) doRestart(ctx context.Context, explicit bool, gen uint64) error 
 			e.mu.Unlock()
 			return err
 		}
-		if c := e.restart; c != nil {
+		if c := e.restart; c != nil && e.state == StateRestarting {
+			// Joined while it has not published its connection. One that
+			// has (it is still fanning out) made the connection that a
+			// crash restart is now for, or the one an explicit restart
+			// asks to replace: that takes a restart of its own.
 			e.mu.Unlock()
 			return wait(ctx, c)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -1194,4 +1195,89 @@ func TestRestartDoesNotWaitForHungCalls(t *testing.T) {
 		t.Fatal("the call under way on the old connection did not end")
 	}
 	assert.Equal(t, 2, up.dialCount())
+}
+
+// projectGate is the reference policy whose Project, while armed, reports
+// that it was entered and waits to be let go.
+type projectGate struct {
+	metakey.Reference
+	armed   *atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (p projectGate) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.ProjectResponse, error) {
+	if p.armed.CompareAndSwap(true, false) {
+		p.entered <- struct{}{}
+		<-p.release
+	}
+	return p.Reference.Project(ctx, req)
+}
+
+// signalHandler is a slog handler sending each record's message to msgs
+// (dropped when nobody listens).
+type signalHandler struct{ msgs chan string }
+
+func (h signalHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h signalHandler) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case h.msgs <- r.Message:
+	default:
+	}
+	return nil
+}
+
+func (h signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+
+func (h signalHandler) WithGroup(string) slog.Handler { return h }
+
+// TestCrashRightAfterRestartIsRestarted: an upstream that goes away again
+// just after a restart published its new connection, while that restart
+// is still fanning its snapshot out, is restarted once more. It must not
+// join the restart that is finishing (which made the connection that just
+// went away): the entry would stay ready on a dead connection, with no
+// watch left to notice it, every call and rediscovery failing and no
+// reconciling call replacing it (a ready entry is healthy to them).
+func TestCrashRightAfterRestartIsRestarted(t *testing.T) {
+	up := newUpstream(t, "fs", "read")
+	msgs := make(chan string, 64)
+	e := newEnv(t, pool.Options{CrashRestarts: 5, Logger: slog.New(signalHandler{msgs})}, up)
+	p := projectGate{armed: new(atomic.Bool), entered: make(chan struct{}), release: make(chan struct{})}
+	reg := viewtest.NewRegistry()
+	h, err := e.pool.Acquire(context.Background(), stdioSpec("fs"), e.newView("s1", "fs", `{}`, reg, p))
+	require.NoError(t, err)
+	wentAway := func() {
+		t.Helper()
+		for {
+			select {
+			case m := <-msgs:
+				if m == "upstream went away, restarting" {
+					return
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the entry did not notice its upstream going away")
+			}
+		}
+	}
+
+	p.armed.Store(true)
+	up.kill()
+	wentAway()
+	<-p.entered // the restart published its connection and fans it out
+	require.Equal(t, pool.StateReady, h.Entry().State())
+	up.kill() // the new connection goes away at once
+	wentAway()
+	time.Sleep(20 * time.Millisecond) // the crash's restart asks to restart
+	close(p.release)
+
+	require.Eventually(t, func() bool { return up.dialCount() == 3 }, 5*time.Second, 5*time.Millisecond,
+		"the second crash was not restarted")
+	settle(t, h)
+	require.Equal(t, pool.StateReady, h.Entry().State())
+	cs := h.Session()
+	require.NotNil(t, cs)
+	_, err = cs.ListTools(context.Background(), nil)
+	require.NoError(t, err, "the entry serves a live connection")
+	assert.Equal(t, []string{"read"}, reg.ToolNames("fs"))
 }

@@ -303,8 +303,10 @@ func (l *Legacy) newWant(ctx context.Context, policy abi.Policy, spec pool.Spec,
 
 // SetPolicy re-keys every connected view with p, by the settings the last
 // Apply wanted ([view.View.SetPolicyWith]), and stores the new keys in the
-// connections' identities; no connection is touched. Later connects use p
-// too.
+// connections' identities; no connection is touched. A view whose
+// projection fails under p fails closed, and its connection's identity
+// still holds the key p gives its settings, so the next Apply repairs the
+// view in place. Later connects use p too.
 func (l *Legacy) SetPolicy(ctx context.Context, p abi.Policy) (Summary, error) {
 	if p == nil {
 		return Summary{}, errors.New("reconcile: legacy set policy: nil policy")
@@ -327,15 +329,33 @@ func (l *Legacy) SetPolicy(ctx context.Context, p abi.Policy) (Summary, error) {
 		o.count(&o.sum.Refreshed)
 		w := c.desired()
 		err := c.view.SetPolicyWith(ctx, p, w.settings)
+		key := c.view.Key()
+		if key == "" {
+			key = l.failedKey(ctx, p, w.settings)
+		}
 		c.mu.Lock()
-		c.identity = legacyIdentity(w.spec, c.view.Key())
-		if err == nil {
+		c.identity = legacyIdentity(w.spec, key)
+		if key != "" {
 			c.want = &legacyWant{spec: w.spec, settings: w.settings, identity: c.identity}
 		}
 		c.mu.Unlock()
 		o.fail(l.sessionName(), servers[i], err)
 	})
 	return o.finish()
+}
+
+// failedKey returns the metadata key of settings under p for a view that
+// failed closed under p (and so forgot its key), or "" when p gives them
+// none. A view whose projection failed still belongs to a connection made
+// for settings of that key: keeping the key in the connection's identity
+// lets the next Apply re-project the view in place (see keep) instead of
+// taking the failure for a metadata change and reconnecting.
+func (l *Legacy) failedKey(ctx context.Context, p abi.Policy, settings json.RawMessage) string {
+	key, err := view.CanonicalKey(ctx, view.Counted(p, l.counters), settings)
+	if err != nil {
+		return ""
+	}
+	return key
 }
 
 // Session returns server's upstream client session for forwarding calls,

@@ -268,6 +268,50 @@ func TestLegacyRepairsFailedView(t *testing.T) {
 	assert.Empty(t, e.binding("fs").Error)
 }
 
+// TestLegacySetPolicyFailureRepairsInPlace: a policy swap whose projection
+// fails leaves the view failed closed on a connection that stays up; the
+// connection's identity is still the fingerprint and the key the new
+// policy gives its settings (not the fingerprint and an empty key), so the
+// next Apply of the same config repairs the view in place, as it does
+// for a view that failed closed on a list change (TestLegacyRepairsFailedView):
+// nothing changed in the settings, so nothing reconnects.
+func TestLegacySetPolicyFailureRepairsInPlace(t *testing.T) {
+	e := newLegacyEnv(t, newUpstream("fs", "read"))
+	c := newCfg().server("fs").session("alice").build(t)
+	e.apply(c, "alice")
+	cs := e.leg.Session("fs")
+	fail := new(atomic.Bool)
+	fail.Store(true)
+	policy := togglePolicy{ref, fail}
+	_, err := e.leg.SetPolicy(context.Background(), policy)
+	require.ErrorContains(t, err, "policy down")
+	assert.Empty(t, e.lreg.ToolNames("fs"), "the view failed closed")
+	b := e.binding("fs")
+	assert.Equal(t, legacyIdentity(t, c, "alice", "fs"), b.Identity, "fingerprint#key of the settings under the new policy")
+	assert.Equal(t, b.Desired, b.Identity)
+
+	fail.Store(false)
+	before := e.lc.Snapshot()
+	sum := e.apply(c, "alice")
+	d := e.lc.Snapshot().Sub(before)
+	assert.Zero(t, d.Connects+d.Disconnects+d.Discoveries, "repaired in place: %+v", d)
+	assert.Equal(t, 1, sum.Refreshed)
+	assert.True(t, cs == e.leg.Session("fs"), "the same connection")
+	assert.Equal(t, []string{"read"}, e.lreg.ToolNames("fs"))
+	assert.Empty(t, e.binding("fs").Error)
+
+	// Settings the new policy refuses have no key: that connection is
+	// closed by the next Apply, with the refusal as its error.
+	refusing := &refusingPolicy{Policy: ref, marker: "read"}
+	c2 := newCfg().server("fs", "includeTools", []string{"read"}).session("alice").build(t)
+	e.apply(c2, "alice")
+	_, err = e.leg.SetPolicy(context.Background(), refusing)
+	require.ErrorIs(t, err, view.ErrRefused)
+	_, err = e.leg.Apply(context.Background(), c2, "alice")
+	require.ErrorIs(t, err, view.ErrRefused)
+	assert.Nil(t, e.leg.Session("fs"))
+}
+
 // TestLegacySetPolicyKeysDesiredSettings: settings that are new in bytes
 // but equivalent leave the connection alone, and are still what a later
 // policy swap keys the view by: under a policy that tells the two byte
