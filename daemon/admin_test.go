@@ -274,17 +274,7 @@ func TestAdminChangeOutlivesItsClient(t *testing.T) {
 // have been, and alice keeps what she sees. It used to be applied, and
 // alice's view of demo failed closed.
 func TestAdminOverlayDeleteBringingRefusedSettingsIsRefused(t *testing.T) {
-	picky := writePicky(t, t.TempDir())
-	cfg := baseConfig()
-	set(cfg, "policy", map[string]any{"path": picky})
-	set(cfg, "sessions", map[string]any{
-		"alice": map[string]any{"token": aliceToken},
-		"bob":   map[string]any{"token": bobToken},
-	})
-	r := start(t, cfg)
-	alice := r.connect("alice", aliceToken)
-	before := alice.tools(t)
-	require.Len(t, before, 1, "picky shows the first tool for {}")
+	r, cfg, alice, before := startPicky(t)
 
 	self, err := os.Executable()
 	require.NoError(t, err)

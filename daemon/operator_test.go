@@ -87,18 +87,7 @@ func TestOperatorPolicySwapRefusingLiveSettingsKeepsOldPolicy(t *testing.T) {
 // anything is touched, naming the file, the session and the JSON path of
 // the settings; alice keeps the view she had.
 func TestOperatorReloadWithSettingsThePolicyRefusesKeepsView(t *testing.T) {
-	dir := t.TempDir()
-	picky := writePicky(t, dir)
-	cfg := baseConfig()
-	set(cfg, "policy", map[string]any{"path": picky})
-	set(cfg, "sessions", map[string]any{
-		"alice": map[string]any{"token": aliceToken},
-		"bob":   map[string]any{"token": bobToken},
-	})
-	r := start(t, cfg)
-	alice := r.connect("alice", aliceToken)
-	before := alice.tools(t)
-	require.Len(t, before, 1, "picky shows the first tool for {}")
+	r, cfg, alice, before := startPicky(t)
 
 	set(cfg, "sessions.alice.overrides", map[string]any{"demo": map[string]any{"trust": true}})
 	code, res, body := r.reloadWith(cfg)
@@ -361,4 +350,22 @@ func TestOperatorStartFailureHidesServerSecrets(t *testing.T) {
 	assertNoSecrets(t, map[string]string{"the log": r.logs.String(), "/v1/state": state},
 		"arg-s3cret", "env-s3cret", "url-pa55word", "url-qu3ry-s3cret", "hdr-s3cret")
 	assert.Contains(t, state, "no such file or directory", "the error is still there")
+}
+
+// startPicky starts a daemon on baseConfig whose policy is picky (it
+// refuses every settings object but {}), with alice and bob overriding
+// nothing, and connects alice; before is what she sees, picky's one tool.
+func startPicky(t *testing.T) (r *running, cfg map[string]any, alice *client, before []string) {
+	t.Helper()
+	cfg = baseConfig()
+	set(cfg, "policy", map[string]any{"path": writePicky(t, t.TempDir())})
+	set(cfg, "sessions", map[string]any{
+		"alice": map[string]any{"token": aliceToken},
+		"bob":   map[string]any{"token": bobToken},
+	})
+	r = start(t, cfg)
+	alice = r.connect("alice", aliceToken)
+	before = alice.tools(t)
+	require.Len(t, before, 1, "picky shows the first tool for {}")
+	return r, cfg, alice, before
 }
