@@ -222,20 +222,19 @@ func (d *Daemon) checkCommands(cfg *config.Config) (warnings []string, err error
 		if running != nil {
 			old = running.Servers[name]
 		}
-		switch {
-		case old == nil:
-			if !usedBy(cfg, name) {
-				continue
-			}
-			if err := spec.CheckCommand(); err != nil {
-				warnings = append(warnings, fmt.Sprintf("%s: %s: server %q cannot start; its sessions retry it with backoff: %v",
-					d.file, config.JoinPath("mcpServers", name, commandField(err)), name, err))
-			}
-		case spec.Fingerprint() != pool.FromConfig(old).Fingerprint():
-			if err := spec.CheckCommand(); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %s: server %q cannot start, and its running connection keeps serving: %w",
-					d.file, config.JoinPath("mcpServers", name, commandField(err)), name, err))
-			}
+		added := old == nil
+		if added && !usedBy(cfg, name) || !added && spec.Fingerprint() == pool.FromConfig(old).Fingerprint() {
+			continue
+		}
+		cerr := spec.CheckCommand()
+		if cerr == nil {
+			continue
+		}
+		where := fmt.Sprintf("%s: %s: server %q cannot start", d.file, config.JoinPath("mcpServers", name, commandField(cerr)), name)
+		if added {
+			warnings = append(warnings, fmt.Sprintf("%s; its sessions retry it with backoff: %v", where, cerr))
+		} else {
+			errs = append(errs, fmt.Errorf("%s, and its running connection keeps serving: %w", where, cerr))
 		}
 	}
 	return warnings, errors.Join(errs...)

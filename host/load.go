@@ -203,7 +203,7 @@ func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Ins
 	switch {
 	case callErr != nil && ctx.Err() != nil:
 		err = fail("handshake: %w", callErr)
-	case callErr != nil && errors.Is(callErr, ErrPluginTrap) && info.isCommand():
+	case errors.Is(callErr, ErrPluginTrap) && info.isCommand():
 		// Go's most common build mistake: without -buildmode=c-shared the
 		// module is a command, whose exports trap until _start has run.
 		err = fail("%w: %w; the module is a WASI command (it exports _start, not _initialize), "+

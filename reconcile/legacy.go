@@ -330,32 +330,25 @@ func (l *Legacy) SetPolicy(ctx context.Context, p abi.Policy) (Summary, error) {
 		w := c.desired()
 		err := c.view.SetPolicyWith(ctx, p, w.settings)
 		key := c.view.Key()
+		nw := &legacyWant{spec: w.spec, settings: w.settings, identity: legacyIdentity(w.spec, key)}
 		if key == "" {
-			key = l.failedKey(ctx, p, w.settings)
+			// The view failed closed and forgot its key. It still belongs
+			// to a connection made for the key p gives its settings:
+			// keeping that key in the identity lets the next Apply repair
+			// the view in place (see keep) instead of taking the failure
+			// for a metadata change and reconnecting.
+			nw = l.newWant(ctx, p, w.spec, w.settings)
 		}
 		c.mu.Lock()
-		c.identity = legacyIdentity(w.spec, key)
-		if key != "" {
-			c.want = &legacyWant{spec: w.spec, settings: w.settings, identity: c.identity}
+		if nw.keyErr == nil {
+			c.identity, c.want = nw.identity, nw
+		} else {
+			c.identity = legacyIdentity(w.spec, "")
 		}
 		c.mu.Unlock()
 		o.fail(l.sessionName(), servers[i], err)
 	})
 	return o.finish()
-}
-
-// failedKey returns the metadata key of settings under p for a view that
-// failed closed under p (and so forgot its key), or "" when p gives them
-// none. A view whose projection failed still belongs to a connection made
-// for settings of that key: keeping the key in the connection's identity
-// lets the next Apply re-project the view in place (see keep) instead of
-// taking the failure for a metadata change and reconnecting.
-func (l *Legacy) failedKey(ctx context.Context, p abi.Policy, settings json.RawMessage) string {
-	key, err := view.CanonicalKey(ctx, view.Counted(p, l.counters), settings)
-	if err != nil {
-		return ""
-	}
-	return key
 }
 
 // Session returns server's upstream client session for forwarding calls,

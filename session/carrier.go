@@ -89,16 +89,18 @@ func (c *carriers) end(sid string) (done func()) {
 	}
 }
 
-// ended is the context of a carrier that has ended already.
-var ended = func() context.Context {
+// endedCarrier stands for the carrier of a call whose request was served
+// before the call began: its context has ended, and it has no response.
+var endedCarrier = func() *carrier {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	return ctx
+	return &carrier{ctx: ctx, cancel: cancel}
 }()
 
-// of returns the context of the carrier of a call with extra, or nil for a
-// call that did not come through HTTPHandler.
-func (c *carriers) of(extra *mcp.RequestExtra) context.Context {
+// of returns the carrier of a call with extra (endedCarrier when its
+// request has been served already), or nil for a call that did not come
+// through HTTPHandler.
+func (c *carriers) of(extra *mcp.RequestExtra) *carrier {
 	if extra == nil {
 		return nil
 	}
@@ -109,29 +111,9 @@ func (c *carriers) of(extra *mcp.RequestExtra) context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if k := c.open[key]; k != nil {
-		return k.ctx
+		return k
 	}
-	return ended // its request was served before the call began
-}
-
-// callStarted tells the response of the carrier of a call with extra that
-// the call is going upstream (keepAliveWriter.startCall); a call that did
-// not come through HTTPHandler, or whose request was served already, has
-// none.
-func (c *carriers) callStarted(extra *mcp.RequestExtra) {
-	if extra == nil {
-		return
-	}
-	key := extra.Header.Get(carrierHeader)
-	if key == "" {
-		return
-	}
-	c.mu.Lock()
-	k := c.open[key]
-	c.mu.Unlock()
-	if k != nil && k.w != nil {
-		k.w.startCall()
-	}
+	return endedCarrier
 }
 
 // HTTPHandler returns h, the endpoint's streamable HTTP handler

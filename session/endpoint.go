@@ -669,8 +669,9 @@ func (e *Endpoint) target(ctx context.Context, extra *mcp.RequestExtra, server s
 	}
 	stop := context.AfterFunc(e.abort, cancel) // Drain cutting calls short
 	stopCarrier := func() bool { return true }
-	if c := e.carriers.of(extra); c != nil {
-		stopCarrier = context.AfterFunc(c, cancel) // the client gone
+	carrier := e.carriers.of(extra)
+	if carrier != nil {
+		stopCarrier = context.AfterFunc(carrier.ctx, cancel) // the client gone
 	}
 	if err := e.cutShortError("server %q", server); err != nil {
 		// AfterFunc cancels in a goroutine of its own: the call must not
@@ -680,7 +681,9 @@ func (e *Endpoint) target(ctx context.Context, extra *mcp.RequestExtra, server s
 		cancel()
 		return nil, nil, nil, err
 	}
-	e.carriers.callStarted(extra) // its answer may take a while: keep its stream alive
+	if carrier != nil && carrier.w != nil {
+		carrier.w.startCall() // its answer may take a while: keep its stream alive
+	}
 	return t.Session, ctx, func() { stop(); stopCarrier(); cancel() }, nil
 }
 

@@ -2,7 +2,6 @@ package session
 
 import (
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 )
@@ -60,8 +59,7 @@ func newKeepAliveWriter(w http.ResponseWriter, every time.Duration, version stri
 // stream. Only the handler's goroutine, or one that a call it dispatched
 // started, may call it: the go-sdk sets the headers before it dispatches.
 func (k *keepAliveWriter) isEventStream() bool {
-	ct := k.ResponseWriter.Header().Get("Content-Type")
-	return strings.HasPrefix(strings.TrimSpace(ct), "text/event-stream")
+	return isEventStream(k.ResponseWriter.Header())
 }
 
 // WriteHeader writes the status line and, for a successful event stream,

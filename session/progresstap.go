@@ -35,10 +35,17 @@ func (t *progressTap) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.Body == nil {
 		return resp, err
 	}
-	if mt, _, perr := mime.ParseMediaType(resp.Header.Get("Content-Type")); perr == nil && mt == "text/event-stream" {
+	if isEventStream(resp.Header) {
 		resp.Body = &eventTap{ReadCloser: resp.Body, relay: t.relay}
 	}
 	return resp, err
+}
+
+// isEventStream reports whether h, the headers of a response, make it a
+// server-sent event stream.
+func isEventStream(h http.Header) bool {
+	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	return err == nil && mt == "text/event-stream"
 }
 
 // An eventTap passes a server-sent event stream through unchanged and, as
