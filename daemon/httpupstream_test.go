@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -160,19 +159,10 @@ func TestHTTPUpstreamHangEndToEnd(t *testing.T) {
 	done := make(chan struct{})
 	var code int
 	var body string
+	writeConfig(t, r.path, cfg)
 	go func() {
 		defer close(done)
-		writeConfig(t, r.path, cfg)
-		req, _ := http.NewRequest("POST", r.d.URL()+"/v1/reload", nil)
-		req.Header.Set("Authorization", "Bearer "+adminToken)
-		resp, err := r.http.Do(req)
-		if err != nil {
-			body = err.Error()
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		code, body = resp.StatusCode, string(b)
+		code, body = r.send("POST", "/v1/reload", "")
 	}()
 	select {
 	case <-done:

@@ -3,7 +3,6 @@ package reconcile_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/view/viewtest"
@@ -24,24 +24,18 @@ import (
 // (and stdio mode's start) for ever: the go-sdk opens that stream inside
 // Connect under a context the connect deadline does not reach.
 func TestLegacyHTTPStreamThatNeverOpens(t *testing.T) {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "web", Version: "1"}, &mcp.ServerOptions{Logger: quiet})
-	srv.AddTool(&mcp.Tool{Name: "read", InputSchema: raw(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return &mcp.CallToolResult{}, nil
+	up := mcptest.NewHTTPUpstream(t, mcptest.HTTPUpstreamConfig{
+		NewServer: func() *mcp.Server {
+			srv := mcp.NewServer(&mcp.Implementation{Name: "web", Version: "1"}, &mcp.ServerOptions{Logger: quiet})
+			srv.AddTool(&mcp.Tool{Name: "read", InputSchema: raw(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
+			return srv
+		},
+		Options: mcp.StreamableHTTPOptions{Logger: quiet},
 	})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Logger: quiet})
-	stop := make(chan struct{}) // lets a failing test end
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet {
-			select { // the stream never opens
-			case <-r.Context().Done():
-			case <-stop:
-				http.Error(w, "gone", http.StatusGone)
-			}
-			return
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(ts.Close)
+	// The stream never opens.
+	release := up.Hang(func(r *http.Request, _ string) bool { return r.Method == http.MethodGet })
 
 	leg := reconcile.NewLegacy(reconcile.LegacyOptions{Dialer: pool.DefaultDialer, Policy: ref, Registry: viewtest.NewRegistry(), Counters: &churn.Counters{}, Logger: quiet})
 	t.Cleanup(func() {
@@ -49,9 +43,9 @@ func TestLegacyHTTPStreamThatNeverOpens(t *testing.T) {
 		defer cancel()
 		assert.NoError(t, leg.Close(ctx))
 	})
-	t.Cleanup(func() { close(stop) })
+	t.Cleanup(release) // before the Close above: lets a failing test end
 	c := newCfg()
-	c.Servers["web"] = map[string]any{"httpUrl": ts.URL, "protocolVersion": "2025-11-25", "timeout": 300}
+	c.Servers["web"] = map[string]any{"httpUrl": up.URL(), "protocolVersion": "2025-11-25", "timeout": 300}
 	c.session("s")
 
 	done := make(chan reconcile.Summary, 1)

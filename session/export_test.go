@@ -1,5 +1,11 @@
 package session
 
+import "time"
+
 // SyncSubscriptions runs the subscriptions' sync now, on the caller's
 // goroutine, for tests that must know it ran.
 func (e *Endpoint) SyncSubscriptions() { e.syncSubscriptions() }
+
+// KeepAliveInterval is the keep-alive interval the endpoint resolved from
+// Options.KeepAlive (<= 0: none).
+func (e *Endpoint) KeepAliveInterval() time.Duration { return e.keepAlive }

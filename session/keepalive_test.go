@@ -13,6 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/session"
 )
 
 // sseClient speaks streamable HTTP to an endpoint the way the TypeScript
@@ -58,6 +60,25 @@ func (c *sseClient) send(body string, within time.Duration) *http.Response {
 		c.t.Fatalf("%s %s: no response headers within %v", method, body, within)
 		return nil
 	}
+}
+
+// rawSession serves c's endpoint over HTTP and returns an sseClient that
+// has initialized a client session there.
+func rawSession(t *testing.T, c *client) *sseClient {
+	t.Helper()
+	srv := httptest.NewServer(c.ep.HTTPHandler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return c.ep.Server() }, nil)))
+	t.Cleanup(func() {
+		c.ep.Close()
+		srv.Close()
+	})
+	hc := &sseClient{t: t, url: srv.URL}
+	res := hc.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, 5*time.Second)
+	hc.sid = res.Header.Get("Mcp-Session-Id")
+	require.NotEmpty(t, hc.sid)
+	_, _ = io.Copy(io.Discard, res.Body)
+	res = hc.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, 5*time.Second)
+	require.Equal(t, http.StatusAccepted, res.StatusCode)
+	return hc
 }
 
 // lines returns the response body's lines as they arrive.
@@ -111,19 +132,8 @@ func TestKeepAliveOnSilentStreams(t *testing.T) {
 	f := newFixture(t)
 	f.keepAlive = 50 * time.Millisecond
 	c := f.connect("alice", `{}`)
-	srv := httptest.NewServer(c.ep.HTTPHandler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return c.ep.Server() }, nil)))
-	t.Cleanup(func() {
-		c.ep.Close()
-		srv.Close()
-	})
-
-	hc := &sseClient{t: t, url: srv.URL}
-	res := hc.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, 5*time.Second)
-	hc.sid = res.Header.Get("Mcp-Session-Id")
-	require.NotEmpty(t, hc.sid)
-	_, _ = io.Copy(io.Discard, res.Body)
-	res = hc.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, 5*time.Second)
-	require.Equal(t, http.StatusAccepted, res.StatusCode)
+	hc := rawSession(t, c)
+	srv := hc.url
 
 	// The GET stream, which carries list changes.
 	get := hc.send("", 5*time.Second)
@@ -144,6 +154,29 @@ func TestKeepAliveOnSilentStreams(t *testing.T) {
 	}
 	waitLine(t, callLines, ": keepalive", 2*time.Second)
 	waitLine(t, callLines, ": keepalive", 2*time.Second)
+
+	// A go-sdk client reads an answer that comes after comments on its
+	// call's stream (and its GET stream).
+	cl := mcp.NewClient(&mcp.Implementation{Name: "go", Version: "1"}, &mcp.ClientOptions{Logger: quiet})
+	cs, err := cl.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: srv}, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	goAnswer := make(chan answer, 1)
+	go func() {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "demo__block"})
+		goAnswer <- answer{res, err}
+	}()
+	select {
+	case <-f.up.started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the go-sdk client's call did not reach the upstream")
+	}
+	time.Sleep(150 * time.Millisecond) // three keep-alive intervals on its streams
+
 	close(f.up.release)
 	data := waitLine(t, callLines, "data: ", 5*time.Second)
 	var msg struct {
@@ -153,33 +186,25 @@ func TestKeepAliveOnSilentStreams(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(data, "data: ")), &msg), data)
 	assert.Equal(t, 2, msg.ID)
 	assert.Equal(t, "released", text(&msg.Result))
-
-	// A go-sdk client reads answers between comments as before.
-	cl := mcp.NewClient(&mcp.Implementation{Name: "go", Version: "1"}, &mcp.ClientOptions{Logger: quiet})
-	cs, err := cl.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: srv.URL}, nil)
-	require.NoError(t, err)
-	defer cs.Close()
-	time.Sleep(150 * time.Millisecond) // comments on its GET stream
-	out, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "demo__block"})
-	require.NoError(t, err)
-	assert.Equal(t, "released", text(out))
+	select {
+	case a := <-goAnswer:
+		require.NoError(t, a.err)
+		assert.Equal(t, "released", text(a.res))
+	case <-time.After(5 * time.Second):
+		t.Fatal("the go-sdk client got no answer")
+	}
 }
 
-// TestKeepAliveOff: a negative KeepAlive sends nothing extra.
+// TestKeepAliveOff: a negative KeepAlive sends nothing extra, and 0 means
+// the default. (The wire check alone could not tell "never" from the 15 s
+// default.)
 func TestKeepAliveOff(t *testing.T) {
+	assert.Equal(t, session.DefaultKeepAlive, session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target { return session.Target{} }}).KeepAliveInterval())
 	f := newFixture(t)
 	f.keepAlive = -1
 	c := f.connect("alice", `{}`)
-	srv := httptest.NewServer(c.ep.HTTPHandler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return c.ep.Server() }, nil)))
-	t.Cleanup(func() {
-		c.ep.Close()
-		srv.Close()
-	})
-	hc := &sseClient{t: t, url: srv.URL}
-	res := hc.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, 5*time.Second)
-	hc.sid = res.Header.Get("Mcp-Session-Id")
-	_, _ = io.Copy(io.Discard, res.Body)
-	hc.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, 5*time.Second)
+	assert.LessOrEqual(t, c.ep.KeepAliveInterval(), time.Duration(0), "no keep-alive")
+	hc := rawSession(t, c)
 	getLines := lines(hc.send("", 5*time.Second))
 	waitLine(t, getLines, ": ok", 2*time.Second)
 	deadline := time.After(300 * time.Millisecond)

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/config"
@@ -210,7 +209,5 @@ func TestStdioLegacyLeakSoak(t *testing.T) {
 	require.NoError(t, leakcheck.Settle(before, stdioLeakMargin, 0, stdioLeakSettle), "after Close")
 	kids := grandchildren(t, childFile)
 	require.GreaterOrEqual(t, len(kids), stdioLeakRounds, "a script ran for each connect")
-	for _, pid := range kids {
-		assert.Eventually(t, func() bool { return procgroup.Ended(pid) }, stdioLeakSettle, 20*time.Millisecond, "a script's child %d outlived its upstream", pid)
-	}
+	requireEnded(t, "a script's child", kids...)
 }
