@@ -430,7 +430,11 @@ func TestHostileEndlessPaginationIsBounded(t *testing.T) {
 		h := newHostile(t, "endless", allCaps)
 		overran := paginationAbuse(h, method, size, limit, fresh)
 		e := newHostileEnv(t, pool.Options{}, []*hostile{h})
-		err, over := e.acquireOutcome(hostileSpec("endless", time.Minute), overran, 10*time.Second)
+		// The wait is generous: a bounded listing of a thousand pages
+		// takes well under a second, but the test has failed at 10 s on
+		// a machine running twenty test processes. The entry's timeout is
+		// longer still, so that only the bound can end the listing.
+		err, over := e.acquireOutcome(hostileSpec("endless", 2*time.Minute), overran, time.Minute)
 		require.False(t, over, "the pool asked for page %d of %s (%d items so far)", limit+1, method, limit*size)
 		require.Error(t, err)
 		require.NotErrorIs(t, err, context.DeadlineExceeded, "the pool waited for a timeout instead of bounding the listing")
