@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/wasmhost/wasmhost/abi"
@@ -60,6 +61,25 @@ func (c *Config) ServerNames() []string { return slices.Sorted(maps.Keys(c.Serve
 
 // SessionNames returns the names of all sessions, sorted.
 func (c *Config) SessionNames() []string { return slices.Sorted(maps.Keys(c.Sessions)) }
+
+// TokenFiles returns the files the admin block and the sessions read their
+// tokens from ("tokenFile", resolved), sorted and without duplicates.
+func (c *Config) TokenFiles() []string {
+	var files []string
+	add := func(source string) {
+		if f, ok := strings.CutPrefix(source, "tokenFile "); ok && !slices.Contains(files, f) {
+			files = append(files, f)
+		}
+	}
+	if c.Admin != nil {
+		add(c.Admin.TokenSource)
+	}
+	for _, s := range c.Sessions {
+		add(s.TokenSource)
+	}
+	slices.Sort(files)
+	return files
+}
 
 // A Settings holds the four session metadata settings of a server entry or
 // of a session override, as raw JSON values exactly as written in the file

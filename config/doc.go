@@ -54,11 +54,12 @@
 // "sessions" maps a session name (letters, digits, '.', '_', '-'; not "." or
 // "..", so it is safe in a URL path) to its settings: exactly one token
 // source, "token" (inline), "tokenFile" (a file whose contents, trimmed, are
-// the token) or "tokenEnv" (an environment variable holding it); optional
-// "servers", the names of the servers the session uses (absent: all of
-// them); optional "overrides", a map from server name to an object with any
-// of "trust", "includeTools", "excludeTools", "alwaysLoadTools" and
-// "disabled"; and an optional "description". Tokens are trimmed of
+// the token; the daemon reloads when it changes, so a token is rotated by
+// rewriting its file) or "tokenEnv" (an environment variable holding it);
+// optional "servers", the names of the servers the session uses (absent:
+// all of them); optional "overrides", a map from server name to an object
+// with any of "trust", "includeTools", "excludeTools", "alwaysLoadTools"
+// and "disabled"; and an optional "description". Tokens are trimmed of
 // surrounding white space and must then be non-empty printable ASCII
 // without spaces; no two sessions, nor a session and the admin API, may
 // share a token.

@@ -364,6 +364,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	bg, stopBG := context.WithCancel(context.Background())
 	defer stopBG()
 	d.life = bg
+	// The watcher starts before the first Apply, so that a file changed
+	// while the upstreams start is reloaded once they have. Its requests
+	// wait for the debounce loop, started below.
+	var wg sync.WaitGroup
+	if err := d.startWatcher(bg, &wg); err != nil {
+		d.log.Warn("config file watching disabled", "err", err)
+	}
 
 	srv := &http.Server{
 		Handler:           d.routes(),
@@ -381,11 +388,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	close(d.ready)
 
-	var wg sync.WaitGroup
-	watchErr := d.startWatcher(bg, &wg)
-	if watchErr != nil {
-		d.log.Warn("config file watching disabled", "err", watchErr)
-	}
 	wg.Go(func() {
 		for {
 			select {

@@ -43,10 +43,15 @@
 //
 // # Reloads
 //
-// The config file's directory is watched (editors replace files rather than
-// write them in place, so creates and renames count), and so is the policy
-// plugin file's; SIGHUP and POST /v1/reload reload too. Watch and signal
-// triggers are debounced ([Options.Debounce]). A reload parses and validates
+// The daemon reloads when the config file, the policy plugin file or a
+// "tokenFile" changes; SIGHUP and POST /v1/reload reload too. It watches
+// the directories these files are in and those their symlinks point into,
+// and on any event there compares each file's identity, size and time
+// with what it saw last, so replacing a file by rename (as editors do), a
+// symlink pointed elsewhere, and a Kubernetes ConfigMap or Secret update
+// (a "..data" symlink swapped in the mount) all count, and other files
+// written beside them do not. Watch and signal triggers are debounced
+// ([Options.Debounce]). A reload parses and validates
 // the whole file first, checks that a changed server's new command can be
 // started in its "cwd" (the old connection goes before the new one is
 // made), and loads and checks a changed policy plugin; it then asks the

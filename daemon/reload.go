@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/fsnotify/fsnotify"
 
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/pool"
@@ -361,68 +357,4 @@ func (d *Daemon) debounceLoop(ctx context.Context) {
 			_, _ = d.Reload(ctx, trigger)
 		}
 	}
-}
-
-// startWatcher watches the config file's directory and the policy plugin's,
-// and requests a reload when either file is written, created, renamed or
-// removed. The goroutine it starts ends with ctx.
-func (d *Daemon) startWatcher(ctx context.Context, wg *sync.WaitGroup) error {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return err
-	}
-	watched := make(map[string]bool)
-	watch := func(dir string) {
-		if watched[dir] {
-			return
-		}
-		if err := w.Add(dir); err != nil {
-			d.log.Warn("cannot watch directory", "dir", dir, "err", err)
-			return
-		}
-		watched[dir] = true
-	}
-	// targets returns the files whose changes trigger a reload, watching
-	// their directories.
-	targets := func() map[string]string {
-		t := map[string]string{d.path: "config"}
-		if cfg := d.runningConfig(); cfg != nil && cfg.Policy.Path != "" {
-			if p, err := filepath.Abs(cfg.Policy.Path); err == nil {
-				t[p] = "policy"
-			}
-		}
-		for p := range t {
-			watch(filepath.Dir(p))
-		}
-		return t
-	}
-	files := targets()
-	wg.Go(func() {
-		defer w.Close()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.Events:
-				if !ok {
-					return
-				}
-				if ev.Op == fsnotify.Chmod {
-					continue
-				}
-				if what, ok := files[filepath.Clean(ev.Name)]; ok {
-					d.log.Debug("file changed", "file", ev.Name, "op", ev.Op.String())
-					d.requestReload("watch " + what)
-				}
-			case err, ok := <-w.Errors:
-				if !ok {
-					return
-				}
-				d.log.Warn("file watcher", "err", err)
-			}
-			// The policy path may have moved to another directory.
-			files = targets()
-		}
-	})
-	return nil
 }

@@ -1,0 +1,168 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// startWatcher requests a reload when a file the running config depends on
+// changes: the config file, the policy plugin, or a token file.
+//
+// A watch on a file's name is not enough in the deployments operators use.
+// Editors and tools replace files by renaming over them, and Kubernetes
+// updates a mounted ConfigMap or Secret by swapping a "..data" symlink in
+// the mount's directory, so the file's own name never sees an event. A
+// file that is a symlink changes where it points, or changes in the
+// directory it points into. So the watcher watches the directory of each
+// file's name and of what the name resolves to, and on any event in them
+// compares each file's identity, size and modification time (through its
+// symlinks) with what it saw last; a file that differs, appears or
+// disappears requests a reload. Events that change none of the files, such
+// as other files written in the same directory, reload nothing.
+//
+// The goroutine it starts ends with ctx.
+func (d *Daemon) startWatcher(ctx context.Context, wg *sync.WaitGroup) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	fw := &fileWatch{d: d, w: w, dirs: make(map[string]bool), failed: make(map[string]bool), seen: make(map[string]fileStamp)}
+	fw.refresh(false, "")
+	wg.Go(func() {
+		defer w.Close()
+		for {
+			var named string // the file an event named, other than by a chmod
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if ev.Op != fsnotify.Chmod {
+					named = filepath.Clean(ev.Name)
+				}
+				if fw.dirs[filepath.Clean(ev.Name)] && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)) {
+					// A watched directory went away; its watch went
+					// with it, so refresh watches it again if it
+					// comes back.
+					delete(fw.dirs, filepath.Clean(ev.Name))
+				}
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				d.log.Warn("file watcher", "err", err)
+			}
+			fw.refresh(true, named)
+		}
+	})
+	return nil
+}
+
+// A fileWatch is the state of startWatcher's goroutine.
+type fileWatch struct {
+	d      *Daemon
+	w      *fsnotify.Watcher
+	dirs   map[string]bool      // directories watched
+	failed map[string]bool      // directories that could not be watched, warned about once
+	seen   map[string]fileStamp // the files' last stamps, by name
+}
+
+// A fileStamp is what the watcher compares to tell that a file changed.
+type fileStamp struct {
+	info os.FileInfo // nil when the file could not be read
+}
+
+func (a fileStamp) equal(b fileStamp) bool {
+	if a.info == nil || b.info == nil {
+		return a.info == nil && b.info == nil
+	}
+	return os.SameFile(a.info, b.info) && a.info.Size() == b.info.Size() && a.info.ModTime().Equal(b.info.ModTime())
+}
+
+// targets returns the files the running config depends on, by absolute
+// name, each with what it is ("config", "policy", "token file").
+func (fw *fileWatch) targets() map[string]string {
+	t := map[string]string{fw.d.path: "config"}
+	cfg := fw.d.runningConfig()
+	if cfg == nil {
+		return t
+	}
+	if cfg.Policy.Path != "" {
+		if p, err := filepath.Abs(cfg.Policy.Path); err == nil {
+			t[p] = "policy"
+		}
+	}
+	for _, f := range cfg.TokenFiles() {
+		if p, err := filepath.Abs(f); err == nil {
+			t[p] = "token file"
+		}
+	}
+	return t
+}
+
+// refresh stamps every target, requests a reload for those that changed
+// since the last stamp when reload is set, and brings the set of watched
+// directories in line with the targets. A target that named, the file an
+// event named, is or resolves to counts as changed whatever its stamp:
+// file times are coarse, so a file written twice in place within a few
+// milliseconds can keep its stamp.
+func (fw *fileWatch) refresh(reload bool, named string) {
+	targets := fw.targets()
+	want := make(map[string]bool)
+	var changed []string
+	for name, what := range targets {
+		want[filepath.Dir(name)] = true
+		resolved, err := filepath.EvalSymlinks(name)
+		if err == nil {
+			want[filepath.Dir(resolved)] = true
+		}
+		var st fileStamp
+		if info, err := os.Stat(name); err == nil {
+			st.info = info
+		}
+		if old, ok := fw.seen[name]; ok && (!old.equal(st) || named == name || named == resolved) {
+			fw.d.log.Debug("file changed", "file", name)
+			if source := "watch " + what; !slices.Contains(changed, source) {
+				changed = append(changed, source)
+			}
+		}
+		fw.seen[name] = st
+	}
+	for name := range fw.seen {
+		if _, ok := targets[name]; !ok {
+			delete(fw.seen, name)
+		}
+	}
+	for dir := range fw.dirs {
+		if !want[dir] {
+			_ = fw.w.Remove(dir) // it may be gone already
+			delete(fw.dirs, dir)
+		}
+	}
+	for dir := range want {
+		if fw.dirs[dir] {
+			continue
+		}
+		if err := fw.w.Add(dir); err != nil {
+			if !fw.failed[dir] {
+				fw.d.log.Warn("cannot watch directory", "dir", dir, "err", err)
+				fw.failed[dir] = true
+			}
+			continue
+		}
+		fw.dirs[dir] = true
+		delete(fw.failed, dir)
+	}
+	if reload && len(changed) > 0 {
+		slices.Sort(changed)
+		fw.d.requestReload(strings.Join(changed, "+"))
+	}
+}

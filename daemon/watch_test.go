@@ -1,0 +1,125 @@
+package daemon_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/daemon"
+)
+
+// at starts the daemon on the config file at path instead of the one
+// start writes.
+func at(path string) func(*daemon.Options) {
+	return func(o *daemon.Options) { o.ConfigPath = path }
+}
+
+// configMapSwap updates a Kubernetes-style mount in dir as the kubelet
+// does: the new files go into a fresh directory, a "..data" symlink is
+// swapped onto it by rename, and the old directory is removed. The names
+// operators use (dir/wasmhost.json, dir/alice.token) are symlinks through
+// "..data" and never see an event themselves.
+func configMapSwap(t *testing.T, dir, version string, files map[string]string) {
+	t.Helper()
+	data := filepath.Join(dir, "..data")
+	old, _ := os.Readlink(data)
+	require.NoError(t, os.Mkdir(filepath.Join(dir, version), 0o700))
+	for name, content := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, version, name), []byte(content), 0o600))
+		link := filepath.Join(dir, name)
+		if _, err := os.Lstat(link); err != nil {
+			require.NoError(t, os.Symlink(filepath.Join("..data", name), link))
+		}
+	}
+	require.NoError(t, os.Symlink(version, data+"_tmp"))
+	require.NoError(t, os.Rename(data+"_tmp", data))
+	if old != "" {
+		require.NoError(t, os.RemoveAll(filepath.Join(dir, old)))
+	}
+}
+
+func TestWatchConfigMapSwap(t *testing.T) {
+	dir := t.TempDir()
+	cfg := set(baseConfig(), "sessions.alice", map[string]any{"tokenFile": "alice.token"})
+	configMapSwap(t, dir, "..v1", map[string]string{"wasmhost.json": mustJSON(t, cfg), "alice.token": aliceToken})
+	r := start(t, baseConfig(), at(filepath.Join(dir, "wasmhost.json")))
+	alice := r.connect("alice", aliceToken)
+	require.Len(t, alice.tools(t), 6)
+
+	// A new version of the config: alice sees one tool.
+	set(cfg, "sessions.alice.overrides", map[string]any{"demo": map[string]any{"includeTools": []string{"echo"}}})
+	configMapSwap(t, dir, "..v2", map[string]string{"wasmhost.json": mustJSON(t, cfg), "alice.token": aliceToken})
+	alice.waitChanged(t)
+	require.Equal(t, []string{"demo__echo"}, alice.tools(t))
+	// Every file of the mount is new, so each counts as changed.
+	r.waitLog("reload (watch config+watch token file): 1 session changed (alice)")
+
+	// A rotated token (a Secret mounted the same way): the old one no
+	// longer opens alice's endpoint, the new one does.
+	rotated := "alice-rotated-0123456789abcdef"
+	configMapSwap(t, dir, "..v3", map[string]string{"wasmhost.json": mustJSON(t, cfg), "alice.token": rotated})
+	r.waitLog("reload (watch config+watch token file): no session changed")
+	require.Eventually(t, func() bool {
+		_, err := r.dial("alice", aliceToken)
+		return err != nil
+	}, 10*time.Second, 20*time.Millisecond, "the old token still works")
+	r.connect("alice", rotated)
+}
+
+func TestWatchSymlinkToAnotherDirectory(t *testing.T) {
+	linkDir, realDir := t.TempDir(), t.TempDir()
+	real := filepath.Join(realDir, "real.json")
+	cfg := baseConfig()
+	writeConfig(t, real, cfg)
+	link := filepath.Join(linkDir, "wasmhost.json")
+	require.NoError(t, os.Symlink(real, link))
+	r := start(t, baseConfig(), at(link))
+	alice := r.connect("alice", aliceToken)
+
+	// Edited where it really is: nothing happens in the link's directory.
+	writeConfig(t, real, set(cfg, "sessions.alice.overrides.demo.includeTools", []string{"echo"}))
+	alice.waitChanged(t)
+	require.Equal(t, []string{"demo__echo"}, alice.tools(t))
+
+	// Pointed elsewhere: only the link's directory sees it.
+	other := filepath.Join(realDir, "other.json")
+	writeConfig(t, other, set(cfg, "sessions.alice.overrides.demo.includeTools", []string{"add"}))
+	require.NoError(t, os.Symlink(other, link+".new"))
+	require.NoError(t, os.Rename(link+".new", link))
+	alice.waitChanged(t)
+	require.Equal(t, []string{"demo__add"}, alice.tools(t))
+}
+
+func TestWatchTokenFileRewrittenInPlace(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "alice.token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(aliceToken+"\n"), 0o600))
+	r := start(t, set(baseConfig(), "sessions.alice", map[string]any{"tokenFile": tokenFile}))
+	r.connect("alice", aliceToken)
+
+	rotated := "alice-rotated-0123456789abcdef"
+	require.NoError(t, os.WriteFile(tokenFile, []byte(rotated+"\n"), 0o600))
+	r.waitLog("reload (watch token file)")
+	_, err := r.dial("alice", aliceToken)
+	require.Error(t, err, "the old token still opens alice's endpoint")
+	r.connect("alice", rotated)
+}
+
+func TestWatchIgnoresOtherFiles(t *testing.T) {
+	r := start(t, baseConfig())
+	dir := filepath.Dir(r.path)
+	for i := range 5 {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte{byte(i)}, 0o600))
+		require.NoError(t, os.Rename(filepath.Join(dir, "notes.txt"), filepath.Join(dir, "notes.bak")))
+	}
+	time.Sleep(300 * time.Millisecond) // six debounce periods
+	require.Zero(t, r.countLog("reload ("), "reloads in the logs:\n%s", r.logs)
+
+	// Touching the config counts as a change.
+	now := time.Now().Add(time.Second)
+	require.NoError(t, os.Chtimes(r.path, now, now))
+	r.waitLog("reload (watch config): no session changed")
+}
