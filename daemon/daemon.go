@@ -31,8 +31,9 @@ import (
 	"github.com/wasmhost/wasmhost/view"
 )
 
-// Version is announced to clients and upstreams.
-const Version = "dev"
+// Version is announced to clients and upstreams. The wasmhost command sets
+// it, before serving anything, to the version `wasmhost version` prints.
+var Version = "dev"
 
 // Defaults for Options.
 const (
@@ -223,6 +224,14 @@ func (d *Daemon) URL() string {
 		return "http://" + a
 	}
 	return ""
+}
+
+// AdminEnabled reports whether the admin API is served: the config has an
+// "admin" block (read at start-up only).
+func (d *Daemon) AdminEnabled() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.admin != nil
 }
 
 // SessionInfo describes one session's endpoint for the operator.

@@ -415,6 +415,10 @@ func TestAdminOverlay(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, code)
 	code, _ = r.do("DELETE", "/v1/sessions/alice/servers/demo", adminToken, nil, nil)
 	assert.Equal(t, http.StatusNotFound, code)
+	// A failed overlay change is a warning with its error; a done one has
+	// no empty error beside it.
+	assert.Contains(t, r.logs.String(), `level=WARN msg="overlay delete failed: `)
+	assert.NotContains(t, r.logs.String(), `err=""`)
 
 	// An unknown key is accepted with the warning a file entry would get,
 	// in the answer and in the log.

@@ -305,7 +305,11 @@ func (d *Daemon) answerOverlay(w http.ResponseWriter, verb, sessionName, server 
 			status = http.StatusBadGateway
 		}
 	}
-	d.log.Info("overlay "+verb+": "+res.Summary, "session", sessionName, "server", server, "err", res.Error)
+	if err != nil {
+		d.log.Warn("overlay "+verb+" failed: "+res.Summary, "session", sessionName, "server", server, "err", res.Error)
+	} else {
+		d.log.Info("overlay "+verb+": "+res.Summary, "session", sessionName, "server", server)
+	}
 	d.writeJSON(w, status, res)
 }
 

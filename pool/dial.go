@@ -72,8 +72,9 @@ var ErrBadCwd = errors.New("the working directory (cwd) cannot be used")
 // CheckCommand reports whether s's command can be started as the dialer
 // would start it: s.Cwd, when set, must be a directory (the error then
 // wraps ErrBadCwd); a name without a slash is looked up in the daemon's
-// PATH, as exec.Command does; a path is taken relative to s.Cwd and must be
-// an executable file. It returns nil for a spec that is not a command. A
+// PATH, as exec.Command does; a path is taken relative to s.Cwd (or the
+// working directory, which a missing one's error names) and must be an
+// executable file. It returns nil for a spec that is not a command. A
 // caller checks a changed server before letting it replace a working
 // connection.
 func (s Spec) CheckCommand() error {
@@ -93,6 +94,13 @@ func (s Spec) CheckCommand() error {
 	}
 	fi, err := os.Stat(path)
 	switch {
+	case err != nil && !filepath.IsAbs(path):
+		// Say where a relative path was looked for: not in the config
+		// file's directory, as an operator may expect.
+		if wd, werr := os.Getwd(); werr == nil {
+			return fmt.Errorf("%w (a relative command is taken from the working directory, %s)", err, wd)
+		}
+		return err
 	case err != nil:
 		return err
 	case fi.IsDir():

@@ -101,3 +101,19 @@ func TestCheckCommandCwd(t *testing.T) {
 		assert.NotContains(t, err.Error(), self, "the command is not blamed")
 	}
 }
+
+// TestCheckCommandRelativeNamesWorkingDirectory: a relative command that
+// is missing is reported with the directory it was looked for in, since a
+// relative "command" is not taken from the config file's directory.
+func TestCheckCommandRelativeNamesWorkingDirectory(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	err := pool.Spec{Name: "s", Command: "./bin/missing"}.CheckCommand()
+	require.ErrorIs(t, err, os.ErrNotExist)
+	assert.Equal(t, "stat ./bin/missing: no such file or directory (a relative command is taken from the working directory, "+dir+")", err.Error())
+
+	// With a cwd, the path named is already the one looked for.
+	err = pool.Spec{Name: "s", Command: "./bin/missing", Cwd: dir}.CheckCommand()
+	require.ErrorIs(t, err, os.ErrNotExist)
+	assert.Equal(t, "stat "+filepath.Join(dir, "bin/missing")+": no such file or directory", err.Error())
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -46,9 +47,10 @@ func runDigest(_ context.Context, args []string, s stdio) int {
 //	  KIND "MODULE" "NAME" [SIGNATURE]
 //	accepted: yes   or   accepted: no: REASON
 //
-// or, with --json, the host's Inspection as JSON. It exits 0 when the host
-// would accept the plugin, 1 when it would not, 2 when the file cannot be
-// read.
+// (without the data segments and metered lines for bytes that are not a
+// WebAssembly module), or, with --json, the host's Inspection as JSON. It
+// exits 0 when the host would accept the plugin, 1 when it would not, 2
+// when the file cannot be read.
 func runInspect(ctx context.Context, args []string, s stdio) int {
 	var asJSON bool
 	fs := newFlagSet("inspect", "[--json] FILE", s)
@@ -85,15 +87,20 @@ func runInspect(ctx context.Context, args []string, s stdio) int {
 
 func writeInspection(s stdio, file string, insp *host.Inspection) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "file: %s\nsha256: %s\nsize: %d bytes\ndata segments: %d", file, insp.SHA256, insp.Size, insp.DataSegments)
-	if insp.Packed < insp.DataSegments {
-		fmt.Fprintf(&b, " (wasmhost pack would leave %d, for faster loads)", insp.Packed)
-	}
-	b.WriteByte('\n')
-	if insp.Metered {
-		b.WriteString("metered: yes\n")
-	} else {
-		b.WriteString("metered: no (wazero checks for termination at every loop turn)\n")
+	fmt.Fprintf(&b, "file: %s\nsha256: %s\nsize: %d bytes\n", file, insp.SHA256, insp.Size)
+	// Bytes that are not a module have no data segments to count and
+	// nothing to meter: the last line says what they are.
+	if !errors.Is(insp.Err, host.ErrNotWasm) {
+		fmt.Fprintf(&b, "data segments: %d", insp.DataSegments)
+		if insp.Packed < insp.DataSegments {
+			fmt.Fprintf(&b, " (wasmhost pack would leave %d, for faster loads)", insp.Packed)
+		}
+		b.WriteByte('\n')
+		if insp.Metered {
+			b.WriteString("metered: yes\n")
+		} else {
+			b.WriteString("metered: no (wazero checks for termination at every loop turn)\n")
+		}
 	}
 	if h := insp.Handshake; h != nil {
 		fmt.Fprintf(&b, "handshake: %s %s (abi %d)", h.Name, h.Version, h.ABI)

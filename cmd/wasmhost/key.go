@@ -49,6 +49,10 @@ func runKey(ctx context.Context, args []string, s stdio) int {
 		return exitUsage
 	}
 	settings = bytes.TrimSpace(settings)
+	if len(settings) == 0 {
+		s.errorf("key", "no settings: give them as an argument ('{\"trust\":true}'), as @FILE, or on standard input")
+		return exitUsage
+	}
 	if err := checkJSON(settings); err != nil {
 		s.errorf("key", "settings are not valid JSON: %v", err)
 		return exitUsage

@@ -109,6 +109,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && args[0] == "help" { // help COMMAND: its flags
+			args = []string{args[1], "-h"}
+			break
+		}
 		usage(stdout)
 		return exitOK
 	}
@@ -130,5 +134,5 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'wasmhost COMMAND -h' for a command's flags.")
+	fmt.Fprintln(w, "Run 'wasmhost COMMAND -h' or 'wasmhost help COMMAND' for a command's flags.")
 }

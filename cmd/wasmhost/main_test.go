@@ -87,6 +87,13 @@ func TestUsage(t *testing.T) {
 		assert.Contains(t, r.out, "  "+c.name+" ")
 	}
 
+	r = runCLI(t, "", "help", "key")
+	assert.Equal(t, exitOK, r.code)
+	assert.Contains(t, r.errOut, "usage: wasmhost key", "help COMMAND is COMMAND -h")
+	r = runCLI(t, "", "help", "frobnicate")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, `unknown command "frobnicate"`)
+
 	r = runCLI(t, "", "frobnicate")
 	assert.Equal(t, exitUsage, r.code)
 	assert.Contains(t, r.errOut, `unknown command "frobnicate"`)
@@ -150,6 +157,12 @@ func TestKeyErrors(t *testing.T) {
 	r = runCLI(t, "", "key", `{"trust": tru}`)
 	assert.Equal(t, exitUsage, r.code)
 	assert.Contains(t, r.errOut, "settings are not valid JSON: at byte 14: invalid character '}' in literal true (expecting 'e')")
+
+	// Nothing on standard input: say where settings go, not that "" is
+	// bad JSON.
+	r = runCLI(t, "", "key")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, `wasmhost key: no settings: give them as an argument ('{"trust":true}'), as @FILE, or on standard input`)
 
 	r = runCLI(t, "", "key", "@/does/not/exist.json")
 	assert.Equal(t, exitUsage, r.code)
@@ -417,6 +430,8 @@ func TestInspect(t *testing.T) {
 	r = runCLI(t, "", "inspect", bad)
 	assert.Equal(t, exitFail, r.code)
 	assert.Contains(t, r.out, "handshake: none\noptional exports: none\n")
+	assert.NotContains(t, r.out, "data segments:", "bytes that are not a module have none to count")
+	assert.NotContains(t, r.out, "metered:", "nor anything to meter")
 	assert.Contains(t, r.out, fmt.Sprintf("accepted: no: plugin %q: ", bad), "the refusal names the file")
 	assert.Contains(t, r.out, host.ErrNotWasm.Error())
 

@@ -35,6 +35,7 @@ var (
 	validName   = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
 	validModule = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._~/-]*$`)
 	nameJunk    = regexp.MustCompile(`[^a-z0-9._-]+`)
+	plainWord   = regexp.MustCompile(`^[A-Za-z0-9@%_+=:,./-]+$`)
 )
 
 // runNewPlugin implements `wasmhost new-plugin DIR`: it writes a Go policy
@@ -71,7 +72,7 @@ func runNewPlugin(_ context.Context, args []string, s stdio) int {
 	for _, f := range files {
 		fmt.Fprintf(s.out, "created %s\n", f)
 	}
-	fmt.Fprintf(s.out, "\nnext: cd %s && %s\n", dir, makeTestHint())
+	fmt.Fprintf(s.out, "\nnext: cd %s && %s\n", shellQuote(dir), makeTestHint())
 	return exitOK
 }
 
@@ -86,7 +87,16 @@ func makeTestHint() string {
 	if onPath, err := exec.LookPath("wasmhost"); err == nil && sameFile(onPath, self) {
 		return "make test"
 	}
-	return "make test WASMHOST=" + self
+	return "make test WASMHOST=" + shellQuote(self)
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but the
+// characters a path usually has, so that a printed command can be pasted.
+func shellQuote(s string) string {
+	if s != "" && plainWord.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // sameFile reports whether paths a and b name the same file.
@@ -99,9 +109,15 @@ func sameFile(a, b string) bool {
 	return err == nil && os.SameFile(ia, ib)
 }
 
-// deriveName turns the last element of dir into a plugin name.
+// deriveName turns the last element of dir into a plugin name; "." and
+// ".." stand for the directories they name.
 func deriveName(dir string) string {
 	base := filepath.Base(filepath.Clean(dir))
+	if base == "." || base == ".." {
+		if abs, err := filepath.Abs(dir); err == nil {
+			base = filepath.Base(abs)
+		}
+	}
 	n := strings.Trim(nameJunk.ReplaceAllString(strings.ToLower(base), "-"), "-._")
 	if n == "" {
 		return "policy-plugin"

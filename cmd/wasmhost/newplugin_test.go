@@ -53,7 +53,7 @@ func TestNewPluginBuildsAndPasses(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(makefile), "GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o $(PLUGIN) .")
 	assert.Contains(t, string(makefile), "rm -f $(PLUGIN)\n", "make build links afresh")
-	assert.Contains(t, r.out, "\nnext: cd "+dir+" && make test")
+	assert.Contains(t, r.out, "\nnext: cd '"+dir+"' && make test", "quoted: the directory has a space")
 
 	goCmd(t, dir, []string{"GOOS=wasip1", "GOARCH=wasm"}, "build", "-buildmode=c-shared", "-trimpath", "-o", "my-policy.wasm", ".")
 	goCmd(t, dir, nil, "test", "./...")
@@ -189,6 +189,31 @@ func TestNewPluginNamesAndModule(t *testing.T) {
 	for in, want := range map[string]string{"My Policy": "my-policy", "__": "policy-plugin", "a.b_c": "a.b_c", "Ünï": "n"} {
 		assert.Equal(t, want, deriveName(in), in)
 	}
+}
+
+// TestNewPluginInCurrentDirectory: "new-plugin ." names the plugin after
+// the directory it is run in, as for any other DIR.
+func TestNewPluginInCurrentDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "acme-here")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	t.Chdir(dir)
+	r := runCLI(t, "", "new-plugin", ".")
+	require.Equal(t, exitOK, r.code, r.errOut)
+	exportsGo, err := os.ReadFile(filepath.Join(dir, "exports.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(exportsGo), `Name: "acme-here"`)
+	assert.Equal(t, "acme-here", deriveName("../acme-here/."))
+}
+
+// TestNewPluginHintQuotesPaths: the closing hint can be pasted into a
+// shell when the directory has a space in its name.
+func TestNewPluginHintQuotesPaths(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "my plugin")
+	r := runCLI(t, "", "new-plugin", dir)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	assert.Contains(t, r.out, "\nnext: cd '"+dir+"' && make test")
+	assert.Equal(t, `'it'\''s'`, shellQuote("it's"))
+	assert.Equal(t, "/usr/bin/wasmhost", shellQuote("/usr/bin/wasmhost"))
 }
 
 // TestMakeTestHint: new-plugin's closing hint names this binary for the

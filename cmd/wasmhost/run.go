@@ -87,6 +87,9 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		}
 		s.errorf("run", "%v", err)
 		cacheDirHint(s, "run", err)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			s.errorf("run", "another process (a wasmhost already running?) listens there: stop it, or listen elsewhere with --listen 127.0.0.1:PORT")
+		}
 		return startStatus(err)
 	case <-d.Ready():
 	}
@@ -126,11 +129,18 @@ func printSessions(s stdio, d *daemon.Daemon, printTokens bool) {
 	fmt.Fprintf(s.out, "wasmhost listening on %s\n", d.URL())
 	for _, info := range d.Sessions() {
 		tok := "token from " + info.TokenSource
-		if printTokens && info.InlineToken != "" {
+		switch {
+		case printTokens && info.InlineToken != "":
 			tok = "token " + info.InlineToken
+		case info.InlineToken != "":
+			tok = "token inline in the config; --print-tokens shows it"
 		}
 		fmt.Fprintf(s.out, "  session %-12s %s   (%s)\n", info.Name, info.URL, tok)
 	}
-	fmt.Fprintf(s.out, "  admin            %s/v1/state   /metrics   /healthz\n", d.URL())
+	if d.AdminEnabled() {
+		fmt.Fprintf(s.out, "  admin            %s/v1/state   /metrics   /healthz\n", d.URL())
+	} else {
+		fmt.Fprintf(s.out, "  health           %s/healthz   (admin API disabled: the config has no \"admin\" block)\n", d.URL())
+	}
 	fmt.Fprintf(s.out, "Connect an MCP client with the header \"Authorization: Bearer <token>\". Ctrl-C stops.\n")
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -147,6 +148,16 @@ func TestStdioServesOneSessionWithoutPool(t *testing.T) {
 	assert.Contains(t, stderr, "started: 1 session changed", "logs go to standard error")
 }
 
+// TestStdioAnnouncesTheVersionItPrints: clients see the version
+// `wasmhost version` prints, not a placeholder.
+func TestStdioAnnouncesTheVersionItPrints(t *testing.T) {
+	path := demoConfig(t)
+	cs, finish := pipeClient(t, "stdio", "--config", path, "--session", "alice")
+	assert.Equal(t, wasmhostVersion(), cs.InitializeResult().ServerInfo.Version)
+	code, stderr := finish()
+	assert.Equal(t, exitOK, code, stderr)
+}
+
 // TestStdioWarnsAboutItsSessionOnly: stdio mode serves one session, so the
 // config's warnings about the other sessions are not its operator's concern.
 func TestStdioWarnsAboutItsSessionOnly(t *testing.T) {
@@ -170,6 +181,29 @@ func TestStdioWarnsAboutItsSessionOnly(t *testing.T) {
 	assert.Contains(t, stderr, "sessions.alice.colour: unknown key, ignored")
 	assert.Contains(t, stderr, "extra: unknown key, ignored", "warnings about the whole file stay")
 	assert.NotContains(t, stderr, "sessions.bob", "another session's warning")
+}
+
+// TestStdioLocatesACommandThatCannotStart: a server whose command is not
+// there is named with the config file, the JSON path and the directory a
+// relative command was looked for in, as the daemon names it, and stdio
+// keeps serving the session.
+func TestStdioLocatesACommandThatCannotStart(t *testing.T) {
+	cfg := map[string]any{
+		"mcpServers": map[string]any{"broken": map[string]any{"command": "./bin/missing"}},
+		"sessions":   map[string]any{"alice": map[string]any{"token": "alice-token-0123456789abcdef"}},
+	}
+	b, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "wasmhost.json")
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+
+	cs, finish := pipeClient(t, "stdio", "--config", path, "--session", "alice")
+	assert.Empty(t, toolNames(t, cs))
+	code, stderr := finish()
+	assert.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stderr, `config: `+path+`: mcpServers.broken.command: server \"broken\" cannot start; retried with backoff: stat ./bin/missing: no such file or directory (a relative command is taken from the working directory, `+wd+`)`)
 }
 
 // slowStdio starts `wasmhost stdio` on a session of the slow upstream and
@@ -388,6 +422,7 @@ func TestRunPrintsSessionsAndStops(t *testing.T) {
 			t.Fatal("run did not stop")
 		}
 		got := out.String()
+		assert.Contains(t, got, "/v1/state   /metrics   /healthz")
 		assert.Contains(t, got, "/mcp/alice")
 		assert.Contains(t, got, "/mcp/bob")
 		assert.NotContains(t, got, "bob-token-0123456789abcdef", "a token from the environment is never printed")
@@ -396,9 +431,56 @@ func TestRunPrintsSessionsAndStops(t *testing.T) {
 			assert.Contains(t, got, "token alice-token-0123456789abcdef")
 		} else {
 			assert.NotContains(t, got, "alice-token-0123456789abcdef")
+			assert.Contains(t, got, "/mcp/alice   (token inline in the config; --print-tokens shows it)")
 		}
 		assert.NotContains(t, errOut.String(), "alice-token-0123456789abcdef", "tokens are never logged")
 	}
+}
+
+// TestRunAddressInUseSaysWhatToDo: a listen address another process holds
+// is refused with the way out, not only the system's error.
+func TestRunAddressInUseSaysWhatToDo(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	r := runCLI(t, "", "run", "--config", demoConfig(t), "--listen", taken.Addr().String())
+	assert.Equal(t, exitFail, r.code)
+	assert.Contains(t, r.errOut, "address already in use")
+	assert.Contains(t, r.errOut, "wasmhost run: another process (a wasmhost already running?) listens there: stop it, or listen elsewhere with --listen 127.0.0.1:PORT")
+	assert.Empty(t, r.out)
+}
+
+// TestRunBannerWithoutAdmin: without an "admin" block the banner does not
+// point at admin endpoints that answer 404; it says the admin API is off.
+func TestRunBannerWithoutAdmin(t *testing.T) {
+	path := demoConfig(t)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var cfg map[string]any
+	require.NoError(t, json.Unmarshal(b, &cfg))
+	delete(cfg, "admin")
+	b, err = json.Marshal(cfg)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+
+	ctx, cancel := context.WithCancel(t.Context())
+	var out, errOut mcptest.LogBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"run", "--config", path, "--listen", "127.0.0.1:0"}, strings.NewReader(""), &out, &errOut)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "Ctrl-C stops") }, 30*time.Second, 20*time.Millisecond, "stderr:\n%s", errOut.String())
+	cancel()
+	select {
+	case code := <-done:
+		assert.Equal(t, exitOK, code, errOut.String())
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not stop")
+	}
+	got := out.String()
+	assert.NotContains(t, got, "/v1/state")
+	assert.NotContains(t, got, "/metrics")
+	assert.Contains(t, got, `/healthz   (admin API disabled: the config has no "admin" block)`)
 }
 
 func TestRunRefusals(t *testing.T) {

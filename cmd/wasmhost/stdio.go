@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os/signal"
@@ -79,6 +80,21 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 			log.Warn("config: " + w.String())
 		}
 	}
+	// A command that cannot start is retried with backoff, as by the
+	// daemon; its warning is located like the config's own, as the
+	// connection's error names neither the file nor the setting.
+	for _, name := range cfg.ServerNames() {
+		if _, enabled := cfg.Sessions[*sessionName].EffectiveSettings(name); !enabled {
+			continue
+		}
+		if err := pool.FromConfig(cfg.Servers[name]).CheckCommand(); err != nil {
+			field := "command"
+			if errors.Is(err, pool.ErrBadCwd) {
+				field = "cwd"
+			}
+			log.Warn(fmt.Sprintf("config: %s: %s: server %q cannot start; retried with backoff: %v", *configPath, config.JoinPath("mcpServers", name, field), name, err))
+		}
+	}
 	opts := host.Options{
 		MemoryLimitBytes: cfg.Policy.MemoryLimitBytes(),
 		CallTimeout:      cfg.Policy.Timeout,
@@ -126,6 +142,7 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 		},
 	})
 	leg = reconcile.NewLegacy(reconcile.LegacyOptions{
+		Client:     &mcp.Implementation{Name: "wasmhost", Version: daemon.Version},
 		Dialer:     stdioDialer(relay, s.err),
 		OnProgress: relay.Handle,
 		Policy:     plugin,

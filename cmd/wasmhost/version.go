@@ -7,12 +7,16 @@ import (
 	"runtime/debug"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/daemon"
 )
 
 // version is wasmhost's version; release builds set it with
 // -ldflags "-X main.version=v1.2.3". Otherwise the module version from the
 // build information is used, or "devel".
 var version = ""
+
+// MCP clients and upstreams are told the version `wasmhost version` prints.
+func init() { daemon.Version = wasmhostVersion() }
 
 func wasmhostVersion() string {
 	if version != "" {
