@@ -531,22 +531,28 @@ func (d *Daemon) upstreamFor(name string) func(string) session.Target {
 // disconnects the clients of sessions whose token changed (they must
 // reconnect with the new one).
 func (d *Daemon) syncEndpoints(cfg *config.Config) {
+	type dropped struct {
+		e          *endpoint
+		name, what string
+	}
 	d.mu.Lock()
-	var drop []*endpoint
+	var drop []dropped
 	for name, e := range d.endpoints {
 		s := cfg.Sessions[name]
 		switch {
 		case s == nil:
 			delete(d.endpoints, name)
-			drop = append(drop, e)
+			drop = append(drop, dropped{e, name, "session removed"})
 		case s.Token != e.token:
 			e.token = s.Token
-			drop = append(drop, e)
+			drop = append(drop, dropped{e, name, "session token changed"})
 		}
 	}
 	d.mu.Unlock()
-	for _, e := range drop {
-		e.ep.Close()
+	for _, x := range drop {
+		// Their clients are cut off without an answer: say why.
+		d.log.Info(x.what+"; its clients are disconnected", "session", x.name, "clients", x.e.ep.Clients())
+		x.e.ep.Close()
 	}
 }
 

@@ -3,7 +3,9 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
+	"os/exec"
 	"sync"
 	"time"
 
@@ -75,12 +77,16 @@ func (d *Daemon) dial(base pool.Dialer) pool.Dialer {
 // A pidTransport records the process id once the command started, and
 // forgets it when the connection closes (its Transport, from
 // procgroup.Transport, makes closing the connection end the upstream's
-// whole process group).
+// whole process group). It is a pool.ExitReporter: the pool dials one per
+// connection attempt.
 type pidTransport struct {
 	mcp.Transport
 	cmd      *mcp.CommandTransport
 	identity string
 	pids     *pidTable
+
+	mu     sync.Mutex
+	exited error // how the process ended, once its connection closed
 }
 
 func (t *pidTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -93,18 +99,35 @@ func (t *pidTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	}
 	pid := t.cmd.Command.Process.Pid
 	t.pids.set(t.identity, pid)
-	return &pidConn{Connection: c, forget: sync.OnceFunc(func() { t.pids.forget(t.identity, pid) })}, nil
+	return &pidConn{Connection: c, t: t, forget: sync.OnceFunc(func() { t.pids.forget(t.identity, pid) })}, nil
 }
 
-// A pidConn forgets its process's pid when it closes.
+// Exited returns how the process ended (the error of its wait), once its
+// connection closed; nil before, or after a clean exit.
+func (t *pidTransport) Exited() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.exited
+}
+
+// A pidConn forgets its process's pid when it closes, and tells its
+// transport how the process ended.
 type pidConn struct {
 	mcp.Connection
+	t      *pidTransport
 	forget func()
 }
 
 func (c *pidConn) Close() error {
 	c.forget()
-	return c.Connection.Close()
+	err := c.Connection.Close() // waits for the process (procgroup: once)
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		c.t.mu.Lock()
+		c.t.exited = exit
+		c.t.mu.Unlock()
+	}
+	return err
 }
 
 // A lineLogger logs each line an upstream writes to its stderr.

@@ -60,7 +60,13 @@
 // ([reconcile.Reconciler.Check]). If anything is wrong it is logged with
 // its file, JSON path, session and server, nothing is touched, and the
 // running config keeps serving (the answer of POST /v1/reload says so too,
-// with the config's warnings). A server the reload adds whose command
+// with the config's warnings). A running policy that fails the check
+// instead of answering it (it traps, or runs out of time or memory) does
+// not refuse the reload: that is logged with the file, JSON paths,
+// sessions and servers, the reload goes on (its answer is "applied" but
+// not "ok"), and the views whose settings the policy fails on fail closed,
+// logged and shown in /v1/state, until a later reload or plugin swap
+// gives them settings it answers. A server the reload adds whose command
 // cannot start is not refused, as it has no connection to lose: it gets a
 // warning with its file and JSON path, and is retried like a server that
 // could not start at start-up. When nothing is wrong, the new policy (if

@@ -126,7 +126,11 @@ func (d *Daemon) serveMCP(w http.ResponseWriter, r *http.Request) {
 	// One answer for an unknown session and a wrong token: the response
 	// does not tell which session names exist.
 	if sess == nil || e == nil || !sess.TokenMatches(bearer(r)) {
-		d.log.Debug("refused MCP request: bad or missing token", "session", name, "remote", r.RemoteAddr)
+		why := "bad or missing token"
+		if sess == nil || e == nil {
+			why = "no such session" // the log may say what the answer does not
+		}
+		d.log.Debug("refused MCP request: "+why, "session", name, "remote", r.RemoteAddr)
 		unauthorized(w, "wasmhost")
 		return
 	}

@@ -201,6 +201,10 @@ func TestOperatorNewServerThatCannotStartIsLocated(t *testing.T) {
 	want := r.path + `: mcpServers.broken.command: server "broken" cannot start; its sessions retry it with backoff: stat ` + missing + ": no such file or directory"
 	assert.Contains(t, res.Warnings, want, body)
 	r.waitLog(`msg="config: ` + r.path + `: mcpServers.broken.command: server \"broken\" cannot start`)
+	// The reload's summary line says which bindings failed and why; the
+	// reconciler does not warn once more for each of them.
+	assert.True(t, r.logs.HasLine("level=WARN", `msg="reload (admin): `, `err="session \"alice\", server \"broken\": `), r.logs.String())
+	assert.False(t, r.logs.HasLine("level=WARN", "acquire failed"), r.logs.String())
 	stillServed()
 
 	// Once added, it is no longer new: a reload that changes nothing else
@@ -211,6 +215,52 @@ func TestOperatorNewServerThatCannotStartIsLocated(t *testing.T) {
 	// At start-up.
 	r2 := start(t, cfg)
 	r2.waitLog(`msg="config: ` + r2.path + `: mcpServers.broken.command: server \"broken\" cannot start; its sessions retry it with backoff`)
+}
+
+// A server that exits at start-up (here with status 3, after a line on
+// stderr) is reported with how its process ended, in /v1/state and in the
+// log, not only with the go-sdk's "EOF"; its stderr is logged under its
+// name.
+func TestOperatorServerExitingAtStartSaysHow(t *testing.T) {
+	cfg := baseConfig()
+	set(cfg, "mcpServers.quitter", map[string]any{"command": "/bin/sh", "args": []string{"-c", "echo cannot open the database >&2; exit 3"}})
+	r := start(t, cfg)
+	r.waitLog(`msg="upstream stderr: cannot open the database" component=upstream server=quitter`)
+	r.waitLog(`msg="upstream connection failed" component=pool server=quitter`)
+	assert.True(t, r.logs.HasLine("upstream connection failed", "server=quitter", "the server's process ended: exit status 3"), r.logs.String())
+	// Retried with backoff meanwhile: a look may find a retry under way.
+	require.Eventually(t, func() bool {
+		n := 0
+		for _, s := range r.state().Sessions {
+			for _, b := range s.Servers {
+				if b.Server == "quitter" && strings.Contains(b.Error, "the server's process ended: exit status 3") {
+					n++
+				}
+			}
+		}
+		return n == 2
+	}, 10*time.Second, 20*time.Millisecond, "alice's and bob's bindings of quitter show how it ended")
+}
+
+// A reload that removes a session, or changes its token, disconnects the
+// session's clients without an answer to their calls under way; the log
+// says so, with the session and how many clients it had.
+func TestOperatorDisconnectedSessionsAreLogged(t *testing.T) {
+	cfg := baseConfig()
+	r := start(t, cfg)
+	r.connect("alice", aliceToken)
+	r.connect("bob", bobToken)
+
+	set(cfg, "sessions.bob.token", "bob-rotated-token")
+	code, _, body := r.reloadWith(cfg)
+	require.Equal(t, http.StatusOK, code, body)
+	assert.True(t, r.logs.HasLine("level=INFO", "session token changed; its clients are disconnected", "session=bob", "clients=1"), r.logs.String())
+
+	delete(cfg["sessions"].(map[string]any), "alice")
+	code, _, body = r.reloadWith(cfg)
+	require.Equal(t, http.StatusOK, code, body)
+	assert.True(t, r.logs.HasLine("level=INFO", "session removed; its clients are disconnected", "session=alice", "clients=1"), r.logs.String())
+	assert.NotContains(t, r.logs.String(), "bob-rotated-token")
 }
 
 // The same through the admin API: an overlay PUT whose command does not

@@ -137,7 +137,7 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 	} else if err != nil {
 		// The running policy failed the call itself: the views will find
 		// out as they apply the config, as without the check.
-		d.log.Warn("checking the new settings with the running policy failed", "err", err)
+		d.log.Warn("checking the new settings with the running policy failed; the reload goes on", "config", d.file, "err", err)
 	}
 
 	// Validated: apply.
@@ -186,7 +186,7 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 	joined := errors.Join(errs...)
 	if joined != nil {
 		res.Error = joined.Error()
-		d.log.Warn(res.Summary, "config", d.file)
+		d.log.Warn(res.Summary, "config", d.file, "err", joined)
 		d.metrics.reloads.WithLabelValues("partial").Inc()
 		return res, joined
 	}

@@ -22,6 +22,16 @@ import (
 // return in-memory transports.
 type Dialer func(ctx context.Context, spec Spec) (mcp.Transport, error)
 
+// An ExitReporter is a transport a Dialer may return for a server run as
+// a process: once the connection made over it has closed, Exited returns
+// how the process ended (the error of its wait: "exit status 3", "signal:
+// killed"), nil while it runs or after a clean exit. When connecting fails,
+// the pool adds it to the error: the go-sdk's own ("calling \"initialize\":
+// ... EOF") does not say that the server exited, nor how.
+type ExitReporter interface {
+	Exited() error
+}
+
 // DefaultDialer reaches stdio servers through mcp.CommandTransport (the
 // process inherits the daemon's environment plus spec.Env, runs in
 // spec.Cwd, and is not tied to ctx: it lives until the pool closes the

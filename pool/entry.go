@@ -131,7 +131,7 @@ func (p *Pool) newEntry(id string, spec Spec, identity string) *Entry {
 		identity: identity,
 		spec:     spec,
 		memo:     view.NewMemo(),
-		log:      p.log.With("entry", id),
+		log:      p.log.With("server", spec.Name, "entry", id),
 		timeout:  timeout,
 		stop:     stop,
 		halt:     halt,
@@ -321,16 +321,36 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 	closer := &Closer{Transport: t}
 	cs, err := client.Connect(ctx, closer, e.spec.SessionOptions())
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect: %w", err)
+		return nil, nil, e.why(ctx, t, fmt.Errorf("connect: %w", err))
 	}
 	e.pool.closers.Store(cs, closer)
 	e.pool.counters.Connects.Add(1)
 	snap, err := e.discover(ctx, cs, kindAll, nil)
 	if err != nil {
 		e.closeSession(ctx, cs)
-		return nil, nil, err
+		return nil, nil, e.why(ctx, t, err)
 	}
 	return cs, snap, nil
+}
+
+// why returns err, the failure of a connection attempt over t bounded by
+// ctx (its connection closed), with what the go-sdk's error leaves out:
+// that the entry's timeout ended the attempt ("context deadline
+// exceeded" alone does not say which limit that was), or else how the
+// server's process ended, when t can tell (see ExitReporter).
+func (e *Entry) why(ctx context.Context, t mcp.Transport, err error) error {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("%w (no answer within the server's timeout, %s)", err, e.timeout)
+	case ctx.Err() != nil:
+		return err // the pool is closing
+	}
+	if x, ok := t.(ExitReporter); ok {
+		if exit := x.Exited(); exit != nil {
+			return fmt.Errorf("%w (the server's process ended: %v)", err, exit)
+		}
+	}
+	return err
 }
 
 // discover lists the kinds in which from cs, taking the other lists from
@@ -642,6 +662,8 @@ func (e *Entry) wentAway(gen uint64, cs *mcp.ClientSession, err error) {
 		e.log.Warn("upstream went away, restarting", "err", err)
 		if rerr := e.doRestart(context.Background(), false, gen); rerr != nil {
 			e.log.Warn("restart after disconnect failed", "err", rerr)
+		} else {
+			e.log.Info("upstream restarted")
 		}
 		return
 	}

@@ -521,7 +521,7 @@ func TestHostileUnchangedRediscoveryIsNotReplayed(t *testing.T) {
 // protocol 2026-07-28, or initialize, which the go-sdk falls back to when
 // server/discover is refused) fails its entry once the spec's timeout
 // ends, with an error naming the server, the connect step and the
-// deadline, logged too; the pool does not try again by itself, and a
+// timeout, logged too; the pool does not try again by itself, and a
 // well-behaved server acquired meanwhile is served at once.
 func TestHostileSilentHandshake(t *testing.T) {
 	for _, silent := range []string{"server/discover", "initialize"} {
@@ -566,7 +566,8 @@ func TestHostileSilentHandshake(t *testing.T) {
 			require.ErrorIs(t, err, context.DeadlineExceeded)
 			require.Contains(t, err.Error(), "mute::")
 			require.Contains(t, err.Error(), "connect")
-			require.True(t, e.logs.HasLine("upstream connection failed", "entry=mute::"), e.logs.String())
+			require.Contains(t, err.Error(), "no answer within the server's timeout, 300ms", "the error says which limit ended the handshake")
+			require.True(t, e.logs.HasLine("upstream connection failed", "server=mute", "entry=mute::"), e.logs.String())
 			require.Equal(t, 1, h.dialCount())
 			requireHealthy(t, gd, goodReg, good)
 		})
@@ -778,10 +779,10 @@ func TestHostileClosesDuringDiscovery(t *testing.T) {
 }
 
 // An upstream that crashes as soon as each connection is up is restarted
-// Options.CrashRestarts times in a row and then failed for good: its
-// views are withdrawn with ErrTerminal wrapping ErrDisconnected and the
-// server's name, no more connections are made, and another server's
-// session is unaffected.
+// Options.CrashRestarts times in a row (each restart logged) and then
+// failed for good: its views are withdrawn with ErrTerminal wrapping
+// ErrDisconnected and the server's name, no more connections are made,
+// and another server's session is unaffected.
 func TestHostileCrashLoopIsBounded(t *testing.T) {
 	h := newHostile(t, "crashy", allCaps)
 	h.addTool("one")
@@ -807,6 +808,8 @@ func TestHostileCrashLoopIsBounded(t *testing.T) {
 	require.ErrorIs(t, err, pool.ErrDisconnected)
 	require.Contains(t, err.Error(), "crashy")
 	require.Equal(t, 3, strings.Count(e.logs.String(), "upstream went away, restarting"))
+	require.Equal(t, 3, strings.Count(e.logs.String(), "upstream restarted"), "each restart that brought the server back is logged:\n%s", e.logs.String())
+	require.True(t, e.logs.HasLine("upstream restarted", "server=crashy"), e.logs.String())
 	requireHealthy(t, gd, goodReg, good)
 }
 

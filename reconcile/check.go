@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
@@ -149,7 +150,7 @@ func (r *Reconciler) check(ctx context.Context, p abi.Policy, items []checked) e
 	}
 	refusals, err := refusedSettings(ctx, p, distinct)
 	if err != nil {
-		return fmt.Errorf("checking the settings of %d bindings: %w", len(items), err)
+		return fmt.Errorf("checking the settings of %s: %w", located(items), err)
 	}
 	var errs []error
 	for _, c := range items {
@@ -158,6 +159,23 @@ func (r *Reconciler) check(ctx context.Context, p abi.Policy, items []checked) e
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// located names the bindings of items, with the JSON paths of their
+// settings: the first few, and how many more.
+func located(items []checked) string {
+	const shown = 3
+	var b strings.Builder
+	for i, c := range items[:min(len(items), shown)] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (session %q, server %q)", c.path, c.session, c.server)
+	}
+	if n := len(items) - shown; n > 0 {
+		fmt.Fprintf(&b, " and %d more", n)
+	}
+	return b.String()
 }
 
 // refusedSettings canonicalizes settings with p in one call and returns,

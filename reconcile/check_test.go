@@ -78,13 +78,17 @@ func TestCheckRunningPolicySkipsSettingsInForce(t *testing.T) {
 	assert.NotContains(t, err.Error(), `session "alice"`)
 
 	// An overlay the running policy refuses; a call failing otherwise is
-	// returned as it is.
+	// returned, naming the bindings it was for.
 	srv := &config.Server{Name: "fs", Command: "/usr/bin/fs-server", Settings: config.Settings{Trust: raw("true")}}
 	require.ErrorIs(t, e.rec.CheckOverlay(ctx, "bob", srv), reconcile.ErrSettingsRefused)
 	boom := errors.New("boom")
 	err = e.rec.Check(ctx, next.build(t), failingPolicy{err: boom})
 	require.ErrorIs(t, err, boom)
 	assert.NotErrorIs(t, err, reconcile.ErrSettingsRefused)
+	// The failed call is located as a refusal would be: the operator
+	// learns which settings the policy failed on.
+	assert.Contains(t, err.Error(), `sessions.bob.overrides.fs over mcpServers.fs (session "bob", server "fs")`)
+	assert.NotContains(t, err.Error(), `session "alice"`)
 }
 
 // failingPolicy fails every canonicalize call with err.

@@ -940,7 +940,9 @@ func (r *Reconciler) converge(ctx context.Context, o *op, t task) {
 	if err != nil {
 		r.setBinding(t.s, t.server, &binding{want: t.want, err: err})
 		o.fail(t.s.name, t.server, err)
-		r.log.Warn("acquire failed", "session", t.s.name, "server", t.server, "err", err)
+		// Debug only: the caller reports the error (Apply's and Repair's
+		// join it), and the pool has logged why the connection failed.
+		r.log.Debug("acquire failed", "session", t.s.name, "server", t.server, "err", err)
 		return
 	}
 	o.count(&o.sum.Acquired)

@@ -826,8 +826,12 @@ func (e *Endpoint) callFailure(ctx context.Context, err error, server, what, nam
 		return cerr, false
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("session %q, server %q: %s %q: %w (the server entry's \"timeout\"); the upstream request was cancelled",
-			e.name, server, what, name, ErrTimeout), false
+		timeout := e.upstream(server).Timeout
+		// Only the client hears of it otherwise: a server that hangs is
+		// the operator's to look at.
+		e.log.Warn("upstream call timed out; the upstream request was cancelled", "server", server, what, name, "timeout", timeout)
+		return fmt.Errorf("session %q, server %q: %s %q: %w (the server entry's \"timeout\", %s); the upstream request was cancelled",
+			e.name, server, what, name, ErrTimeout, timeout), false
 	}
 	return fmt.Errorf("session %q, server %q: %s %q: %w: %v", e.name, server, what, name, ErrUnavailable, e.redact(err)), false
 }

@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/session"
 )
 
@@ -303,6 +305,7 @@ type rig struct {
 	toUp     *wireLog
 	fromUp   *wireLog
 	toClient *wireLog
+	logs     *mcptest.LogBuffer // the endpoint's log
 
 	mu   sync.Mutex
 	prog []*mcp.ProgressNotificationParams
@@ -313,7 +316,7 @@ type rig struct {
 func newRig(t *testing.T, timeout time.Duration) *rig {
 	t.Helper()
 	ctx := t.Context()
-	r := &rig{up: newWireUpstream(), relay: session.NewProgressRelay(), toUp: &wireLog{}, fromUp: &wireLog{}, toClient: &wireLog{}}
+	r := &rig{up: newWireUpstream(), relay: session.NewProgressRelay(), toUp: &wireLog{}, fromUp: &wireLog{}, toClient: &wireLog{}, logs: &mcptest.LogBuffer{}}
 
 	ct, st := mcp.NewInMemoryTransports()
 	upSS, err := r.up.srv.Connect(ctx, st, nil)
@@ -327,7 +330,7 @@ func newRig(t *testing.T, timeout time.Duration) *rig {
 	})
 	r.direct = connectServer(t, r.up.srv)
 
-	r.ep = session.New(session.Options{Name: "s", Logger: quiet, Progress: r.relay, Upstream: func(server string) session.Target {
+	r.ep = session.New(session.Options{Name: "s", Logger: slog.New(slog.NewTextHandler(r.logs, nil)), Progress: r.relay, Upstream: func(server string) session.Target {
 		if server != "up" {
 			return session.Target{}
 		}
@@ -568,9 +571,10 @@ func TestRefusedNamesNeverReachUpstream(t *testing.T) {
 }
 
 // TestTimeoutSaysSo: a call cut by the server's timeout is cancelled
-// upstream, and its client is told the call timed out (ErrTimeout), not
-// that the upstream is unavailable (as it once was, with "context deadline
-// exceeded").
+// upstream, and its client is told the call timed out (ErrTimeout) and
+// after how long, not that the upstream is unavailable (as it once was,
+// with "context deadline exceeded"); the operator's log says so too,
+// naming the session, the server and the call.
 func TestTimeoutSaysSo(t *testing.T) {
 	const timeout = 150 * time.Millisecond
 	r := newRig(t, timeout)
@@ -588,6 +592,9 @@ func TestTimeoutSaysSo(t *testing.T) {
 	msg := text(res)
 	assert.Contains(t, msg, session.ErrTimeout.Error(), "the client should learn the call timed out")
 	assert.NotContains(t, msg, session.ErrUnavailable.Error(), "the upstream is up; it was slow")
+	assert.Contains(t, msg, timeout.String(), "the client should learn which limit it ran into")
+	assert.True(t, r.logs.HasLine("level=WARN", "upstream call timed out", "session=s", "server=up", "tool=up__block", "timeout="+timeout.String()),
+		"the timeout is logged with the session, server and tool:\n%s", r.logs.String())
 
 	_, err = r.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "up__block"})
 	require.Error(t, err)
@@ -598,6 +605,7 @@ func TestTimeoutSaysSo(t *testing.T) {
 	}
 	assert.ErrorContains(t, err, session.ErrTimeout.Error(), "prompts/get")
 	assert.NotContains(t, err.Error(), session.ErrUnavailable.Error(), "prompts/get")
+	assert.True(t, r.logs.HasLine("upstream call timed out", "server=up", "prompt=up__block"), "prompts/get:\n%s", r.logs.String())
 }
 
 // TestCancellationOfPromptsAndReads: a client cancelling a
