@@ -393,7 +393,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info("started: "+describeSummary(sum, d.clientsNotified(sum), "policy "+pol.describe()),
 		"config", d.file, "listen", d.addr.String())
 	if applyErr != nil {
-		d.log.Warn("some bindings failed (servers that could not start are retried with backoff)", "err", applyErr)
+		d.log.Warn("some bindings failed: servers that could not start are retried with backoff; views whose settings the policy refused or failed on stay closed until a reload or plugin swap", "err", applyErr)
 	}
 	close(d.ready)
 

@@ -137,7 +137,7 @@ func TestConfigEditNotifiesOnlyTheAffectedSession(t *testing.T) {
 	writeConfig(t, r.path, set(cfg, "sessions.alice.overrides.demo.includeTools", []string{"echo", "add", "pid", "read_note"}))
 	alice.waitChanged(t)
 	assert.Equal(t, []string{"demo__add", "demo__echo", "demo__pid", "demo__read_note"}, alice.tools(t))
-	r.waitLog("reload (watch config): 1 session changed (alice); transports 1 reused, 0 started, 0 stopped; 1 views replayed; 1 client notified; policy unchanged")
+	r.waitLog("reload (watch config): 1 session changed (alice); transports 1 reused, 0 started, 0 stopped; 1 view replayed; 1 client notified; policy unchanged")
 	assert.Equal(t, 0, bob.countChanged(300*time.Millisecond), "bob's view did not change")
 	assert.Equal(t, pid, alice.pid(t), "the upstream process is the same")
 	assert.Equal(t, pid, bob.pid(t))

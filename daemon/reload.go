@@ -303,9 +303,9 @@ func describeSummary(s reconcile.Summary, clients int, policyNote string) string
 	default:
 		changed = fmt.Sprintf("%d sessions changed (%s)", len(s.Changed), strings.Join(s.Changed, ", "))
 	}
-	line := fmt.Sprintf("%s; transports %d reused, %d started, %d stopped; %d views replayed; %d %s notified; %s",
-		changed, s.TransportsReused, s.TransportsStarted, s.TransportsStopped, s.Replayed,
-		clients, plural(clients, "client", "clients"), policyNote)
+	line := fmt.Sprintf("%s; transports %d reused, %d started, %d stopped; %d %s replayed; %d %s notified; %s",
+		changed, s.TransportsReused, s.TransportsStarted, s.TransportsStopped,
+		s.Replayed, plural(s.Replayed, "view", "views"), clients, plural(clients, "client", "clients"), policyNote)
 	if n := len(s.Errors); n > 0 {
 		line += fmt.Sprintf("; %d %s", n, plural(n, "binding failed", "bindings failed"))
 	}

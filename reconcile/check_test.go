@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -152,4 +153,68 @@ func TestCheckDeleteOverlay(t *testing.T) {
 	_, err = e.rec.PutOverlay(ctx, "alice", extra)
 	require.NoError(t, err)
 	require.NoError(t, e.rec.CheckDeleteOverlay(ctx, "alice", "extra"))
+}
+
+// trappingPolicy fails every canonicalize call that carries settings
+// holding marker, as a plugin that traps on them does, and records the
+// settings it is asked about.
+type trappingPolicy struct {
+	abi.Policy
+	marker string
+
+	mu    sync.Mutex
+	asked []string
+}
+
+func (p *trappingPolicy) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	p.mu.Lock()
+	for _, s := range req.Settings {
+		p.asked = append(p.asked, string(s))
+	}
+	p.mu.Unlock()
+	for _, s := range req.Settings {
+		if strings.Contains(string(s), p.marker) {
+			return nil, errors.New("plugin trapped (test)")
+		}
+	}
+	return p.Policy.Canonicalize(ctx, req)
+}
+
+// askedAbout returns how many settings objects holding s the policy was
+// asked about, and forgets them all.
+func (p *trappingPolicy) askedAbout(s string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, a := range p.asked {
+		if strings.Contains(a, s) {
+			n++
+		}
+	}
+	p.asked = nil
+	return n
+}
+
+// TestApplyDoesNotAskAgainAboutSettingsItLeaves: a reload that moves a
+// view away from settings the policy failed on (a trap, or its timeout)
+// does not send those settings to the policy again: it would only fail
+// again, and a plugin that loops would hold the reload for its timeout.
+func TestApplyDoesNotAskAgainAboutSettingsItLeaves(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read", "write"))
+	ctx := context.Background()
+	p := &trappingPolicy{Policy: ref, marker: "trap-me"}
+	_, err := e.rec.SetPolicy(ctx, p)
+	require.NoError(t, err)
+
+	bad := newCfg().server("fs").session("alice", "overrides", override("fs", `{"includeTools":["trap-me"]}`)).session("bob")
+	_, err = e.rec.Apply(ctx, bad.build(t))
+	require.Error(t, err, "alice's view fails closed")
+	require.NotZero(t, p.askedAbout("trap-me"))
+
+	good := bad.clone()
+	good.Sessions["alice"]["overrides"] = override("fs", `{"includeTools":["read"]}`)
+	_, err = e.rec.Apply(ctx, good.build(t))
+	require.NoError(t, err)
+	assert.Zero(t, p.askedAbout("trap-me"), "the settings alice left were sent to the policy again")
+	assert.Equal(t, []string{"read"}, e.reg("alice").ToolNames("fs"))
 }

@@ -175,10 +175,12 @@ type builder struct {
 	wants   map[wantKey]*want
 	objects map[[2]*config.Override]json.RawMessage // by base and override
 	byBytes map[string]json.RawMessage              // by contents
-	// fresh lists the settings objects first made by this builder; made,
-	// when set, is told of each as it is made.
+	// fresh lists the settings objects of the wants this builder made, in
+	// the order first needed; made, when set, is told of each then. told
+	// holds them by address.
 	fresh []json.RawMessage
 	made  func(json.RawMessage)
+	told  map[*byte]bool
 }
 
 type wantKey struct {
@@ -195,6 +197,7 @@ func newBuilder() *builder {
 		wants:     make(map[wantKey]*want),
 		objects:   make(map[[2]*config.Override]json.RawMessage),
 		byBytes:   make(map[string]json.RawMessage),
+		told:      make(map[*byte]bool),
 	}
 }
 
@@ -293,7 +296,7 @@ func (b *builder) pair(d *delta, base, from, to *config.Override) {
 	}
 	d.pairs = append(d.pairs, pair{
 		base: base, from: from, to: to, n: 1,
-		old: b.object(base, from), new: b.object(base, to),
+		old: b.oldObject(base, from), new: b.object(base, to),
 	})
 }
 
@@ -411,8 +414,24 @@ func (b *builder) want(c *cell) *want {
 }
 
 // object returns the shared settings object of a server with base settings
-// base under override o (nil: none).
+// base under override o (nil: none), for a want this reload builds.
 func (b *builder) object(base, o *config.Override) json.RawMessage {
+	obj := b.oldObject(base, o)
+	if at := &obj[0]; !b.told[at] {
+		b.told[at] = true
+		b.fresh = append(b.fresh, obj)
+		if b.made != nil {
+			b.made(obj)
+		}
+	}
+	return obj
+}
+
+// oldObject is object for the settings a want had before this reload,
+// which the reload does not announce (see fresh): their keys are known
+// when they were answered, and settings the policy failed on would only
+// fail again, at the cost of a trap or of the plugin's timeout.
+func (b *builder) oldObject(base, o *config.Override) json.RawMessage {
 	k := [2]*config.Override{base, o}
 	if obj, ok := b.objects[k]; ok {
 		return obj
@@ -422,10 +441,6 @@ func (b *builder) object(base, o *config.Override) json.RawMessage {
 		obj = c
 	} else {
 		b.byBytes[string(obj)] = obj
-		b.fresh = append(b.fresh, obj)
-		if b.made != nil {
-			b.made(obj)
-		}
 	}
 	b.objects[k] = obj
 	return obj

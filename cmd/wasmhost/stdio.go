@@ -152,7 +152,7 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 	sum, err := leg.Apply(ctx, cfg, *sessionName)
 	log.Info("started: " + sum.String())
 	if err != nil {
-		log.Warn("some bindings failed (servers that could not start are retried with backoff)", "err", err)
+		log.Warn("some bindings failed: servers that could not start are retried with backoff; views whose settings the policy refused or failed on stay closed", "err", err)
 	}
 
 	bg, stopBG := context.WithCancel(ctx)
