@@ -3,9 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"errors"
 	"log/slog"
-	"os/exec"
 	"sync"
 	"time"
 
@@ -84,9 +82,6 @@ type pidTransport struct {
 	cmd      *mcp.CommandTransport
 	identity string
 	pids     *pidTable
-
-	mu     sync.Mutex
-	exited error // how the process ended, once its connection closed
 }
 
 func (t *pidTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -99,35 +94,26 @@ func (t *pidTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	}
 	pid := t.cmd.Command.Process.Pid
 	t.pids.set(t.identity, pid)
-	return &pidConn{Connection: c, t: t, forget: sync.OnceFunc(func() { t.pids.forget(t.identity, pid) })}, nil
+	return &pidConn{Connection: c, forget: sync.OnceFunc(func() { t.pids.forget(t.identity, pid) })}, nil
 }
 
-// Exited returns how the process ended (the error of its wait), once its
-// connection closed; nil before, or after a clean exit.
+// Exited is that of the procgroup transport beneath.
 func (t *pidTransport) Exited() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.exited
+	if x, ok := t.Transport.(pool.ExitReporter); ok {
+		return x.Exited()
+	}
+	return nil
 }
 
-// A pidConn forgets its process's pid when it closes, and tells its
-// transport how the process ended.
+// A pidConn forgets its process's pid when it closes.
 type pidConn struct {
 	mcp.Connection
-	t      *pidTransport
 	forget func()
 }
 
 func (c *pidConn) Close() error {
 	c.forget()
-	err := c.Connection.Close() // waits for the process (procgroup: once)
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		c.t.mu.Lock()
-		c.t.exited = exit
-		c.t.mu.Unlock()
-	}
-	return err
+	return c.Connection.Close()
 }
 
 // A lineLogger logs each line an upstream writes to its stderr.

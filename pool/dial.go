@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -30,6 +31,26 @@ type Dialer func(ctx context.Context, spec Spec) (mcp.Transport, error)
 // ... EOF") does not say that the server exited, nor how.
 type ExitReporter interface {
 	Exited() error
+}
+
+// ConnectFailure returns err, the failure of a connection attempt over t
+// bounded by ctx (its connection closed), with what the go-sdk's error
+// leaves out: that timeout, the server's, ended the attempt ("context
+// deadline exceeded" alone does not say which limit that was), or else how
+// the server's process ended, when t can tell (see ExitReporter).
+func ConnectFailure(ctx context.Context, t mcp.Transport, timeout time.Duration, err error) error {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("%w (no answer within the server's timeout, %s)", err, timeout)
+	case ctx.Err() != nil:
+		return err // the caller gave up
+	}
+	if x, ok := t.(ExitReporter); ok {
+		if exit := x.Exited(); exit != nil {
+			return fmt.Errorf("%w (the server's process ended: %v)", err, exit)
+		}
+	}
+	return err
 }
 
 // DefaultDialer reaches stdio servers through mcp.CommandTransport (the

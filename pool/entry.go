@@ -321,36 +321,16 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 	closer := &Closer{Transport: t}
 	cs, err := client.Connect(ctx, closer, e.spec.SessionOptions())
 	if err != nil {
-		return nil, nil, e.why(ctx, t, fmt.Errorf("connect: %w", err))
+		return nil, nil, ConnectFailure(ctx, t, e.timeout, fmt.Errorf("connect: %w", err))
 	}
 	e.pool.closers.Store(cs, closer)
 	e.pool.counters.Connects.Add(1)
 	snap, err := e.discover(ctx, cs, kindAll, nil)
 	if err != nil {
 		e.closeSession(ctx, cs)
-		return nil, nil, e.why(ctx, t, err)
+		return nil, nil, ConnectFailure(ctx, t, e.timeout, err)
 	}
 	return cs, snap, nil
-}
-
-// why returns err, the failure of a connection attempt over t bounded by
-// ctx (its connection closed), with what the go-sdk's error leaves out:
-// that the entry's timeout ended the attempt ("context deadline
-// exceeded" alone does not say which limit that was), or else how the
-// server's process ended, when t can tell (see ExitReporter).
-func (e *Entry) why(ctx context.Context, t mcp.Transport, err error) error {
-	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("%w (no answer within the server's timeout, %s)", err, e.timeout)
-	case ctx.Err() != nil:
-		return err // the pool is closing
-	}
-	if x, ok := t.(ExitReporter); ok {
-		if exit := x.Exited(); exit != nil {
-			return fmt.Errorf("%w (the server's process ended: %v)", err, exit)
-		}
-	}
-	return err
 }
 
 // discover lists the kinds in which from cs, taking the other lists from

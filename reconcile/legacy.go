@@ -610,6 +610,7 @@ func (l *Legacy) connect(ctx context.Context, server string, w *legacyWant) (*le
 	// stream that ends, which the go-sdk does not reopen, ends the
 	// connection, which the supervisor then reconnects.
 	var conn *pool.Closer
+	dialed := t
 	t = pool.WatchStreams(t, l.requestTimeout(w), context.WithoutCancel(ctx), c.listChanged, func() { go conn.CloseConnection() })
 	conn = &pool.Closer{Transport: t}
 	client := pool.NewClient(l.client, mcp.ClientOptions{
@@ -624,7 +625,7 @@ func (l *Legacy) connect(ctx context.Context, server string, w *legacyWant) (*le
 	})
 	cs, err := client.Connect(cctx, conn, w.spec.SessionOptions())
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", w.spec, err)
+		return nil, pool.ConnectFailure(cctx, dialed, l.requestTimeout(w), fmt.Errorf("connect %s: %w", w.spec, err))
 	}
 	l.counters.Connects.Add(1)
 	l.counters.Discoveries.Add(1)

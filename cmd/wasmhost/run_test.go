@@ -206,6 +206,25 @@ func TestStdioLocatesACommandThatCannotStart(t *testing.T) {
 	assert.Contains(t, stderr, `config: `+path+`: mcpServers.broken.command: server \"broken\" cannot start; retried with backoff: stat ./bin/missing: no such file or directory (a relative command is taken from the working directory, `+wd+`)`)
 }
 
+// TestStdioSaysHowAServerExited: a server whose process exits during the
+// handshake is reported with its exit status, not only the go-sdk's EOF.
+func TestStdioSaysHowAServerExited(t *testing.T) {
+	cfg := map[string]any{
+		"mcpServers": map[string]any{"quitter": map[string]any{"command": "/bin/sh", "args": []string{"-c", "exit 3"}}},
+		"sessions":   map[string]any{"alice": map[string]any{"token": "alice-token-0123456789abcdef"}},
+	}
+	b, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "wasmhost.json")
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+
+	cs, finish := pipeClient(t, "stdio", "--config", path, "--session", "alice")
+	assert.Empty(t, toolNames(t, cs))
+	code, stderr := finish()
+	assert.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stderr, "the server's process ended: exit status 3", stderr)
+}
+
 // slowStdio starts `wasmhost stdio` on a session of the slow upstream and
 // returns its client, a func that interrupts it, and pipeClient's finish.
 func slowStdio(t *testing.T) (*mcp.ClientSession, context.CancelFunc, func() (int, string)) {

@@ -13,6 +13,8 @@ package procgroup
 
 import (
 	"context"
+	"errors"
+	"os/exec"
 	"sync"
 	"time"
 
@@ -43,6 +45,9 @@ func Transport(t mcp.Transport, ct *mcp.CommandTransport) mcp.Transport {
 type transport struct {
 	mcp.Transport
 	ct *mcp.CommandTransport
+
+	mu     sync.Mutex
+	exited error
 }
 
 func (t *transport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -50,7 +55,23 @@ func (t *transport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Conn(c, t.ct), nil
+	pc := Conn(c, t.ct).(*conn)
+	pc.exited = func(err error) {
+		t.mu.Lock()
+		t.exited = err
+		t.mu.Unlock()
+	}
+	return pc, nil
+}
+
+// Exited returns how the command's process ended (the *exec.ExitError of
+// its wait: "exit status 3", "signal: killed") once a connection the
+// transport made has closed; nil before, or after a clean exit. It makes
+// the transport a pool.ExitReporter.
+func (t *transport) Exited() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.exited
 }
 
 // Conn wraps c, a connection to the command of ct (detached with Detach),
@@ -69,6 +90,8 @@ type conn struct {
 	ct    *mcp.CommandTransport
 	grace time.Duration
 
+	exited func(error) // told how the process ended, if set (see transport)
+
 	once sync.Once
 	err  error
 }
@@ -79,6 +102,9 @@ func (c *conn) Close() error {
 	c.once.Do(func() {
 		c.err = c.Connection.Close()
 		Kill(c.ct.Command, c.grace)
+		if exit := (*exec.ExitError)(nil); c.exited != nil && errors.As(c.err, &exit) {
+			c.exited(exit)
+		}
 	})
 	return c.err
 }
