@@ -496,6 +496,7 @@ func (d *Daemon) registry(name string) view.Registry {
 		Implementation: &mcp.Implementation{Name: "wasmhost", Title: "wasmhost session " + name, Version: Version},
 		Logger:         d.log.With("component", "session"),
 		Redact:         d.secrets.Error,
+		OnCall:         d.metrics.observeCall,
 	})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.Server() }, &mcp.StreamableHTTPOptions{
 		Logger: d.log.With("component", "http", "session", name),

@@ -18,6 +18,13 @@
 //	DELETE /v1/sessions/{session}/servers/{server}   remove that overlay (admin token)
 //	POST   /v1/servers/{server}/restart restart the server's connections (admin token)
 //
+// /metrics counts reloads, policy swaps and retries, times policy calls,
+// shows the pool's entries by state, the sessions and their clients, and
+// the churn counters; and for the requests sessions forward,
+// wasmhost_upstream_requests_total by server, method and outcome (ok,
+// tool_error, error, timeout, unavailable, cancelled, cut_short) and
+// wasmhost_upstream_request_duration_seconds by server and method.
+//
 // An overlay PUT whose settings the policy refuses is answered 422 and
 // changes nothing, and so is a DELETE that would bring back file settings
 // the policy refuses (the overlay stays; the answer names the file and

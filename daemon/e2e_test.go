@@ -673,3 +673,19 @@ func TestSubscriptionThroughDaemon(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsCountForwardedRequests: /metrics counts the requests sessions
+// forward by server, method and outcome, and times those that reached
+// their upstream.
+func TestMetricsCountForwardedRequests(t *testing.T) {
+	r := start(t, baseConfig())
+	alice := r.connect("alice", aliceToken)
+	for range 2 {
+		out, err := alice.call(t, "demo__echo", map[string]any{"text": "hi"})
+		require.NoError(t, err)
+		require.False(t, out.IsError, resultText(out))
+	}
+	_, metrics := r.do("GET", "/metrics", adminToken, nil, nil)
+	assert.Contains(t, metrics, `wasmhost_upstream_requests_total{method="tools/call",outcome="ok",server="demo"} 2`)
+	assert.Contains(t, metrics, `wasmhost_upstream_request_duration_seconds_count{method="tools/call",server="demo"} 2`)
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/session"
 )
 
 // metrics are the daemon's Prometheus metrics, in a registry of its own
@@ -19,6 +20,8 @@ type metrics struct {
 	swaps    *prometheus.CounterVec
 	retries  *prometheus.CounterVec
 	policyMs *prometheus.HistogramVec
+	calls    *prometheus.CounterVec
+	callTime *prometheus.HistogramVec
 }
 
 func newMetrics(d *Daemon) *metrics {
@@ -41,8 +44,18 @@ func newMetrics(d *Daemon) *metrics {
 			Help:    "Duration of policy plugin calls by export and outcome.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"export", "outcome"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmhost_upstream_requests_total",
+			Help: "Client requests forwarded to upstreams (tools/call, prompts/get, resources/read), by server, method and outcome: " +
+				"ok, tool_error (a tool result flagged isError), error (the upstream's JSON-RPC error), timeout, unavailable, cancelled, cut_short.",
+		}, []string{"server", "method", "outcome"}),
+		callTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "wasmhost_upstream_request_duration_seconds",
+			Help:    "Time from sending a forwarded request upstream to its answer or failure, by server and method.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"server", "method"}),
 	}
-	m.reg.MustRegister(m.reloads, m.swaps, m.retries, m.policyMs)
+	m.reg.MustRegister(m.reloads, m.swaps, m.retries, m.policyMs, m.calls, m.callTime)
 	for _, r := range []string{"ok", "partial", "invalid", "policy_refused"} {
 		m.reloads.WithLabelValues(r)
 	}
@@ -98,6 +111,14 @@ func (m *metrics) observePolicy(export string, took time.Duration, err error) {
 		outcome = "error"
 	}
 	m.policyMs.WithLabelValues(export, outcome).Observe(took.Seconds())
+}
+
+// observeCall records one request a session forwarded (session.Options.OnCall).
+func (m *metrics) observeCall(c session.Call) {
+	m.calls.WithLabelValues(c.Server, c.Method, c.Outcome).Inc()
+	if c.Took > 0 {
+		m.callTime.WithLabelValues(c.Server, c.Method).Observe(c.Took.Seconds())
+	}
 }
 
 // A poolCollector reports the pool's entries by state at scrape time.

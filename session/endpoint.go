@@ -82,6 +82,11 @@ type Options struct {
 	// stream that has carried nothing for that long; 0 means
 	// DefaultKeepAlive, a negative value never.
 	KeepAlive time.Duration
+	// OnCall, when set, is told of every tools/call, prompts/get and
+	// resources/read the endpoint forwards or fails to forward to an
+	// upstream, once it has ended (see Call). It runs on the call's path:
+	// it must be cheap and must not block.
+	OnCall func(Call)
 }
 
 // A route is where an exposed name leads.
@@ -123,6 +128,7 @@ type Endpoint struct {
 	carriers carriers // the HTTP requests carrying calls (HTTPHandler)
 	// keepAlive is Options.KeepAlive with its default (<= 0: none).
 	keepAlive time.Duration
+	onCall    func(Call) // Options.OnCall
 
 	subscribed  atomic.Int32 // len(subs), read without subMu
 	syncPending atomic.Bool  // a syncSubscriptions is on its way
@@ -173,6 +179,7 @@ func New(opts Options) *Endpoint {
 	abort, cutShort := context.WithCancel(context.Background())
 	e := &Endpoint{
 		keepAlive: keepAlive,
+		onCall:    opts.OnCall,
 		redact:    redact,
 		abort:     abort,
 		cutShort:  cutShort,
@@ -700,6 +707,7 @@ func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*
 	defer e.calls.Leave()
 	cs, ctx, cancel, err := e.target(ctx, req.Extra, r.server)
 	if err != nil {
+		e.observe(r.server, "tools/call", time.Time{}, failureOutcome(nil, err, false))
 		return errorResult(err), nil
 	}
 	defer cancel()
@@ -716,10 +724,12 @@ func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*
 		params.Arguments = req.Params.Arguments
 	}
 	end := e.relayProgress(ctx, req.Session, req.Params.GetProgressToken(), params)
+	start := time.Now()
 	res, err := cs.CallTool(ctx, params)
 	end()
 	if err != nil {
 		ferr, upstream := e.callFailure(ctx, err, r.server, "tool", exposed)
+		e.observe(r.server, "tools/call", start, failureOutcome(ctx.Err(), ferr, upstream))
 		switch {
 		case upstream:
 			return nil, ferr
@@ -727,6 +737,11 @@ func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*
 			return nil, err // the client went away or cancelled
 		}
 		return errorResult(ferr), nil
+	}
+	if res.IsError {
+		e.observe(r.server, "tools/call", start, OutcomeToolError)
+	} else {
+		e.observe(r.server, "tools/call", start, OutcomeOK)
 	}
 	res.Meta = dropReserved(res.Meta)
 	return res, nil
@@ -745,6 +760,7 @@ func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest)
 	defer e.calls.Leave()
 	cs, ctx, cancel, err := e.target(ctx, req.Extra, r.server)
 	if err != nil {
+		e.observe(r.server, "prompts/get", time.Time{}, failureOutcome(nil, err, false))
 		return nil, err
 	}
 	defer cancel()
@@ -759,12 +775,15 @@ func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest)
 		RequestState:   req.Params.RequestState,
 	}
 	end := e.relayProgress(ctx, req.Session, req.Params.GetProgressToken(), params)
+	start := time.Now()
 	res, err := cs.GetPrompt(ctx, params)
 	end()
 	if err != nil {
-		ferr, _ := e.callFailure(ctx, err, r.server, "prompt", exposed)
+		ferr, upstream := e.callFailure(ctx, err, r.server, "prompt", exposed)
+		e.observe(r.server, "prompts/get", start, failureOutcome(ctx.Err(), ferr, upstream))
 		return nil, ferr
 	}
+	e.observe(r.server, "prompts/get", start, OutcomeOK)
 	res.Meta = dropReserved(res.Meta)
 	return res, nil
 }
@@ -788,6 +807,7 @@ func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, k *ki
 	defer e.calls.Leave()
 	cs, ctx, cancel, err := e.target(ctx, req.Extra, r.server)
 	if err != nil {
+		e.observe(r.server, "resources/read", time.Time{}, failureOutcome(nil, err, false))
 		return nil, err
 	}
 	defer cancel()
@@ -801,12 +821,15 @@ func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, k *ki
 		RequestState:   req.Params.RequestState,
 	}
 	end := e.relayProgress(ctx, req.Session, req.Params.GetProgressToken(), params)
+	start := time.Now()
 	res, err := cs.ReadResource(ctx, params)
 	end()
 	if err != nil {
-		ferr, _ := e.callFailure(ctx, err, r.server, "resource", uri)
+		ferr, upstream := e.callFailure(ctx, err, r.server, "resource", uri)
+		e.observe(r.server, "resources/read", start, failureOutcome(ctx.Err(), ferr, upstream))
 		return nil, ferr
 	}
+	e.observe(r.server, "resources/read", start, OutcomeOK)
 	res.Meta = dropReserved(res.Meta)
 	return res, nil
 }

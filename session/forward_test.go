@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -307,8 +308,9 @@ type rig struct {
 	toClient *wireLog
 	logs     *mcptest.LogBuffer // the endpoint's log
 
-	mu   sync.Mutex
-	prog []*mcp.ProgressNotificationParams
+	mu    sync.Mutex
+	prog  []*mcp.ProgressNotificationParams
+	calls []session.Call // told to Options.OnCall
 }
 
 // newRig connects everything and registers what the upstream lists; the
@@ -335,6 +337,10 @@ func newRig(t *testing.T, timeout time.Duration) *rig {
 			return session.Target{}
 		}
 		return session.Target{Session: upCS, Timeout: timeout}
+	}, OnCall: func(c session.Call) {
+		r.mu.Lock()
+		r.calls = append(r.calls, c)
+		r.mu.Unlock()
 	}})
 	registerAll(t, r.ep, "up", upCS)
 
@@ -970,4 +976,69 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 	}
 	_ = ss.Wait()
 	_ = cs.Close()
+}
+
+// TestOnCallOutcomes: Options.OnCall hears of every forwarded request
+// once, with its server, method and outcome, and how long the upstream
+// took when the request reached it.
+func TestOnCallOutcomes(t *testing.T) {
+	r := newRig(t, time.Second)
+	ctx := t.Context()
+	r.ep.PutTools("gone", []*mcp.Tool{{Name: "x", InputSchema: obj()}}) // no upstream
+
+	_, err := r.cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__rich"})
+	require.NoError(t, err)
+	_, err = r.cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__oops"})
+	require.NoError(t, err)
+	_, err = r.cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__err"})
+	require.Error(t, err)
+	_, err = r.cs.CallTool(ctx, &mcp.CallToolParams{Name: "gone__x"})
+	require.NoError(t, err, "an isError result")
+	_, err = r.cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__block"})
+	require.NoError(t, err, "an isError result")
+	<-r.up.started
+	cctx, cancel := context.WithCancel(ctx)
+	go func() {
+		<-r.up.started
+		cancel()
+	}()
+	_, err = r.cs.GetPrompt(cctx, &mcp.GetPromptParams{Name: "up__block"})
+	require.Error(t, err)
+	_, err = r.cs.CallTool(ctx, &mcp.CallToolParams{Name: "no__such"})
+	require.Error(t, err)
+
+	want := []session.Call{
+		{Server: "up", Method: "tools/call", Outcome: session.OutcomeOK},
+		{Server: "up", Method: "tools/call", Outcome: session.OutcomeToolError},
+		{Server: "up", Method: "tools/call", Outcome: session.OutcomeError},
+		{Server: "gone", Method: "tools/call", Outcome: session.OutcomeUnavailable},
+		{Server: "up", Method: "tools/call", Outcome: session.OutcomeTimeout},
+		{Server: "up", Method: "prompts/get", Outcome: session.OutcomeCancelled},
+	}
+	var got []session.Call
+	require.Eventually(t, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		got = slices.Clone(r.calls)
+		return len(got) >= len(want)
+	}, 5*time.Second, 10*time.Millisecond, "calls told: %v", got)
+	for i := range got {
+		if got[i].Server == "gone" {
+			assert.Zero(t, got[i].Took, "a call that never reached an upstream took no upstream time")
+		} else {
+			assert.Positive(t, got[i].Took, got[i])
+		}
+		got[i].Took = 0
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("calls told (-want +got):\n%s", diff)
+	}
+	assert.GreaterOrEqual(t, r.callTook(4), time.Second, "the timed-out call took the timeout")
+}
+
+// callTook returns how long the i-th call told to OnCall took upstream.
+func (r *rig) callTook(i int) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls[i].Took
 }

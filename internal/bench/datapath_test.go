@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/config"
@@ -98,10 +99,17 @@ func wasmhostPath(tb testing.TB, kind upstreamKind, policy *CountingPolicy, prot
 	tb.Helper()
 	ctx := context.Background()
 	var w *World
+	// What the daemon's metrics do per call (daemon/metrics.go, observeCall).
+	calls := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "calls"}, []string{"server", "method", "outcome"})
+	callTime := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "call_seconds"}, []string{"server", "method"})
 	opts := WorldOptions{Registry: func(name string) view.Registry {
 		return session.New(session.Options{
 			Name:   name,
 			Logger: quiet,
+			OnCall: func(c session.Call) {
+				calls.WithLabelValues(c.Server, c.Method, c.Outcome).Inc()
+				callTime.WithLabelValues(c.Server, c.Method).Observe(c.Took.Seconds())
+			},
 			Upstream: func(server string) session.Target {
 				h := w.Rec.Handle(name, server)
 				if h == nil {
