@@ -19,7 +19,10 @@
 //	POST   /v1/servers/{server}/restart restart the server's connections (admin token)
 //
 // /metrics counts reloads, policy swaps and retries, times policy calls,
-// shows the pool's entries by state, the sessions and their clients, and
+// shows the pool's entries and the (session, server) bindings by state
+// (a binding is failed while its server cannot be reached, even one never
+// reached, or while the policy fails its view closed), the sessions and
+// their clients, and
 // the churn counters; and for the requests sessions forward,
 // wasmhost_upstream_requests_total by server, method and outcome (ok,
 // tool_error, error, timeout, unavailable, cancelled, cut_short) and

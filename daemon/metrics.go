@@ -81,6 +81,9 @@ func newMetrics(d *Daemon) *metrics {
 
 	m.reg.MustRegister(&poolCollector{d: d, desc: prometheus.NewDesc("wasmhost_pool_entries",
 		"Upstream connections in the pool, by state.", []string{"state"}, nil)})
+	m.reg.MustRegister(&bindingCollector{d: d, desc: prometheus.NewDesc("wasmhost_bindings",
+		"(session, server) bindings by state: healthy, pending (being reconnected), failed (holding no connection, "+
+			"or a view the policy failed closed; /v1/state says why).", []string{"state"}, nil)})
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wasmhost_sessions", Help: "Configured sessions."},
 		func() float64 {
 			d.mu.Lock()
@@ -139,4 +142,35 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range []pool.State{pool.StateConnecting, pool.StateReady, pool.StateRestarting, pool.StateFailed, pool.StateClosed} {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), s.String())
 	}
+}
+
+// A bindingCollector reports the reconciler's bindings by state at scrape
+// time. Unlike the pool's entries it shows a server whose connection was
+// never made, and a view the policy failed closed.
+type bindingCollector struct {
+	d    *Daemon
+	desc *prometheus.Desc
+}
+
+func (c *bindingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *bindingCollector) Collect(ch chan<- prometheus.Metric) {
+	var healthy, pending, failed int
+	if r := c.d.rec; r != nil {
+		for _, s := range r.State().Sessions {
+			for _, b := range s.Servers {
+				switch {
+				case b.Pending:
+					pending++
+				case b.Error != "":
+					failed++
+				default:
+					healthy++
+				}
+			}
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(healthy), "healthy")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(pending), "pending")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(failed), "failed")
 }
