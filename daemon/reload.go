@@ -265,8 +265,15 @@ func reloadLabel(kind error) string {
 
 // merge adds b's counts to a and unions the changed sessions.
 func merge(a *reconcile.Summary, b reconcile.Summary) {
+	// Sets, not searches of the lists: a reload can change every session
+	// and fail every binding of thousands.
+	changed := make(map[string]bool, len(a.Changed)+len(b.Changed))
+	for _, s := range a.Changed {
+		changed[s] = true
+	}
 	for _, s := range b.Changed {
-		if !slices.Contains(a.Changed, s) {
+		if !changed[s] {
+			changed[s] = true
 			a.Changed = append(a.Changed, s)
 		}
 	}
@@ -281,13 +288,19 @@ func merge(a *reconcile.Summary, b reconcile.Summary) {
 	a.RegistryOps += b.RegistryOps
 	// A binding that failed in both calls (the swap, then the apply) is
 	// counted once, with its latest error.
+	type binding struct{ session, server string }
+	at := make(map[binding]int, len(a.Errors)+len(b.Errors)) // index in a.Errors
+	for i, e := range a.Errors {
+		if _, seen := at[binding{e.Session, e.Server}]; !seen {
+			at[binding{e.Session, e.Server}] = i
+		}
+	}
 	for _, e := range b.Errors {
-		i := slices.IndexFunc(a.Errors, func(x *reconcile.BindingError) bool {
-			return x.Session == e.Session && x.Server == e.Server
-		})
-		if i >= 0 {
+		k := binding{e.Session, e.Server}
+		if i, ok := at[k]; ok {
 			a.Errors[i] = e
 		} else {
+			at[k] = len(a.Errors)
 			a.Errors = append(a.Errors, e)
 		}
 	}

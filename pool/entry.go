@@ -444,7 +444,41 @@ func discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *vie
 	snap.Prompts = firstOf(snap.Prompts, "prompt", func(p *mcp.Prompt) string { return p.Name }, &d.duplicates)
 	snap.Resources = firstOf(snap.Resources, "resource", func(r *mcp.Resource) string { return r.URI }, &d.duplicates)
 	snap.ResourceTemplates = firstOf(snap.ResourceTemplates, "resource template", func(r *mcp.ResourceTemplate) string { return r.URITemplate }, &d.duplicates)
+	if base != nil {
+		if which&kindTools != 0 {
+			keepUnchanged(base.Tools, snap.Tools, func(t *mcp.Tool) string { return t.Name })
+		}
+		if which&kindPrompts != 0 {
+			keepUnchanged(base.Prompts, snap.Prompts, func(p *mcp.Prompt) string { return p.Name })
+		}
+		if which&kindResources != 0 {
+			keepUnchanged(base.Resources, snap.Resources, func(r *mcp.Resource) string { return r.URI })
+			keepUnchanged(base.ResourceTemplates, snap.ResourceTemplates, func(r *mcp.ResourceTemplate) string { return r.URITemplate })
+		}
+	}
 	return d, nil
+}
+
+// keepUnchanged replaces each item of listed (a fresh listing, which it
+// modifies) that is deeply equal to base's item of the same key with
+// base's own, so that an item a rediscovery found unchanged keeps its
+// identity. The new listing is then compared with the last one, and the
+// projections of each key with their predecessors (view's registry
+// deltas), mostly by pointer: one deep comparison per item and
+// rediscovery instead of one per item, key and comparison.
+func keepUnchanged[T any](base, listed []*T, key func(*T) string) {
+	if len(base) == 0 || len(listed) == 0 {
+		return
+	}
+	old := make(map[string]*T, len(base))
+	for _, x := range base {
+		old[key(x)] = x
+	}
+	for i, x := range listed {
+		if o, ok := old[key(x)]; ok && reflect.DeepEqual(o, x) {
+			listed[i] = o
+		}
+	}
 }
 
 // firstOf returns items without the later items of a key seen before,

@@ -375,8 +375,29 @@ func exposedNames(server string, names []string) []string {
 func (e *Endpoint) PutTools(server string, tools []*mcp.Tool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, t := range tools {
+	for i, t := range tools {
+		e.pause(i)
 		e.putTool(server, t)
+	}
+}
+
+// putChunk is how many items a Put method registers between two pauses
+// (pause). The go-sdk's Add methods take tens of microseconds an item
+// (AddTool encodes and decodes the input schema twice), and every call of
+// the session waits for e.mu to look its name up: holding it for a whole
+// batch of a large server held its calls for as long.
+const putChunk = 32
+
+// pause lets go of e.mu for a moment before item i of a batch when i is a
+// multiple of putChunk, so that calls waiting to look a name up get it
+// (sync.Mutex hands itself to a waiter that has waited a millisecond).
+// Each item is registered under e.mu whole; a call made meanwhile sees
+// the batch part done, as a call made a moment earlier or later would see
+// none or all of it. e.mu is held.
+func (e *Endpoint) pause(i int) {
+	if i > 0 && i%putChunk == 0 {
+		e.mu.Unlock()
+		e.mu.Lock()
 	}
 }
 
@@ -432,7 +453,8 @@ func (e *Endpoint) DeleteTools(server string, names []string) {
 func (e *Endpoint) PutPrompts(server string, prompts []*mcp.Prompt) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, p := range prompts {
+	for i, p := range prompts {
+		e.pause(i)
 		e.putPrompt(server, p)
 	}
 }
@@ -462,7 +484,8 @@ func (e *Endpoint) PutResources(server string, resources []*mcp.Resource) {
 	defer e.routesChanged() // after the lock: see syncSubscriptions
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, r := range resources {
+	for i, r := range resources {
+		e.pause(i)
 		e.putResource(server, r)
 	}
 }
@@ -495,7 +518,8 @@ func (e *Endpoint) PutResourceTemplates(server string, templates []*mcp.Resource
 	defer e.routesChanged() // after the lock: see syncSubscriptions
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, t := range templates {
+	for i, t := range templates {
+		e.pause(i)
 		e.putTemplate(server, t)
 	}
 }

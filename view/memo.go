@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"weak"
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/churn"
@@ -26,7 +27,22 @@ type Memo struct {
 	mu    sync.Mutex
 	snap  *Snapshot
 	calls map[memoKey]*memoCall
+	// deltas are the registry deltas computed from one projection to
+	// another of the memo's snapshot, by (old, new) pair: a rediscovery or
+	// reload moves all the views of one key from the same projection to
+	// the same new one, and one delta (which compares the tools deeply)
+	// serves them all. Weak keys keep no projection alive; the map is
+	// emptied with calls, and when it reaches maxDeltas.
+	deltas map[deltaKey]*delta
 }
+
+type deltaKey struct {
+	old, next weak.Pointer[Projection]
+}
+
+// maxDeltas bounds Memo.deltas: reloads on an unchanged snapshot add pairs
+// without a new snapshot to clear them.
+const maxDeltas = 1024
 
 type memoKey struct {
 	policy abi.Policy
@@ -103,7 +119,39 @@ func (m *Memo) adopt(snap *Snapshot) bool {
 	}
 	m.snap = snap
 	clear(m.calls)
+	clear(m.deltas)
 	return true
+}
+
+// delta returns the registry delta from old to next (either may be nil),
+// computing it once per pair while next is a projection of the memo's
+// snapshot (snap); a nil *Memo computes it every time, and so does a
+// delta from or to nothing, which compares no items.
+func (m *Memo) delta(old, next *Projection, snap *Snapshot) *delta {
+	if m == nil || old == nil || next == nil {
+		return diffOf(old, next) // nothing to compare
+	}
+	k := deltaKey{weak.Make(old), weak.Make(next)}
+	m.mu.Lock()
+	if m.snap != snap {
+		m.mu.Unlock()
+		return diffOf(old, next)
+	}
+	d, ok := m.deltas[k]
+	m.mu.Unlock()
+	if ok {
+		return d
+	}
+	d = diffOf(old, next)
+	m.mu.Lock()
+	if m.snap == snap {
+		if m.deltas == nil || len(m.deltas) >= maxDeltas {
+			m.deltas = make(map[deltaKey]*delta)
+		}
+		m.deltas[k] = d
+	}
+	m.mu.Unlock()
+	return d
 }
 
 // wants reports whether the memo would compute the projection of snap for

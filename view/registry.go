@@ -2,6 +2,7 @@ package view
 
 import (
 	"reflect"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/wasmhost/wasmhost/internal/churn"
@@ -17,8 +18,9 @@ import (
 // Methods are called with a view's lock held and may be called concurrently
 // by the views of different servers in one session, so implementations must
 // be safe for concurrent use and must not call back into the view. They
-// cannot fail: a registry is in-process state, and a view assumes each call
-// took effect entirely.
+// must not modify the slices they are given: views with equal projections
+// share them. They cannot fail: a registry is in-process state, and a view
+// assumes each call took effect entirely.
 type Registry interface {
 	PutTools(server string, tools []*mcp.Tool)
 	DeleteTools(server string, names []string)
@@ -46,35 +48,83 @@ func applyDiff(reg Registry, c *churn.Counters, server string, old, next *Projec
 	if old == next {
 		return
 	}
+	diffOf(old, next).apply(reg, c, server)
+}
+
+// A delta is what a registry is sent to go from one projection to another:
+// for each kind of item, the keys to delete and the items to put. Since
+// projections are immutable, the delta of a pair of them never changes, and
+// the views that move between the same two (views with the same key, at a
+// rediscovery or a reload) share one (Memo.delta). Its slices are shared
+// too: registries only read them.
+type delta struct {
+	delTools     []string
+	putTools     []*mcp.Tool
+	delPrompts   []string
+	putPrompts   []*mcp.Prompt
+	delResources []string
+	putResources []*mcp.Resource
+	delTemplates []string
+	putTemplates []*mcp.ResourceTemplate
+}
+
+// diffOf returns the delta from old to next; either may be nil.
+func diffOf(old, next *Projection) *delta {
+	if old == nil && next != nil {
+		// Everything is new: next's own lists, which are what changed
+		// returns against nothing (registries only read them).
+		return &delta{
+			putTools:     slices.Clip(next.Tools),
+			putPrompts:   slices.Clip(next.Prompts),
+			putResources: slices.Clip(next.Resources),
+			putTemplates: slices.Clip(next.ResourceTemplates),
+		}
+	}
 	if old == nil {
 		old = &Projection{}
 	}
 	if next == nil {
 		next = &Projection{}
 	}
-	diff(c, old.Tools, next.Tools, func(t *mcp.Tool) string { return t.Name },
-		func(del []string) { reg.DeleteTools(server, del) }, func(put []*mcp.Tool) { reg.PutTools(server, put) })
-	diff(c, old.Prompts, next.Prompts, func(p *mcp.Prompt) string { return p.Name },
-		func(del []string) { reg.DeletePrompts(server, del) }, func(put []*mcp.Prompt) { reg.PutPrompts(server, put) })
-	diff(c, old.Resources, next.Resources, func(r *mcp.Resource) string { return r.URI },
-		func(del []string) { reg.DeleteResources(server, del) }, func(put []*mcp.Resource) { reg.PutResources(server, put) })
-	if tr, ok := reg.(TemplateRegistry); ok {
-		diff(c, old.ResourceTemplates, next.ResourceTemplates, func(t *mcp.ResourceTemplate) string { return t.URITemplate },
-			func(del []string) { tr.DeleteResourceTemplates(server, del) }, func(put []*mcp.ResourceTemplate) { tr.PutResourceTemplates(server, put) })
+	toolKey := func(t *mcp.Tool) string { return t.Name }
+	promptKey := func(p *mcp.Prompt) string { return p.Name }
+	resourceKey := func(r *mcp.Resource) string { return r.URI }
+	templateKey := func(t *mcp.ResourceTemplate) string { return t.URITemplate }
+	return &delta{
+		delTools:     slices.Clip(removed(old.Tools, next.Tools, toolKey)),
+		putTools:     slices.Clip(changed(old.Tools, next.Tools, toolKey)),
+		delPrompts:   slices.Clip(removed(old.Prompts, next.Prompts, promptKey)),
+		putPrompts:   slices.Clip(changed(old.Prompts, next.Prompts, promptKey)),
+		delResources: slices.Clip(removed(old.Resources, next.Resources, resourceKey)),
+		putResources: slices.Clip(changed(old.Resources, next.Resources, resourceKey)),
+		delTemplates: slices.Clip(removed(old.ResourceTemplates, next.ResourceTemplates, templateKey)),
+		putTemplates: slices.Clip(changed(old.ResourceTemplates, next.ResourceTemplates, templateKey)),
 	}
 }
 
-// diff brings one kind of item from old to next: it deletes the keys next
-// lacks, then puts what is new or different, each in one call (counted in
-// c.RegistryOps) and only when there is something to send.
-func diff[T any](c *churn.Counters, old, next []*T, key func(*T) string, del func([]string), put func([]*T)) {
-	if keys := removed(old, next, key); len(keys) > 0 {
-		c.RegistryOps.Add(1)
-		del(keys)
+// apply sends d to reg for server: for each kind of item, the deletions,
+// then the puts, each in one call (counted in c.RegistryOps) and only when
+// there is something to send. Resource templates go only to a
+// TemplateRegistry.
+func (d *delta) apply(reg Registry, c *churn.Counters, server string) {
+	send(c, d.delTools, func(del []string) { reg.DeleteTools(server, del) })
+	send(c, d.putTools, func(put []*mcp.Tool) { reg.PutTools(server, put) })
+	send(c, d.delPrompts, func(del []string) { reg.DeletePrompts(server, del) })
+	send(c, d.putPrompts, func(put []*mcp.Prompt) { reg.PutPrompts(server, put) })
+	send(c, d.delResources, func(del []string) { reg.DeleteResources(server, del) })
+	send(c, d.putResources, func(put []*mcp.Resource) { reg.PutResources(server, put) })
+	if tr, ok := reg.(TemplateRegistry); ok {
+		send(c, d.delTemplates, func(del []string) { tr.DeleteResourceTemplates(server, del) })
+		send(c, d.putTemplates, func(put []*mcp.ResourceTemplate) { tr.PutResourceTemplates(server, put) })
 	}
-	if items := changed(old, next, key); len(items) > 0 {
+}
+
+// send makes one registry call with xs, counted in c.RegistryOps, when xs
+// is not empty.
+func send[T any](c *churn.Counters, xs []T, call func([]T)) {
+	if len(xs) > 0 {
 		c.RegistryOps.Add(1)
-		put(items)
+		call(xs)
 	}
 }
 

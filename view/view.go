@@ -438,7 +438,9 @@ func (v *View) sync(ctx context.Context) error {
 		return v.failClosed(fmt.Errorf("session %q, server %q: project snapshot v%d: %w", v.session, v.server, v.snap.Version, err))
 	}
 	v.counters.Replays.Add(1)
-	applyDiff(v.reg, v.counters, v.server, v.applied, proj)
+	if v.applied != proj {
+		v.att.memo.delta(v.applied, proj, v.snap).apply(v.reg, v.counters, v.server)
+	}
 	v.applied = proj
 	v.appliedSnap = v.snap
 	v.appliedKey = v.key

@@ -655,6 +655,55 @@ func TestMemoSharesProjections(t *testing.T) {
 	assert.NotSame(t, views[0].Applied(), views[2].Applied())
 }
 
+// putRecorder is a registry that keeps the tool slices PutTools gets.
+type putRecorder struct {
+	*viewtest.Registry
+	mu   sync.Mutex
+	puts [][]*mcp.Tool
+}
+
+func (r *putRecorder) PutTools(server string, tools []*mcp.Tool) {
+	r.mu.Lock()
+	r.puts = append(r.puts, tools)
+	r.mu.Unlock()
+	r.Registry.PutTools(server, tools)
+}
+
+// TestMemoSharesDeltas: views with the same key move from the same
+// projection to the same new one at a new snapshot, and the delta sent to
+// their registries (which compares the tools deeply) is computed once and
+// shared; each registry still gets exactly its own changes.
+func TestMemoSharesDeltas(t *testing.T) {
+	ctx := context.Background()
+	c := &churn.Counters{}
+	memo := view.NewMemo()
+	var regs []*putRecorder
+	var atts []*view.Attachment
+	for i := range 3 {
+		reg := &putRecorder{Registry: viewtest.NewRegistry()}
+		v := view.New(view.Config{Session: fmt.Sprint("s", i), Server: "fs", Registry: reg, Counters: c, Policy: metakey.Reference{}, Settings: json.RawMessage(`{"trust":true}`), Logger: quiet})
+		att, err := v.Attach(memo)
+		require.NoError(t, err)
+		regs = append(regs, reg)
+		atts = append(atts, att)
+	}
+	s1 := newSnapshot(1, "a", "b")
+	for _, att := range atts {
+		require.NoError(t, att.Apply(ctx, s1))
+	}
+	s2 := newSnapshot(2, "a", "b", "c")
+	s2.Tools[1].Description = "changed"
+	for _, att := range atts {
+		require.NoError(t, att.Apply(ctx, s2))
+	}
+	for i, reg := range regs {
+		require.Len(t, reg.puts, 2, "session %d: the first apply and the change", i)
+		assert.Equal(t, []string{"b", "c"}, names(reg.puts[1], func(t *mcp.Tool) string { return t.Name }))
+		assert.Same(t, &regs[0].puts[1][0], &reg.puts[1][0], "session %d: the delta is shared", i)
+		requireRegistered(t, reg.Registry, "fs", `{"trust":true}`, s2)
+	}
+}
+
 // TestViewConcurrency runs settings changes and applies from many
 // goroutines; the final registry holds the projection of the final
 // settings on the newest snapshot.

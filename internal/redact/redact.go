@@ -12,6 +12,7 @@ package redact
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"maps"
 	"net/url"
@@ -169,6 +170,18 @@ func (s *Set) String(text string) string {
 		return r.Replace(text)
 	}
 	return text
+}
+
+// Write writes b to w with every secret replaced by Mask, as String
+// would, without making the redacted copy first: an answer of the admin
+// API can be megabytes long.
+func (s *Set) Write(w io.Writer, b []byte) (int, error) {
+	if s != nil {
+		if r := s.r.Load(); r != nil {
+			return r.WriteString(w, string(b))
+		}
+	}
+	return w.Write(b)
 }
 
 // Bytes is String for a byte slice; it returns b itself when nothing in it

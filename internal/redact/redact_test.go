@@ -69,3 +69,27 @@ func TestHandlerRedactsRecords(t *testing.T) {
 	assert.Contains(t, out, `err="wrapped `+Mask+`"`)
 	assert.Contains(t, out, `g.inner=`+Mask)
 }
+
+// TestSetWrite: Write writes what String returns, for text with secrets,
+// without, and with an empty set.
+func TestSetWrite(t *testing.T) {
+	var s Set
+	write := func(text string) string {
+		var b bytes.Buffer
+		n, err := s.Write(&b, []byte(text))
+		require.NoError(t, err)
+		assert.Equal(t, b.Len(), n)
+		return b.String()
+	}
+	assert.Equal(t, "no secret here", write("no secret here"), "an empty set changes nothing")
+	s.Add("hunter2-password", "token-0123456789")
+	for _, text := range []string{
+		"no secret here",
+		`{"token":"token-0123456789","p":"hunter2-password","again":"token-0123456789"}`,
+		"token-0123456789",
+		"",
+	} {
+		assert.Equal(t, s.String(text), write(text), "text %q", text)
+	}
+	assert.NotContains(t, write("x token-0123456789 y"), "token-0123456789")
+}
