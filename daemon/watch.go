@@ -20,7 +20,8 @@ import (
 // the mount's directory, so the file's own name never sees an event. A
 // file that is a symlink changes where it points, or changes in the
 // directory it points into. So the watcher watches the directory of each
-// file's name and of what the name resolves to, and on any event in them
+// file's name, of every link it leads through, and of what it resolves to,
+// and on any event in them
 // compares each file's identity, size and modification time (through its
 // symlinks) with what it saw last; a file that differs, appears or
 // disappears requests a reload. Events that change none of the files, such
@@ -119,7 +120,9 @@ func (fw *fileWatch) refresh(reload bool, named string) {
 	want := make(map[string]bool)
 	var changed []string
 	for name, what := range targets {
-		want[filepath.Dir(name)] = true
+		for _, dir := range linkDirs(name) {
+			want[dir] = true
+		}
 		resolved, err := filepath.EvalSymlinks(name)
 		if err == nil {
 			want[filepath.Dir(resolved)] = true
@@ -165,4 +168,27 @@ func (fw *fileWatch) refresh(reload bool, named string) {
 		slices.Sort(changed)
 		fw.d.requestReload(strings.Join(changed, "+"))
 	}
+}
+
+// linkDirs returns the directory of name and, when name is a symlink, of
+// each link it leads through, in order: re-pointing any of them changes
+// the file name stands for.
+func linkDirs(name string) []string {
+	dirs := []string{filepath.Dir(name)}
+	for range 40 { // as the kernel's limit on links followed
+		fi, err := os.Lstat(name)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			break
+		}
+		target, err := os.Readlink(name)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(name), target)
+		}
+		name = target
+		dirs = append(dirs, filepath.Dir(name))
+	}
+	return dirs
 }

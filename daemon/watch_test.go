@@ -123,3 +123,23 @@ func TestWatchIgnoresOtherFiles(t *testing.T) {
 	require.NoError(t, os.Chtimes(r.path, now, now))
 	r.waitLog("reload (watch config): no session changed")
 }
+
+// A chain of links: the config's name links to a second link in another
+// directory, which is re-pointed there.
+func TestWatchSymlinkChain(t *testing.T) {
+	first, middle, last := t.TempDir(), t.TempDir(), t.TempDir()
+	cfg := baseConfig()
+	writeConfig(t, filepath.Join(last, "a.json"), cfg)
+	writeConfig(t, filepath.Join(last, "b.json"), set(cfg, "sessions.alice.overrides.demo.includeTools", []string{"echo"}))
+	hop := filepath.Join(middle, "current.json")
+	require.NoError(t, os.Symlink(filepath.Join(last, "a.json"), hop))
+	link := filepath.Join(first, "wasmhost.json")
+	require.NoError(t, os.Symlink(hop, link))
+	r := start(t, baseConfig(), at(link))
+	alice := r.connect("alice", aliceToken)
+
+	require.NoError(t, os.Symlink(filepath.Join(last, "b.json"), hop+".new"))
+	require.NoError(t, os.Rename(hop+".new", hop))
+	alice.waitChanged(t)
+	require.Equal(t, []string{"demo__echo"}, alice.tools(t))
+}
