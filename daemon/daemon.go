@@ -497,6 +497,7 @@ func (d *Daemon) registry(name string) view.Registry {
 		Logger:         d.log.With("component", "session"),
 		Redact:         d.secrets.Error,
 		OnCall:         d.metrics.observeCall,
+		Unavailable:    func(server string) string { return d.rec.Down(name, server) },
 	})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.Server() }, &mcp.StreamableHTTPOptions{
 		Logger: d.log.With("component", "http", "session", name),

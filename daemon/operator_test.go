@@ -249,6 +249,14 @@ func TestOperatorServerExitingAtStartSaysHow(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "bindings in /metrics:\n%s", metrics)
 	assert.Contains(t, metrics, `wasmhost_bindings{state="healthy"} 2`, "alice's and bob's demo")
 	assert.Contains(t, metrics, `wasmhost_pool_entries{state="failed"} 0`)
+
+	// A client calling one of its tools by name learns that the server is
+	// down, without the operator's details.
+	alice := r.connect("alice", aliceToken)
+	_, err := alice.call(t, "quitter__anything", nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `unknown tool "quitter__anything": server "quitter" is unavailable: it could not be reached (retried in the background)`)
+	assert.NotContains(t, err.Error(), "exit status")
 }
 
 // A reload that removes a session, or changes its token, disconnects the

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -217,4 +218,29 @@ func TestApplyDoesNotAskAgainAboutSettingsItLeaves(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, p.askedAbout("trap-me"), "the settings alice left were sent to the policy again")
 	assert.Equal(t, []string{"read"}, e.reg("alice").ToolNames("fs"))
+}
+
+// TestDownSaysWhyForTheSessionsOwnServers: Down names the state of a
+// session's binding that shows nothing, and says nothing of a healthy
+// binding or of a server the session does not use.
+func TestDownSaysWhyForTheSessionsOwnServers(t *testing.T) {
+	fs := newUpstream("fs", "read")
+	e := newEnv(t, fs, newUpstream("git", "log"))
+	ctx := context.Background()
+	_, err := e.rec.SetPolicy(ctx, &refusingPolicy{Policy: ref})
+	require.NoError(t, err)
+	c := newCfg().server("fs").server("git").
+		session("alice", "servers", []string{"fs", "git"}, "overrides", override("git", `{"includeTools":["refuse-me"]}`)).
+		session("bob", "servers", []string{"fs"})
+	_, _ = e.rec.Apply(ctx, c.build(t))
+
+	assert.Empty(t, e.rec.Down("alice", "fs"), "healthy")
+	assert.Equal(t, "unavailable to this session: the policy could not compute its view", e.rec.Down("alice", "git"))
+	assert.Empty(t, e.rec.Down("bob", "git"), "not bob's server")
+	assert.Empty(t, e.rec.Down("nobody", "fs"))
+
+	e.setFailing("fs", errors.New("no route (test)"))
+	fs.kill()
+	require.Eventually(t, func() bool { return e.rec.Down("bob", "fs") != "" }, 5*time.Second, 10*time.Millisecond)
+	assert.Contains(t, []string{"unavailable: its connection failed", "reconnecting; try again"}, e.rec.Down("bob", "fs"))
 }

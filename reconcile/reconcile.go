@@ -512,6 +512,37 @@ func (r *Reconciler) Handle(sessionName, server string) *pool.Handle {
 	return nil
 }
 
+// Down says why session's binding of server shows the session nothing, in
+// words for the session's clients (no error text, which is the operator's:
+// the log and State have it): "" when the session has no binding of
+// server, or a healthy one.
+func (r *Reconciler) Down(sessionName, server string) string {
+	r.smu.RLock()
+	var b *binding
+	if s := r.sessions[sessionName]; s != nil {
+		b = s.bindings[server]
+	}
+	r.smu.RUnlock()
+	switch {
+	case b == nil:
+		return ""
+	case b.handle == nil && b.err == errReacquiring:
+		return "reconnecting; try again"
+	case b.handle == nil:
+		return "unavailable: it could not be reached (retried in the background)"
+	}
+	switch b.handle.Entry().Info().State {
+	case pool.StateFailed, pool.StateClosed:
+		return "unavailable: its connection failed"
+	case pool.StateConnecting, pool.StateRestarting:
+		return "reconnecting; try again"
+	}
+	if b.handle.View().Err() != nil {
+		return "unavailable to this session: the policy could not compute its view"
+	}
+	return ""
+}
+
 // Policy returns the current policy.
 func (r *Reconciler) Policy() abi.Policy {
 	r.smu.RLock()

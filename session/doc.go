@@ -114,7 +114,9 @@
 // A call is served only if its name (or URI) is in the session's projection
 // at the moment the call starts; otherwise it is refused exactly like an
 // unknown name (invalid params for tools and prompts, resource not found for
-// resources), so a client guessing a hidden tool learns nothing. The check
+// resources), so a client guessing a hidden tool learns nothing. Only when
+// the name's server is one of the session's own and shows it nothing
+// because it is down ([Options.Unavailable]) does the refusal say so. The check
 // reads the Endpoint's own registrations, which are this session's views'
 // doing only: a call racing with a reload that hides the tool is either
 // refused or completed through this session's upstream handle, never routed

@@ -82,6 +82,13 @@ type Options struct {
 	// stream that has carried nothing for that long; 0 means
 	// DefaultKeepAlive, a negative value never.
 	KeepAlive time.Duration
+	// Unavailable, when set, says why one of the session's servers shows
+	// nothing to it ("" when it is not one of the session's servers, or is
+	// healthy), in words for the session's clients: a client calling a
+	// tool or prompt of that server by name then learns that the server is
+	// down, not only that the name is unknown. It is called only for such
+	// names.
+	Unavailable func(server string) string
 	// OnCall, when set, is told of every tools/call, prompts/get and
 	// resources/read the endpoint forwards or fails to forward to an
 	// upstream, once it has ended (see Call). It runs on the call's path:
@@ -128,7 +135,8 @@ type Endpoint struct {
 	carriers carriers // the HTTP requests carrying calls (HTTPHandler)
 	// keepAlive is Options.KeepAlive with its default (<= 0: none).
 	keepAlive time.Duration
-	onCall    func(Call) // Options.OnCall
+	onCall    func(Call)          // Options.OnCall
+	down      func(string) string // Options.Unavailable
 
 	subscribed  atomic.Int32 // len(subs), read without subMu
 	syncPending atomic.Bool  // a syncSubscriptions is on its way
@@ -180,6 +188,7 @@ func New(opts Options) *Endpoint {
 	e := &Endpoint{
 		keepAlive: keepAlive,
 		onCall:    opts.OnCall,
+		down:      opts.Unavailable,
 		redact:    redact,
 		abort:     abort,
 		cutShort:  cutShort,
@@ -213,7 +222,7 @@ func New(opts Options) *Endpoint {
 		SubscribeHandler:   e.subscribe,
 		UnsubscribeHandler: e.unsubscribe,
 	})
-	e.srv.AddReceivingMiddleware(internalErrors)
+	e.srv.AddReceivingMiddleware(internalErrors, e.unknownNames)
 	e.tools = newKind("tool", e.srv.RemoveTools)
 	e.prompts = newKind("prompt", e.srv.RemovePrompts)
 	e.resources = newKind("resource", e.srv.RemoveResources)
@@ -232,6 +241,40 @@ func internalErrors(next mcp.MethodHandler) mcp.MethodHandler {
 		var coded *jsonrpc.Error
 		if err != nil && !errors.As(err, &coded) {
 			err = fmt.Errorf("%w%w", err, &jsonrpc.Error{Code: jsonrpc.CodeInternalError})
+		}
+		return res, err
+	}
+}
+
+// unknownNames adds to the refusal of an unknown tool or prompt name that
+// its server is down for this session, when Options.Unavailable says so:
+// the go-sdk's server refuses a name nothing registered before a handler
+// runs, and a server that is down has its names unregistered. Only the
+// session's own servers are named (Unavailable says nothing of others), so
+// a client guessing names learns nothing it could not see when the server
+// was up.
+func (e *Endpoint) unknownNames(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		var coded *jsonrpc.Error
+		if err == nil || e.down == nil || !errors.As(err, &coded) || coded.Code != jsonrpc.CodeInvalidParams {
+			return res, err
+		}
+		var name string
+		switch r := req.(type) {
+		case *mcp.CallToolRequest:
+			name = r.Params.Name
+		case *mcp.GetPromptRequest:
+			name = r.Params.Name
+		default:
+			return res, err
+		}
+		server, _, ok := strings.Cut(name, Separator)
+		if !ok || !strings.HasPrefix(coded.Message, "unknown ") {
+			return res, err
+		}
+		if why := e.down(server); why != "" {
+			return res, &jsonrpc.Error{Code: coded.Code, Message: fmt.Sprintf("%s: server %q is %s", coded.Message, server, why)}
 		}
 		return res, err
 	}

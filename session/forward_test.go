@@ -337,6 +337,11 @@ func newRig(t *testing.T, timeout time.Duration) *rig {
 			return session.Target{}
 		}
 		return session.Target{Session: upCS, Timeout: timeout}
+	}, Unavailable: func(server string) string {
+		if server == "gone" {
+			return "down (test)"
+		}
+		return ""
 	}, OnCall: func(c session.Call) {
 		r.mu.Lock()
 		r.calls = append(r.calls, c)
@@ -1041,4 +1046,27 @@ func (r *rig) callTook(i int) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.calls[i].Took
+}
+
+// TestUnknownNameOfADownServer: a client calling a tool or prompt of one of
+// the session's servers that is down learns that the server is down; any
+// other unknown name is refused as before, with nothing added.
+func TestUnknownNameOfADownServer(t *testing.T) {
+	r := newRig(t, 0)
+	ctx := t.Context()
+	_, err := r.cs.CallTool(ctx, &mcp.CallToolParams{Name: "gone__x"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `unknown tool "gone__x": server "gone" is down (test)`)
+	_, err = r.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "gone__p"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `unknown prompt "gone__p": server "gone" is down (test)`)
+
+	for _, name := range []string{"up__nope", "other__x", "plain"} {
+		_, err = r.cs.CallTool(ctx, &mcp.CallToolParams{Name: name})
+		require.Error(t, err, name)
+		assert.NotContains(t, err.Error(), "server", name)
+		var werr *jsonrpc.Error
+		require.ErrorAs(t, err, &werr)
+		assert.Equal(t, int64(jsonrpc.CodeInvalidParams), werr.Code)
+	}
 }
