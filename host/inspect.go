@@ -60,7 +60,7 @@ func inspect(ctx context.Context, name string, wasm []byte, opts Options) (*Insp
 	if _, st, err := wasmpack.Pack(wasm, wasmpack.DefaultGap); err == nil {
 		insp.DataSegments, insp.Packed = st.SegmentsBefore, st.SegmentsAfter
 	}
-	p, err := load(ctx, name, wasm, opts, insp)
+	p, err := load(ctx, name, wasm, "", opts, insp)
 	if p != nil {
 		_ = p.Close(context.Background())
 	}

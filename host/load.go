@@ -39,7 +39,7 @@ const DefaultName = "embedded:policy-default"
 // abi.Version (ErrABIVersion). The instance that answered the handshake is
 // kept for the first call.
 func Load(ctx context.Context, name string, wasm []byte, opts Options) (*Plugin, error) {
-	return load(ctx, name, wasm, opts, nil)
+	return load(ctx, name, wasm, "", opts, nil)
 }
 
 // LoadFile loads the plugin in the file at path; the path is its name.
@@ -54,16 +54,18 @@ func LoadFile(ctx context.Context, path string, opts Options) (*Plugin, error) {
 // LoadDefault loads the default policy plugin embedded in the binary
 // (package plugins/policy-default), named DefaultName.
 func LoadDefault(ctx context.Context, opts Options) (*Plugin, error) {
-	return Load(ctx, DefaultName, policydefault.Wasm, opts)
+	return load(ctx, DefaultName, policydefault.Wasm, policydefault.SHA256, opts, nil)
 }
 
 // extismLogs routes plugin log calls to the instances' loggers; see load.
 var extismLogs sync.Once
 
-// load runs the load pipeline. With insp non-nil (Inspect), it records what
-// it finds there and, when only exports are missing, still tries the
-// handshake; the error it returns is the first refusal either way.
-func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Inspection) (_ *Plugin, err error) {
+// load runs the load pipeline; digest is the SHA-256 of wasm when the caller
+// knows it (the embedded plugin's is a constant), else "". With insp non-nil
+// (Inspect), it records what it finds there and, when only exports are
+// missing, still tries the handshake; the error it returns is the first
+// refusal either way.
+func load(ctx context.Context, name string, wasm []byte, digest string, opts Options, insp *Inspection) (_ *Plugin, err error) {
 	start := time.Now()
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("plugin %q: %w", name, fmt.Errorf(format, args...))
@@ -73,15 +75,15 @@ func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Ins
 		return nil, fail("%w", err)
 	}
 	// A pinned plugin is hashed, and refused on a mismatch, before any of
-	// it is compiled. Otherwise the digest only names the plugin (logs,
-	// Digest), so it is computed while wazero compiles: a few milliseconds
-	// of a warm-cache load.
-	var (
-		digest   string
-		digested chan string // the digest computed meanwhile, when digest is ""
-	)
-	if cfg.pin != "" || insp != nil {
+	// it is compiled; so is a plugin whose metered module may be kept in
+	// the cache directory, since the digest names it there. Otherwise the
+	// digest only names the plugin (logs, Digest), so it is computed while
+	// wazero compiles: a few milliseconds of a warm-cache load.
+	var digested chan string // the digest computed meanwhile, when digest is ""
+	if digest == "" && (cfg.pin != "" || insp != nil || (cfg.cacheDir != "" && !cfg.noMeter)) {
 		digest = sha256Hex(wasm)
+	}
+	if digest != "" {
 		if insp != nil {
 			insp.SHA256, insp.Size = digest, len(wasm)
 		}
@@ -101,7 +103,7 @@ func load(ctx context.Context, name string, wasm []byte, opts Options, insp *Ins
 		return nil, fail("%w", err)
 	}
 
-	code, metered, err := meterModule(ctx, name, wasm, cfg)
+	code, metered, err := meterModule(ctx, name, wasm, digest, cfg)
 	if err != nil {
 		return nil, fail("compile: %w", err)
 	}

@@ -45,13 +45,29 @@ var errMeterStop = errors.New("plugin stopped by the host")
 // know) is compiled as it is, with wazero's checks, as is every module under
 // the noMeter option. A module the rewriter finds malformed is refused:
 // wazero v1.12 can panic on, or allocate gigabytes for, some of them.
-func meterModule(ctx context.Context, name string, wasm []byte, cfg settings) ([]byte, bool, error) {
+//
+// With a cache directory and the plugin's digest, an instrumented module is
+// kept there and read back by later loads (see metercache.go).
+func meterModule(ctx context.Context, name string, wasm []byte, digest string, cfg settings) ([]byte, bool, error) {
 	if cfg.noMeter {
 		return wasm, false, nil
+	}
+	var kept string
+	if cfg.cacheDir != "" && digest != "" {
+		kept = meteredPath(cfg.cacheDir, digest)
+		if code, ok := readMetered(kept); ok {
+			return code, true, nil
+		}
 	}
 	metered, err := wasmmeter.Instrument(wasm, meterBudget)
 	switch {
 	case err == nil:
+		if kept != "" {
+			if err := writeMetered(kept, metered); err != nil {
+				cfg.log.LogAttrs(ctx, slog.LevelDebug, "cannot keep the metered module",
+					slog.String("plugin", name), slog.String("path", kept), slog.Any("err", err))
+			}
+		}
 		return metered, true, nil
 	case errors.Is(err, wasmmeter.ErrMalformed):
 		return nil, false, err

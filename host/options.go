@@ -29,13 +29,14 @@ type Options struct {
 	// The pin covers the wasm, not compiled code read from CacheDir.
 	PinSHA256 string
 	// CacheDir, when non-empty, is a directory for wazero's compilation
-	// cache, so that loading the same wasm again (in this process or a later
-	// one) skips compiling it. "" keeps compiled code in memory only. The
-	// cache holds native code the host runs as it finds it: the directory
-	// must be writable only by those trusted to run code as the host. An
-	// entry wazero finds damaged (cut short, or failing its checksum) does
-	// not fail the load: the module is compiled again, a warning is logged,
-	// and the entry is replaced.
+	// cache and the host's metered modules, so that loading the same wasm
+	// again (in this process or a later one) skips compiling and metering
+	// it. "" keeps compiled code in memory only. The cache holds native code
+	// and modules the host runs as it finds them: the directory must be
+	// writable only by those trusted to run code as the host. An entry
+	// found damaged (cut short, or failing its checksum) does not fail the
+	// load: the module is compiled (or metered) again and the entry
+	// replaced, with a warning for wazero's entries.
 	CacheDir string
 	// MaxInstances bounds the instances (and so the concurrent calls) of
 	// one Plugin. 0 means runtime.GOMAXPROCS(0).

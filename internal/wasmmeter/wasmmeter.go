@@ -118,6 +118,12 @@ const (
 	ImportName = "tick"
 )
 
+// Version names what Instrument writes: the same input, budget and Version
+// give the same bytes, so a host may keep instrumented modules under it.
+// Bump it whenever Instrument's output changes; TestVersionNamesOutput
+// fails until you do.
+const Version = 1
+
 // ErrUnsupported is returned, wrapped with the place (section, function
 // index, byte offset in the input) in the message, when the module uses an
 // instruction or construct that Instrument does not know, or when it already

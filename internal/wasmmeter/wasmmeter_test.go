@@ -3,6 +3,8 @@ package wasmmeter
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -761,4 +763,33 @@ func TestSplitRewriteSameBytes(t *testing.T) {
 	_, splitErr := rewrite(two, true)
 	assert.Contains(t, splitErr, "exception-handling")
 	same(t, "two bodies", two)
+}
+
+// versionOutputs holds, for each Version, the SHA-256 of what Instrument
+// writes for the modules of TestVersionNamesOutput.
+var versionOutputs = map[int]string{
+	1: "1be8bea230d29e4d9a27e191e4c6bedb5c26b1ff8beb3eae3cab72d595da2884",
+}
+
+// TestVersionNamesOutput: Instrument's output for a fixed set of modules is
+// the one recorded for Version, so that a change to the output cannot keep
+// the Version under which hosts keep instrumented modules.
+func TestVersionNamesOutput(t *testing.T) {
+	names, err := filepath.Glob(filepath.Join("testdata", "*.wasm"))
+	require.NoError(t, err)
+	names = append(names, filepath.Join("..", "..", "testplugins", "prefix-policy", "prefix-policy.wasm"))
+	h := sha256.New()
+	for _, name := range names {
+		wasm, err := os.ReadFile(name)
+		require.NoError(t, err)
+		out, err := Instrument(wasm, 1<<16)
+		require.NoError(t, err, name)
+		h.Write(out)
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if want := versionOutputs[Version]; got != want {
+		t.Fatalf("Instrument's output changed (sha256 %s, recorded for Version %d: %q).\n"+
+			"If Instrument changed, bump Version and record this digest for it; if a module read here was rebuilt, record it for Version %d.",
+			got, Version, want, Version)
+	}
 }

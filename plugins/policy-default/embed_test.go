@@ -5,6 +5,8 @@ package policydefault
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"strings"
 	"testing"
@@ -49,4 +51,11 @@ func signature(f api.FunctionDefinition) string {
 		res = results[0]
 	}
 	return "(" + strings.Join(names(f.ParamTypes()), ", ") + ") -> " + res
+}
+
+// TestDigest: SHA256 is the digest of the embedded module. `make
+// go-plugins` writes it after each rebuild.
+func TestDigest(t *testing.T) {
+	sum := sha256.Sum256(Wasm)
+	require.Equal(t, hex.EncodeToString(sum[:]), SHA256, "digest.go is stale: run make go-plugins")
 }
