@@ -67,7 +67,7 @@ func (c *Config) SessionNames() []string { return slices.Sorted(maps.Keys(c.Sess
 func (c *Config) TokenFiles() []string {
 	var files []string
 	add := func(source string) {
-		if f, ok := strings.CutPrefix(source, "tokenFile "); ok && !slices.Contains(files, f) {
+		if f, ok := strings.CutPrefix(source, "tokenFile "); ok {
 			files = append(files, f)
 		}
 	}
@@ -78,7 +78,7 @@ func (c *Config) TokenFiles() []string {
 		add(s.TokenSource)
 	}
 	slices.Sort(files)
-	return files
+	return slices.Compact(files)
 }
 
 // A Settings holds the four session metadata settings of a server entry or

@@ -115,6 +115,9 @@ type Daemon struct {
 	pids     *pidTable
 	ready    chan struct{}
 	trigger  chan string // debounced reload requests (source name)
+	// retarget tells the file watcher that the running config changed,
+	// so that it watches the files the new one depends on.
+	retarget chan struct{}
 	// requests counts the MCP requests under way other than GET streams,
 	// so that a shutdown waits until their answers are written; it is
 	// safe for concurrent use.
@@ -196,6 +199,7 @@ func New(opts Options) (*Daemon, error) {
 		pids:      newPIDTable(),
 		ready:     make(chan struct{}),
 		trigger:   make(chan string, 1),
+		retarget:  make(chan struct{}, 1),
 		endpoints: make(map[string]*endpoint),
 	}
 	d.metrics = newMetrics(d)

@@ -55,8 +55,10 @@
 //
 // The daemon reloads when the config file, the policy plugin file or a
 // "tokenFile" changes; SIGHUP and POST /v1/reload reload too. It watches
-// the directories these files are in and those their symlinks point into,
-// and on any event there compares each file's identity, size and time
+// the directories these files are in and those their symlinks point into
+// (while one is missing, its nearest existing parent, so that it is
+// watched again once made), again after each reload (which may name other
+// files), and on any event there compares each file's identity, size and time
 // with what it saw last, so replacing a file by rename (as editors do), a
 // symlink pointed elsewhere, and a Kubernetes ConfigMap or Secret update
 // (a "..data" symlink swapped in the mount) all count, and other files
@@ -72,8 +74,9 @@
 // running config keeps serving (the answer of POST /v1/reload says so too,
 // with the config's warnings). A running policy that fails the check
 // instead of answering it (it traps, or runs out of time or memory) does
-// not refuse the reload: that is logged with the file, JSON paths,
-// sessions and servers, the reload goes on (its answer is "applied" but
+// not refuse the reload: that is logged with the file and the JSON paths,
+// sessions and servers of the settings the failed call carried, the reload
+// goes on (its answer is "applied" but
 // not "ok"), and the views whose settings the policy fails on fail closed,
 // logged and shown in /v1/state, until a later reload or plugin swap
 // gives them settings it answers. A server the reload adds whose command

@@ -153,6 +153,10 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 		d.admin = cfg.Admin // a changed admin token applies at once
 	}
 	d.mu.Unlock()
+	select {
+	case d.retarget <- struct{}{}: // its policy and token files may have moved
+	default: // one is pending already
+	}
 
 	var total reconcile.Summary
 	var errs []error

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,8 +22,10 @@ import (
 // the mount's directory, so the file's own name never sees an event. A
 // file that is a symlink changes where it points, or changes in the
 // directory it points into. So the watcher watches the directory of each
-// file's name, of every link it leads through, and of what it resolves to,
-// and on any event in them
+// file's name, of every link it leads through, and of what it resolves to
+// (or, for a directory that does not exist, its nearest existing parent),
+// again after each reload (a reload may name other files:
+// Daemon.retarget), and on any event in them
 // compares each file's identity, size and modification time (through its
 // symlinks) with what it saw last; a file that differs, appears or
 // disappears requests a reload. Events that change none of the files, such
@@ -55,6 +59,11 @@ func (d *Daemon) startWatcher(ctx context.Context, wg *sync.WaitGroup) error {
 					// comes back.
 					delete(fw.dirs, filepath.Clean(ev.Name))
 				}
+			case <-d.retarget:
+				// A reload changed the running config: the files it
+				// depends on may be others, in other directories, which
+				// must be watched now, not after the next event in a
+				// directory watched already.
 			case err, ok := <-w.Errors:
 				if !ok {
 					return
@@ -131,7 +140,9 @@ func (fw *fileWatch) refresh(reload bool, named string) {
 		if info, err := os.Stat(name); err == nil {
 			st.info = info
 		}
-		if old, ok := fw.seen[name]; ok && (!old.equal(st) || named == name || named == resolved) {
+		// named and resolved are both "" for a chmod event and a missing
+		// file: that is no match.
+		if old, ok := fw.seen[name]; ok && (!old.equal(st) || named != "" && (named == name || named == resolved)) {
 			fw.d.log.Debug("file changed", "file", name)
 			if source := "watch " + what; !slices.Contains(changed, source) {
 				changed = append(changed, source)
@@ -142,6 +153,15 @@ func (fw *fileWatch) refresh(reload bool, named string) {
 	for name := range fw.seen {
 		if _, ok := targets[name]; !ok {
 			delete(fw.seen, name)
+		}
+	}
+	// A directory that does not exist (removed, or not made yet) cannot
+	// be watched: its nearest existing ancestor is, so that the event of
+	// its making brings the watch of it back.
+	for dir := range want {
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			delete(want, dir)
+			want[existingAncestor(dir)] = true
 		}
 	}
 	for dir := range fw.dirs {
@@ -191,4 +211,19 @@ func linkDirs(name string) []string {
 		dirs = append(dirs, filepath.Dir(name))
 	}
 	return dirs
+}
+
+// existingAncestor returns the nearest directory above dir that exists
+// (the root at worst).
+func existingAncestor(dir string) string {
+	for {
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return dir
+		}
+		if _, err := os.Stat(parent); err == nil {
+			return parent
+		}
+		dir = parent
+	}
 }

@@ -143,3 +143,66 @@ func TestWatchSymlinkChain(t *testing.T) {
 	alice.waitChanged(t)
 	require.Equal(t, []string{"demo__echo"}, alice.tools(t))
 }
+
+// TestWatchTokenFileAddedByReload: a reload that brings a token file in a
+// directory the watcher did not watch yet watches it at once, not only
+// after some other event: rotating that token reloads.
+func TestWatchTokenFileAddedByReload(t *testing.T) {
+	r := start(t, baseConfig())
+	tokenFile := filepath.Join(t.TempDir(), "alice.token") // not the config's directory
+	require.NoError(t, os.WriteFile(tokenFile, []byte(aliceToken+"\n"), 0o600))
+	cfg := baseConfig()
+	delete(cfg["sessions"].(map[string]any)["alice"].(map[string]any), "token")
+	set(cfg, "sessions.alice.tokenFile", tokenFile)
+	writeConfig(t, r.path, cfg)
+	r.waitLog("reload (watch config)")
+	r.connect("alice", aliceToken)
+
+	rotated := "alice-rotated-0123456789abcdef"
+	require.NoError(t, os.WriteFile(tokenFile, []byte(rotated+"\n"), 0o600))
+	r.waitLog("reload (watch token file)")
+	r.connect("alice", rotated)
+}
+
+// TestWatchRecreatedDirectory: a token file's directory removed, then made
+// again with a new token in it, reloads with the new token: the watch of a
+// directory that went away comes back when the directory does.
+func TestWatchRecreatedDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "secrets")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	tokenFile := filepath.Join(dir, "alice.token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(aliceToken+"\n"), 0o600))
+	r := start(t, set(baseConfig(), "sessions.alice", map[string]any{"tokenFile": tokenFile}))
+	r.connect("alice", aliceToken)
+
+	require.NoError(t, os.RemoveAll(dir))
+	r.waitLog("reload refused") // the token file is missing
+	time.Sleep(100 * time.Millisecond)
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	rotated := "alice-rotated-0123456789abcdef"
+	require.NoError(t, os.WriteFile(tokenFile, []byte(rotated+"\n"), 0o600))
+	r.waitLog("reload (watch token file): no session changed")
+	r.connect("alice", rotated)
+}
+
+// TestWatchMissingFileIgnoresOtherEvents: while a token file is missing
+// (its reload refused), a chmod of another file in its directory asks for
+// no reload: only a change of the token file does.
+func TestWatchMissingFileIgnoresOtherEvents(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "alice.token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(aliceToken+"\n"), 0o600))
+	other := filepath.Join(dir, "notes.txt")
+	require.NoError(t, os.WriteFile(other, nil, 0o600))
+	r := start(t, set(baseConfig(), "sessions.alice", map[string]any{"tokenFile": tokenFile}))
+
+	require.NoError(t, os.Remove(tokenFile))
+	r.waitLog("reload refused")
+	time.Sleep(200 * time.Millisecond)
+	refused := r.countLog("reload refused")
+	for i := range 3 {
+		require.NoError(t, os.Chmod(other, os.FileMode(0o600|i<<3)))
+	}
+	time.Sleep(300 * time.Millisecond) // six debounce periods
+	require.Equal(t, refused, r.countLog("reload refused"), "reloads after a chmod of another file:\n%s", r.logs)
+}

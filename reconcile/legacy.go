@@ -632,7 +632,7 @@ func (l *Legacy) connect(ctx context.Context, server string, w *legacyWant) (*le
 	snap, err := pool.Discover(cctx, cs)
 	if err != nil {
 		l.closeSession(cs)
-		return nil, fmt.Errorf("discover %s: %w", w.spec, err)
+		return nil, pool.ConnectFailure(cctx, dialed, l.requestTimeout(w), fmt.Errorf("discover %s: %w", w.spec, err))
 	}
 	c.view = view.New(view.Config{
 		Session:  l.sessionName(),

@@ -389,3 +389,27 @@ func TestLegacySubscriptions(t *testing.T) {
 	_, _, none := e.leg.Upstream("nope")
 	assert.Nil(t, none)
 }
+
+// TestLegacyDiscoveryTimeoutSaysWhichLimit: a server that answers the
+// handshake but never its tools/list fails with the server's timeout
+// named, as the pool's entries name it, not only "context deadline
+// exceeded".
+func TestLegacyDiscoveryTimeoutSaysWhichLimit(t *testing.T) {
+	up := newUpstream("mute", "read")
+	up.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return next(ctx, method, req)
+		}
+	})
+	e := newLegacyEnv(t, up)
+	c := newCfg().server("mute", "timeout", 200).session("alice").build(t)
+	_, err := e.leg.Apply(context.Background(), c, "alice")
+	require.Error(t, err)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "discover")
+	assert.Contains(t, err.Error(), "no answer within the server's timeout, 200ms")
+}

@@ -737,7 +737,7 @@ func (e *Endpoint) target(ctx context.Context, extra *mcp.RequestExtra, server s
 	}
 	var cancel context.CancelFunc
 	if t.Timeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, t.Timeout)
+		ctx, cancel = context.WithTimeout(context.WithValue(ctx, callTimeoutKey{}, t.Timeout), t.Timeout)
 	} else {
 		ctx, cancel = context.WithCancel(ctx)
 	}
@@ -916,7 +916,9 @@ func (e *Endpoint) callFailure(ctx context.Context, err error, server, what, nam
 		return cerr, false
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		timeout := e.upstream(server).Timeout
+		// The timeout the call ran under: the server's may have changed
+		// since, or its binding gone.
+		timeout, _ := ctx.Value(callTimeoutKey{}).(time.Duration)
 		// Only the client hears of it otherwise: a server that hangs is
 		// the operator's to look at.
 		e.log.Warn("upstream call timed out; the upstream request was cancelled", "server", server, what, name, "timeout", timeout)
@@ -925,6 +927,10 @@ func (e *Endpoint) callFailure(ctx context.Context, err error, server, what, nam
 	}
 	return fmt.Errorf("session %q, server %q: %s %q: %w: %v", e.name, server, what, name, ErrUnavailable, e.redact(err)), false
 }
+
+// callTimeoutKey is the context key of the timeout target bounded a call
+// by (a time.Duration), for callFailure to name.
+type callTimeoutKey struct{}
 
 // progressParams are request params that carry a progress token.
 type progressParams interface {

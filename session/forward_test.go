@@ -311,6 +311,8 @@ type rig struct {
 	mu    sync.Mutex
 	prog  []*mcp.ProgressNotificationParams
 	calls []session.Call // told to Options.OnCall
+
+	timeout atomic.Int64 // the Target's Timeout, a time.Duration
 }
 
 // newRig connects everything and registers what the upstream lists; the
@@ -332,11 +334,12 @@ func newRig(t *testing.T, timeout time.Duration) *rig {
 	})
 	r.direct = connectServer(t, r.up.srv)
 
+	r.timeout.Store(int64(timeout))
 	r.ep = session.New(session.Options{Name: "s", Logger: slog.New(slog.NewTextHandler(r.logs, nil)), Progress: r.relay, Upstream: func(server string) session.Target {
 		if server != "up" {
 			return session.Target{}
 		}
-		return session.Target{Session: upCS, Timeout: timeout}
+		return session.Target{Session: upCS, Timeout: time.Duration(r.timeout.Load())}
 	}, Unavailable: func(server string) string {
 		if server == "gone" {
 			return "down (test)"
@@ -1069,4 +1072,27 @@ func TestUnknownNameOfADownServer(t *testing.T) {
 		require.ErrorAs(t, err, &werr)
 		assert.Equal(t, int64(jsonrpc.CodeInvalidParams), werr.Code)
 	}
+}
+
+// TestTimeoutNamesTheOneThatApplied: a call cut by the server's timeout
+// names the timeout it ran under, not the server's timeout when it ended
+// (a reload may have changed it meanwhile).
+func TestTimeoutNamesTheOneThatApplied(t *testing.T) {
+	const timeout = 150 * time.Millisecond
+	r := newRig(t, timeout)
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := r.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__block"})
+		assert.NoError(t, err)
+		done <- res
+	}()
+	<-r.up.started
+	r.timeout.Store(int64(time.Hour)) // changed while the call runs
+	res := <-done
+	require.NotNil(t, res)
+	msg := text(res)
+	assert.Contains(t, msg, session.ErrTimeout.Error())
+	assert.Contains(t, msg, timeout.String(), "the timeout the call ran under")
+	assert.NotContains(t, msg, time.Hour.String())
+	assert.True(t, r.logs.HasLine("upstream call timed out", "timeout="+timeout.String()), r.logs.String())
 }

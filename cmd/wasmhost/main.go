@@ -37,6 +37,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 )
 
 // Exit statuses.
@@ -109,8 +110,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
-		if len(args) > 1 && args[0] == "help" { // help COMMAND: its flags
-			args = []string{args[1], "-h"}
+		if len(args) > 1 && args[0] == "help" && !slices.Contains([]string{"help", "-h", "-help", "--help"}, args[1]) {
+			args = []string{args[1], "-h"} // help COMMAND: its flags
 			break
 		}
 		usage(stdout)

@@ -90,6 +90,11 @@ func TestUsage(t *testing.T) {
 	r = runCLI(t, "", "help", "key")
 	assert.Equal(t, exitOK, r.code)
 	assert.Contains(t, r.errOut, "usage: wasmhost key", "help COMMAND is COMMAND -h")
+	for _, h := range []string{"help", "-h", "--help"} {
+		r = runCLI(t, "", "help", h)
+		assert.Equal(t, exitOK, r.code, "help %s", h)
+		assert.Contains(t, r.out, "usage: wasmhost COMMAND", "help %s is help", h)
+	}
 	r = runCLI(t, "", "help", "frobnicate")
 	assert.Equal(t, exitUsage, r.code)
 	assert.Contains(t, r.errOut, `unknown command "frobnicate"`)

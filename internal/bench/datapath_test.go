@@ -108,7 +108,9 @@ func wasmhostPath(tb testing.TB, kind upstreamKind, policy *CountingPolicy, prot
 			Logger: quiet,
 			OnCall: func(c session.Call) {
 				calls.WithLabelValues(c.Server, c.Method, c.Outcome).Inc()
-				callTime.WithLabelValues(c.Server, c.Method).Observe(c.Took.Seconds())
+				if c.Took > 0 {
+					callTime.WithLabelValues(c.Server, c.Method).Observe(c.Took.Seconds())
+				}
 			},
 			Upstream: func(server string) session.Target {
 				h := w.Rec.Handle(name, server)

@@ -173,8 +173,9 @@ func (s *Set) String(text string) string {
 }
 
 // Write writes b to w with every secret replaced by Mask, as String
-// would, without making the redacted copy first: an answer of the admin
-// API can be megabytes long.
+// would, piece by piece rather than from a redacted copy of the whole: an
+// answer of the admin API can be megabytes long. (It still makes one copy
+// of b, as a string.)
 func (s *Set) Write(w io.Writer, b []byte) (int, error) {
 	if s != nil {
 		if r := s.r.Load(); r != nil {
