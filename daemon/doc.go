@@ -26,7 +26,8 @@
 // the churn counters; and for the requests sessions forward,
 // wasmhost_upstream_requests_total by server, method and outcome (ok,
 // tool_error, error, timeout, unavailable, cancelled, cut_short) and
-// wasmhost_upstream_request_duration_seconds by server and method.
+// wasmhost_upstream_request_duration_seconds by server and method; and the
+// Go runtime's and the process's standard metrics (go_*, process_*).
 //
 // An overlay PUT whose settings the policy refuses is answered 422 and
 // changes nothing, and so is a DELETE that would bring back file settings

@@ -688,4 +688,7 @@ func TestMetricsCountForwardedRequests(t *testing.T) {
 	_, metrics := r.do("GET", "/metrics", adminToken, nil, nil)
 	assert.Contains(t, metrics, `wasmhost_upstream_requests_total{method="tools/call",outcome="ok",server="demo"} 2`)
 	assert.Contains(t, metrics, `wasmhost_upstream_request_duration_seconds_count{method="tools/call",server="demo"} 2`)
+	// And the process's own metrics.
+	assert.Contains(t, metrics, "\ngo_goroutines ")
+	assert.Contains(t, metrics, "\nprocess_open_fds ")
 }

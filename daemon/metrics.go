@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/wasmhost/wasmhost/pool"
@@ -56,6 +57,8 @@ func newMetrics(d *Daemon) *metrics {
 		}, []string{"server", "method"}),
 	}
 	m.reg.MustRegister(m.reloads, m.swaps, m.retries, m.policyMs, m.calls, m.callTime)
+	// The process's own: goroutines, heap, GC, open files, memory.
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"ok", "partial", "invalid", "policy_refused"} {
 		m.reloads.WithLabelValues(r)
 	}

@@ -137,6 +137,10 @@ func (e *Endpoint) hold(ctx context.Context, server, uri string) (pool.Subscribe
 		return t.Subscriptions, nil
 	case errors.Is(err, pool.ErrNoSubscriptions):
 		return nil, notOffered(e.name, server)
+	case errors.Is(err, pool.ErrNotReady):
+		// The pool's error names the server and URI again: say what a
+		// call says while its server restarts.
+		return nil, fmt.Errorf("session %q, server %q: %w (connecting or restarting; try again)", e.name, server, ErrUnavailable)
 	}
 	if werr := upstreamError(err); werr != nil {
 		return nil, werr

@@ -2,7 +2,9 @@ package session_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,6 +118,31 @@ func TestSubscriptionRefusals(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `session "s", server "up": the server offers no resource subscriptions`)
 }
+
+// A subscription made while its server's connection restarts is refused
+// as a call would be then: once, without the pool's own wording.
+func TestSubscriptionWhileRestarting(t *testing.T) {
+	f := newFixture(t)
+	upCS := f.connect("x", `{}`).handle.Session()
+	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target {
+		return session.Target{Session: upCS, Subscriptions: notReadySubscriber{}}
+	}})
+	ep.PutResources("up", []*mcp.Resource{{URI: "x://a", Name: "a"}})
+	err := connectServer(t, ep.Server(), legacy).Subscribe(t.Context(), &mcp.SubscribeParams{URI: "x://a"})
+	require.Error(t, err)
+	assert.ErrorContains(t, err, `session "s", server "up": upstream unavailable (connecting or restarting; try again)`)
+	assert.NotContains(t, err.Error(), "not ready")
+	assert.Equal(t, 1, strings.Count(err.Error(), `"up"`), err.Error())
+}
+
+// A notReadySubscriber answers as a pool entry without a connection does.
+type notReadySubscriber struct{}
+
+func (notReadySubscriber) Subscribe(_ context.Context, uri string, _ pool.UpdateFunc) error {
+	return fmt.Errorf("server up: subscribe %q: %w", uri, pool.ErrNotReady)
+}
+
+func (notReadySubscriber) Unsubscribe(context.Context, string) error { return nil }
 
 func TestSubscriptionSurvivesRestart(t *testing.T) {
 	f := newFixture(t)
