@@ -257,7 +257,8 @@ func render(m machine, r *results, rounds int, rawPath string) string {
 			"which the identical reload settles with one byte comparison each, the wait for the last call, and the plugin's share of a machine whose two vCPUs appear to share one core. "+
 			"Alternating runs of the build before and after this change in one period measured 1.36x, 1.22x, 1.33x before and 0.98x, 1.17x, 1.12x after. "+
 			"The ratio sits on its line and moves with the machine's state: on 2026-12-01 the build that had measured 1.04x in `make bench` (3623124) measured 1.21x, 1.17x and 1.28x, "+
-			"alternating with the then current build's 1.10x, 1.25x and 1.31x; halving the plugin calls (a batch of at least eight objects) changed nothing measurable.\n\n",
+			"alternating with the then current build's 1.10x, 1.25x and 1.31x; halving the plugin calls (a batch of at least eight objects) changed nothing measurable. "+
+			"Later that day `make bench` measured 1.12x at 7bafcb3 and 1.28x at 97ae1d5, and alternating runs of the two builds gave 1.26x, 1.08x, 1.30x (b8c4470, the same code as 7bafcb3 on this path) and 1.10x, 1.28x, 1.10x (97ae1d5): the spread of one build, not a change between them.\n\n",
 			r.num("BenchmarkReconcileEquivalent/canonicalize", "settings/op"), r.durOf("BenchmarkReconcileEquivalent/canonicalize"), pctOf(floor, idle, fok && iok))
 	}
 
@@ -393,7 +394,7 @@ func render(m machine, r *results, rounds int, rawPath string) string {
 			"instantiates the module and runs the Go guest's runtime initialization and the handshake. "+
 			"What brought it below the line: the committed plugin is packed (`wasmhost pack`, internal/wasmpack), so a load decodes and copies 3 data segments instead of the 38,435 Go's linker writes; and the metered module is kept (alternating development runs of the builds without and with it: 47.4 ms and 39.7 ms a warm load, means of three). "+
 			"Before the last step the ratio sat on the line, and which side of it a run landed on was the machine's doing: runs of the same code measured 4.7%%, 4.8%%, 5.2%% and 5.6%%, the warm load taking 50 to 80 ms in every one and the cold compile, which uses both cores, 1.0 to 1.4 s with the machine's load. "+
-			"What is left is wazero's own work (validation, about half of a warm load, and reading 14 MB of cached code, about 11 ms), which its public API gives a host no way to skip.\n\n",
+			"What is left is wazero's own work (validation, about 40%% of a warm load, and reading 14 MB of cached code, about 7 ms), which its public API gives a host no way to skip.\n\n",
 			r.durOf("BenchmarkLoadWarmCache"), r.durOf("BenchmarkLoadCold"), fmtPct(q, ok))
 	}
 
