@@ -38,17 +38,7 @@ func BenchmarkEndpointListTools(b *testing.B) {
 	ep := benchEndpoint()
 	ep.PutTools("srv", bench.Tools("srv", benchTools))
 	ctx := context.Background()
-	ct, st := mcp.NewInMemoryTransports()
-	ss, err := ep.Server().Connect(ctx, st, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ClientOptions{Logger: quiet}).Connect(ctx, ct, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cs.Close()
+	cs := benchClient(b, ep)
 	for b.Loop() {
 		n := 0
 		for _, err := range cs.Tools(ctx, nil) {
@@ -73,17 +63,7 @@ func BenchmarkEndpointCallDuringPut(b *testing.B) {
 	ep := benchEndpoint()
 	ep.PutTools("small", bench.Tools("small", 1))
 	ctx := context.Background()
-	ct, st := mcp.NewInMemoryTransports()
-	ss, err := ep.Server().Connect(ctx, st, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ClientOptions{Logger: quiet}).Connect(ctx, ct, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cs.Close()
+	cs := benchClient(b, ep)
 	tools := bench.Tools("big", benchTools)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -113,4 +93,22 @@ func BenchmarkEndpointCallDuringPut(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
 	b.ReportMetric(float64(lat[len(lat)-1].Nanoseconds()), "max-ns")
+}
+
+// benchClient connects a client to ep in memory, closed when b ends.
+func benchClient(b *testing.B, ep *session.Endpoint) *mcp.ClientSession {
+	b.Helper()
+	ctx := context.Background()
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := ep.Server().Connect(ctx, st, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ClientOptions{Logger: quiet}).Connect(ctx, ct, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cs.Close() })
+	return cs
 }

@@ -424,23 +424,11 @@ func TestStdioRefusals(t *testing.T) {
 func TestRunPrintsSessionsAndStops(t *testing.T) {
 	path := demoConfig(t)
 	for _, print := range []bool{false, true} {
-		ctx, cancel := context.WithCancel(t.Context())
-		var out, errOut mcptest.LogBuffer
-		done := make(chan int, 1)
 		args := []string{"run", "--config", path, "--listen", "127.0.0.1:0"}
 		if print {
 			args = append(args, "--print-tokens")
 		}
-		go func() { done <- run(ctx, args, strings.NewReader(""), &out, &errOut) }()
-		require.Eventually(t, func() bool { return strings.Contains(out.String(), "session bob") }, 30*time.Second, 20*time.Millisecond, "stderr:\n%s", errOut.String())
-		cancel()
-		select {
-		case code := <-done:
-			assert.Equal(t, exitOK, code, errOut.String())
-		case <-time.After(20 * time.Second):
-			t.Fatal("run did not stop")
-		}
-		got := out.String()
+		got, errOut := runUntil(t, "session bob", args...)
 		assert.Contains(t, got, "/v1/state   /metrics   /healthz")
 		assert.Contains(t, got, "/mcp/alice")
 		assert.Contains(t, got, "/mcp/bob")
@@ -452,7 +440,7 @@ func TestRunPrintsSessionsAndStops(t *testing.T) {
 			assert.NotContains(t, got, "alice-token-0123456789abcdef")
 			assert.Contains(t, got, "/mcp/alice   (token inline in the config; --print-tokens shows it)")
 		}
-		assert.NotContains(t, errOut.String(), "alice-token-0123456789abcdef", "tokens are never logged")
+		assert.NotContains(t, errOut, "alice-token-0123456789abcdef", "tokens are never logged")
 	}
 }
 
@@ -482,21 +470,7 @@ func TestRunBannerWithoutAdmin(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, b, 0o600))
 
-	ctx, cancel := context.WithCancel(t.Context())
-	var out, errOut mcptest.LogBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"run", "--config", path, "--listen", "127.0.0.1:0"}, strings.NewReader(""), &out, &errOut)
-	}()
-	require.Eventually(t, func() bool { return strings.Contains(out.String(), "Ctrl-C stops") }, 30*time.Second, 20*time.Millisecond, "stderr:\n%s", errOut.String())
-	cancel()
-	select {
-	case code := <-done:
-		assert.Equal(t, exitOK, code, errOut.String())
-	case <-time.After(20 * time.Second):
-		t.Fatal("run did not stop")
-	}
-	got := out.String()
+	got, _ := runUntil(t, "Ctrl-C stops", "run", "--config", path, "--listen", "127.0.0.1:0")
 	assert.NotContains(t, got, "/v1/state")
 	assert.NotContains(t, got, "/metrics")
 	assert.Contains(t, got, `/healthz   (admin API disabled: the config has no "admin" block)`)
@@ -604,4 +578,24 @@ func TestRunStartupInputErrorsExitUsage(t *testing.T) {
 			assert.Empty(t, r.out, "nothing was served")
 		})
 	}
+}
+
+// runUntil runs the command args until its standard output has until,
+// stops it as Ctrl-C does, checks that it ends well, and returns what it
+// wrote to standard output and standard error.
+func runUntil(t *testing.T, until string, args ...string) (out, errOut string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	var o, e mcptest.LogBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, args, strings.NewReader(""), &o, &e) }()
+	require.Eventually(t, func() bool { return strings.Contains(o.String(), until) }, 30*time.Second, 20*time.Millisecond, "stderr:\n%s", e.String())
+	cancel()
+	select {
+	case code := <-done:
+		assert.Equal(t, exitOK, code, e.String())
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not stop")
+	}
+	return o.String(), e.String()
 }

@@ -7,9 +7,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/wasmhost/wasmhost/session"
-	"github.com/wasmhost/wasmhost/view"
 )
 
 // BenchmarkListChanged measures an upstream's tools/list_changed reaching
@@ -25,12 +22,7 @@ import (
 func BenchmarkListChanged(b *testing.B) {
 	for _, reg := range []string{"map", "endpoint"} {
 		b.Run("registry="+reg, func(b *testing.B) {
-			var newRegistry func(string) view.Registry
-			if reg == "endpoint" {
-				newRegistry = func(name string) view.Registry {
-					return session.New(session.Options{Name: name, Upstream: func(string) session.Target { return session.Target{} }, Logger: quiet})
-				}
-			}
+			newRegistry := registryOf(reg)
 			top := Topology{Sessions: 1000, Servers: 1, ToolsPerServer: 100}
 			counting := Count(wasmPolicy(b))
 			w := NewWorld(top, counting, WorldOptions{Registry: newRegistry})

@@ -215,9 +215,10 @@ func distinctSettings(cfg *config.Config) []json.RawMessage {
 func TestEquivalentReloadNoChurn(t *testing.T) {
 	topo := Topology{Sessions: 40, Servers: 5, ToolsPerServer: 10}
 	eps := make(map[string]*session.Endpoint)
+	endpoint := registryOf("endpoint")
 	newEndpoint := func(name string) view.Registry {
-		ep := session.New(session.Options{Name: name, Upstream: func(string) session.Target { return session.Target{} }, Logger: quiet})
-		eps[name] = ep // called with the world's lock held
+		ep := endpoint(name)
+		eps[name] = ep.(*session.Endpoint) // called with the world's lock held
 		return ep
 	}
 	counting := Count(wasmPolicy(t))
@@ -352,12 +353,7 @@ func BenchmarkViewMemory(b *testing.B) {
 	const extra = 100 // sessions added
 	for _, reg := range []string{"map", "endpoint"} {
 		b.Run("registry="+reg, func(b *testing.B) {
-			var newRegistry func(string) view.Registry
-			if reg == "endpoint" {
-				newRegistry = func(name string) view.Registry {
-					return session.New(session.Options{Name: name, Upstream: func(string) session.Target { return session.Target{} }, Logger: quiet})
-				}
-			}
+			newRegistry := registryOf(reg)
 			small := Topology{Sessions: 1, Servers: 100, ToolsPerServer: 10}
 			big := small
 			big.Sessions += extra
@@ -393,4 +389,16 @@ func liveHeap() uint64 {
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// registryOf returns the registries of the views of a benchmark run with
+// registry=reg: nil (the World's minimal one) for "map", the daemon's
+// session.Endpoint, with no upstream, for "endpoint".
+func registryOf(reg string) func(string) view.Registry {
+	if reg != "endpoint" {
+		return nil
+	}
+	return func(name string) view.Registry {
+		return session.New(session.Options{Name: name, Upstream: func(string) session.Target { return session.Target{} }, Logger: quiet})
+	}
 }
