@@ -149,11 +149,16 @@ type Daemon struct {
 	mu sync.Mutex
 	// admin is nil when the admin API is disabled, which is decided at
 	// start-up; a reload may replace the token.
-	admin      *config.Admin
-	cfg        *config.Config
-	endpoints  map[string]*endpoint
-	lastReload *ReloadResult
-	running    bool
+	admin *config.Admin
+	cfg   *config.Config
+	// refusedFiles are the files the last reload read or tried to read
+	// (token files, the policy) when it was refused, by what they are;
+	// nil after a reload that applied. The watcher watches them too, so
+	// that the file the refusal was waiting for retries it.
+	refusedFiles map[string]string
+	endpoints    map[string]*endpoint
+	lastReload   *ReloadResult
+	running      bool
 }
 
 // An endpoint is one session's MCP endpoint and its HTTP handler.

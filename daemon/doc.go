@@ -59,12 +59,15 @@
 // the directories these files are in and those their symlinks point into
 // (while one is missing, its nearest existing parent, so that it is
 // watched again once made), again after each reload (which may name other
-// files), and on any event there compares each file's identity, size and time
-// with what it saw last, so replacing a file by rename (as editors do), a
+// files), and on any event there compares each file's identity, size and
+// time with what it saw last, so replacing a file by rename (as editors do), a
 // symlink pointed elsewhere, and a Kubernetes ConfigMap or Secret update
 // (a "..data" symlink swapped in the mount) all count, and other files
-// written beside them do not. Watch and signal triggers are debounced
-// ([Options.Debounce]). A reload parses and validates
+// written beside them do not. After a refused reload, the files it read or
+// tried to read are watched too, so that one that was missing (a Secret
+// mounted after its ConfigMap) retries the reload when it appears. Watch
+// and signal triggers are debounced ([Options.Debounce]). A reload parses
+// and validates
 // the whole file first, checks that a changed server's new command can be
 // started in its "cwd" (the old connection goes before the new one is
 // made), and loads and checks a changed policy plugin; it then asks the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -73,7 +74,9 @@ func (d *Daemon) Reload(ctx context.Context, trigger string) (*ReloadResult, err
 // reload does one reload. d.reloadMu is held.
 func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, error) {
 	res := &ReloadResult{Trigger: trigger, At: time.Now()}
+	read := make(map[string]string) // the files the reload reads, by what they are
 	refuse := func(kind error, err error) (*ReloadResult, error) {
+		d.setRefusedFiles(read)
 		err = fmt.Errorf("%w: %w", kind, err)
 		res.Error = err.Error()
 		res.Summary = "reload refused, the running config keeps serving: " + err.Error()
@@ -84,7 +87,7 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 
 	// Warnings come with errors too (an unknown key may be the typo behind
 	// them), so they are logged first, whatever the outcome.
-	cfg, warnings, err := config.Load(d.file)
+	cfg, warnings, err := loadConfig(d.file, read)
 	d.logWarnings(warnings)
 	for _, w := range warnings {
 		res.Warnings = append(res.Warnings, w.String())
@@ -107,6 +110,9 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 
 	// A changed policy is loaded and checked before anything is touched.
 	var next *loadedPolicy
+	if cfg.Policy.Path != "" {
+		read[cfg.Policy.Path] = "policy"
+	}
 	name, wasm, src, err := readPolicy(cfg)
 	if err != nil {
 		d.metrics.swaps.WithLabelValues("refused").Inc()
@@ -153,10 +159,7 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 		d.admin = cfg.Admin // a changed admin token applies at once
 	}
 	d.mu.Unlock()
-	select {
-	case d.retarget <- struct{}{}: // its policy and token files may have moved
-	default: // one is pending already
-	}
+	d.setRefusedFiles(nil) // and its policy and token files may have moved
 
 	var total reconcile.Summary
 	var errs []error
@@ -373,5 +376,30 @@ func (d *Daemon) debounceLoop(ctx context.Context) {
 			sources = nil
 			_, _ = d.Reload(ctx, trigger)
 		}
+	}
+}
+
+// loadConfig loads the config file at path as config.Load does, adding to
+// read the token files it reads or tries to read.
+func loadConfig(path string, read map[string]string) (*config.Config, []config.Warning, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("config: %w", err)
+	}
+	return config.Parse(path, data, nil, func(name string) ([]byte, error) {
+		read[name] = "token file"
+		return os.ReadFile(name)
+	})
+}
+
+// setRefusedFiles records the files a refused reload read (nil: the reload
+// applied) and tells the watcher to watch what it now depends on.
+func (d *Daemon) setRefusedFiles(files map[string]string) {
+	d.mu.Lock()
+	d.refusedFiles = files
+	d.mu.Unlock()
+	select {
+	case d.retarget <- struct{}{}:
+	default: // one is pending already
 	}
 }

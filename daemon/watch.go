@@ -14,7 +14,9 @@ import (
 )
 
 // startWatcher requests a reload when a file the running config depends on
-// changes: the config file, the policy plugin, or a token file.
+// changes: the config file, the policy plugin, or a token file; and, after
+// a refused reload, when a file that reload read or tried to read changes
+// (the token file it found missing appears, say).
 //
 // A watch on a file's name is not enough in the deployments operators use.
 // Editors and tools replace files by renaming over them, and Kubernetes
@@ -101,6 +103,14 @@ func (a fileStamp) equal(b fileStamp) bool {
 // name, each with what it is ("config", "policy", "token file").
 func (fw *fileWatch) targets() map[string]string {
 	t := map[string]string{fw.d.path: "config"}
+	fw.d.mu.Lock()
+	refused := fw.d.refusedFiles
+	fw.d.mu.Unlock()
+	for name, what := range refused {
+		if p, err := filepath.Abs(name); err == nil {
+			t[p] = what
+		}
+	}
 	cfg := fw.d.runningConfig()
 	if cfg == nil {
 		return t

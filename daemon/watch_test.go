@@ -206,3 +206,24 @@ func TestWatchMissingFileIgnoresOtherEvents(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // six debounce periods
 	require.Equal(t, refused, r.countLog("reload refused"), "reloads after a chmod of another file:\n%s", r.logs)
 }
+
+// TestWatchFileARefusedReloadWaitsFor: a reload refused because a token
+// file it names does not exist yet (a Secret mounted after its ConfigMap)
+// is tried again when the file appears, even in a directory the running
+// config never named.
+func TestWatchFileARefusedReloadWaitsFor(t *testing.T) {
+	cfg := baseConfig()
+	r := start(t, cfg)
+	r.connect("alice", aliceToken)
+	secrets := filepath.Join(t.TempDir(), "secrets")
+	tokenFile := filepath.Join(secrets, "alice.token")
+	writeConfig(t, r.path, set(cfg, "sessions.alice", map[string]any{"tokenFile": tokenFile}))
+	r.waitLog("reload refused")
+	time.Sleep(100 * time.Millisecond) // the watcher takes in the refused reload's files
+
+	rotated := "alice-rotated-0123456789abcdef"
+	require.NoError(t, os.MkdirAll(secrets, 0o700))
+	require.NoError(t, os.WriteFile(tokenFile, []byte(rotated), 0o600))
+	r.waitLog("reload (watch token file): 1 session changed (alice)")
+	r.connect("alice", rotated)
+}
