@@ -25,12 +25,17 @@ import (
 // Load reads the config file at path and parses it with Parse, using the
 // process environment and file system to resolve tokens. An error reading
 // the file itself is returned as is (it does not wrap ErrInvalid).
-func Load(path string) (*Config, []Warning, error) {
+func Load(path string) (*Config, []Warning, error) { return LoadWith(path, nil) }
+
+// LoadWith is Load with readFile reading "tokenFile" values (nil:
+// os.ReadFile), as in Parse; the daemon uses it to learn which files a
+// config reads.
+func LoadWith(path string, readFile func(string) ([]byte, error)) (*Config, []Warning, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("config: %w", err)
 	}
-	return Parse(path, data, os.LookupEnv, os.ReadFile)
+	return Parse(path, data, os.LookupEnv, readFile)
 }
 
 // Parse parses and validates the config file contents data. name is used in

@@ -262,7 +262,7 @@ func (d *Daemon) servePutOverlay(w http.ResponseWriter, r *http.Request) {
 	}
 	if !srv.Disabled {
 		if err := pool.FromConfig(srv).CheckCommand(); err != nil {
-			d.writeJSON(w, http.StatusBadRequest, errorBody{Error: "request body: " + commandField(err) + ": server " + strconv.Quote(server) + " cannot start: " + err.Error()})
+			d.writeJSON(w, http.StatusBadRequest, errorBody{Error: "request body: " + pool.CommandField(err) + ": server " + strconv.Quote(server) + " cannot start: " + err.Error()})
 			return
 		}
 	}

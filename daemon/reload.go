@@ -233,7 +233,7 @@ func (d *Daemon) checkCommands(cfg *config.Config) (warnings []string, err error
 		if cerr == nil {
 			continue
 		}
-		where := fmt.Sprintf("%s: %s: server %q cannot start", d.file, config.JoinPath("mcpServers", name, commandField(cerr)), name)
+		where := fmt.Sprintf("%s: %s: server %q cannot start", d.file, config.JoinPath("mcpServers", name, pool.CommandField(cerr)), name)
 		if added {
 			warnings = append(warnings, fmt.Sprintf("%s; its sessions retry it with backoff: %v", where, cerr))
 		} else {
@@ -252,15 +252,6 @@ func usedBy(cfg *config.Config, server string) bool {
 		}
 	}
 	return false
-}
-
-// commandField is the key of a server entry at fault when
-// pool.Spec.CheckCommand returns err: "cwd" or "command".
-func commandField(err error) string {
-	if errors.Is(err, pool.ErrBadCwd) {
-		return "cwd"
-	}
-	return "command"
 }
 
 func reloadLabel(kind error) string {
@@ -379,14 +370,10 @@ func (d *Daemon) debounceLoop(ctx context.Context) {
 	}
 }
 
-// loadConfig loads the config file at path as config.Load does, adding to
-// read the token files it reads or tries to read.
+// loadConfig loads the config file at path, adding to read the token files
+// it reads or tries to read.
 func loadConfig(path string, read map[string]string) (*config.Config, []config.Warning, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("config: %w", err)
-	}
-	return config.Parse(path, data, nil, func(name string) ([]byte, error) {
+	return config.LoadWith(path, func(name string) ([]byte, error) {
 		read[name] = "token file"
 		return os.ReadFile(name)
 	})

@@ -33,6 +33,15 @@ type ExitReporter interface {
 	Exited() error
 }
 
+// CommandField is the key of the server entry at fault when
+// Spec.CheckCommand returns err: "cwd" or "command".
+func CommandField(err error) string {
+	if errors.Is(err, ErrBadCwd) {
+		return "cwd"
+	}
+	return "command"
+}
+
 // ConnectFailure returns err, the failure of a connection attempt over t
 // bounded by ctx (its connection closed), with what the go-sdk's error
 // leaves out: that timeout, the server's, ended the attempt ("context

@@ -733,7 +733,7 @@ func (e *Endpoint) cutShortError(format string, args ...any) error {
 func (e *Endpoint) target(ctx context.Context, extra *mcp.RequestExtra, server string) (*mcp.ClientSession, context.Context, context.CancelFunc, error) {
 	t := e.upstream(server)
 	if t.Session == nil {
-		return nil, nil, nil, fmt.Errorf("session %q, server %q: %w (connecting or restarting; try again)", e.name, server, ErrUnavailable)
+		return nil, nil, nil, e.notReady(server)
 	}
 	var cancel context.CancelFunc
 	if t.Timeout > 0 {
@@ -759,6 +759,12 @@ func (e *Endpoint) target(ctx context.Context, extra *mcp.RequestExtra, server s
 		carrier.w.startCall() // its answer may take a while: keep its stream alive
 	}
 	return t.Session, ctx, func() { stop(); stopCarrier(); cancel() }, nil
+}
+
+// notReady is the error of a call (or subscription) to server while it has
+// no connection: one being made or remade.
+func (e *Endpoint) notReady(server string) error {
+	return fmt.Errorf("session %q, server %q: %w (connecting or restarting; try again)", e.name, server, ErrUnavailable)
 }
 
 // forwardTool serves tools/call.

@@ -127,7 +127,7 @@ func (e *Endpoint) hold(ctx context.Context, server, uri string) (pool.Subscribe
 	t := e.upstream(server)
 	if t.Subscriptions == nil {
 		if t.Session == nil {
-			return nil, fmt.Errorf("session %q, server %q: %w (connecting or restarting; try again)", e.name, server, ErrUnavailable)
+			return nil, e.notReady(server)
 		}
 		return nil, notOffered(e.name, server)
 	}
@@ -140,7 +140,7 @@ func (e *Endpoint) hold(ctx context.Context, server, uri string) (pool.Subscribe
 	case errors.Is(err, pool.ErrNotReady):
 		// The pool's error names the server and URI again: say what a
 		// call says while its server restarts.
-		return nil, fmt.Errorf("session %q, server %q: %w (connecting or restarting; try again)", e.name, server, ErrUnavailable)
+		return nil, e.notReady(server)
 	}
 	if werr := upstreamError(err); werr != nil {
 		return nil, werr

@@ -88,11 +88,7 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 			continue
 		}
 		if err := pool.FromConfig(cfg.Servers[name]).CheckCommand(); err != nil {
-			field := "command"
-			if errors.Is(err, pool.ErrBadCwd) {
-				field = "cwd"
-			}
-			log.Warn(fmt.Sprintf("config: %s: %s: server %q cannot start; retried with backoff: %v", *configPath, config.JoinPath("mcpServers", name, field), name, err))
+			log.Warn(fmt.Sprintf("config: %s: %s: server %q cannot start; retried with backoff: %v", *configPath, config.JoinPath("mcpServers", name, pool.CommandField(err)), name, err))
 		}
 	}
 	opts := host.Options{

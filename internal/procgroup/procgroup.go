@@ -55,13 +55,11 @@ func (t *transport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	pc := Conn(c, t.ct).(*conn)
-	pc.exited = func(err error) {
+	return newConn(c, t.ct, func(err error) {
 		t.mu.Lock()
 		t.exited = err
 		t.mu.Unlock()
-	}
-	return pc, nil
+	}), nil
 }
 
 // Exited returns how the command's process ended (the *exec.ExitError of
@@ -77,12 +75,15 @@ func (t *transport) Exited() error {
 // Conn wraps c, a connection to the command of ct (detached with Detach),
 // so that closing it, after the go-sdk's own close, ends what is left of
 // the command's process group.
-func Conn(c mcp.Connection, ct *mcp.CommandTransport) mcp.Connection {
+func Conn(c mcp.Connection, ct *mcp.CommandTransport) mcp.Connection { return newConn(c, ct, nil) }
+
+// newConn is Conn, telling exited (when not nil) how the process ended.
+func newConn(c mcp.Connection, ct *mcp.CommandTransport, exited func(error)) *conn {
 	grace := ct.TerminateDuration
 	if grace <= 0 {
 		grace = DefaultGrace
 	}
-	return &conn{Connection: c, ct: ct, grace: grace}
+	return &conn{Connection: c, ct: ct, grace: grace, exited: exited}
 }
 
 type conn struct {
