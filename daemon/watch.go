@@ -39,7 +39,7 @@ func (d *Daemon) startWatcher(ctx context.Context, wg *sync.WaitGroup) error {
 	if err != nil {
 		return err
 	}
-	fw := &fileWatch{d: d, w: w, dirs: make(map[string]bool), failed: make(map[string]bool), seen: make(map[string]fileStamp)}
+	fw := &fileWatch{d: d, w: w, dirs: make(map[string]bool), failed: make(map[string]bool), seen: make(map[string]os.FileInfo)}
 	fw.refresh(false, "")
 	wg.Go(func() {
 		defer w.Close()
@@ -52,14 +52,15 @@ func (d *Daemon) startWatcher(ctx context.Context, wg *sync.WaitGroup) error {
 				if !ok {
 					return
 				}
+				name := filepath.Clean(ev.Name)
 				if ev.Op != fsnotify.Chmod {
-					named = filepath.Clean(ev.Name)
+					named = name
 				}
-				if fw.dirs[filepath.Clean(ev.Name)] && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)) {
+				if fw.dirs[name] && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)) {
 					// A watched directory went away; its watch went
 					// with it, so refresh watches it again if it
 					// comes back.
-					delete(fw.dirs, filepath.Clean(ev.Name))
+					delete(fw.dirs, name)
 				}
 			case <-d.retarget:
 				// A reload changed the running config: the files it
@@ -82,21 +83,18 @@ func (d *Daemon) startWatcher(ctx context.Context, wg *sync.WaitGroup) error {
 type fileWatch struct {
 	d      *Daemon
 	w      *fsnotify.Watcher
-	dirs   map[string]bool      // directories watched
-	failed map[string]bool      // directories that could not be watched, warned about once
-	seen   map[string]fileStamp // the files' last stamps, by name
+	dirs   map[string]bool        // directories watched
+	failed map[string]bool        // directories that could not be watched, warned about once
+	seen   map[string]os.FileInfo // the files' last stamps, by name (nil: could not be read)
 }
 
-// A fileStamp is what the watcher compares to tell that a file changed.
-type fileStamp struct {
-	info os.FileInfo // nil when the file could not be read
-}
-
-func (a fileStamp) equal(b fileStamp) bool {
-	if a.info == nil || b.info == nil {
-		return a.info == nil && b.info == nil
+// sameStamp reports whether a and b, two stamps of one file (nil: it could
+// not be read), tell of the same file: its identity, size and time.
+func sameStamp(a, b os.FileInfo) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
 	}
-	return os.SameFile(a.info, b.info) && a.info.Size() == b.info.Size() && a.info.ModTime().Equal(b.info.ModTime())
+	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
 }
 
 // targets returns the files the running config depends on, by absolute
@@ -146,13 +144,13 @@ func (fw *fileWatch) refresh(reload bool, named string) {
 		if err == nil {
 			want[filepath.Dir(resolved)] = true
 		}
-		var st fileStamp
-		if info, err := os.Stat(name); err == nil {
-			st.info = info
+		st, err := os.Stat(name)
+		if err != nil {
+			st = nil
 		}
 		// named and resolved are both "" for a chmod event and a missing
 		// file: that is no match.
-		if old, ok := fw.seen[name]; ok && (!old.equal(st) || named != "" && (named == name || named == resolved)) {
+		if old, ok := fw.seen[name]; ok && (!sameStamp(old, st) || named != "" && (named == name || named == resolved)) {
 			fw.d.log.Debug("file changed", "file", name)
 			if source := "watch " + what; !slices.Contains(changed, source) {
 				changed = append(changed, source)
