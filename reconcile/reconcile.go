@@ -502,12 +502,18 @@ var errReacquiring = errors.New("reacquiring")
 // wanted, or the last acquire failed). The handle may be released by a
 // later reconciling call; fetch it for each use.
 func (r *Reconciler) Handle(sessionName, server string) *pool.Handle {
+	if b := r.bindingOf(sessionName, server); b != nil {
+		return b.handle
+	}
+	return nil
+}
+
+// bindingOf returns session's binding of server, or nil.
+func (r *Reconciler) bindingOf(sessionName, server string) *binding {
 	r.smu.RLock()
 	defer r.smu.RUnlock()
 	if s := r.sessions[sessionName]; s != nil {
-		if b := s.bindings[server]; b != nil {
-			return b.handle
-		}
+		return s.bindings[server]
 	}
 	return nil
 }
@@ -517,12 +523,7 @@ func (r *Reconciler) Handle(sessionName, server string) *pool.Handle {
 // the log and State have it): "" when the session has no binding of
 // server, or a healthy one.
 func (r *Reconciler) Down(sessionName, server string) string {
-	r.smu.RLock()
-	var b *binding
-	if s := r.sessions[sessionName]; s != nil {
-		b = s.bindings[server]
-	}
-	r.smu.RUnlock()
+	b := r.bindingOf(sessionName, server)
 	switch {
 	case b == nil:
 		return ""
