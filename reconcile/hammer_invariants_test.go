@@ -546,12 +546,19 @@ func inPlaceCfg(rng *rand.Rand) *cfg {
 		}
 		c.server(name, kv...)
 	}
+	return hammerOverrides(c, rng, true)
+}
+
+// hammerOverrides adds to c the hammer sessions, with fixed server lists
+// and random override settings for fs and git; with mayDisable, some of
+// those overrides disable their server.
+func hammerOverrides(c *cfg, rng *rand.Rand, mayDisable bool) *cfg {
 	lists := map[string][]string{"a": nil, "b": {"fs", "git"}, "c": {"fs", "demo", "git"}, "d": nil}
 	for _, s := range hammerSessions {
 		overrides := map[string]any{}
 		for _, srv := range []string{"fs", "git"} {
 			o := randomSettings(rng)
-			if rng.IntN(6) == 0 {
+			if mayDisable && rng.IntN(6) == 0 {
 				o["disabled"] = rng.IntN(2) == 0
 			}
 			overrides[srv] = o

@@ -209,19 +209,7 @@ func overridesOnlyCfg(rng *rand.Rand) *cfg {
 	for _, name := range hammerServers {
 		c.server(name, "args", []string{"--variant", "0"})
 	}
-	lists := map[string][]string{"a": nil, "b": {"fs", "git"}, "c": {"fs", "demo", "git"}, "d": nil}
-	for _, s := range hammerSessions {
-		overrides := map[string]any{}
-		for _, srv := range []string{"fs", "git"} {
-			overrides[srv] = randomSettings(rng)
-		}
-		kv := []any{"overrides", overrides}
-		if lists[s] != nil {
-			kv = append(kv, "servers", lists[s])
-		}
-		c.session(s, kv...)
-	}
-	return c
+	return hammerOverrides(c, rng, false)
 }
 
 // TestHammerTrustedReloadRaces: reloads moving override settings only

@@ -85,6 +85,10 @@ func TestSubscriptionsShareOneUpstream(t *testing.T) {
 				kept = 1
 			}
 			f.upstreamSubscribed(t, welcome, kept)
+			if kept == 1 { // kept, not merely not yet ended
+				require.Never(t, func() bool { return f.up.demo.Subscribed()[welcome] != 1 }, 200*time.Millisecond, 5*time.Millisecond,
+					"the listen request was ended: %v", f.up.demo.Subscribed())
+			}
 
 			// Nobody hears of welcome any more; both hear of weather, and
 			// notifications keep the upstream's order, so a welcome sent by

@@ -39,6 +39,13 @@ func TestHelperDemoServer(t *testing.T) {
 // write_note and add_tool).
 func demoConfig(t *testing.T) string {
 	t.Helper()
+	return demoConfigWith(t, nil)
+}
+
+// demoConfigWith is demoConfig with edit, when not nil, applied to the
+// config before it is written.
+func demoConfigWith(t *testing.T, edit func(cfg map[string]any)) string {
+	t.Helper()
 	cfg := map[string]any{
 		"admin": map[string]any{"token": "admin-token-0123456789abcdef"},
 		"mcpServers": map[string]any{
@@ -52,6 +59,9 @@ func demoConfig(t *testing.T) string {
 			"alice": map[string]any{"token": "alice-token-0123456789abcdef", "overrides": map[string]any{"demo": map[string]any{"includeTools": []string{"echo", "add", "pid"}}}},
 			"bob":   map[string]any{"tokenEnv": "WASMHOST_TEST_BOB_TOKEN", "overrides": map[string]any{"demo": map[string]any{"excludeTools": []string{"write_note", "add_tool"}}}},
 		},
+	}
+	if edit != nil {
+		edit(cfg)
 	}
 	t.Setenv("WASMHOST_TEST_BOB_TOKEN", "bob-token-0123456789abcdef")
 	b, err := json.Marshal(cfg)
@@ -161,18 +171,12 @@ func TestStdioAnnouncesTheVersionItPrints(t *testing.T) {
 // TestStdioWarnsAboutItsSessionOnly: stdio mode serves one session, so the
 // config's warnings about the other sessions are not its operator's concern.
 func TestStdioWarnsAboutItsSessionOnly(t *testing.T) {
-	path := demoConfig(t)
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var cfg map[string]any
-	require.NoError(t, json.Unmarshal(b, &cfg))
-	sessions := cfg["sessions"].(map[string]any)
-	sessions["alice"].(map[string]any)["colour"] = "red"
-	sessions["bob"].(map[string]any)["flavour"] = "mint"
-	cfg["extra"] = true
-	b, err = json.Marshal(cfg)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(path, b, 0o600))
+	path := demoConfigWith(t, func(cfg map[string]any) {
+		sessions := cfg["sessions"].(map[string]any)
+		sessions["alice"].(map[string]any)["colour"] = "red"
+		sessions["bob"].(map[string]any)["flavour"] = "mint"
+		cfg["extra"] = true
+	})
 
 	cs, finish := pipeClient(t, "stdio", "--config", path, "--session", "alice")
 	assert.NotEmpty(t, toolNames(t, cs))
@@ -188,14 +192,7 @@ func TestStdioWarnsAboutItsSessionOnly(t *testing.T) {
 // relative command was looked for in, as the daemon names it, and stdio
 // keeps serving the session.
 func TestStdioLocatesACommandThatCannotStart(t *testing.T) {
-	cfg := map[string]any{
-		"mcpServers": map[string]any{"broken": map[string]any{"command": "./bin/missing"}},
-		"sessions":   map[string]any{"alice": map[string]any{"token": "alice-token-0123456789abcdef"}},
-	}
-	b, err := json.Marshal(cfg)
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "wasmhost.json")
-	require.NoError(t, os.WriteFile(path, b, 0o600))
+	path := aliceConfig(t, "broken", map[string]any{"command": "./bin/missing"})
 	wd, err := os.Getwd()
 	require.NoError(t, err)
 
@@ -209,20 +206,27 @@ func TestStdioLocatesACommandThatCannotStart(t *testing.T) {
 // TestStdioSaysHowAServerExited: a server whose process exits during the
 // handshake is reported with its exit status, not only the go-sdk's EOF.
 func TestStdioSaysHowAServerExited(t *testing.T) {
-	cfg := map[string]any{
-		"mcpServers": map[string]any{"quitter": map[string]any{"command": "/bin/sh", "args": []string{"-c", "exit 3"}}},
-		"sessions":   map[string]any{"alice": map[string]any{"token": "alice-token-0123456789abcdef"}},
-	}
-	b, err := json.Marshal(cfg)
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "wasmhost.json")
-	require.NoError(t, os.WriteFile(path, b, 0o600))
+	path := aliceConfig(t, "quitter", map[string]any{"command": "/bin/sh", "args": []string{"-c", "exit 3"}})
 
 	cs, finish := pipeClient(t, "stdio", "--config", path, "--session", "alice")
 	assert.Empty(t, toolNames(t, cs))
 	code, stderr := finish()
 	assert.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stderr, "the server's process ended: exit status 3", stderr)
+}
+
+// aliceConfig writes a config whose one server, name, is entry and whose
+// one session is alice, with an inline token.
+func aliceConfig(t *testing.T, name string, entry map[string]any) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{
+		"mcpServers": map[string]any{name: entry},
+		"sessions":   map[string]any{"alice": map[string]any{"token": "alice-token-0123456789abcdef"}},
+	})
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "wasmhost.json")
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	return path
 }
 
 // slowStdio starts `wasmhost stdio` on a session of the slow upstream and
@@ -235,14 +239,7 @@ func slowStdio(t *testing.T) (*mcp.ClientSession, context.CancelFunc, func() (in
 // slowStdioWith is slowStdio with the given config entry for "slow".
 func slowStdioWith(t *testing.T, entry map[string]any) (*mcp.ClientSession, context.CancelFunc, func() (int, string)) {
 	t.Helper()
-	cfg := map[string]any{
-		"mcpServers": map[string]any{"slow": entry},
-		"sessions":   map[string]any{"alice": map[string]any{"token": "alice-token-0123456789abcdef"}},
-	}
-	b, err := json.Marshal(cfg)
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "wasmhost.json")
-	require.NoError(t, os.WriteFile(path, b, 0o600))
+	path := aliceConfig(t, "slow", entry)
 	runCtx, interrupt := context.WithCancel(t.Context())
 	t.Cleanup(interrupt)
 	cs, finish := pipeClientCtx(t, runCtx, "stdio", "--config", path, "--session", "alice", "--log-level", "info")
@@ -460,15 +457,7 @@ func TestRunAddressInUseSaysWhatToDo(t *testing.T) {
 // TestRunBannerWithoutAdmin: without an "admin" block the banner does not
 // point at admin endpoints that answer 404; it says the admin API is off.
 func TestRunBannerWithoutAdmin(t *testing.T) {
-	path := demoConfig(t)
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var cfg map[string]any
-	require.NoError(t, json.Unmarshal(b, &cfg))
-	delete(cfg, "admin")
-	b, err = json.Marshal(cfg)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(path, b, 0o600))
+	path := demoConfigWith(t, func(cfg map[string]any) { delete(cfg, "admin") })
 
 	got, _ := runUntil(t, "Ctrl-C stops", "run", "--config", path, "--listen", "127.0.0.1:0")
 	assert.NotContains(t, got, "/v1/state")

@@ -126,13 +126,7 @@ func readPID(t *testing.T, file string) int {
 // once the slow tool is listed.
 func startStdioProcess(t *testing.T, entry map[string]any, grace time.Duration, extra ...string) *stdioProcess {
 	t.Helper()
-	b, err := json.Marshal(map[string]any{
-		"mcpServers": map[string]any{"slow": entry},
-		"sessions":   map[string]any{"alice": map[string]any{"token": "alice-token-0123456789abcdef"}},
-	})
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "wasmhost.json")
-	require.NoError(t, os.WriteFile(path, b, 0o600))
+	path := aliceConfig(t, "slow", entry)
 	args, err := json.Marshal(append([]string{"stdio", "--config", path, "--session", "alice"}, extra...))
 	require.NoError(t, err)
 

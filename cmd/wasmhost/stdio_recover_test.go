@@ -4,10 +4,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strconv"
 	"syscall"
@@ -29,15 +27,9 @@ import (
 // note written there is announced to the client.
 func TestStdioRecoversCrashedUpstream(t *testing.T) {
 	// carol sees every demo tool, write_note included.
-	path := demoConfig(t)
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var cfg map[string]any
-	require.NoError(t, json.Unmarshal(b, &cfg))
-	cfg["sessions"].(map[string]any)["carol"] = map[string]any{"token": "carol-token-0123456789abcdef"}
-	b, err = json.Marshal(cfg)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(path, b, 0o600))
+	path := demoConfigWith(t, func(cfg map[string]any) {
+		cfg["sessions"].(map[string]any)["carol"] = map[string]any{"token": "carol-token-0123456789abcdef"}
+	})
 
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
