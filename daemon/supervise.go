@@ -30,10 +30,11 @@ func unhealthy(b reconcile.BindingState) bool {
 // ends. A retry releases the binding and acquires it afresh
 // (reconcile.Repair, which leaves alone a binding a reload has repaired
 // meanwhile); a pooled connection other sessions share is joined,
-// not duplicated. While nothing is being retried and the reconciler's
-// health epoch has not moved since the last look, no binding can have
-// turned unhealthy, and a tick costs nothing (the state of every binding is
-// only built when it may have changed).
+// not duplicated. While the reconciler's health epoch has not moved since
+// the last look, no binding can have turned unhealthy, so a tick at which
+// no retry is due (and no recovery's memory runs out) costs nothing: the
+// state of every binding is only built when it may have changed or a retry
+// is due, not at every tick while a server stays down.
 func (d *Daemon) supervise(ctx context.Context) {
 	tick := max(d.opts.RetryMin/2, 50*time.Millisecond)
 	t := time.NewTicker(tick)
@@ -48,11 +49,11 @@ func (d *Daemon) supervise(ctx context.Context) {
 		case <-t.C:
 		}
 		e := d.rec.HealthEpoch()
-		if e == epoch && retries.Len() == 0 {
+		now := time.Now()
+		if e == epoch && retries.Quiet(now) {
 			continue
 		}
 		epoch = e
-		now := time.Now()
 		seen := make(map[key]bool)
 		// The transports whose repair failed this round: the other sessions
 		// bound to the same one wait for the next round instead of trying

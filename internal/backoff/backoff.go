@@ -34,7 +34,8 @@ func (s *Schedule[K]) Down(k K, now time.Time) (scheduled bool, delay time.Durat
 	}
 	st := s.m[k]
 	switch {
-	case st == nil:
+	case st == nil || !st.recovered.IsZero() && now.Sub(st.recovered) > s.Memory:
+		// New, or back for longer than Memory (not swept yet): from Min.
 		st = &state{next: now.Add(s.Min), delay: s.Min}
 		s.m[k] = st
 	case !st.recovered.IsZero():
@@ -74,6 +75,23 @@ func (s *Schedule[K]) Recovered(k K) {
 
 // Forget drops k's state.
 func (s *Schedule[K]) Forget(k K) { delete(s.m, k) }
+
+// Quiet reports whether a look at the schedule at now can change nothing:
+// no down key's retry is due and no recovered key's Memory has run out
+// (so Sweep would drop nothing that is not down). A supervisor that knows
+// no new key went down since its last look may then skip the look.
+func (s *Schedule[K]) Quiet(now time.Time) bool {
+	for _, st := range s.m {
+		wake := st.next
+		if !st.recovered.IsZero() {
+			wake = st.recovered.Add(s.Memory)
+		}
+		if !now.Before(wake) {
+			return false
+		}
+	}
+	return true
+}
 
 // Len is the number of keys the schedule holds.
 func (s *Schedule[K]) Len() int { return len(s.m) }

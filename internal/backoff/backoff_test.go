@@ -43,3 +43,39 @@ func TestSchedule(t *testing.T) {
 	assert.Zero(t, s.Len())
 	assert.False(t, s.Due("b", time.Now()), "an unknown key is never due")
 }
+
+// TestQuiet: a schedule is quiet until a down key's retry is due or a
+// recovered key's Memory runs out, and never once either has come, so a
+// supervisor that skips its look while quiet neither misses a retry nor
+// keeps a recovery past Memory.
+func TestQuiet(t *testing.T) {
+	s := backoff.Schedule[string]{Min: time.Second, Max: 4 * time.Second, Memory: time.Minute}
+	now := time.Now()
+	assert.True(t, s.Quiet(now), "empty")
+	s.Down("a", now)
+	assert.True(t, s.Quiet(now.Add(999*time.Millisecond)), "a's retry not due yet")
+	assert.False(t, s.Quiet(now.Add(time.Second)), "a's retry due")
+	assert.False(t, s.Quiet(now.Add(time.Hour)), "still due until retried")
+
+	s.Recovered("a") // a retry brought it back: only its memory is left
+	back := time.Now()
+	assert.True(t, s.Quiet(back.Add(59*time.Second)), "remembered, nothing due")
+	assert.False(t, s.Quiet(back.Add(61*time.Second)), "memory ran out: a sweep would drop it")
+
+	s.Down("b", now)
+	s.Failed("b") // next retry in 2s from the call
+	assert.True(t, s.Quiet(now.Add(1500*time.Millisecond)), "b's retry put off")
+}
+
+// TestDownAfterMemory: a key that comes back and goes down again after
+// Memory starts from Min even if no Sweep dropped it in between (a
+// supervisor that skipped its looks while quiet).
+func TestDownAfterMemory(t *testing.T) {
+	s := backoff.Schedule[string]{Min: time.Second, Max: 8 * time.Second, Memory: time.Minute}
+	s.Down("a", time.Now())
+	s.Failed("a")
+	s.Recovered("a")
+	scheduled, d := s.Down("a", time.Now().Add(2*time.Minute))
+	assert.True(t, scheduled)
+	assert.Equal(t, time.Second, d, "from Min again")
+}
