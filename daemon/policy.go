@@ -4,13 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
@@ -103,7 +100,7 @@ func PolicyField(p config.Policy, err error) string {
 
 // loadPolicy loads and checks the plugin cfg names: the host checks the
 // pin, the imports and exports and the handshake; then a smoke run
-// canonicalizes {} and projects a tiny snapshot.
+// (view.Smoke) canonicalizes {} and projects a tiny snapshot.
 func (d *Daemon) loadPolicy(ctx context.Context, cfg *config.Config) (*loadedPolicy, error) {
 	name, wasm, src, err := readPolicy(cfg)
 	if err != nil {
@@ -125,28 +122,12 @@ func (d *Daemon) loadPolicyBytes(ctx context.Context, name string, wasm []byte, 
 		return nil, err
 	}
 	timed := &timedPolicy{Plugin: p, m: d.metrics}
-	if err := smoke(ctx, timed); err != nil {
+	if err := view.Smoke(ctx, timed); err != nil {
 		_ = p.Close(context.Background())
-		return nil, fmt.Errorf("plugin %q: smoke run: %w", name, err)
+		return nil, fmt.Errorf("plugin %q: smoke run (settings {}): %w", name, err)
 	}
 	d.log.Debug("policy plugin loaded", "plugin", name, "took", time.Since(start))
 	return &loadedPolicy{src: src, policy: timed}, nil
-}
-
-// smoke checks that p answers the two calls every view makes.
-func smoke(ctx context.Context, p abi.Policy) error {
-	if _, err := view.CanonicalKey(ctx, p, json.RawMessage(`{}`)); err != nil {
-		return err
-	}
-	snap := &view.Snapshot{
-		Tools:     []*mcp.Tool{{Name: "smoke_tool", InputSchema: map[string]any{"type": "object"}}},
-		Prompts:   []*mcp.Prompt{{Name: "smoke_prompt"}},
-		Resources: []*mcp.Resource{{URI: "smoke://resource", Name: "smoke"}},
-	}
-	if _, err := view.Project(ctx, p, json.RawMessage(`{}`), snap); err != nil {
-		return fmt.Errorf("project: %w", err)
-	}
-	return nil
 }
 
 // A timedPolicy records each call's duration in the metrics. It forwards

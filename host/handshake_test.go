@@ -68,7 +68,7 @@ func TestDecodeHandshakeMalformed(t *testing.T) {
 	for _, tc := range []struct{ name, out, msg string }{
 		{"no abi", `{"name":"x","version":"1"}`, `no "abi" field`},
 		{"not an object", `[{"abi":2}]`, "not a JSON object"},
-		{"not JSON", `{"abi":2,`, "decoding output"},
+		{"not JSON", `{"abi":2,`, `decoding output: unexpected EOF (the output: "{\"abi\":2,")`},
 		{"unknown field", `{"abi":1,"name":"x","version":"1","color":"red"}`, `unknown field "color"`},
 		{"empty name", `{"abi":1,"name":"","version":"1"}`, "name is empty"},
 		{"data after the object", `{"abi":1,"name":"x","version":"1"} {}`, "data after the JSON object"},

@@ -348,7 +348,7 @@ func decodeStrict(out []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(out))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("decoding output: %w", err)
+		return fmt.Errorf("decoding output: %w (the output: %s)", err, quoteOutput(out))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("decoding output: data after the JSON object")

@@ -22,6 +22,7 @@ type pluginFlags struct {
 	memoryMiB uint64
 	timeout   time.Duration
 	cacheDir  string
+	logLevel  slog.Level
 }
 
 func (pf *pluginFlags) register(fs *flag.FlagSet) {
@@ -30,6 +31,7 @@ func (pf *pluginFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&pf.timeout, "timeout", 0, "time limit per plugin call, e.g. 500ms (0: the host default)")
 	fs.StringVar(&pf.pin, "pin", "", "refuse the plugin unless its SHA-256 is this hex `DIGEST`")
 	fs.StringVar(&pf.cacheDir, "cache-dir", host.DefaultCacheDir(), "compilation cache `DIR`, so a later run does not recompile the plugin (empty: none)")
+	fs.TextVar(&pf.logLevel, "log-level", slog.LevelWarn, "log `LEVEL` (to standard error): debug, info, warn or error; debug shows what the plugin writes to standard output and error")
 }
 
 func (pf *pluginFlags) options(stderr io.Writer) host.Options {
@@ -38,7 +40,7 @@ func (pf *pluginFlags) options(stderr io.Writer) host.Options {
 		CallTimeout:      pf.timeout,
 		PinSHA256:        pf.pin,
 		CacheDir:         pf.cacheDir,
-		Logger:           slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:           slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: pf.logLevel})),
 	}
 }
 

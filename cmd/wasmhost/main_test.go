@@ -210,6 +210,24 @@ func TestKeyWithPluginFlags(t *testing.T) {
 	}
 }
 
+// What a plugin writes to standard output or error reaches the terminal
+// with --log-level debug, so an author can debug with prints.
+func TestKeyLogLevelDebugShowsPluginOutput(t *testing.T) {
+	script, err := filepath.Abs("../../testplugins/wat/script.wasm")
+	require.NoError(t, err)
+	r := runCLI(t, "", "key", "--plugin", script, `"G"`)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	assert.NotContains(t, r.errOut, "written to stderr", "quiet by default")
+
+	r = runCLI(t, "", "key", "--plugin", script, "--log-level", "debug", `"G"`)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	assert.Contains(t, r.errOut, `line="written to stderr"`)
+
+	r = runCLI(t, "", "key", "--log-level", "loud", "{}")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, "-log-level")
+}
+
 func TestProject(t *testing.T) {
 	r := runCLI(t, "", "project", "--settings", `{"excludeTools": ["write_file"], "trust": true}`,
 		"--snapshot", "@testdata/snapshot.json")
@@ -442,6 +460,16 @@ func TestInspect(t *testing.T) {
 
 	r = runCLI(t, "", "inspect", filepath.Join(t.TempDir(), "missing.wasm"))
 	assert.Equal(t, exitUsage, r.code)
+
+	// A plugin that loads but fails the daemon's trial calls is not
+	// accepted: wasmhost run would refuse it. (script.wasm answers
+	// canonicalize with each settings object: {} is neither key nor error.)
+	script, err := filepath.Abs("../../testplugins/wat/script.wasm")
+	require.NoError(t, err)
+	r = runCLI(t, "", "inspect", script)
+	assert.Equal(t, exitFail, r.code, r.out+r.errOut)
+	assert.Contains(t, r.out, fmt.Sprintf("accepted: no: plugin %q: smoke run (settings {}): canonicalize settings: ", script))
+	assert.Contains(t, r.out, host.ErrBadOutput.Error())
 }
 
 // twoSegments is a module with one memory page and two data segments two
