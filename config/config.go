@@ -81,6 +81,26 @@ func (c *Config) TokenFiles() []string {
 	return slices.Compact(files)
 }
 
+// TokenEnvs returns the environment variables the admin block and the
+// sessions read their tokens from ("tokenEnv"), sorted and without
+// duplicates. A daemon keeps them from the processes it starts.
+func (c *Config) TokenEnvs() []string {
+	var names []string
+	add := func(source string) {
+		if n, ok := strings.CutPrefix(source, "tokenEnv "); ok {
+			names = append(names, n)
+		}
+	}
+	if c.Admin != nil {
+		add(c.Admin.TokenSource)
+	}
+	for _, s := range c.Sessions {
+		add(s.TokenSource)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
 // A Settings holds the four session metadata settings of a server entry or
 // of a session override, as raw JSON values exactly as written in the file
 // (whitespace removed). A nil field means the key is absent; a key written

@@ -69,6 +69,9 @@
 // a name without a slash is looked up in the daemon's PATH, and a relative
 // path ("./bin/server") is taken from "cwd" when it is set and from the
 // daemon's working directory otherwise, not from the config's directory.
+// Its environment is the daemon's, without the variables any "tokenEnv"
+// names (an upstream is not handed the admin token or a session's), plus
+// its "env".
 //
 // # Overrides
 //

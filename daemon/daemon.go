@@ -85,7 +85,8 @@ type Options struct {
 	// RetryMin and RetryMax bound the backoff between retries of a binding
 	// whose upstream could not be started; 0 means the defaults.
 	RetryMin, RetryMax time.Duration
-	// Dialer makes upstream transports; nil means pool.DefaultDialer.
+	// Dialer makes upstream transports; nil means pool.HidingDialer,
+	// keeping the variables of every "tokenEnv" from stdio upstreams.
 	Dialer pool.Dialer
 	// ClientIdleTimeout closes an MCP client session that has sent no
 	// request for this long (an open event stream does not count); 0 means
@@ -122,6 +123,11 @@ type Daemon struct {
 	// so that a shutdown waits until their answers are written; it is
 	// safe for concurrent use.
 	requests inflight.Gate
+
+	// hideMu guards hideEnv: the environment variables any config loaded
+	// so far read a token from ("tokenEnv"), kept from stdio upstreams.
+	hideMu  sync.Mutex
+	hideEnv []string
 
 	// reloadMu serialises reloads, policy swaps and admin mutations.
 	reloadMu sync.Mutex
@@ -317,6 +323,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("daemon: %w: %w", ErrConfigInvalid, err)
 	}
 	d.secrets.AddConfig(cfg)
+	d.hideTokenEnvs(cfg)
 	cmdWarnings, _ := d.checkCommands(cfg) // nothing runs yet: warnings only
 	for _, w := range cmdWarnings {
 		d.log.Warn("config: " + w)
@@ -354,7 +361,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	dialer := d.opts.Dialer
 	if dialer == nil {
-		dialer = pool.DefaultDialer
+		dialer = pool.HidingDialer(d.hiddenEnv)
 	}
 	crashes := d.opts.CrashRestarts
 	if crashes < 0 {
@@ -390,11 +397,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.log.Warn("config file watching disabled", "err", err)
 	}
 
-	srv := &http.Server{
-		Handler:           d.routes(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
-	}
+	srv := d.httpServer()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
@@ -635,4 +638,42 @@ func (d *Daemon) logWarnings(ws []config.Warning) {
 		}
 	}
 	d.warned = seen
+}
+
+// hideTokenEnvs adds the environment variables cfg reads tokens from to
+// those stdio upstreams do not inherit: an upstream (often a third-party
+// package) must not be handed the admin token or another session's.
+func (d *Daemon) hideTokenEnvs(cfg *config.Config) {
+	d.hideMu.Lock()
+	defer d.hideMu.Unlock()
+	for _, n := range cfg.TokenEnvs() {
+		if !slices.Contains(d.hideEnv, n) {
+			d.hideEnv = append(d.hideEnv, n)
+		}
+	}
+}
+
+// hiddenEnv returns the variables hideTokenEnvs collected.
+func (d *Daemon) hiddenEnv() []string {
+	d.hideMu.Lock()
+	defer d.hideMu.Unlock()
+	return slices.Clone(d.hideEnv)
+}
+
+// idleTimeout closes a kept-alive connection that sends no new request for
+// this long. Without it net/http waits for the next request for ever (it
+// falls back on ReadTimeout, which the daemon cannot set: event streams
+// and long calls read nothing for long), so a client of /healthz alone
+// could hold any number of connections, and their goroutines, without a
+// token. An event stream is a request under way, not an idle connection.
+const idleTimeout = 2 * time.Minute
+
+// httpServer returns the daemon's HTTP server.
+func (d *Daemon) httpServer() *http.Server {
+	return &http.Server{
+		Handler:           d.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
+	}
 }

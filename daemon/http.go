@@ -36,7 +36,27 @@ func (d *Daemon) routes() http.Handler {
 	mux.Handle("PUT /v1/sessions/{session}/servers/{server}", d.adminOnly(http.HandlerFunc(d.servePutOverlay)))
 	mux.Handle("DELETE /v1/sessions/{session}/servers/{server}", d.adminOnly(http.HandlerFunc(d.serveDeleteOverlay)))
 	mux.Handle("POST /v1/servers/{server}/restart", d.adminOnly(http.HandlerFunc(d.serveRestart)))
-	return d.checkHostOrigin(mux)
+	return d.checkHostOrigin(closeUnrouted(mux))
+}
+
+// refuseBody marks an answer that refuses its request without reading the
+// body as the connection's last: net/http would otherwise read what is
+// left of the body (up to 256 KiB) before answering, and the daemon has no
+// read timeout past the headers (event streams and long calls must not
+// get one), so a client that announces a body and sends none, or sends it
+// a byte at a time, would hold the connection and its goroutine for as
+// long as it liked without any token.
+func refuseBody(w http.ResponseWriter) { w.Header().Set("Connection", "close") }
+
+// closeUnrouted applies refuseBody to the requests mux answers itself
+// (404, 405).
+func closeUnrouted(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern == "" {
+			refuseBody(w)
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // allowedHosts is the set of host names a Host or Origin header may name:
@@ -82,6 +102,7 @@ func (d *Daemon) checkHostOrigin(next http.Handler) http.Handler {
 			host = h
 		}
 		if !d.hostAllowed(host, local) {
+			refuseBody(w)
 			d.log.Warn("refused request: Host not allowed", "host", r.Host, "path", r.URL.Path, "remote", r.RemoteAddr)
 			http.Error(w, fmt.Sprintf("Forbidden: Host %q is not allowed", r.Host), http.StatusForbidden)
 			return
@@ -89,6 +110,7 @@ func (d *Daemon) checkHostOrigin(next http.Handler) http.Handler {
 		if origin := r.Header.Get("Origin"); origin != "" {
 			u, err := url.Parse(origin)
 			if err != nil || u.Host == "" || !d.hostAllowed(u.Hostname(), local) {
+				refuseBody(w)
 				d.log.Warn("refused request: Origin not allowed", "origin", origin, "path", r.URL.Path, "remote", r.RemoteAddr)
 				http.Error(w, fmt.Sprintf("Forbidden: Origin %q is not allowed", origin), http.StatusForbidden)
 				return
@@ -109,6 +131,7 @@ func bearer(r *http.Request) string {
 }
 
 func unauthorized(w http.ResponseWriter, realm string) {
+	refuseBody(w)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
 	http.Error(w, "Unauthorized", http.StatusUnauthorized)
 }
@@ -147,6 +170,7 @@ func (d *Daemon) adminOnly(next http.Handler) http.Handler {
 		admin := d.admin
 		d.mu.Unlock()
 		if admin == nil {
+			refuseBody(w)
 			http.Error(w, "admin API disabled: the config has no admin block", http.StatusNotFound)
 			return
 		}

@@ -96,6 +96,7 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 		return refuse(ErrConfigInvalid, err)
 	}
 	d.secrets.AddConfig(cfg)
+	d.hideTokenEnvs(cfg)
 
 	// A command that cannot start is refused before a changed policy is
 	// loaded for nothing.

@@ -13,6 +13,29 @@ import (
 	"github.com/tetratelabs/wazero"
 )
 
+// checkCacheDir makes dir (mode 0700) when it is missing, and refuses it
+// unless it is a directory of this process's user that no other user may
+// write (cacheDirTrusted): whoever can write it chooses the code the host runs, whatever the
+// plugin's pin (wazero's entries are machine code, and the metered modules
+// are run as they are found), so a directory such as /tmp/wasmhost-cache
+// that another local user made first must not be used.
+func checkCacheDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("%w %q: %w", ErrCacheDir, dir, err)
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w %q: %w", ErrCacheDir, dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%w %q: not a directory", ErrCacheDir, dir)
+	}
+	if err := cacheDirTrusted(fi); err != nil {
+		return fmt.Errorf("%w %q: %w, and whoever writes it chooses the code the host runs: choose another directory, or make it this user's alone", ErrCacheDir, dir, err)
+	}
+	return nil
+}
+
 // cacheErrorPrefix starts every error wazero returns for a compilation cache
 // entry it cannot read back (bad header, short file, checksum mismatch).
 // wazero writes entries atomically, so such an entry was damaged on disk.

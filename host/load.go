@@ -103,6 +103,11 @@ func load(ctx context.Context, name string, wasm []byte, digest string, opts Opt
 		return nil, fail("%w", err)
 	}
 
+	if cfg.cacheDir != "" {
+		if err := checkCacheDir(cfg.cacheDir); err != nil {
+			return nil, fail("%w", err)
+		}
+	}
 	code, metered, err := meterModule(ctx, name, wasm, digest, cfg)
 	if err != nil {
 		return nil, fail("compile: %w", err)

@@ -33,7 +33,10 @@ type Options struct {
 	// again (in this process or a later one) skips compiling and metering
 	// it. "" keeps compiled code in memory only. The cache holds native code
 	// and modules the host runs as it finds them: the directory must be
-	// writable only by those trusted to run code as the host. An entry
+	// writable only by those trusted to run code as the host, and a load
+	// refuses (ErrCacheDir) one that another user owns, that every user may
+	// write, or whose group may write when it is not the process's; a
+	// missing one is made with mode 0700. An entry
 	// found damaged (cut short, or failing its checksum) does not fail the
 	// load: the module is compiled (or metered) again and the entry
 	// replaced, with a warning for wazero's entries.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,12 +66,30 @@ func ConnectFailure(ctx context.Context, t mcp.Transport, timeout time.Duration,
 // DefaultDialer reaches stdio servers through mcp.CommandTransport (the
 // process inherits the daemon's environment plus spec.Env, runs in
 // spec.Cwd, and is not tied to ctx: it lives until the pool closes the
-// connection), httpUrl servers through mcp.StreamableClientTransport and
+// connection; see HidingDialer for one that keeps variables back),
+// httpUrl servers through mcp.StreamableClientTransport and
 // url servers through streamable HTTP or, for servers that refuse it,
 // HTTP+SSE, as a probe on connecting finds (fallbackTransport), with
 // spec.Headers added to every request to the server's own host (not to a
 // host a redirect or an SSE endpoint event points to).
-func DefaultDialer(_ context.Context, spec Spec) (mcp.Transport, error) {
+func DefaultDialer(ctx context.Context, spec Spec) (mcp.Transport, error) {
+	return dial(ctx, spec, nil)
+}
+
+// HidingDialer is DefaultDialer, except that a stdio server's process does
+// not inherit the daemon's environment variables that hidden names (those
+// holding wasmhost's own tokens, "tokenEnv"); it still gets spec.Env as
+// written, even a variable of the same name. hidden is called at every
+// dial, so that it may follow reloads.
+func HidingDialer(hidden func() []string) Dialer {
+	return func(ctx context.Context, spec Spec) (mcp.Transport, error) {
+		return dial(ctx, spec, hidden())
+	}
+}
+
+// dial is DefaultDialer leaving the variables named in hide out of a stdio
+// server's inherited environment.
+func dial(_ context.Context, spec Spec, hide []string) (mcp.Transport, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
@@ -83,7 +102,7 @@ func DefaultDialer(_ context.Context, spec Spec) (mcp.Transport, error) {
 		}
 		cmd := exec.Command(spec.Command, spec.Args...)
 		cmd.Dir = spec.Cwd
-		cmd.Env = os.Environ()
+		cmd.Env = inheritedEnv(hide)
 		for _, kv := range sortedPairs(spec.Env) {
 			cmd.Env = append(cmd.Env, kv[0]+"="+kv[1])
 		}
@@ -102,6 +121,19 @@ func DefaultDialer(_ context.Context, spec Spec) (mcp.Transport, error) {
 		return &mcp.StreamableClientTransport{Endpoint: spec.HTTPURL, HTTPClient: client, MaxRetries: streamRetries}, nil
 	}
 	return &fallbackTransport{endpoint: spec.URL, client: client, version: spec.ProtocolVersion}, nil
+}
+
+// inheritedEnv returns the daemon's environment without the variables
+// named in hide.
+func inheritedEnv(hide []string) []string {
+	env := os.Environ()
+	if len(hide) == 0 {
+		return env
+	}
+	return slices.DeleteFunc(env, func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(hide, name)
+	})
 }
 
 // ErrBadCwd is wrapped by the error of CheckCommand, and of DefaultDialer,

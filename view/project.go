@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
+
 	"github.com/wasmhost/wasmhost/abi"
 )
 
@@ -32,7 +34,9 @@ type Snapshot struct {
 	// ResourceTemplates are the server's resource templates. ABI v1 gives
 	// the policy no say over them (it sees resources by URI, and a
 	// template is no URI): every projection shares them, as the default
-	// policy shares every resource.
+	// policy shares every resource, except those that match the URI of a
+	// resource the projection hides (a read of that URI would go through
+	// the template).
 	ResourceTemplates []*mcp.ResourceTemplate
 }
 
@@ -125,13 +129,14 @@ func SnapshotNames(snap *Snapshot, annotations bool) (abi.BatchSnapshot, error) 
 
 // projection applies a validated response to snap: the visible tools are
 // cloned with their session flags, prompts, resources and resource
-// templates are shared.
+// templates are shared, except the templates that match the URI of a
+// resource the policy hides (see visibleTemplates).
 func projection(snap *Snapshot, resp *abi.ProjectResponse) *Projection {
 	out := &Projection{
 		Tools:             make([]*mcp.Tool, len(resp.Tools)),
 		Prompts:           make([]*mcp.Prompt, len(resp.Prompts)),
 		Resources:         make([]*mcp.Resource, len(resp.Resources)),
-		ResourceTemplates: snap.ResourceTemplates,
+		ResourceTemplates: visibleTemplates(snap, resp.Resources),
 	}
 	for j, d := range resp.Tools {
 		out.Tools[j] = cloneTool(snap.Tools[d.Index], d.Trust, d.AlwaysLoad)
@@ -141,6 +146,41 @@ func projection(snap *Snapshot, resp *abi.ProjectResponse) *Projection {
 	}
 	for j, i := range resp.Resources {
 		out.Resources[j] = snap.Resources[i]
+	}
+	return out
+}
+
+// visibleTemplates returns snap's resource templates without those that
+// match the URI of one of its resources the projection leaves out (shown
+// holds the indexes of those it keeps, strictly increasing): a session
+// reads (and subscribes to, and completes) a URI no resource of it has
+// through a template that matches it, so such a template would serve a
+// resource the policy hid. The policy has no say over templates
+// otherwise (ABI v1 shows it none), so with every resource shown, as the
+// default policy shows them, every template is.
+func visibleTemplates(snap *Snapshot, shown []int) []*mcp.ResourceTemplate {
+	if len(shown) == len(snap.Resources) || len(snap.ResourceTemplates) == 0 {
+		return snap.ResourceTemplates
+	}
+	var hidden []string
+	for i, r := range snap.Resources {
+		if len(shown) > 0 && shown[0] == i {
+			shown = shown[1:]
+			continue
+		}
+		hidden = append(hidden, r.URI)
+	}
+	out := make([]*mcp.ResourceTemplate, 0, len(snap.ResourceTemplates))
+	for _, t := range snap.ResourceTemplates {
+		tmpl, err := uritemplate.New(t.URITemplate)
+		if err != nil {
+			out = append(out, t) // the session's server refuses it anyway
+			continue
+		}
+		re := tmpl.Regexp()
+		if !slices.ContainsFunc(hidden, re.MatchString) {
+			out = append(out, t)
+		}
 	}
 	return out
 }

@@ -139,7 +139,7 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 	})
 	leg = reconcile.NewLegacy(reconcile.LegacyOptions{
 		Client:     &mcp.Implementation{Name: "wasmhost", Version: daemon.Version},
-		Dialer:     stdioDialer(relay, s.err),
+		Dialer:     stdioDialer(relay, s.err, cfg.TokenEnvs()),
 		OnProgress: relay.Handle,
 		Policy:     plugin,
 		Registry:   ep,
@@ -230,13 +230,14 @@ func servedToEnd(err error) bool {
 		errors.Is(err, io.ErrClosedPipe) // the client stopped reading: gone too
 }
 
-// stdioDialer is pool.DefaultDialer for stdio mode: each stdio upstream's
+// stdioDialer is pool.HidingDialer(hide) for stdio mode: each stdio upstream's
 // standard error goes to w (never to standard output, which is the MCP
 // stream), it runs in a process group of its own that its close ends
 // (procgroup), and relay sees its progress notifications.
-func stdioDialer(relay *session.ProgressRelay, w io.Writer) pool.Dialer {
+func stdioDialer(relay *session.ProgressRelay, w io.Writer, hide []string) pool.Dialer {
+	base := pool.HidingDialer(func() []string { return hide })
 	return func(ctx context.Context, spec pool.Spec) (mcp.Transport, error) {
-		t, err := pool.DefaultDialer(ctx, spec)
+		t, err := base(ctx, spec)
 		if err != nil {
 			return nil, err
 		}

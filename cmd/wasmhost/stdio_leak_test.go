@@ -110,7 +110,7 @@ func TestStdioLegacyLeakSoak(t *testing.T) {
 	relay := session.NewProgressRelay()
 	reg := viewtest.NewRegistry()
 	leg := reconcile.NewLegacy(reconcile.LegacyOptions{
-		Dialer: stdioDialer(relay, io.Discard), OnProgress: relay.Handle, Policy: policy, Registry: reg, Logger: quiet,
+		Dialer: stdioDialer(relay, io.Discard, nil), OnProgress: relay.Handle, Policy: policy, Registry: reg, Logger: quiet,
 	})
 	ctx := t.Context()
 	// bounded runs one of the reconciler's calls, which must return in
