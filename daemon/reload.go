@@ -133,9 +133,9 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 		if err := d.rec.Check(ctx, cfg, next.policy); err != nil {
 			_ = next.close(context.Background())
 			d.metrics.swaps.WithLabelValues("refused").Inc()
-			what := "the new plugin failed to check the settings in use"
+			what := "the new plugin failed on the settings or snapshots in use"
 			if errors.Is(err, reconcile.ErrSettingsRefused) {
-				what = "the new plugin refuses settings in use"
+				what = "the new plugin refuses settings or projections in use"
 			}
 			return refuse(ErrPolicyRefused, d.policyError(cfg.Policy, fmt.Errorf("%s:\n%w", what, err)))
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/view"
 )
 
 // ErrSettingsRefused is wrapped by the error of Check and CheckOverlay for
@@ -38,6 +39,13 @@ type checked struct {
 // now (failed closed, or holding no connection), since the swap cannot
 // take anything away from it. A policy call that fails as a whole is
 // returned as it is.
+//
+// For another policy (a swap), Check also projects with p, under the new
+// settings, the snapshot each of those bindings that shows something now
+// sees (view.TryProject): a projection p refuses is an error wrapping
+// ErrSettingsRefused, and one whose call fails (a trap, a timeout, bad
+// output) an error naming the session and server, since either would take
+// from the session what it sees.
 func (r *Reconciler) Check(ctx context.Context, cfg *config.Config, p abi.Policy) error {
 	r.mu.Lock()
 	var items []checked
@@ -133,6 +141,13 @@ func (r *Reconciler) check(ctx context.Context, p abi.Policy, items []checked) e
 		// take away.
 		return running || b.handle == nil || b.handle.View().Err() != nil
 	})
+	// A swap also tries the new policy on what each binding that shows
+	// something sees now (see trials).
+	var trials []view.Trial
+	var tried []checked
+	if !running {
+		trials, tried = r.trials(items)
+	}
 	r.smu.RUnlock()
 	if running {
 		p = r.viewPolicy()
@@ -158,7 +173,50 @@ func (r *Reconciler) check(ctx context.Context, p abi.Policy, items []checked) e
 			errs = append(errs, fmt.Errorf("%s: session %q, server %q: %w: %s", c.path, c.session, c.server, ErrSettingsRefused, msg))
 		}
 	}
+	if len(errs) > 0 || len(trials) == 0 {
+		return errors.Join(errs...)
+	}
+	projErrs, err := view.TryProject(ctx, p, trials)
+	if err != nil {
+		return fmt.Errorf("projecting what %s see now: %w", located(tried), err)
+	}
+	for i, err := range projErrs {
+		c := tried[i]
+		switch {
+		case err == nil:
+		case errors.Is(err, abi.ErrRefused):
+			errs = append(errs, fmt.Errorf("%s: session %q, server %q: %w: projecting what it sees now: %w", c.path, c.session, c.server, ErrSettingsRefused, err))
+		default:
+			errs = append(errs, fmt.Errorf("session %q, server %q: projecting what it sees now: %w", c.session, c.server, err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// trials returns, for a policy swap, the projections the new policy must
+// be able to make: for each item whose binding shows something now (a
+// healthy view on a live connection with a snapshot), that snapshot under
+// the item's settings, and the items they are for. A swap whose policy
+// traps, times out or refuses on one of them would take from a session
+// what it sees, as a refusal of its settings would. r.smu is held.
+func (r *Reconciler) trials(items []checked) ([]view.Trial, []checked) {
+	var trials []view.Trial
+	var tried []checked
+	for _, c := range items {
+		s := r.sessions[c.session]
+		if s == nil {
+			continue
+		}
+		b := s.bindings[c.server]
+		if b == nil || b.handle == nil || b.handle.Released() || b.handle.View().Err() != nil {
+			continue
+		}
+		if snap := b.handle.Entry().Snapshot(); snap != nil {
+			trials = append(trials, view.Trial{Settings: c.settings, Snap: snap})
+			tried = append(tried, c)
+		}
+	}
+	return trials, tried
 }
 
 // located names the bindings of items, with the JSON paths of their

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -243,4 +245,88 @@ func TestDownSaysWhyForTheSessionsOwnServers(t *testing.T) {
 	fs.kill()
 	require.Eventually(t, func() bool { return e.rec.Down("bob", "fs") != "" }, 5*time.Second, 10*time.Millisecond)
 	assert.Contains(t, []string{"unavailable: its connection failed", "reconnecting; try again"}, e.rec.Down("bob", "fs"))
+}
+
+// toolShy is the default policy, except that projecting a snapshot with the
+// tool named tool fails: with a plain error (a trap, say) or, with refuse,
+// a refusal. It projects one item per call (batchShy batches).
+type toolShy struct {
+	tool     string
+	refuse   bool
+	projects atomic.Int64
+}
+
+func (p *toolShy) Handshake() abi.Handshake { return ref.Handshake() }
+
+func (p *toolShy) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	return ref.Canonicalize(ctx, req)
+}
+
+func (p *toolShy) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.ProjectResponse, error) {
+	p.projects.Add(1)
+	if slices.Contains(req.Tools, p.tool) {
+		if p.refuse {
+			return nil, fmt.Errorf("%w: not %s (test)", abi.ErrRefused, p.tool)
+		}
+		return nil, fmt.Errorf("plugin trapped on %s (test)", p.tool)
+	}
+	return ref.Project(ctx, req)
+}
+
+// batchShy is toolShy with a batch call, which fails as a whole when a
+// snapshot has the tool (a trap), or refuses its items (refuse).
+type batchShy struct{ *toolShy }
+
+func (p batchShy) ProjectBatch(ctx context.Context, req *abi.ProjectBatchRequest) (*abi.ProjectBatchResponse, error) {
+	if p.refuse { // refused items, in an answer
+		return abi.ProjectAll(ctx, p.toolShy, req)
+	}
+	for _, s := range req.Snapshots {
+		if slices.Contains(s.Tools, p.tool) {
+			return nil, fmt.Errorf("plugin trapped on %s (test)", p.tool)
+		}
+	}
+	return ref.ProjectBatch(ctx, req)
+}
+
+// TestCheckSwapTriesLiveProjections: a policy swap is checked on what the
+// bindings see now, not only on their settings: a new policy whose
+// projection of a live snapshot fails (or is refused) would blank the
+// sessions of that server, so Check reports it, naming them; a policy
+// that projects every live snapshot passes, and the running policy is not
+// asked to project at all.
+func TestCheckSwapTriesLiveProjections(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read"), newUpstream("git", "log"))
+	c := newCfg().server("fs").server("git").session("alice").session("bob", "servers", []string{"fs"})
+	e.apply(c.build(t))
+	ctx := context.Background()
+
+	for _, batch := range []bool{false, true} {
+		shy := &toolShy{tool: "log"}
+		var p abi.Policy = shy
+		if batch {
+			p = batchShy{shy}
+		}
+		err := e.rec.Check(ctx, c.build(t), p)
+		require.Error(t, err, "batch=%t", batch)
+		assert.NotErrorIs(t, err, reconcile.ErrSettingsRefused)
+		assert.Equal(t, `session "alice", server "git": projecting what it sees now: plugin trapped on log (test)`, err.Error(), "batch=%t", batch)
+
+		shy.refuse = true
+		err = e.rec.Check(ctx, c.build(t), p)
+		require.ErrorIs(t, err, reconcile.ErrSettingsRefused, "batch=%t", batch)
+		assert.Contains(t, err.Error(), `mcpServers.git: session "alice", server "git": the policy refuses the settings: projecting what it sees now: `)
+		assert.NotContains(t, err.Error(), `server "fs"`)
+	}
+
+	fine := &toolShy{tool: "nothing-has-it"}
+	require.NoError(t, e.rec.Check(ctx, c.build(t), fine))
+	assert.Equal(t, int64(2), fine.projects.Load(), "one projection per distinct (settings, snapshot)")
+
+	running := &toolShy{tool: "log"}
+	_, err := e.rec.SetPolicy(ctx, running)
+	require.Error(t, err, "the swap Check refused fails git's view closed")
+	running.projects.Store(0)
+	require.NoError(t, e.rec.Check(ctx, c.build(t), nil))
+	assert.Zero(t, running.projects.Load(), "a reload's check asks the running policy for keys only")
 }
