@@ -64,31 +64,21 @@ func (c *Config) SessionNames() []string { return slices.Sorted(maps.Keys(c.Sess
 
 // TokenFiles returns the files the admin block and the sessions read their
 // tokens from ("tokenFile", resolved), sorted and without duplicates.
-func (c *Config) TokenFiles() []string {
-	var files []string
-	add := func(source string) {
-		if f, ok := strings.CutPrefix(source, "tokenFile "); ok {
-			files = append(files, f)
-		}
-	}
-	if c.Admin != nil {
-		add(c.Admin.TokenSource)
-	}
-	for _, s := range c.Sessions {
-		add(s.TokenSource)
-	}
-	slices.Sort(files)
-	return slices.Compact(files)
-}
+func (c *Config) TokenFiles() []string { return c.tokenSources("tokenFile ") }
 
 // TokenEnvs returns the environment variables the admin block and the
 // sessions read their tokens from ("tokenEnv"), sorted and without
 // duplicates. A daemon keeps them from the processes it starts.
-func (c *Config) TokenEnvs() []string {
-	var names []string
+func (c *Config) TokenEnvs() []string { return c.tokenSources("tokenEnv ") }
+
+// tokenSources returns what follows kind in the token sources of the admin
+// block and the sessions that have one of that kind, sorted and without
+// duplicates.
+func (c *Config) tokenSources(kind string) []string {
+	var out []string
 	add := func(source string) {
-		if n, ok := strings.CutPrefix(source, "tokenEnv "); ok {
-			names = append(names, n)
+		if v, ok := strings.CutPrefix(source, kind); ok {
+			out = append(out, v)
 		}
 	}
 	if c.Admin != nil {
@@ -97,8 +87,8 @@ func (c *Config) TokenEnvs() []string {
 	for _, s := range c.Sessions {
 		add(s.TokenSource)
 	}
-	slices.Sort(names)
-	return slices.Compact(names)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // A Settings holds the four session metadata settings of a server entry or
