@@ -92,7 +92,18 @@ type Options struct {
 	// request for this long (an open event stream does not count); 0 means
 	// DefaultClientIdleTimeout, negative means never.
 	ClientIdleTimeout time.Duration
+	// MaxClients is how many MCP client sessions one session endpoint
+	// holds at once; a client starting one more is answered 503 until
+	// another ends or idles out (ClientIdleTimeout). 0 means
+	// DefaultMaxClients, negative means no limit.
+	MaxClients int
 }
+
+// DefaultMaxClients is how many client sessions a session endpoint holds
+// at once by default. Each costs a few KiB and hears every list change of
+// the session until it ends or idles out, so without a limit one holder
+// of a session's token could make the daemon keep any number of them.
+const DefaultMaxClients = 1024
 
 // DefaultClientIdleTimeout is how long a client session may go without a
 // request before the daemon closes it. Clients that leave without ending
@@ -582,6 +593,18 @@ func (d *Daemon) clientsNotified(sum reconcile.Summary) int {
 		}
 	}
 	return n
+}
+
+// maxClients is Options.MaxClients with its default (0: no limit).
+func (d *Daemon) maxClients() int {
+	switch n := d.opts.MaxClients; {
+	case n < 0:
+		return 0
+	case n == 0:
+		return DefaultMaxClients
+	default:
+		return n
+	}
 }
 
 // clientIdleTimeout is Options.ClientIdleTimeout with its default, as the

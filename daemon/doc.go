@@ -41,6 +41,14 @@
 // constant time and never logged; a wrong token, another session's token
 // and an unknown session name all get the same 401.
 //
+// A session endpoint holds at most [Options.MaxClients] client sessions
+// at once (1,024 by default; `wasmhost run --max-clients`); a client
+// starting one more is answered 503 with Retry-After until another ends
+// or has been idle for [Options.ClientIdleTimeout] (an hour by default).
+// A refused request, and any request the daemon answers without reading
+// its body, closes its connection; a kept-alive connection idle for two
+// minutes is closed.
+//
 // Every request's Host header must name the daemon: "localhost",
 // "127.0.0.1", "::1", the listen host, the local IP address the request
 // arrived on, or a name in [Options.AllowedHosts]. An Origin header, when

@@ -157,6 +157,17 @@ func (d *Daemon) serveMCP(w http.ResponseWriter, r *http.Request) {
 		unauthorized(w, "wasmhost")
 		return
 	}
+	if limit := d.maxClients(); limit > 0 && r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+		// A request without a session id starts a client session (or, at
+		// protocol 2026-07-28, is one request without any).
+		if n := e.ep.Clients(); n >= limit {
+			refuseBody(w)
+			d.log.Warn("refused MCP client: the session has as many clients as it takes", "session", name, "clients", n, "limit", limit, "remote", r.RemoteAddr)
+			w.Header().Set("Retry-After", "60")
+			http.Error(w, fmt.Sprintf("Service Unavailable: session %q has %d clients, the most it takes; end idle ones (DELETE their session) or try again later", name, n), http.StatusServiceUnavailable)
+			return
+		}
+	}
 	if r.Method != http.MethodGet && d.requests.Enter() {
 		defer d.requests.Leave()
 	}

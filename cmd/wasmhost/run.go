@@ -37,6 +37,7 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		cacheDir    = fs.String("cache-dir", host.DefaultCacheDir(), "compilation cache `DIR` for the policy plugin (empty: none)")
 		logLevel    = fs.String("log-level", "info", "log `LEVEL`: debug, info, warn or error")
 		debounce    = fs.Duration("debounce", daemon.DefaultDebounce, "how long file-watch and SIGHUP reloads wait for more changes")
+		maxClients  = fs.Int("max-clients", daemon.DefaultMaxClients, "hold at most `N` MCP client sessions per session at once; more are answered 503 (0: the default; negative: no limit)")
 		allowHosts  stringList
 	)
 	fs.Var(&allowHosts, "allow-host", "also accept `HOST` in Host and Origin headers (repeatable; for remote clients)")
@@ -70,6 +71,7 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		AllowedHosts: allowHosts,
 		CacheDir:     *cacheDir,
 		Debounce:     *debounce,
+		MaxClients:   *maxClients,
 	})
 	if err != nil {
 		s.errorf("run", "%v", err)
