@@ -491,7 +491,7 @@ func TestLogs(t *testing.T) {
 	msgs := h.messages()
 	assert.Contains(t, msgs, "INFO plugin loaded")
 	assert.Contains(t, msgs, "DEBUG plugin instance created")
-	assert.Contains(t, msgs, "WARN plugin instance discarded")
+	assert.Contains(t, msgs, "INFO plugin instance discarded")
 	assert.Contains(t, msgs, "DEBUG plugin log", "the plugin's log calls reach the logger at debug level")
 	assert.Contains(t, h.attr("message"), "hello from script")
 	assert.Contains(t, msgs, "DEBUG plugin output")

@@ -462,10 +462,13 @@ func (p *Plugin) release(inst *instance, healthy bool, export string, cause erro
 	p.inflight.Done()
 }
 
-// discard closes an instance that must not serve another call.
+// discard closes an instance that must not serve another call. It logs at
+// info level: the failed call's error reaches its caller, which reports it
+// (a view failing closed, a conformance case failing), so a warning here
+// would say it twice.
 func (p *Plugin) discard(inst *instance, export string, cause error) {
 	p.stats.discarded.Add(1)
-	p.log.LogAttrs(context.Background(), slog.LevelWarn, "plugin instance discarded",
+	p.log.LogAttrs(context.Background(), slog.LevelInfo, "plugin instance discarded",
 		slog.String("plugin", p.name), slog.Uint64("instance", inst.id),
 		slog.String("export", export), slog.Any("cause", cause))
 	p.closeInstance(inst)
