@@ -124,7 +124,7 @@ func (d *Daemon) loadPolicyBytes(ctx context.Context, name string, wasm []byte, 
 	timed := &timedPolicy{Plugin: p, m: d.metrics}
 	if err := view.Smoke(ctx, timed); err != nil {
 		_ = p.Close(context.Background())
-		return nil, fmt.Errorf("plugin %q: smoke run (settings {}): %w", name, err)
+		return nil, fmt.Errorf("plugin %q: %w", name, err)
 	}
 	d.log.Debug("policy plugin loaded", "plugin", name, "took", time.Since(start))
 	return &loadedPolicy{src: src, policy: timed}, nil

@@ -15,10 +15,10 @@ import (
 
 // checkCacheDir makes dir (mode 0700) when it is missing, and refuses it
 // unless it is a directory of this process's user that no other user may
-// write (cacheDirTrusted): whoever can write it chooses the code the host runs, whatever the
-// plugin's pin (wazero's entries are machine code, and the metered modules
-// are run as they are found), so a directory such as /tmp/wasmhost-cache
-// that another local user made first must not be used.
+// write (cacheDirTrusted): whoever can write it chooses the code the host
+// runs, whatever the plugin's pin (wazero's entries are machine code, and
+// the metered modules are run as they are found), so a directory such as
+// /tmp/wasmhost-cache that another local user made first must not be used.
 func checkCacheDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("%w %q: %w", ErrCacheDir, dir, err)

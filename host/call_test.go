@@ -568,7 +568,7 @@ func TestRunawayStoppedBothWays(t *testing.T) {
 		noMeter bool
 	}{{"metered", false}, {"checks", true}} {
 		t.Run(mode.name, func(t *testing.T) {
-			insp, err := inspect(ctx, "script", watWasm(t, "script"), Options{noMeter: mode.noMeter})
+			insp, err := inspect(ctx, "script", watWasm(t, "script"), Options{noMeter: mode.noMeter}, nil)
 			require.NoError(t, err)
 			assert.Equal(t, !mode.noMeter, insp.Metered)
 

@@ -27,7 +27,7 @@ func TestDefaultPluginLoad(t *testing.T) {
 	sum := sha256.Sum256(policydefault.Wasm)
 	assert.Equal(t, hex.EncodeToString(sum[:]), p.Digest())
 
-	insp, err := inspect(context.Background(), DefaultName, policydefault.Wasm, Options{CacheDir: testCacheDir})
+	insp, err := inspect(context.Background(), DefaultName, policydefault.Wasm, Options{CacheDir: testCacheDir}, nil)
 	require.NoError(t, err)
 	assert.True(t, insp.Accepted, insp.Reason)
 	assert.Equal(t, abi.OptionalExports, insp.OptionalExports, "project_batch and every direct export")

@@ -51,21 +51,36 @@ type Inspection struct {
 // Refusals are reported in the Inspection; the error is non-nil only when
 // ctx ended.
 func Inspect(ctx context.Context, name string, wasm []byte) (*Inspection, error) {
-	return inspect(ctx, name, wasm, Options{})
+	return inspect(ctx, name, wasm, Options{}, nil)
 }
 
-// inspect is Inspect with Options (tests pass a CacheDir).
-func inspect(ctx context.Context, name string, wasm []byte, opts Options) (*Inspection, error) {
+// InspectThen is Inspect, and then, when Load's checks pass, calls try
+// with the loaded plugin before it is closed (a caller's own trial calls,
+// such as the daemon makes before it serves with a plugin): an error of
+// try makes the module not accepted, with that error.
+func InspectThen(ctx context.Context, name string, wasm []byte, try func(context.Context, *Plugin) error) (*Inspection, error) {
+	return inspect(ctx, name, wasm, Options{}, try)
+}
+
+// inspect is InspectThen with Options (tests pass a CacheDir).
+func inspect(ctx context.Context, name string, wasm []byte, opts Options, try func(context.Context, *Plugin) error) (*Inspection, error) {
 	insp := &Inspection{}
 	if _, st, err := wasmpack.Pack(wasm, wasmpack.DefaultGap); err == nil {
 		insp.DataSegments, insp.Packed = st.SegmentsBefore, st.SegmentsAfter
 	}
 	p, err := load(ctx, name, wasm, "", opts, insp)
 	if p != nil {
-		_ = p.Close(context.Background())
+		defer func() { _ = p.Close(context.Background()) }()
 	}
 	insp.Imports, insp.Exports = nonNil(insp.Imports), nonNil(insp.Exports)
 	insp.OptionalExports = nonNil(insp.OptionalExports)
+	if err == nil {
+		h := p.Handshake()
+		insp.Handshake = &h
+		if try != nil {
+			err = try(ctx, p)
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err
@@ -74,7 +89,5 @@ func inspect(ctx context.Context, name string, wasm []byte, opts Options) (*Insp
 		return insp, nil
 	}
 	insp.Accepted = true
-	h := p.Handshake()
-	insp.Handshake = &h
 	return insp, nil
 }

@@ -16,7 +16,7 @@ import (
 // when Close's context ends, as one looping over plain instructions is.
 func TestBulkFillStopped(t *testing.T) {
 	ctx := context.Background()
-	insp, err := inspect(ctx, "bulk-fill", watWasm(t, "bulk-fill"), Options{})
+	insp, err := inspect(ctx, "bulk-fill", watWasm(t, "bulk-fill"), Options{}, nil)
 	require.NoError(t, err)
 	require.True(t, insp.Accepted, insp.Reason)
 	require.True(t, insp.Metered, "the plugin must run metered, not under wazero's termination checks")

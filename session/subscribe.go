@@ -10,9 +10,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/view"
 )
 
 // A subscription is the endpoint's hold on one resource URI for the
@@ -165,7 +165,7 @@ func (e *Endpoint) resolve(uri string) (string, bool) {
 	// In the order the go-sdk's server tries templates for a read, so that
 	// a URI two servers' templates match is subscribed where it is read.
 	for _, tmpl := range slices.Sorted(maps.Keys(e.templates.routes)) {
-		if t, err := uritemplate.New(tmpl); err == nil && t.Regexp().MatchString(uri) {
+		if matches, ok := view.TemplateMatcher(tmpl); ok && matches(uri) {
 			return e.templates.routes[tmpl].server, true
 		}
 	}

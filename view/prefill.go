@@ -81,40 +81,76 @@ func Prefill(ctx context.Context, p abi.Policy, bp abi.BatchProjector, c *churn.
 
 // prefill makes one batch call for items and memoizes its answers.
 func prefill(ctx context.Context, p abi.Policy, bp abi.BatchProjector, c *churn.Counters, items []PrefillItem) error {
-	req := &abi.ProjectBatchRequest{Items: make([]abi.BatchItem, len(items))}
-	settingsAt := make(map[string]int)
-	snapAt := make(map[*Snapshot]int)
+	b := newBatch()
+	itemOf := make([]int, len(items))
 	for i, it := range items {
-		si, ok := settingsAt[string(it.Settings)]
-		if !ok {
-			si = len(req.Settings)
-			settingsAt[string(it.Settings)] = si
-			req.Settings = append(req.Settings, it.Settings)
+		n, err := b.add(p, it.Settings, it.Snap)
+		if err != nil {
+			return err
 		}
-		ni, ok := snapAt[it.Snap]
-		if !ok {
-			names, err := snapshotNames(p, it.Snap)
-			if err != nil {
-				return err
-			}
-			ni = len(req.Snapshots)
-			snapAt[it.Snap] = ni
-			req.Snapshots = append(req.Snapshots, names)
-		}
-		req.Items[i] = abi.BatchItem{Settings: si, Snapshot: ni}
+		itemOf[i] = n
 	}
 	c.PolicyCalls.Add(1)
-	resp, err := bp.ProjectBatch(ctx, req)
+	resp, err := bp.ProjectBatch(ctx, &b.req)
 	if err == nil {
-		err = abi.ValidateProjectBatch(req, resp)
+		err = abi.ValidateProjectBatch(&b.req, resp)
 	}
 	if err != nil {
 		return err
 	}
 	for i, it := range items {
-		if r := resp.Results[i]; r.Error == "" {
+		if r := resp.Results[itemOf[i]]; r.Error == "" {
 			it.Memo.put(p, it.Key, it.Snap, projection(it.Snap, r.ProjectResponse))
 		}
 	}
 	return nil
+}
+
+// A batch builds a project_batch request: each distinct settings object
+// (by bytes) and snapshot (by address) once, and one item per distinct
+// (settings, snapshot) pair.
+type batch struct {
+	req        abi.ProjectBatchRequest
+	settingsAt map[string]int
+	snapAt     map[*Snapshot]int
+	itemAt     map[batchPair]int
+}
+
+type batchPair struct {
+	settings string
+	snap     *Snapshot
+}
+
+func newBatch() *batch {
+	return &batch{settingsAt: make(map[string]int), snapAt: make(map[*Snapshot]int), itemAt: make(map[batchPair]int)}
+}
+
+// add returns the index of the item projecting snap for settings, adding
+// what the request lacks of them; what of snap crosses into p is as
+// Project sends it.
+func (b *batch) add(p abi.Policy, settings json.RawMessage, snap *Snapshot) (int, error) {
+	k := batchPair{string(settings), snap}
+	if n, ok := b.itemAt[k]; ok {
+		return n, nil
+	}
+	si, ok := b.settingsAt[k.settings]
+	if !ok {
+		si = len(b.req.Settings)
+		b.settingsAt[k.settings] = si
+		b.req.Settings = append(b.req.Settings, settings)
+	}
+	ni, ok := b.snapAt[snap]
+	if !ok {
+		names, err := snapshotNames(p, snap)
+		if err != nil {
+			return 0, err
+		}
+		ni = len(b.req.Snapshots)
+		b.snapAt[snap] = ni
+		b.req.Snapshots = append(b.req.Snapshots, names)
+	}
+	n := len(b.req.Items)
+	b.itemAt[k] = n
+	b.req.Items = append(b.req.Items, abi.BatchItem{Settings: si, Snapshot: ni})
+	return n, nil
 }

@@ -172,17 +172,24 @@ func visibleTemplates(snap *Snapshot, shown []int) []*mcp.ResourceTemplate {
 	}
 	out := make([]*mcp.ResourceTemplate, 0, len(snap.ResourceTemplates))
 	for _, t := range snap.ResourceTemplates {
-		tmpl, err := uritemplate.New(t.URITemplate)
-		if err != nil {
-			out = append(out, t) // the session's server refuses it anyway
-			continue
-		}
-		re := tmpl.Regexp()
-		if !slices.ContainsFunc(hidden, re.MatchString) {
+		// A template that does not parse is kept: the session's server
+		// refuses it anyway.
+		if matches, ok := TemplateMatcher(t.URITemplate); !ok || !slices.ContainsFunc(hidden, matches) {
 			out = append(out, t)
 		}
 	}
 	return out
+}
+
+// TemplateMatcher returns whether a URI matches the resource template
+// tmpl (RFC 6570, as the go-sdk's server matches a read against it), and
+// false when tmpl does not parse.
+func TemplateMatcher(tmpl string) (matches func(uri string) bool, ok bool) {
+	t, err := uritemplate.New(tmpl)
+	if err != nil {
+		return nil, false
+	}
+	return t.Regexp().MatchString, true
 }
 
 // cloneTool copies t and its Meta map and sets the two session flags on the

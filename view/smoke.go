@@ -14,15 +14,16 @@ import (
 // Smoke makes the trial calls a daemon makes before it runs a policy: it
 // canonicalizes the settings {} and projects a one-tool snapshot for them,
 // and returns the error of a call that fails (a trap, a timeout, bad
-// output). A refusal is an answer: the ABI leaves a policy free to refuse
-// {} (one that requires includeTools, say), and the settings a config
-// actually uses are checked binding by binding.
+// output), saying "smoke run (settings {})" and which call. A refusal is
+// an answer: the ABI leaves a policy free to refuse {} (one that requires
+// includeTools, say), and the settings a config actually uses are checked
+// binding by binding.
 func Smoke(ctx context.Context, p abi.Policy) error {
 	if _, err := CanonicalKey(ctx, p, json.RawMessage(`{}`)); err != nil {
 		if errors.Is(err, ErrRefused) {
 			return nil // project would refuse {} too: nothing more to try
 		}
-		return err
+		return fmt.Errorf("smoke run (settings {}): %w", err)
 	}
 	snap := &Snapshot{
 		Tools:     []*mcp.Tool{{Name: "smoke_tool", InputSchema: map[string]any{"type": "object"}}},
@@ -30,7 +31,7 @@ func Smoke(ctx context.Context, p abi.Policy) error {
 		Resources: []*mcp.Resource{{URI: "smoke://resource", Name: "smoke"}},
 	}
 	if _, err := Project(ctx, p, json.RawMessage(`{}`), snap); err != nil && !errors.Is(err, abi.ErrRefused) {
-		return fmt.Errorf("project: %w", err)
+		return fmt.Errorf("smoke run (settings {}): project: %w", err)
 	}
 	return nil
 }

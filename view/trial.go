@@ -23,85 +23,58 @@ type Trial struct {
 // snapshot) are projected once, all distinct ones in one call when p is an
 // abi.BatchProjector (one call each otherwise, see abi.ProjectAll). When
 // that call fails as a whole (a trap, a timeout, bad output), the trials
-// are tried one by one until one fails alone, which gets the error; the
-// others keep nil. err is the batch's failure when no trial failed alone.
+// are tried one by one until one fails alone, which gets the error (the
+// refusals found on the way are kept, the trials not tried keep nil); err
+// is the batch's failure when no trial failed alone.
 func TryProject(ctx context.Context, p abi.Policy, trials []Trial) (errs []error, err error) {
-	type pair struct {
-		settings string
-		snap     *Snapshot
-	}
-	errs = make([]error, len(trials))
-	at := make(map[pair]int) // distinct pair -> its item
+	b := newBatch()
 	itemOf := make([]int, len(trials))
 	var firstOf []int // the first trial of each item
-	req := &abi.ProjectBatchRequest{}
-	settingsAt := make(map[string]int)
-	snapAt := make(map[*Snapshot]int)
 	for i, tr := range trials {
-		k := pair{string(tr.Settings), tr.Snap}
-		if n, ok := at[k]; ok {
-			itemOf[i] = n
-			continue
+		n, err := b.add(p, tr.Settings, snapOrEmpty(tr.Snap))
+		if err != nil {
+			return nil, err
 		}
-		si, ok := settingsAt[k.settings]
-		if !ok {
-			si = len(req.Settings)
-			settingsAt[k.settings] = si
-			req.Settings = append(req.Settings, tr.Settings)
+		if itemOf[i] = n; n == len(firstOf) {
+			firstOf = append(firstOf, i)
 		}
-		ni, ok := snapAt[tr.Snap]
-		if !ok {
-			names, err := snapshotNames(p, snapOrEmpty(tr.Snap))
-			if err != nil {
-				return nil, err
-			}
-			ni = len(req.Snapshots)
-			snapAt[tr.Snap] = ni
-			req.Snapshots = append(req.Snapshots, names)
-		}
-		at[k] = len(req.Items)
-		itemOf[i] = len(req.Items)
-		firstOf = append(firstOf, i)
-		req.Items = append(req.Items, abi.BatchItem{Settings: si, Snapshot: ni})
 	}
-	if len(req.Items) == 0 {
+	errs = make([]error, len(trials))
+	if len(firstOf) == 0 {
 		return errs, nil
 	}
-	itemErrs := make([]error, len(req.Items))
-	resp, batchErr := abi.ProjectAll(ctx, p, req)
+	itemErrs := make([]error, len(firstOf))
+	resp, batchErr := abi.ProjectAll(ctx, p, &b.req)
 	if batchErr == nil {
 		for n, r := range resp.Results {
 			itemErrs[n] = r.Err()
 		}
 	} else {
-		pinned := false
+		err = batchErr // unless a trial fails alone
 		for n, i := range firstOf {
 			if ctx.Err() != nil {
 				break
 			}
-			_, err := Project(ctx, p, trials[i].Settings, snapOrEmpty(trials[i].Snap))
-			if err != nil {
-				itemErrs[n] = err
-				if !errors.Is(err, abi.ErrRefused) {
-					pinned = true
-					break
-				}
+			_, perr := Project(ctx, p, trials[i].Settings, snapOrEmpty(trials[i].Snap))
+			itemErrs[n] = perr
+			if perr != nil && !errors.Is(perr, abi.ErrRefused) {
+				err = nil
+				break
 			}
 		}
-		if !pinned {
-			err = batchErr
-		}
 	}
-	for i := range trials {
-		errs[i] = itemErrs[itemOf[i]]
+	for i, n := range itemOf {
+		errs[i] = itemErrs[n]
 	}
 	return errs, err
 }
 
-// snapOrEmpty returns snap, or an empty snapshot for nil.
+// snapOrEmpty returns snap, or one shared empty snapshot for nil.
 func snapOrEmpty(snap *Snapshot) *Snapshot {
 	if snap == nil {
-		return &Snapshot{}
+		return emptySnapshot
 	}
 	return snap
 }
+
+var emptySnapshot = &Snapshot{}

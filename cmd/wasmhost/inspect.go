@@ -33,8 +33,8 @@ func runDigest(_ context.Context, args []string, s stdio) int {
 }
 
 // runInspect implements `wasmhost inspect FILE`: it runs the host's load
-// checks on the file with default limits, then the daemon's trial calls
-// (view.Smoke), and prints
+// checks on the file with default limits and the daemon's trial calls
+// (view.Smoke) on the plugin they load, and prints
 //
 //	file: FILE
 //	sha256: HEX
@@ -66,21 +66,17 @@ func runInspect(ctx context.Context, args []string, s stdio) int {
 		s.errorf("inspect", "%v", err)
 		return exitUsage
 	}
-	insp, err := host.Inspect(ctx, file, wasm)
+	// The daemon also makes trial calls before it serves with a plugin:
+	// accepted means that wasmhost run would take it.
+	insp, err := host.InspectThen(ctx, file, wasm, func(ctx context.Context, p *host.Plugin) error {
+		if err := view.Smoke(ctx, p); err != nil {
+			return fmt.Errorf("plugin %q: %w", file, err)
+		}
+		return nil
+	})
 	if err != nil {
 		s.errorf("inspect", "%v", err)
 		return exitUsage
-	}
-	if insp.Accepted {
-		// The daemon also makes trial calls before it serves with a
-		// plugin: accepted means that wasmhost run would take it.
-		if err := smokeRun(ctx, file, wasm); err != nil {
-			if ctx.Err() != nil {
-				s.errorf("inspect", "%v", err)
-				return exitUsage
-			}
-			insp.Accepted, insp.Err, insp.Reason = false, err, err.Error()
-		}
 	}
 	if asJSON {
 		b, err := json.MarshalIndent(insp, "", "  ")
@@ -96,21 +92,6 @@ func runInspect(ctx context.Context, args []string, s stdio) int {
 		return exitFail
 	}
 	return exitOK
-}
-
-// smokeRun loads wasm and makes the trial calls the daemon makes before it
-// serves with a plugin (view.Smoke), returning the error the daemon would
-// refuse the plugin with.
-func smokeRun(ctx context.Context, name string, wasm []byte) error {
-	p, err := host.Load(ctx, name, wasm, host.Options{CacheDir: host.DefaultCacheDir()})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = p.Close(context.Background()) }()
-	if err := view.Smoke(ctx, p); err != nil {
-		return fmt.Errorf("plugin %q: smoke run (settings {}): %w", name, err)
-	}
-	return nil
 }
 
 func writeInspection(s stdio, file string, insp *host.Inspection) {
