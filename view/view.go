@@ -407,6 +407,27 @@ func (a *Attachment) Detach() {
 	v.hold = false
 }
 
+// Handover moves the view to another owner while keeping its
+// registrations: a becomes inert and the returned attachment, sharing
+// memo, drives the view from now on. The view forgets its snapshot, so
+// nothing is replayed until the new owner's first Apply, which brings the
+// registry from what the view shows now to the new owner's snapshot by a
+// diff: a session sees only what differs between the two. An owner moving
+// a session to a new connection uses it, so the session never loses an
+// item both connections have. Handover returns nil when a is inert.
+func (a *Attachment) Handover(memo *Memo) *Attachment {
+	v := a.v
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.att != a {
+		return nil
+	}
+	v.att = &Attachment{v: v, memo: memo}
+	v.snap = nil
+	v.hold = false
+	return v.att
+}
+
 // Lagging reports whether the view's registrations are of older settings
 // or policy than the view's own: a change taken while the view is held
 // (a restart) and not yet replayed. The registrations may then show what

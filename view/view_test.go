@@ -617,6 +617,38 @@ func TestWithdrawAndDetach(t *testing.T) {
 	assert.NoError(t, f.view.Err())
 }
 
+// TestHandover: a view handed to another owner keeps its registrations
+// until that owner's first Apply, which sends only the difference; the old
+// owner's attachment is inert from then on.
+func TestHandover(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, metakey.Reference{}, `{}`, newSnapshot(7, "a", "b"))
+	n := f.reg.OpCount()
+	next := f.att.Handover(view.NewMemo())
+	require.NotNil(t, next)
+	assert.Equal(t, n, f.reg.OpCount(), "a handover alone changes no registration")
+	assert.Equal(t, []string{"a", "b"}, f.reg.ToolNames("fs"))
+	assert.True(t, f.view.Attached())
+
+	// The old owner can no longer reach the view, nor hand it over again.
+	require.NoError(t, f.att.Apply(ctx, newSnapshot(9, "from-old-owner")))
+	f.att.Withdraw(errors.New("old owner failed"))
+	f.att.Detach()
+	assert.Nil(t, f.att.Handover(nil))
+	assert.Equal(t, n, f.reg.OpCount())
+	assert.NoError(t, f.view.Err())
+
+	// The new owner's first snapshot (a lower version: a new connection
+	// counts from 1) is applied as a diff: "b" is unchanged, "a" goes, "c"
+	// comes.
+	require.NoError(t, next.Apply(ctx, newSnapshot(1, "c", "b")))
+	assert.Equal(t, []viewtest.Op{
+		{Method: "DeleteTools", Server: "fs", Keys: []string{"a"}},
+		{Method: "PutTools", Server: "fs", Keys: []string{"c"}},
+	}, f.reg.Ops()[n:])
+	requireRegistered(t, f.reg, "fs", `{}`, newSnapshot(1, "c", "b"))
+}
+
 // TestMemoSharesProjections: a fan-out to views with k distinct keys makes
 // k project calls, and views with equal keys register the same projection.
 func TestMemoSharesProjections(t *testing.T) {
