@@ -107,7 +107,7 @@ func (a *adopter) settle(s *session, server string, cur *binding, w *want) bool 
 	if cur == nil || cur.handle == nil || cur.want == nil || w == nil {
 		return false
 	}
-	if a.trusted {
+	if a.trusted && cur.switchErr == nil {
 		switch a.equivalent(cur.want, w) {
 		case sameBytes:
 			return true

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -24,8 +25,9 @@ type op struct {
 	// recorded.
 	errs *atomic.Int64
 
-	mu  sync.Mutex
-	sum Summary
+	mu       sync.Mutex
+	sum      Summary
+	switches map[string]*TransportChange // by server
 }
 
 func newOp(counters, conns *churn.Counters, regs map[string]*trackedRegistry, held map[any]struct{}, after func() (map[string]*trackedRegistry, map[any]struct{})) *op {
@@ -86,6 +88,29 @@ func (o *op) fail(session, server string, err error) {
 	o.mu.Unlock()
 }
 
+// switched records that a binding of server moved to its new transport
+// (moved) or kept its running one because of err.
+func (o *op) switched(server string, moved bool, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.switches == nil {
+		o.switches = make(map[string]*TransportChange)
+	}
+	c := o.switches[server]
+	if c == nil {
+		c = &TransportChange{Server: server}
+		o.switches[server] = c
+	}
+	if moved {
+		c.Moved++
+		return
+	}
+	c.Kept++
+	if c.Err == nil {
+		c.Err = err
+	}
+}
+
 // finish completes the Summary and returns it with its joined errors.
 func (o *op) finish() (Summary, error) {
 	regs, held := o.after()
@@ -127,6 +152,10 @@ func (o *op) finish() (Summary, error) {
 		s.Changed = append(s.Changed, name)
 	}
 	slices.Sort(s.Changed)
+	s.TransportChanges = nil
+	for _, server := range slices.Sorted(maps.Keys(o.switches)) {
+		s.TransportChanges = append(s.TransportChanges, *o.switches[server])
+	}
 	s.Errors = slices.Clone(s.Errors)
 	slices.SortStableFunc(s.Errors, func(a, b *BindingError) int {
 		return cmp.Or(cmp.Compare(a.Session, b.Session), cmp.Compare(a.Server, b.Server))

@@ -39,6 +39,11 @@ var (
 	// ErrDisconnected is recorded (Legacy) when an upstream connection
 	// ended without the reconciler closing it; the next Apply reconnects.
 	ErrDisconnected = errors.New("upstream disconnected")
+	// ErrTransportNotChanged is recorded for a binding whose server's
+	// transport changed when the new connection could not be made: the
+	// binding keeps its running connection, and the next reconciling call
+	// tries again.
+	ErrTransportNotChanged = errors.New("transport change not made")
 )
 
 // maxParallel bounds how many bindings one call works on at once.
@@ -132,6 +137,11 @@ type binding struct {
 	handle *pool.Handle // nil when the last acquire failed
 	want   *want
 	err    error // why handle is nil
+	// switchErr is set while handle serves another transport than want's:
+	// errSwitching while a reconciling call makes want's connection, then
+	// why it could not (see switchOver). The binding is then not settled,
+	// so the next reconciling call tries again.
+	switchErr error
 }
 
 // A session is one session's registry and bindings.
@@ -497,6 +507,10 @@ func (r *Reconciler) Repair(ctx context.Context, sessionName, server string) (bo
 // errReacquiring is the error of a binding while a reconciling call
 // replaces its connection (BindingState.Pending).
 var errReacquiring = errors.New("reacquiring")
+
+// errSwitching is the switchErr of a binding while a reconciling call makes
+// the connection of its changed transport (BindingState.Pending).
+var errSwitching = errors.New("changing transport")
 
 // Handle returns the handle session holds for server, or nil if none (not
 // wanted, or the last acquire failed). The handle may be released by a
@@ -903,15 +917,117 @@ func (r *Reconciler) run(ctx context.Context, o *op, tasks []task) {
 		return cmp.Or(cmp.Compare(a.s.name, b.s.name), cmp.Compare(a.server, b.server))
 	})
 	var keep, drop []task
+	var moves [][]task
+	at := make(map[string]int) // moves of a pooled transport, by identity
 	for _, t := range tasks {
-		if t.want == nil {
+		switch {
+		case t.want == nil:
 			drop = append(drop, t)
-		} else {
+		case switching(t):
+			// One connection for the sessions that share it (pooled),
+			// one each otherwise.
+			if i, ok := at[t.want.identity]; ok && t.want.spec.Pooled {
+				moves[i] = append(moves[i], t)
+				continue
+			}
+			at[t.want.identity] = len(moves)
+			moves = append(moves, []task{t})
+		default:
 			keep = append(keep, t)
 		}
 	}
-	parallel(len(keep), func(i int) { r.converge(ctx, o, keep[i]) })
+	parallel(len(keep)+len(moves), func(i int) {
+		if i < len(keep) {
+			r.converge(ctx, o, keep[i])
+		} else {
+			r.switchOver(ctx, o, moves[i-len(keep)])
+		}
+	})
 	parallel(len(drop), func(i int) { r.converge(ctx, o, drop[i]) })
+}
+
+// switching reports whether t moves a binding from a live connection to
+// another transport, which switchOver does, make before break.
+func switching(t task) bool {
+	if t.want == nil || t.force || t.cur == nil || t.cur.handle == nil || t.cur.want == nil {
+		return false
+	}
+	h := t.cur.handle
+	return h.Identity() != t.want.identity && !h.Released() && !h.Entry().State().Terminal()
+}
+
+// switchOver moves ts, bindings held on live connections whose desired
+// transport changed to one transport (ts[0].want's), make before break:
+//
+//  1. each binding's new settings are applied at once, on the running
+//     connection, whatever becomes of the new one;
+//  2. the new connection is made (connected, initialized and listed,
+//     within the server's timeout) while the running ones serve;
+//  3. only then is each binding's view moved onto it (pool.Standby.Move:
+//     its sessions are told only what differs), the new handle published
+//     (calls go to the new connection from then on) and the old handle
+//     released (the last release closes the old connection, once the
+//     calls under way on it are answered).
+//
+// If the new connection cannot be made (or a move fails), the bindings
+// keep their running connections and views, with the failure as their
+// switchErr, and the failure is recorded for each binding and in
+// Summary.TransportChanges. r.mu is held.
+func (r *Reconciler) switchOver(ctx context.Context, o *op, ts []task) {
+	server := ts[0].server
+	live := ts[:0:0]
+	for _, t := range ts {
+		old := t.cur.handle
+		r.setBinding(t.s, t.server, &binding{handle: old, want: t.want, switchErr: errSwitching})
+		if bytes.Equal(t.cur.want.settings, t.want.settings) {
+			live = append(live, t)
+			continue
+		}
+		o.count(&o.sum.Refreshed)
+		_, err := old.RefreshMetadata(ctx, t.want.settings)
+		if errors.Is(err, pool.ErrTerminal) || errors.Is(err, pool.ErrReleased) {
+			// The running connection went away meanwhile: nothing left
+			// to keep serving, so reacquire as usual.
+			r.converge(ctx, o, task{s: t.s, server: t.server, cur: &binding{handle: old, want: t.want}, want: t.want})
+			continue
+		}
+		o.fail(t.s.name, t.server, err)
+		live = append(live, t)
+	}
+	if len(live) == 0 {
+		return
+	}
+	failed := func(t task, cause error) {
+		err := fmt.Errorf("%w, the running connection keeps serving: %w", ErrTransportNotChanged, cause)
+		r.setBinding(t.s, t.server, &binding{handle: t.cur.handle, want: t.want, switchErr: err})
+		o.fail(t.s.name, t.server, err)
+		o.switched(server, false, cause)
+		r.log.Debug("transport change failed", "session", t.s.name, "server", t.server, "err", err)
+	}
+	sb, err := r.pool.Standby(ctx, *live[0].want.spec)
+	if err != nil {
+		for _, t := range live {
+			failed(t, err)
+		}
+		return
+	}
+	defer sb.Release(ctx)
+	parallel(len(live), func(i int) {
+		t := live[i]
+		old := t.cur.handle
+		h, err := sb.Move(ctx, old)
+		if err != nil {
+			failed(t, err)
+			return
+		}
+		o.count(&o.sum.Acquired)
+		o.switched(server, true, nil)
+		r.setBinding(t.s, t.server, &binding{handle: h, want: t.want})
+		r.release(ctx, o, t, old)
+		if err := h.View().Err(); err != nil {
+			o.fail(t.s.name, t.server, err)
+		}
+	})
 }
 
 // settled reports whether cur already is what w asks for: the same
@@ -926,7 +1042,7 @@ func settled(cur *binding, w *want) bool {
 		return false
 	}
 	h := cur.handle
-	return h.Identity() == w.identity && bytes.Equal(cur.want.settings, w.settings) &&
+	return cur.switchErr == nil && h.Identity() == w.identity && bytes.Equal(cur.want.settings, w.settings) &&
 		!h.Released() && !h.Entry().State().Terminal() && h.View().Err() == nil
 }
 
@@ -1024,6 +1140,12 @@ func describe(bs map[string]*binding) []BindingState {
 		if b.err != nil {
 			st.Error = b.err.Error()
 			st.Pending = b.err == errReacquiring
+		}
+		switch {
+		case b.switchErr == errSwitching:
+			st.Pending = true
+		case b.switchErr != nil:
+			st.SwitchError = b.switchErr.Error()
 		}
 		if h := b.handle; h != nil {
 			info := h.Entry().Info()

@@ -1051,12 +1051,12 @@ func TestApplyEmptyServerList(t *testing.T) {
 	e.requireProjected(none, ref)
 }
 
-// TestRepairAfterReload: while a reload replaces a binding's connection,
-// State shows the binding as pending (not failed), and a Repair asked for
-// meanwhile leaves the new connection alone, whether it waited for the
-// reload's lock or ran once the reload was done (the sleep below makes the
-// first likely, not certain); Repair of a binding whose acquire failed
-// acquires it again.
+// TestRepairAfterReload: while a reload changes a binding's transport,
+// State shows the binding as pending (not failed) on its running
+// connection, and a Repair asked for meanwhile leaves the new connection
+// alone, whether it waited for the reload's lock or ran once the reload
+// was done (the sleep below makes the first likely, not certain); Repair
+// of a binding whose acquire failed acquires it again.
 func TestRepairAfterReload(t *testing.T) {
 	e := newEnv(t, newUpstream("fs", "read"))
 	c := newCfg().server("fs").session("alice")
@@ -1079,7 +1079,11 @@ func TestRepairAfterReload(t *testing.T) {
 		return len(b) == 1 && b[0].Pending
 	}
 	require.Eventually(t, pending, 5*time.Second, time.Millisecond, "the binding shows as pending while it is replaced")
-	assert.Equal(t, "reacquiring", e.rec.Bindings("alice")[0].Error)
+	b := e.rec.Bindings("alice")[0]
+	assert.Empty(t, b.Error)
+	assert.Equal(t, old.Identity(), b.Identity, "the running connection serves meanwhile")
+	assert.NotEqual(t, b.Identity, b.Desired)
+	assert.Same(t, old, e.rec.Handle("alice", "fs"))
 	repaired := make(chan bool, 1)
 	go func() {
 		ok, err := e.rec.Repair(context.Background(), "alice", "fs")
@@ -1097,6 +1101,7 @@ func TestRepairAfterReload(t *testing.T) {
 	assert.False(t, e.rec.Bindings("alice")[0].Pending)
 
 	// A failed acquire is repaired.
+	e.apply(newCfg().server("fs").session("alice", "servers", []string{}).build(t))
 	e.setFailing("fs", errors.New("no such command"))
 	e.rec.Apply(context.Background(), c.build(t)) //nolint:errcheck // the failure is the point
 	require.Nil(t, e.rec.Handle("alice", "fs"))

@@ -37,9 +37,49 @@ type Summary struct {
 	Replayed int `json:"replayed"`
 	// RegistryOps counts registry calls (one put or delete of a batch).
 	RegistryOps int `json:"registryOps"`
+	// TransportChanges lists, sorted by server, the servers whose
+	// transport changed for bindings that held a live connection: each
+	// such change is made before break (see the package documentation).
+	TransportChanges []TransportChange `json:"transportChanges,omitempty"`
 	// Errors lists the bindings that failed, sorted by session then
 	// server. Each failure left its binding as documented on the method.
 	Errors []*BindingError `json:"-"`
+}
+
+// A TransportChange reports one server whose transport (command, args,
+// env, cwd, url, headers, ...) a reconciling call changed for bindings
+// holding a live connection.
+type TransportChange struct {
+	Server string `json:"server"`
+	// Moved counts the bindings moved to the new connection, their old
+	// one released.
+	Moved int `json:"moved"`
+	// Kept counts the bindings left on their running connection because
+	// the new one could not be made (Err says why): they keep what they
+	// had, and the next reconciling call tries the change again.
+	Kept int `json:"kept"`
+	// Err is the first reason a binding was kept; nil when none was.
+	Err error `json:"-"`
+}
+
+// String formats c on one line, for example
+//
+//	server "demo": transport changed for 2 sessions
+//	server "demo": transport not changed, 2 sessions keep the running connection: <reason>
+func (c TransportChange) String() string {
+	plural := func(n int) string {
+		if n == 1 {
+			return "1 session"
+		}
+		return fmt.Sprintf("%d sessions", n)
+	}
+	switch {
+	case c.Kept == 0:
+		return fmt.Sprintf("server %q: transport changed for %s", c.Server, plural(c.Moved))
+	case c.Moved == 0:
+		return fmt.Sprintf("server %q: transport not changed, %s keep the running connection: %v", c.Server, plural(c.Kept), c.Err)
+	}
+	return fmt.Sprintf("server %q: transport changed for %s, not for %s, which keep the running connection: %v", c.Server, plural(c.Moved), plural(c.Kept), c.Err)
 }
 
 // SessionsChanged returns len(s.Changed).
@@ -67,7 +107,9 @@ func (s Summary) Err() error {
 //
 //	2 sessions changed; transports 1 reused, 1 started, 0 stopped; 1 acquired, 1 released, 3 refreshed, 2 replayed, 4 registry ops; 0 errors
 //
-// followed by the errors, if any, after a colon and separated by "; ".
+// followed by the errors, if any, after a colon and separated by "; ",
+// then by each server whose transport change was not made
+// (TransportChange.String), after "; ".
 func (s Summary) String() string {
 	var b strings.Builder
 	plural := func(n int, one, many string) string {
@@ -89,6 +131,12 @@ func (s Summary) String() string {
 			b.WriteString("; ")
 		}
 		b.WriteString(e.Error())
+	}
+	for _, c := range s.TransportChanges {
+		if c.Kept > 0 {
+			b.WriteString("; ")
+			b.WriteString(c.String())
+		}
 	}
 	return b.String()
 }
@@ -156,9 +204,17 @@ type BindingState struct {
 	// healthy.
 	Error string `json:"error,omitempty"`
 	// Pending is true while a reconciling call replaces the binding's
-	// connection (Error is then "reacquiring"): a passing state, not a
-	// failure.
+	// connection (Error is then "reacquiring", nothing held), or makes the
+	// new connection of a changed transport (the held connection, of
+	// Identity, serves meanwhile): a passing state, not a failure.
 	Pending bool `json:"pending,omitempty"`
+	// SwitchError says why the binding's transport was not changed to
+	// Desired: the new connection could not be made (cannot start,
+	// handshake or listing failed, timed out). The binding keeps serving
+	// on its running connection (Identity, EntryID), with what it showed
+	// before, until a later reconciling call makes the change or takes it
+	// back. "" otherwise.
+	SwitchError string `json:"switchError,omitempty"`
 	// Tools, Prompts and Resources count what the view has registered in
 	// the session.
 	Tools     int `json:"tools"`

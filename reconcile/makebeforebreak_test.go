@@ -1,0 +1,254 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/metakey"
+	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/reconcile"
+	"github.com/wasmhost/wasmhost/view"
+	"github.com/wasmhost/wasmhost/view/viewtest"
+)
+
+// A switchRig reconciles two sessions ("alice", "bob") onto a real stdio
+// upstream: /bin/sh running a script that starts the demo server (this
+// test binary, see TestMain), so that the server's args are a path, as
+// with "node server.js".
+type switchRig struct {
+	t    *testing.T
+	rec  *reconcile.Reconciler
+	pool *pool.Pool
+	regs map[string]*viewtest.Registry
+	dir  string
+}
+
+func newSwitchRig(t *testing.T) *switchRig {
+	t.Helper()
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip("no /bin/sh")
+	}
+	r := &switchRig{t: t, dir: t.TempDir(), regs: map[string]*viewtest.Registry{"alice": viewtest.NewRegistry(), "bob": viewtest.NewRegistry()}}
+	counters := &churn.Counters{}
+	r.pool = pool.New(pool.Options{Counters: counters, Logger: quiet, Timeout: time.Minute})
+	r.rec = reconcile.New(reconcile.Options{
+		Pool: r.pool, Policy: metakey.Reference{}, Counters: counters, Logger: quiet,
+		Registry: func(s string) view.Registry { return r.regs[s] },
+	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, r.rec.Close(ctx))
+		require.NoError(t, r.pool.Close(ctx))
+	})
+	return r
+}
+
+// script writes a script starting the demo server and returns its path.
+func (r *switchRig) script(name string) string {
+	path := filepath.Join(r.dir, name)
+	require.NoError(r.t, os.WriteFile(path, []byte("#!/bin/sh\nexec '"+os.Args[0]+"'\n"), 0o755))
+	return path
+}
+
+// config has the server "demo" run /bin/sh with script; bob's settings
+// for it are bob's.
+func (r *switchRig) config(script, bob string) *config.Config {
+	return newCfg().
+		server("demo", "command", "/bin/sh", "args", []string{script}, "env", map[string]string{demoserver.ChildEnv: "1"}).
+		session("alice").
+		session("bob", "overrides", override("demo", bob)).
+		build(r.t)
+}
+
+// pid calls the demo server's pid tool through session's binding, as a
+// session endpoint forwards a call: the handle and its connection are
+// looked up at call time.
+func (r *switchRig) pid(session string) int {
+	r.t.Helper()
+	n, err := strconv.Atoi(callText(r.t, r.rec.Handle(session, "demo").Session(), "pid", nil))
+	require.NoError(r.t, err)
+	return n
+}
+
+// processGone reports whether no process has pid (it ended and was
+// reaped).
+func processGone(pid int) bool {
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// TestTransportChangeToMissingArgsKeepsServing: a reload that changes the
+// server's args to a path that does not exist reports the failure for that
+// server, and both sessions keep every tool and call it on the same
+// process; the bob's settings changed in the same reload apply all the
+// same. A later reload back to the running args clears the failure
+// without a reconnect.
+func TestTransportChangeToMissingArgsKeepsServing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := newSwitchRig(t)
+	good := r.script("server.sh")
+	_, err := r.rec.Apply(ctx, r.config(good, `{}`))
+	require.NoError(t, err)
+	pid := r.pid("alice")
+	require.Equal(t, pid, r.pid("bob"))
+	all := []string{"add", "add_tool", "echo", "pid", "read_note", "write_note"}
+	require.Equal(t, all, r.regs["alice"].ToolNames("demo"))
+	require.Equal(t, all, r.regs["bob"].ToolNames("demo"))
+	running := r.rec.Handle("alice", "demo").Identity()
+
+	missing := filepath.Join(r.dir, "no-such-dir", "server.sh")
+	bad := r.config(missing, `{"excludeTools":["add"]}`)
+	sum, err := r.rec.Apply(ctx, bad)
+	require.Error(t, err)
+	require.ErrorIs(t, err, reconcile.ErrTransportNotChanged)
+	t.Log(sum.String())
+	require.Len(t, sum.TransportChanges, 1)
+	tc := sum.TransportChanges[0]
+	assert.Equal(t, "demo", tc.Server)
+	assert.Equal(t, 0, tc.Moved)
+	assert.Equal(t, 2, tc.Kept)
+	assert.Contains(t, sum.String(), `server "demo": transport not changed, 2 sessions keep the running connection`)
+	require.Len(t, sum.Errors, 2)
+	for _, be := range sum.Errors {
+		assert.Equal(t, "demo", be.Server)
+	}
+
+	// Both sessions keep every tool (bob less the one his new settings
+	// hide) and call them on the same process.
+	assert.Equal(t, all, r.regs["alice"].ToolNames("demo"))
+	assert.Equal(t, []string{"add_tool", "echo", "pid", "read_note", "write_note"}, r.regs["bob"].ToolNames("demo"), "the settings changed in the same reload apply")
+	assert.Equal(t, pid, r.pid("alice"))
+	assert.Equal(t, pid, r.pid("bob"))
+	assert.Equal(t, "still here", callText(t, r.rec.Handle("bob", "demo").Session(), "echo", map[string]any{"text": "still here"}))
+	for _, s := range []string{"alice", "bob"} {
+		b := r.rec.Bindings(s)
+		require.Len(t, b, 1)
+		assert.Equal(t, running, b[0].Identity, "the running transport")
+		assert.Equal(t, pool.FromConfig(bad.Servers["demo"]).Fingerprint(), b[0].Desired, "the desired one")
+		assert.Contains(t, b[0].SwitchError, "transport change not made")
+		assert.False(t, b[0].Pending)
+		assert.Empty(t, b[0].Error, "the binding is healthy")
+		assert.Empty(t, r.rec.Down(s, "demo"))
+	}
+
+	// The next reload tries again (and fails again) ...
+	sum, err = r.rec.Apply(ctx, bad)
+	require.ErrorIs(t, err, reconcile.ErrTransportNotChanged)
+	require.Len(t, sum.TransportChanges, 1)
+	assert.Equal(t, pid, r.pid("alice"))
+
+	// ... and one back to the running args settles it, on the same process.
+	sum, err = r.rec.Apply(ctx, r.config(good, `{"excludeTools":["add"]}`))
+	require.NoError(t, err)
+	assert.Zero(t, sum.TransportsStarted)
+	assert.Empty(t, sum.TransportChanges)
+	for _, s := range []string{"alice", "bob"} {
+		b := r.rec.Bindings(s)
+		assert.Empty(t, b[0].SwitchError)
+		assert.Equal(t, b[0].Identity, b[0].Desired)
+		assert.Equal(t, pid, r.pid(s))
+	}
+	assert.Equal(t, all, r.regs["alice"].ToolNames("demo"))
+}
+
+// TestTransportChangeSwitchesWithoutGap: a good transport change starts
+// the new process, moves both sessions onto it and ends the old one; calls
+// made all along, during the switch too, succeed, and no session is told
+// of a list change, since what they see is the same.
+func TestTransportChangeSwitchesWithoutGap(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := newSwitchRig(t)
+	_, err := r.rec.Apply(ctx, r.config(r.script("a.sh"), `{"excludeTools":["add"]}`))
+	require.NoError(t, err)
+	oldPID := r.pid("alice")
+	aliceOps, bobOps := r.regs["alice"].OpCount(), r.regs["bob"].OpCount()
+
+	// Callers forward calls as a session endpoint does, until stopped.
+	var (
+		stop      atomic.Bool
+		switching atomic.Bool
+		during    atomic.Int64
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		failures  []string
+		failed    atomic.Int64
+	)
+	fail := func(msg string) {
+		if failed.Add(1) <= 5 {
+			mu.Lock()
+			failures = append(failures, msg)
+			mu.Unlock()
+		}
+	}
+	for _, s := range []string{"alice", "bob"} {
+		wg.Go(func() {
+			for !stop.Load() {
+				within := switching.Load()
+				h := r.rec.Handle(s, "demo")
+				var cs *mcp.ClientSession
+				if h != nil {
+					cs = h.Session()
+				}
+				if cs == nil {
+					fail(s + ": no connection")
+					continue
+				}
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": s}})
+				if err == nil && res.IsError {
+					err = errors.New("tool error")
+				}
+				if err != nil {
+					fail(s + ": " + err.Error())
+				}
+				if within && switching.Load() {
+					during.Add(1)
+				}
+			}
+		})
+	}
+	// Let the callers get going before the reload.
+	require.Eventually(t, func() bool { return r.rec.Handle("bob", "demo") != nil }, time.Minute, time.Millisecond)
+
+	switching.Store(true)
+	sum, err := r.rec.Apply(ctx, r.config(r.script("b.sh"), `{"excludeTools":["add"]}`))
+	switching.Store(false)
+	stop.Store(true)
+	wg.Wait()
+	require.NoError(t, err)
+	assert.Zero(t, failed.Load(), "failed calls during the switch; the first ones: %v", failures)
+	t.Logf("%d calls completed during the switch; %s", during.Load(), sum)
+	assert.Equal(t, []reconcile.TransportChange{{Server: "demo", Moved: 2}}, sum.TransportChanges)
+	assert.Equal(t, 1, sum.TransportsStarted)
+	assert.Empty(t, sum.Changed, "no session is told of a change: they see the same")
+	assert.Equal(t, aliceOps, r.regs["alice"].OpCount())
+	assert.Equal(t, bobOps, r.regs["bob"].OpCount())
+
+	newPID := r.pid("alice")
+	assert.NotEqual(t, oldPID, newPID, "the new process serves")
+	assert.Equal(t, newPID, r.pid("bob"))
+	require.Eventually(t, func() bool { return processGone(oldPID) }, time.Minute, 10*time.Millisecond, "the old process ended")
+	for _, s := range []string{"alice", "bob"} {
+		b := r.rec.Bindings(s)
+		assert.Equal(t, b[0].Desired, b[0].Identity)
+		assert.Empty(t, b[0].SwitchError)
+	}
+	assert.Len(t, r.pool.Entries(), 1)
+	assert.Equal(t, []string{"add_tool", "echo", "pid", "read_note", "write_note"}, r.regs["bob"].ToolNames("demo"))
+}
