@@ -44,12 +44,44 @@ type ReloadResult struct {
 	// Summary is the one-line human summary that was logged.
 	Summary string `json:"summary"`
 	// Changed lists the sessions whose view changed.
-	Changed         []string `json:"changed,omitempty"`
-	ClientsNotified int      `json:"clientsNotified"`
-	PolicySwapped   bool     `json:"policySwapped"`
+	Changed []string `json:"changed,omitempty"`
+	// TransportChanges lists, by server, the changed transports of servers
+	// that had live connections: each is made before break, and one whose
+	// new connection could not be made is listed with Kept > 0 and its
+	// Error (the sessions keep the running connection; see
+	// reconcile.TransportChange).
+	TransportChanges []TransportChangeResult `json:"transportChanges,omitempty"`
+	ClientsNotified  int                     `json:"clientsNotified"`
+	PolicySwapped    bool                    `json:"policySwapped"`
 	// Warnings are the config's warnings (unknown keys, ...), each with its
 	// JSON path, whether or not the reload was applied.
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// A TransportChangeResult reports one server whose transport a reload
+// changed for sessions that held a connection to it.
+type TransportChangeResult struct {
+	Server string `json:"server"`
+	// Moved counts the sessions moved to the new connection.
+	Moved int `json:"moved"`
+	// Kept counts the sessions left on the running connection because the
+	// new one could not be made; Error says why. The next reload tries
+	// the change again.
+	Kept  int    `json:"kept,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// transportChanges turns cs into their results.
+func transportChanges(cs []reconcile.TransportChange) []TransportChangeResult {
+	var out []TransportChangeResult
+	for _, c := range cs {
+		r := TransportChangeResult{Server: c.Server, Moved: c.Moved, Kept: c.Kept}
+		if c.Err != nil {
+			r.Error = c.Err.Error()
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // Reload reloads the config file now (the debounce is skipped) and returns
@@ -189,6 +221,7 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 
 	res.Applied = true
 	res.Changed = total.Changed
+	res.TransportChanges = transportChanges(total.TransportChanges)
 	res.ClientsNotified = d.clientsNotified(total)
 	res.Summary = "reload (" + trigger + "): " + describeSummary(total, res.ClientsNotified, policyNote)
 	joined := errors.Join(errs...)
@@ -206,8 +239,10 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 
 // checkCommands refuses a changed server whose new command cannot be
 // started (the command, or the directory it would run in, is missing):
-// the reconciler lets a binding's old connection go before it makes the
-// new one, so the server's sessions would lose what they had. A server
+// the reconciler would keep the running connection (it makes a changed
+// transport before it breaks the old one), but a command that is not
+// there is a mistake the operator should hear of, located in the file,
+// before anything is touched. A server
 // the running config does not have (every server, at start-up) is left to
 // start and retry, since it has no connection to lose and its command may
 // yet be installed; when a session uses it, it gets a warning located
@@ -285,6 +320,7 @@ func merge(a *reconcile.Summary, b reconcile.Summary) {
 	a.Refreshed += b.Refreshed
 	a.Replayed += b.Replayed
 	a.RegistryOps += b.RegistryOps
+	a.TransportChanges = append(a.TransportChanges, b.TransportChanges...) // SetPolicy makes none
 	// A binding that failed in both calls (the swap, then the apply) is
 	// counted once, with its latest error.
 	type binding struct{ session, server string }
@@ -320,6 +356,9 @@ func describeSummary(s reconcile.Summary, clients int, policyNote string) string
 		s.Replayed, plural(s.Replayed, "view", "views"), clients, plural(clients, "client", "clients"), policyNote)
 	if n := len(s.Errors); n > 0 {
 		line += fmt.Sprintf("; %d %s", n, plural(n, "binding failed", "bindings failed"))
+	}
+	for _, c := range s.TransportChanges {
+		line += "; " + c.String()
 	}
 	return line
 }
