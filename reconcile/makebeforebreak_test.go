@@ -147,6 +147,25 @@ func TestTransportChangeToMissingArgsKeepsServing(t *testing.T) {
 		assert.Empty(t, r.rec.Down(s, "demo"))
 	}
 
+	// If the running process dies meanwhile, the supervisor's Repair
+	// brings the running transport back, not the one that failed; the
+	// failed change stays on record.
+	h := r.rec.Handle("alice", "demo")
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, time.Minute, 10*time.Millisecond)
+	for _, s := range []string{"alice", "bob"} {
+		repaired, err := r.rec.Repair(ctx, s, "demo")
+		require.NoError(t, err)
+		assert.True(t, repaired, s)
+		b := r.rec.Bindings(s)[0]
+		assert.Equal(t, running, b.Identity, "%s: the running transport is reconnected", s)
+		assert.Contains(t, b.SwitchError, "transport change not made", s)
+	}
+	assert.NotEqual(t, pid, r.pid("alice"))
+	pid = r.pid("alice")
+	assert.Equal(t, pid, r.pid("bob"))
+	assert.Equal(t, all, r.regs["alice"].ToolNames("demo"))
+
 	// The next reload tries again (and fails again) ...
 	sum, err = r.rec.Apply(ctx, bad)
 	require.ErrorIs(t, err, reconcile.ErrTransportNotChanged)

@@ -1046,7 +1046,10 @@ func settled(cur *binding, w *want) bool {
 		!h.Released() && !h.Entry().State().Terminal() && h.View().Err() == nil
 }
 
-// converge performs one task.
+// converge performs one task. A forced one (Teardown, Repair, Restart)
+// of a binding whose transport change failed reconnects the transport it
+// runs, which stays in effect until a reconciling call makes the change
+// (see switchOver), and keeps the failure on record.
 func (r *Reconciler) converge(ctx context.Context, o *op, t task) {
 	var held *pool.Handle
 	if t.cur != nil {
@@ -1056,6 +1059,13 @@ func (r *Reconciler) converge(ctx context.Context, o *op, t task) {
 		r.setBinding(t.s, t.server, nil)
 		r.release(ctx, o, t, held)
 		return
+	}
+	desired, acquire := t.want, t.want
+	var switchErr error
+	if t.force && held != nil && t.cur.switchErr != nil && t.cur.switchErr != errSwitching && held.Identity() != desired.identity {
+		spec := held.Spec()
+		acquire = &want{spec: &spec, identity: held.Identity(), settings: desired.settings, overlay: desired.overlay}
+		switchErr = t.cur.switchErr
 	}
 	if held != nil && !t.force && held.Identity() == t.want.identity && !held.Entry().State().Terminal() {
 		o.count(&o.sum.Refreshed)
@@ -1072,7 +1082,7 @@ func (r *Reconciler) converge(ctx context.Context, o *op, t task) {
 	if held != nil {
 		// Release first: the old view must leave the registry before the
 		// new one fills it.
-		r.setBinding(t.s, t.server, &binding{want: t.want, err: errReacquiring})
+		r.setBinding(t.s, t.server, &binding{want: desired, err: errReacquiring})
 		r.release(ctx, o, t, held)
 	}
 	v := view.New(view.Config{
@@ -1081,12 +1091,12 @@ func (r *Reconciler) converge(ctx context.Context, o *op, t task) {
 		Registry: t.s.reg,
 		Counters: r.counters,
 		Policy:   r.viewPolicy(),
-		Settings: t.want.settings,
+		Settings: acquire.settings,
 		Logger:   r.log,
 	})
-	h, err := r.pool.Acquire(ctx, *t.want.spec, v)
+	h, err := r.pool.Acquire(ctx, *acquire.spec, v)
 	if err != nil {
-		r.setBinding(t.s, t.server, &binding{want: t.want, err: err})
+		r.setBinding(t.s, t.server, &binding{want: desired, err: err})
 		o.fail(t.s.name, t.server, err)
 		// Debug only: the caller reports the error (Apply's and Repair's
 		// join it), and the pool has logged why the connection failed.
@@ -1094,7 +1104,7 @@ func (r *Reconciler) converge(ctx context.Context, o *op, t task) {
 		return
 	}
 	o.count(&o.sum.Acquired)
-	r.setBinding(t.s, t.server, &binding{handle: h, want: t.want})
+	r.setBinding(t.s, t.server, &binding{handle: h, want: desired, switchErr: switchErr})
 	if err := v.Err(); err != nil {
 		o.fail(t.s.name, t.server, err)
 	}
