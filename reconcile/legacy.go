@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -113,6 +115,11 @@ type legacyConn struct {
 	// subs holds what receives the upstream's updates of each URI the
 	// session subscribed to (the connection is a pool.Subscriber).
 	subs map[string]pool.UpdateFunc
+	// pending is the want whose new connection could not be made (see
+	// Legacy.switchOver), and switchErr why; the connection, of want,
+	// keeps serving.
+	pending   *legacyWant
+	switchErr error
 }
 
 // NewLegacy returns a Legacy reconciler with no connections. It panics if
@@ -233,6 +240,7 @@ func (l *Legacy) Apply(ctx context.Context, cfg *config.Config, sessionName stri
 func (l *Legacy) keep(ctx context.Context, o *op, cur *legacyConn, w *legacyWant) {
 	cur.mu.Lock()
 	cur.want = w
+	cur.pending, cur.switchErr = nil, nil // a change that failed is taken back
 	cur.mu.Unlock()
 	if cur.view.Err() == nil {
 		return
@@ -281,11 +289,70 @@ func (l *Legacy) rebind(ctx context.Context, what, server string, reconnect bool
 // bind makes server's connection serve w: it keeps cur, a live connection
 // of w's identity, unless reconnect is set, and replaces it otherwise.
 func (l *Legacy) bind(ctx context.Context, o *op, server string, cur *legacyConn, w *legacyWant, reconnect bool) {
-	if cur != nil && !reconnect && w.keyErr == nil && cur.live() && cur.currentIdentity() == w.identity {
-		l.keep(ctx, o, cur, w)
-		return
+	if cur != nil && !reconnect && w.keyErr == nil && cur.live() {
+		if cur.currentIdentity() == w.identity {
+			l.keep(ctx, o, cur, w)
+			return
+		}
+		// Another transport is made before break; other metadata alone
+		// reconnects the same transport, break then make.
+		if cur.view != nil && cur.desired().spec.Fingerprint() != w.spec.Fingerprint() {
+			l.switchOver(ctx, o, server, cur, w)
+			return
+		}
 	}
 	l.replace(ctx, o, server, cur, w)
+}
+
+// switchOver replaces cur, a live connection, by one for w, make before
+// break, as Reconciler does for a changed transport: w's settings are
+// applied at once on cur; the new connection is made (connected and
+// listed) while cur serves; then cur's view moves onto it
+// (view.Attachment.Handover: the session is told only what differs), it
+// is published, and cur is closed, its calls under way given the
+// server's timeout to be answered. If the new connection cannot be made,
+// cur keeps serving with w as its pending want and the failure recorded.
+// l.mu is held.
+func (l *Legacy) switchOver(ctx context.Context, o *op, server string, cur *legacyConn, w *legacyWant) {
+	running := cur.desired()
+	if !bytes.Equal(running.settings, w.settings) {
+		o.count(&o.sum.Refreshed)
+		_, err := cur.view.SetSettings(ctx, w.settings)
+		o.fail(l.sessionName(), server, err)
+		key := strings.TrimPrefix(w.identity, w.spec.Fingerprint()+"#")
+		running = &legacyWant{spec: running.spec, settings: w.settings, identity: legacyIdentity(running.spec, key)}
+		cur.mu.Lock()
+		cur.want, cur.identity = running, running.identity
+		cur.mu.Unlock()
+	}
+	c, cause := l.connect(ctx, server, w, cur)
+	if cause != nil {
+		err := fmt.Errorf("%w, the running connection keeps serving: %w", ErrTransportNotChanged, cause)
+		cur.mu.Lock()
+		cur.pending, cur.switchErr = w, err
+		cur.mu.Unlock()
+		o.fail(l.sessionName(), server, err)
+		o.switched(server, false, cause)
+		l.log.Warn("legacy transport change failed", "server", server, "err", err)
+		return
+	}
+	o.count(&o.sum.Acquired)
+	o.switched(server, true, nil)
+	l.setConn(server, c)
+	cur.mu.Lock()
+	subs := maps.Clone(cur.subs)
+	cur.mu.Unlock()
+	for uri, fn := range subs {
+		if err := c.Subscribe(ctx, uri, fn); err != nil {
+			l.log.Debug("subscription not moved to the new connection", "server", server, "uri", uri, "err", err)
+		}
+	}
+	if cur.closeGracefully(ctx) {
+		o.count(&o.sum.Released)
+	}
+	if err := c.view.Err(); err != nil {
+		o.fail(l.sessionName(), server, err)
+	}
 }
 
 // newWant computes the desired identity of spec with settings under
@@ -489,6 +556,9 @@ func (l *Legacy) State() State {
 		if c.lost != nil && st.Error == "" {
 			st.Error = c.lost.Error()
 		}
+		if c.pending != nil && c.cs != nil {
+			st.Desired, st.SwitchError = c.pending.identity, c.switchErr.Error()
+		}
 		c.mu.Unlock()
 		if c.view != nil {
 			describeView(&st, c.view)
@@ -580,7 +650,7 @@ func (l *Legacy) replace(ctx context.Context, o *op, server string, cur *legacyC
 		o.fail(l.sessionName(), server, w.keyErr)
 		return
 	}
-	c, err := l.connect(ctx, server, w)
+	c, err := l.connect(ctx, server, w, nil)
 	if err != nil {
 		l.setConn(server, &legacyConn{l: l, server: server, want: w, err: err, closed: true})
 		o.fail(l.sessionName(), server, err)
@@ -595,8 +665,10 @@ func (l *Legacy) replace(ctx context.Context, o *op, server string, cur *legacyC
 }
 
 // connect dials server, discovers its lists and projects them into a new
-// view.
-func (l *Legacy) connect(ctx context.Context, server string, w *legacyWant) (*legacyConn, error) {
+// view, or into from's view when from is not nil: the view is handed over
+// once the lists are discovered (see switchOver), and from's attachment is
+// inert from then on.
+func (l *Legacy) connect(ctx context.Context, server string, w *legacyWant, from *legacyConn) (*legacyConn, error) {
 	cctx, cancel := context.WithTimeout(ctx, l.requestTimeout(w))
 	defer cancel()
 	c := &legacyConn{l: l, server: server, want: w, identity: w.identity}
@@ -634,19 +706,27 @@ func (l *Legacy) connect(ctx context.Context, server string, w *legacyWant) (*le
 		l.closeSession(cs)
 		return nil, pool.ConnectFailure(cctx, dialed, l.requestTimeout(w), fmt.Errorf("discover %s: %w", w.spec, err))
 	}
-	c.view = view.New(view.Config{
-		Session:  l.sessionName(),
-		Server:   server,
-		Registry: l.reg,
-		Counters: l.counters,
-		Policy:   l.Policy(),
-		Settings: w.settings,
-		Logger:   l.log,
-	})
-	c.att, err = c.view.Attach(nil)
-	if err != nil {
-		l.closeSession(cs)
-		return nil, err
+	if from != nil {
+		c.view, c.att = from.view, from.att.Handover(nil)
+		if c.att == nil {
+			l.closeSession(cs)
+			return nil, fmt.Errorf("server %s: the running connection's view is detached", server)
+		}
+	} else {
+		c.view = view.New(view.Config{
+			Session:  l.sessionName(),
+			Server:   server,
+			Registry: l.reg,
+			Counters: l.counters,
+			Policy:   l.Policy(),
+			Settings: w.settings,
+			Logger:   l.log,
+		})
+		c.att, err = c.view.Attach(nil)
+		if err != nil {
+			l.closeSession(cs)
+			return nil, err
+		}
 	}
 	c.mu.Lock()
 	c.cs = cs
@@ -694,7 +774,15 @@ func (c *legacyConn) currentIdentity() string {
 
 // close detaches the view, closes the connection and waits for c's
 // goroutines (within ctx). It reports whether a connection was open.
-func (c *legacyConn) close(ctx context.Context) bool {
+func (c *legacyConn) close(ctx context.Context) bool { return c.closeWith(ctx, false) }
+
+// closeGracefully is close for a connection whose view was handed over
+// (switchOver): the calls under way on it get the server's timeout to be
+// answered before the connection is closed beneath them.
+func (c *legacyConn) closeGracefully(ctx context.Context) bool { return c.closeWith(ctx, true) }
+
+func (c *legacyConn) closeWith(ctx context.Context, graceful bool) bool {
+	timeout := c.timeout()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -712,8 +800,14 @@ func (c *legacyConn) close(ctx context.Context) bool {
 		// forwarded for the session, a rediscovery) to be answered, however
 		// long the upstream takes, or for ever: closing the connection
 		// beneath it first ends them (they fail, the connection closed).
-		conn.CloseConnection()
-		c.l.closeSession(cs)
+		if graceful {
+			t := time.AfterFunc(timeout, conn.CloseConnection)
+			c.l.closeSession(cs)
+			t.Stop()
+		} else {
+			conn.CloseConnection()
+			c.l.closeSession(cs)
+		}
 	}
 	done := make(chan struct{})
 	go func() {

@@ -271,3 +271,60 @@ func TestTransportChangeSwitchesWithoutGap(t *testing.T) {
 	assert.Len(t, r.pool.Entries(), 1)
 	assert.Equal(t, []string{"add_tool", "echo", "pid", "read_note", "write_note"}, r.regs["bob"].ToolNames("demo"))
 }
+
+// TestLegacyTransportChangeIsMadeBeforeBreak: the single-session mode
+// changes a transport the same way: a change to args that do not exist is
+// reported and the running process keeps serving every tool (with the
+// settings of the same Apply applied); a good change moves the session to
+// the new process and ends the old one, with no change to what the
+// session sees.
+func TestLegacyTransportChangeIsMadeBeforeBreak(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := newSwitchRig(t) // for its scripts and configs
+	reg := r.regs["bob"]
+	leg := reconcile.NewLegacy(reconcile.LegacyOptions{Policy: metakey.Reference{}, Registry: reg, Logger: quiet, Timeout: time.Minute})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, leg.Close(ctx))
+	})
+	pid := func() int {
+		t.Helper()
+		n, err := strconv.Atoi(callText(t, leg.Session("demo"), "pid", nil))
+		require.NoError(t, err)
+		return n
+	}
+	good := r.script("a.sh")
+	_, err := leg.Apply(ctx, r.config(good, `{}`), "bob")
+	require.NoError(t, err)
+	oldPID := pid()
+	all := []string{"add", "add_tool", "echo", "pid", "read_note", "write_note"}
+	require.Equal(t, all, reg.ToolNames("demo"))
+	running := leg.State().Sessions[0].Servers[0].Identity
+
+	bad := r.config(filepath.Join(r.dir, "missing", "server.sh"), `{"excludeTools":["add"]}`)
+	sum, err := leg.Apply(ctx, bad, "bob")
+	require.ErrorIs(t, err, reconcile.ErrTransportNotChanged)
+	require.Len(t, sum.TransportChanges, 1)
+	assert.Equal(t, 1, sum.TransportChanges[0].Kept)
+	assert.Equal(t, oldPID, pid(), "the running process serves")
+	assert.Equal(t, []string{"add_tool", "echo", "pid", "read_note", "write_note"}, reg.ToolNames("demo"), "the new settings apply")
+	b := leg.State().Sessions[0].Servers[0]
+	assert.NotEqual(t, running, b.Identity, "re-keyed by the new settings")
+	assert.NotEqual(t, b.Identity, b.Desired)
+	assert.Contains(t, b.SwitchError, "transport change not made")
+	assert.Equal(t, "ready", b.EntryState)
+
+	n := reg.OpCount()
+	sum, err = leg.Apply(ctx, r.config(r.script("b.sh"), `{"excludeTools":["add"]}`), "bob")
+	require.NoError(t, err)
+	assert.Equal(t, []reconcile.TransportChange{{Server: "demo", Moved: 1}}, sum.TransportChanges)
+	assert.Equal(t, n, reg.OpCount(), "the session sees the same: no registry call")
+	newPID := pid()
+	assert.NotEqual(t, oldPID, newPID)
+	require.Eventually(t, func() bool { return processGone(oldPID) }, time.Minute, 10*time.Millisecond, "the old process ended")
+	b = leg.State().Sessions[0].Servers[0]
+	assert.Equal(t, b.Desired, b.Identity)
+	assert.Empty(t, b.SwitchError)
+}
