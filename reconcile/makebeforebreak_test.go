@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -327,4 +328,124 @@ func TestLegacyTransportChangeIsMadeBeforeBreak(t *testing.T) {
 	b = leg.State().Sessions[0].Servers[0]
 	assert.Equal(t, b.Desired, b.Identity)
 	assert.Empty(t, b.SwitchError)
+}
+
+// TestTransportChangeWhileOthersChange: while a reload makes the new
+// connection of one server, that server's sessions keep calling the
+// running one and see it as pending, the same reload's changes to other
+// servers are already in effect, and a reload asked for meanwhile waits
+// for it and then supersedes it: here it moves the server on to yet
+// another transport, and the one after removes it; no connection is left
+// behind.
+func TestTransportChangeWhileOthersChange(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read", "write"), newUpstream("gh", "issues", "pulls"))
+	base := func(fsArgs []string, ghAlice string) *cfg {
+		return newCfg().server("fs", "args", fsArgs).server("gh").
+			session("alice", "overrides", override("gh", ghAlice)).session("bob")
+	}
+	e.apply(base([]string{"/0"}, `{}`).build(t))
+	old := e.handle("alice", "fs")
+
+	gate := make(chan struct{})
+	e.mu.Lock()
+	e.gates = map[string]chan struct{}{"fs": gate}
+	e.mu.Unlock()
+	type result struct {
+		sum reconcile.Summary
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		sum, err := e.rec.Apply(context.Background(), base([]string{"/a"}, `{"excludeTools":["pulls"]}`).build(t))
+		first <- result{sum, err}
+	}()
+	pending := func() bool {
+		for _, s := range []string{"alice", "bob"} {
+			for _, b := range e.rec.Bindings(s) {
+				if b.Server == "fs" && !b.Pending {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	require.Eventually(t, pending, time.Minute, time.Millisecond, "fs shows as pending while its new connection is made")
+	require.Eventually(t, func() bool { return slices.Equal(e.reg("alice").ToolNames("gh"), []string{"issues"}) }, time.Minute, time.Millisecond,
+		"another server's settings change of the same reload applies meanwhile")
+	for _, s := range []string{"alice", "bob"} {
+		h := e.handle(s, "fs")
+		assert.Same(t, old.Entry(), h.Entry(), "%s: the running connection serves", s)
+		assert.Equal(t, "fs/read", callText(t, h.Session(), "read", nil))
+		assert.Equal(t, []string{"read", "write"}, e.reg(s).ToolNames("fs"))
+	}
+
+	second := make(chan result, 1)
+	go func() {
+		sum, err := e.rec.Apply(context.Background(), base([]string{"/b"}, `{"excludeTools":["pulls"]}`).build(t))
+		second <- result{sum, err}
+	}()
+	close(gate)
+	r1 := <-first
+	require.NoError(t, r1.err)
+	assert.Equal(t, []reconcile.TransportChange{{Server: "fs", Moved: 2}}, r1.sum.TransportChanges)
+	r2 := <-second
+	require.NoError(t, r2.err)
+	assert.Equal(t, []reconcile.TransportChange{{Server: "fs", Moved: 2}}, r2.sum.TransportChanges, "the later reload moves it on")
+	want := pool.FromConfig(base([]string{"/b"}, `{}`).build(t).Servers["fs"]).Fingerprint()
+	for _, s := range []string{"alice", "bob"} {
+		h := e.handle(s, "fs")
+		assert.Equal(t, want, h.Identity(), s)
+		assert.Equal(t, "fs/read", callText(t, h.Session(), "read", nil))
+		assert.Equal(t, []string{"read", "write"}, e.reg(s).ToolNames("fs"))
+	}
+	ids := func() []string {
+		var out []string
+		for _, info := range e.pool.Entries() {
+			out = append(out, info.Server+" "+info.State.String())
+		}
+		return out
+	}
+	assert.Equal(t, []string{"fs ready", "gh ready"}, ids(), "one connection per server: the intermediate one is closed")
+
+	// A reload removing the server releases it everywhere.
+	sum := e.apply(newCfg().server("gh").session("alice", "overrides", override("gh", `{"excludeTools":["pulls"]}`)).session("bob").build(t))
+	assert.Equal(t, 2, sum.Released)
+	assert.Equal(t, []string{"gh ready"}, ids())
+	assert.Empty(t, e.reg("alice").ToolNames("fs"))
+	e.requireRefsMatch()
+}
+
+// TestTransportChangeFailsWhileRemoved: a reload removing a server whose
+// transport change is being made waits for it to end (failed here: the
+// new connection cannot be made), then removes it; nothing is left.
+func TestTransportChangeFailsWhileRemoved(t *testing.T) {
+	e := newEnv(t, newUpstream("fs", "read"), newUpstream("gh", "issues"))
+	e.apply(newCfg().server("fs").server("gh").session("alice").build(t))
+	gate := make(chan struct{})
+	e.mu.Lock()
+	e.gates = map[string]chan struct{}{"fs": gate}
+	e.failing["fs"] = errors.New("no such file")
+	e.mu.Unlock()
+	first := make(chan error, 1)
+	go func() {
+		_, err := e.rec.Apply(context.Background(), newCfg().server("fs", "args", []string{"/missing"}).server("gh").session("alice").build(t))
+		first <- err
+	}()
+	require.Eventually(t, func() bool {
+		b := e.rec.Bindings("alice")
+		return len(b) == 2 && b[0].Server == "fs" && b[0].Pending
+	}, time.Minute, time.Millisecond)
+	second := make(chan error, 1)
+	go func() {
+		_, err := e.rec.Apply(context.Background(), newCfg().server("gh").session("alice").build(t))
+		second <- err
+	}()
+	close(gate)
+	require.ErrorIs(t, <-first, reconcile.ErrTransportNotChanged)
+	require.NoError(t, <-second)
+	assert.Nil(t, e.rec.Handle("alice", "fs"))
+	assert.Empty(t, e.reg("alice").ToolNames("fs"))
+	require.Len(t, e.pool.Entries(), 1)
+	assert.Equal(t, "gh", e.pool.Entries()[0].Server)
+	e.requireRefsMatch()
 }
