@@ -77,8 +77,9 @@
 // and signal triggers are debounced ([Options.Debounce]). A reload parses
 // and validates
 // the whole file first, checks that a changed server's new command can be
-// started in its "cwd" (the old connection goes before the new one is
-// made), and loads and checks a changed policy plugin; it then asks the
+// started in its "cwd" (a missing command is a mistake to hear of, located
+// in the file, before anything is touched), and loads and checks a
+// changed policy plugin; it then asks the
 // policy that will run (a new plugin, or the running one for settings that
 // changed) for the key of every binding's settings
 // ([reconcile.Reconciler.Check]). If anything is wrong it is logged with
@@ -97,7 +98,29 @@
 // could not start at start-up. When nothing is wrong, the new policy (if
 // any) re-keys every view at once, then the config is applied, and one
 // line sums the reload up: sessions changed, transports reused, started
-// and stopped, views replayed, clients notified, policy swapped or not.
+// and stopped, views replayed, clients notified, policy swapped or not,
+// and each server whose transport changed.
+//
+// A server whose transport changed (command, args, env, cwd, url,
+// headers, timeout, ...) is switched make before break: its sessions keep
+// the running connection until the new one has started, initialized and
+// listed within the server's "timeout"; then they move to it (a client
+// hears list_changed only where what it sees differs) and the old one is
+// closed once the calls under way on it are answered. Settings changed in
+// the same reload apply at once, on the running connection. If the new
+// connection cannot be made, the reload is applied but not "ok": its
+// summary line ("server "X": transport not changed, N sessions keep the
+// running connection: why"), the answer of POST /v1/reload (the
+// bindings' errors and "transportChanges", with "kept" and "error") and
+// the log name the server and the reason. Its sessions keep what they
+// had, and the running transport stays in effect, surviving a crash
+// restart or a supervisor retry, until a later reload makes the change
+// (each reload tries it again) or takes it back. /v1/state shows each such
+// binding with "identity" (and the pool entry) of the running transport,
+// "desired" the one asked for, and "switchError" why it was not made;
+// "pending" while the new connection is being made. A reload waits for the
+// transports it changes: one asked for meanwhile runs after it, and
+// supersedes it.
 // The listen address and the admin block's absence or presence are read at
 // start-up only (a changed listen address is reported, not applied).
 //

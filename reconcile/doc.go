@@ -14,9 +14,11 @@
 //   - no binding yet (or the last acquire failed): create a view with the
 //     session's effective settings and acquire a handle;
 //   - a held handle whose captured transport identity ([pool.Handle.Identity])
-//     differs from the desired [pool.Spec.Fingerprint], or whose entry is
-//     failed or closed: release it first, then acquire again (the old view
-//     must leave the registry before a new one fills it);
+//     differs from the desired [pool.Spec.Fingerprint], on a live entry:
+//     change the transport make before break (see Transport changes);
+//   - a held handle whose entry is failed or closed, or any handle of a
+//     Teardown: release it first, then acquire again (the old view must
+//     leave the registry before a new one fills it);
 //   - a held handle with the desired identity: refresh its metadata
 //     ([pool.Handle.RefreshMetadata]); an equal metadata key changes nothing
 //     at all, a different key replays the entry's current snapshot;
@@ -30,6 +32,46 @@
 // comparing config references: the desired side is compared by contents,
 // against private copies, so a config mutated in place is seen as changed
 // where it did change.
+//
+// # Transport changes: make before break
+//
+// A binding whose server's transport changed (anything in its identity:
+// command, args, env, cwd, url, headers, timeout, ...) while it holds a
+// live connection keeps that connection serving until the new one is
+// ready. The bindings moving to one pooled transport move together (an
+// unpooled one each on its own):
+//
+//  1. their new settings, if any, are applied at once on the running
+//     connection ([pool.Handle.RefreshMetadata]), whatever becomes of the
+//     new one;
+//  2. the new connection is made ([pool.Pool.Standby]): started,
+//     initialized and listed within the server's timeout, while the
+//     running one serves; [BindingState.Pending] shows it meanwhile;
+//  3. each binding's view moves onto it ([pool.Standby.Move]): the view
+//     keeps its registrations and the new snapshot is applied over them
+//     as a diff, so a session is told (list_changed) only what differs;
+//     the new handle is published (calls go there from then on), and the
+//     old handle is released, the last release closing the old connection
+//     once the calls under way on it are answered.
+//
+// If the new connection cannot be made (it cannot start, its handshake or
+// listing fails or times out), the bindings keep their running connections
+// and what they show, and the failure is recorded for each binding
+// (wrapping [ErrTransportNotChanged]), for the server in
+// [Summary.TransportChanges], and in [BindingState.SwitchError], while
+// [BindingState.Desired] names the transport asked for and
+// [BindingState.Identity] the one running. The running transport stays in
+// effect until a later reconciling call makes the change (every later
+// Apply tries it again) or takes it back (the binding is then settled as
+// it is, with no reconnect); a Repair, Teardown or Restart meanwhile
+// reconnects the running transport, not the one that failed.
+//
+// Reconciling calls are serialised, and Apply waits for the connections
+// it makes: an Apply asked for during a transport change runs after it
+// and supersedes it, moving the server on, back, or removing it. The
+// same holds for overlays (PutOverlay, DeleteOverlay). [Legacy] changes a
+// transport the same way; there other metadata alone reconnects the same
+// transport as before.
 //
 // # A reload's cost follows what changed
 //
@@ -110,7 +152,7 @@
 // connected-config identity is the transport fingerprint followed by "#"
 // and the metadata key ([view.CanonicalKey]), so a metadata change there
 // reconnects and rediscovers, while canonical-equivalent settings change
-// nothing.
+// nothing. A transport change is made before break, as above.
 //
 // # Concurrency
 //
