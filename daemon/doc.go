@@ -88,8 +88,8 @@
 // tried to read are watched too, so that one that was missing (a Secret
 // mounted after its ConfigMap) retries the reload when it appears. Watch
 // and signal triggers are debounced ([Options.Debounce]). A reload parses
-// and validates
-// the whole file first (an unknown key is an error, as at start-up), checks that a changed server's new command can be
+// and validates the whole file first (an unknown key is an error, as at
+// start-up), checks that a changed server's new command can be
 // started in its "cwd" (the old connection goes before the new one is
 // made), and loads and checks a changed policy plugin; it then asks the
 // policy that will run (a new plugin, or the running one for settings that
