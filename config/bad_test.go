@@ -106,7 +106,7 @@ var badCorpus = map[string][]string{
 	"duplicate-server-name":         {`mcpServers: duplicate key "fs"`},
 	"duplicate-session-name":        {`sessions: duplicate key "a"`},
 	"duplicate-env-key":             {`mcpServers.fs.env: duplicate key "A"`},
-	"duplicate-key-ignored-section": {`ui: duplicate key "theme"`},
+	"duplicate-key-ignored-section": {`ui: unknown key (expected one of "mcpServers", "sessions", "policy", "listen" and "admin")`, `ui: duplicate key "theme"`},
 	"empty-server-name":             {`mcpServers[""]: server name must not be empty`},
 	"server-name-control":           {`mcpServers["fs\x01"]: server name must not contain control characters`},
 	"empty-session-name":            {`sessions[""]: session name must not be empty`},

@@ -201,6 +201,10 @@ type Server struct {
 	Description string
 	// Settings holds the raw session metadata settings.
 	Settings Settings
+	// Extra holds the raw values of the keys the loader was told to
+	// accept besides its own (Options.ServerKeys); nil when there are
+	// none.
+	Extra map[string]json.RawMessage
 }
 
 // Metadata returns the server's metadata settings as a fresh raw JSON object
@@ -231,6 +235,12 @@ func (s *Server) Clone() *Server {
 	c.Env = maps.Clone(s.Env)
 	c.Headers = maps.Clone(s.Headers)
 	c.Settings = s.Settings.Clone()
+	if s.Extra != nil {
+		c.Extra = make(map[string]json.RawMessage, len(s.Extra))
+		for k, v := range s.Extra {
+			c.Extra[k] = bytes.Clone(v)
+		}
+	}
 	return &c
 }
 
@@ -283,6 +293,10 @@ func (s Server) LogValue() slog.Value {
 type Override struct {
 	Settings Settings
 	Disabled *bool
+	// Extra holds the raw values of the keys the loader was told to
+	// accept besides its own (Options.ServerKeys); nil when there are
+	// none.
+	Extra map[string]json.RawMessage
 }
 
 // Layer returns a server's metadata settings and Disabled flag as a

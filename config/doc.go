@@ -44,10 +44,10 @@
 // versions; absent: the newest, with the go-sdk's fallback to the legacy
 // initialize handshake; a version before 2026-07-28 has no input-required
 // results, so a server's questions within a call cannot reach the calling
-// client). The gemini-cli keys "oauth",
+// client). The gemini-cli and qwen-code keys "oauth",
 // "authProviderType", "targetAudience", "targetServiceAccount", "tcp",
-// "type", "extensionName" and "extension" are accepted with a warning and
-// ignored. Values are used as written: unlike gemini-cli, wasmhost does not
+// "type", "extensionName" and "extension" ([IgnoredServerKeys]) are
+// accepted with a warning and ignored; any other key is an error. Values are used as written: unlike gemini-cli, wasmhost does not
 // expand "$VAR" references (it warns when an env or header value looks like
 // one).
 //
@@ -92,10 +92,19 @@
 //
 //	config.json: mcpServers.fs.args[2]: expected a string, got a number
 //
+//	config.json: mcpServers.fs.includeTool: unknown key; did you mean "includeTools"?
+//
 // Every problem is reported, not just the first (see [ErrInvalid] and
-// [Error]). Duplicate keys are errors anywhere in the file. Unknown keys are
-// not errors but [Warning]s. The metadata settings are type-checked here,
-// with their exact paths, and their raw values are still what reaches the
+// [Error]). Duplicate keys are errors anywhere in the file, and so are
+// unknown keys, at the top level, in "policy", "admin", a server entry, a
+// session and an override: a misspelt filter key would otherwise leave
+// its filter out and show a session every tool. The message names the
+// known key an unknown one is likely a misspelling of. Only the gemini-cli
+// keys above are [Warning]s, as are settings that have no effect. A caller
+// may declare more keys a server entry and an override accept
+// ([Options.ServerKeys]); their raw values are kept in [Server.Extra] and
+// [Override.Extra]. The metadata settings are type-checked here, with
+// their exact paths, and their raw values are still what reaches the
 // policy plugin, which decides what they mean.
 //
 // Tokens never appear in errors, warnings, String, GoString or slog output.

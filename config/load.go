@@ -46,24 +46,48 @@ func LoadWith(path string, readFile func(string) ([]byte, error)) (*Config, []Wa
 //
 // Parse reports every problem it finds, not just the first: the error is
 // nil or wraps ErrInvalid and joins one *Error per problem, in file order.
-// Warnings (unknown keys, ignored settings) are returned in file order even
-// when there are errors. On error the Config is nil.
+// Warnings (ignored settings, suspicious values) are returned in file
+// order even when there are errors. On error the Config is nil.
 func Parse(name string, data []byte, lookupEnv func(string) (string, bool), readFile func(string) ([]byte, error)) (*Config, []Warning, error) {
-	if lookupEnv == nil {
-		lookupEnv = os.LookupEnv
+	return ParseWith(name, data, Options{LookupEnv: lookupEnv, ReadFile: readFile})
+}
+
+// Options adjust ParseWith.
+type Options struct {
+	// LookupEnv resolves "tokenEnv"; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// ReadFile reads "tokenFile"; nil means os.ReadFile.
+	ReadFile func(string) ([]byte, error)
+	// ServerKeys are keys that a server entry and a session override may
+	// hold besides the loader's own, such as settings a plugin declares.
+	// Their values are kept, unchecked, in Server.Extra and
+	// Override.Extra. A key the loader knows already is not affected.
+	ServerKeys []string
+}
+
+// ParseWith is Parse with Options.
+func ParseWith(name string, data []byte, opts Options) (*Config, []Warning, error) {
+	if opts.LookupEnv == nil {
+		opts.LookupEnv = os.LookupEnv
 	}
-	if readFile == nil {
-		readFile = os.ReadFile
+	if opts.ReadFile == nil {
+		opts.ReadFile = os.ReadFile
 	}
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark some editors write
 	l := &loader{
 		file:      name,
 		dir:       filepath.Dir(name),
 		src:       newSource(data),
-		lookupEnv: lookupEnv,
-		readFile:  readFile,
+		lookupEnv: opts.LookupEnv,
+		readFile:  opts.ReadFile,
+		extra:     make(map[string]bool),
 		known:     make(map[string]bool),
 		tokens:    make(map[string]string),
+	}
+	for _, k := range opts.ServerKeys {
+		if !slices.Contains(serverKeys, k) && !slices.Contains(IgnoredServerKeys, k) {
+			l.extra[k] = true
+		}
 	}
 	cfg := l.parse(data)
 	warnings := l.warnings()
@@ -80,6 +104,7 @@ type loader struct {
 	src       source
 	lookupEnv func(string) (string, bool)
 	readFile  func(string) ([]byte, error)
+	extra     map[string]bool // Options.ServerKeys
 
 	errs   []located[*Error]
 	warns  []located[Warning]
@@ -190,7 +215,7 @@ func (l *loader) config(root *node) *Config {
 		case "mcpServers", "sessions", "policy", "listen", "admin":
 			top[m.key] = m.val
 		default:
-			l.warnAt(m.keyOff, joinKey("", m.key), "unknown key, ignored")
+			l.unknownKey(m.keyOff, joinKey("", m.key), m.key, topKeys)
 		}
 	}
 	// Servers first: sessions refer to them.
@@ -341,24 +366,24 @@ func (l *loader) metadata(key string, n *node, path string, s *Settings) bool {
 	return true
 }
 
-// Keys of gemini-cli and qwen-code server entries that wasmhost accepts so
-// an entry can be pasted, but does not use.
-var ignoredServerKeys = map[string]bool{
-	"oauth":                true,
-	"authProviderType":     true,
-	"targetAudience":       true,
-	"targetServiceAccount": true,
-	"tcp":                  true,
-	"type":                 true,
-	"extensionName":        true,
-	"extension":            true,
-}
-
 // Transport keys of a server entry, which a session override may not name.
 var transportKeys = map[string]bool{
 	"command": true, "args": true, "env": true, "cwd": true, "url": true,
 	"httpUrl": true, "headers": true, "timeout": true, "pooled": true,
 	"protocolVersion": true,
+}
+
+// withExtra returns keys and the extra keys the loader accepts, sorted.
+func (l *loader) withExtra(keys []string) []string {
+	if len(l.extra) == 0 {
+		return keys
+	}
+	out := slices.Clone(keys)
+	for k := range l.extra {
+		out = append(out, k)
+	}
+	slices.Sort(out[len(keys):])
+	return out
 }
 
 // varRef matches what gemini-cli would expand as an environment variable.
@@ -503,10 +528,16 @@ func (l *loader) server(name string, n *node, path string) *Server {
 		case "description":
 			s.Description, _ = l.str(v, p)
 		default:
-			if ignoredServerKeys[m.key] {
+			switch {
+			case slices.Contains(IgnoredServerKeys, m.key):
 				l.warnAt(m.keyOff, p, "not supported by wasmhost, ignored")
-			} else {
-				l.warnAt(m.keyOff, p, "unknown key, ignored")
+			case l.extra[m.key]:
+				if s.Extra == nil {
+					s.Extra = make(map[string]json.RawMessage)
+				}
+				s.Extra[m.key] = l.raw(v)
+			default:
+				l.unknownKey(m.keyOff, p, m.key, l.withExtra(serverKeys))
 			}
 		}
 	}
@@ -647,7 +678,7 @@ func (l *loader) policy(cfg *Config, n *node) {
 				cfg.Policy.Timeout = time.Duration(v) * time.Millisecond
 			}
 		default:
-			l.warnAt(m.keyOff, p, "unknown key, ignored")
+			l.unknownKey(m.keyOff, p, m.key, policyKeys)
 		}
 	}
 }
@@ -677,7 +708,7 @@ func (l *loader) admin(n *node) *Admin {
 		case "token", "tokenFile", "tokenEnv":
 			sources = append(sources, m)
 		default:
-			l.warnAt(m.keyOff, joinKey(path, m.key), "unknown key, ignored")
+			l.unknownKey(m.keyOff, joinKey(path, m.key), m.key, tokenKeys)
 		}
 	}
 	tok, src, ok := l.token(n, path, sources, "the admin API")
@@ -737,7 +768,7 @@ func (l *loader) parseSession(cfg *Config, name string, n *node, path string) *S
 		case "description":
 			s.Description, _ = l.str(m.val, p)
 		default:
-			l.warnAt(m.keyOff, p, "unknown key, ignored")
+			l.unknownKey(m.keyOff, p, m.key, sessionKeys)
 		}
 	}
 	s.Token, s.TokenSource, _ = l.token(n, path, sources, fmt.Sprintf("session %q", name))
@@ -817,8 +848,13 @@ func (l *loader) override(n *node, path string) (Override, bool) {
 			}
 		case transportKeys[m.key]:
 			l.errorAt(m.keyOff, p, "a session override may only set trust, includeTools, excludeTools, alwaysLoadTools and disabled; transport settings are shared by all sessions")
+		case l.extra[m.key]:
+			if o.Extra == nil {
+				o.Extra = make(map[string]json.RawMessage)
+			}
+			o.Extra[m.key] = l.raw(m.val)
 		default:
-			l.warnAt(m.keyOff, p, "unknown key, ignored")
+			l.unknownKey(m.keyOff, p, m.key, l.withExtra(overrideKeys))
 		}
 	}
 	return o, true

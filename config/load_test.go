@@ -128,14 +128,12 @@ func wantFull() *Config {
 }
 
 var wantFullWarnings = []string{
-	`theme: unknown key, ignored`,
 	`mcpServers.github.env.GITHUB_PERSONAL_ACCESS_TOKEN: looks like an environment variable reference; wasmhost passes values as written and does not expand variables`,
 	`mcpServers.sseServer.oauth: not supported by wasmhost, ignored`,
 	`mcpServers.cloudRun.authProviderType: not supported by wasmhost, ignored`,
 	`mcpServers.cloudRun.targetAudience: not supported by wasmhost, ignored`,
 	`mcpServers.cloudRun.targetServiceAccount: not supported by wasmhost, ignored`,
 	`sessions["bob.ci"].servers[1]: server "nodeServer" is disabled`,
-	`sessions.carol_2.color: unknown key, ignored`,
 }
 
 func warningLines(file string, ws []Warning) []string {
@@ -414,23 +412,19 @@ func failRead(name string) ([]byte, error) {
 
 func TestWarnings(t *testing.T) {
 	input := `{
-  "mcp": {"allowed": ["x"]},
-  "policy": {"path": "p.wasm", "cache": true},
-  "admin": {"token": "admin-token-0123456789", "port": 1},
+  "policy": {"path": "p.wasm"},
+  "admin": {"token": "admin-token-0123456789"},
   "mcpServers": {
     "web": {"url": "https://example.com/sse", "args": ["x"], "env": {"A": "b"}, "cwd": "/", "type": "sse", "tcp": "x", "extensionName": "e", "extension": {}},
-    "local": {"command": "c", "headers": {"Authorization": "Bearer ${TOKEN}"}, "colour": "red"}
+    "local": {"command": "c", "headers": {"Authorization": "Bearer ${TOKEN}"}}
   },
   "sessions": {
-    "a": {"token": "tiny-tok", "servers": ["web"], "overrides": {"local": {"trust": true, "note": 1}}}
+    "a": {"token": "tiny-tok", "servers": ["web"], "overrides": {"local": {"trust": true}}}
   }
 }`
 	_, ws, err := Parse("c.json", []byte(input), fakeEnv(nil), failRead)
 	require.NoError(t, err)
 	want := []string{
-		`mcp: unknown key, ignored`,
-		`policy.cache: unknown key, ignored`,
-		`admin.port: unknown key, ignored`,
 		`mcpServers.web.args: ignored for a server reached by URL`,
 		`mcpServers.web.env: ignored for a server reached by URL`,
 		`mcpServers.web.cwd: ignored for a server reached by URL`,
@@ -440,10 +434,8 @@ func TestWarnings(t *testing.T) {
 		`mcpServers.web.extension: not supported by wasmhost, ignored`,
 		`mcpServers.local.headers: ignored for a server started with "command"`,
 		`mcpServers.local.headers.Authorization: looks like an environment variable reference; wasmhost passes values as written and does not expand variables`,
-		`mcpServers.local.colour: unknown key, ignored`,
 		`sessions.a.token: the token is shorter than 16 characters; use a long random token`,
 		`sessions.a.overrides.local: the session does not use this server (see "sessions.a.servers"), so the override has no effect`,
-		`sessions.a.overrides.local.note: unknown key, ignored`,
 	}
 	if diff := cmp.Diff(want, warningLines("c.json", ws)); diff != "" {
 		t.Errorf("warnings mismatch (-want +got):\n%s", diff)
@@ -451,7 +443,7 @@ func TestWarnings(t *testing.T) {
 	for _, w := range ws {
 		assert.NotContains(t, w.String(), "tiny-tok", "token leaked into a warning")
 	}
-	assert.Equal(t, "c.json: mcp: unknown key, ignored", ws[0].String())
+	assert.Equal(t, "c.json: mcpServers.web.args: ignored for a server reached by URL", ws[0].String())
 	for _, w := range ws {
 		want := ""
 		if strings.HasPrefix(w.Path, "sessions.a.") {
@@ -463,6 +455,89 @@ func TestWarnings(t *testing.T) {
 	_, ws, err = Parse("c.json", []byte(`{}`), fakeEnv(nil), failRead)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"c.json: no sessions configured; the daemon will serve nothing"}, []string{ws[0].String()})
+}
+
+// TestUnknownKeysRefused: an unknown key anywhere in the file refuses the
+// load, with its JSON path and the known key it is a misspelling of, if
+// any. A filter key written "includeTool" was once a warning, and its
+// session saw every tool.
+func TestUnknownKeysRefused(t *testing.T) {
+	input := `{
+  "mcp": {"allowed": ["x"]},
+  "polcy": {},
+  "policy": {"path": "p.wasm", "memoryMB": 8, "cache": true},
+  "admin": {"token": "admin-token-0123456789", "port": 1},
+  "mcpServers": {
+    "fs": {"command": "c", "includeTool": ["read_file"], "IncludeTools": ["a"], "colour": "red"}
+  },
+  "sessions": {
+    "reader": {"token": "reader-token-0123456789", "overides": {"fs": {}}, "overrides": {"fs": {"excludeTool": ["x"], "note": 1}}},
+    "writer": {"token": "writer-token-0123456789", "sever": ["fs"]}
+  }
+}`
+	cfg, _, err := Parse("c.json", []byte(input), fakeEnv(nil), failRead)
+	require.Error(t, err)
+	assert.Nil(t, cfg)
+	assert.ErrorIs(t, err, ErrInvalid)
+	want := []string{
+		`c.json: mcp: unknown key (expected one of "mcpServers", "sessions", "policy", "listen" and "admin")`,
+		`c.json: polcy: unknown key; did you mean "policy"?`,
+		`c.json: policy.memoryMB: unknown key; did you mean "memoryMiB"?`,
+		`c.json: policy.cache: unknown key (expected one of "path", "sha256", "memoryMiB" and "timeoutMs")`,
+		`c.json: admin.port: unknown key (expected one of "token", "tokenFile" and "tokenEnv")`,
+		`c.json: mcpServers.fs.includeTool: unknown key; did you mean "includeTools"?`,
+		`c.json: mcpServers.fs.IncludeTools: unknown key; did you mean "includeTools"?`,
+		`c.json: mcpServers.fs.colour: unknown key (expected one of "trust", "alwaysLoadTools", "includeTools", "excludeTools", "command", "args", "env", "cwd", "url", "httpUrl", "headers", "timeout", "pooled", "protocolVersion", "disabled" and "description")`,
+		`c.json: sessions.reader.overides: unknown key; did you mean "overrides"?`,
+		`c.json: sessions.reader.overrides.fs.excludeTool: unknown key; did you mean "excludeTools"?`,
+		`c.json: sessions.reader.overrides.fs.note: unknown key (expected one of "trust", "alwaysLoadTools", "includeTools", "excludeTools" and "disabled")`,
+		`c.json: sessions.writer.sever: unknown key; did you mean "servers"?`,
+	}
+	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {
+		t.Errorf("errors mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestExtraServerKeys: keys the caller declares (a plugin's own settings,
+// later) are accepted in server entries and overrides and kept raw; they
+// are offered as suggestions, and still refused where they were not
+// declared.
+func TestExtraServerKeys(t *testing.T) {
+	input := []byte(`{
+  "mcpServers": {"fs": {"command": "c", "maxRows": 10}},
+  "sessions": {"a": {"token": "a-token-0123456789abc", "overrides": {"fs": {"maxRows": [1, 2]}}}}
+}`)
+	_, _, err := Parse("c.json", input, fakeEnv(nil), failRead)
+	require.Error(t, err, "undeclared, the key is refused")
+
+	cfg, ws, err := ParseWith("c.json", input, Options{LookupEnv: fakeEnv(nil), ReadFile: failRead, ServerKeys: []string{"maxRows"}})
+	require.NoError(t, err)
+	assert.Empty(t, ws)
+	assert.Equal(t, `10`, string(cfg.Servers["fs"].Extra["maxRows"]))
+	assert.Equal(t, `[1,2]`, string(cfg.Sessions["a"].Overrides["fs"].Extra["maxRows"]))
+	assert.Equal(t, `10`, string(cfg.Servers["fs"].Clone().Extra["maxRows"]))
+
+	_, _, err = ParseWith("c.json", []byte(`{"mcpServers": {"fs": {"command": "c", "maxRow": 1}}}`), Options{ServerKeys: []string{"maxRows"}})
+	require.Error(t, err)
+	assert.Equal(t, `c.json: mcpServers.fs.maxRow: unknown key; did you mean "maxRows"?`, err.Error())
+}
+
+func TestSuggest(t *testing.T) {
+	known := []string{"includeTools", "excludeTools", "trust", "overrides"}
+	for key, want := range map[string]string{
+		"includeTool":   "includeTools",
+		"INCLUDETOOLS":  "includeTools",
+		"include_tools": "includeTools",
+		"excludetool":   "excludeTools",
+		"overides":      "overrides",
+		"trsut":         "trust",
+		"tr":            "",
+		"x":             "",
+		"colour":        "",
+		"":              "",
+	} {
+		assert.Equal(t, want, suggest(key, known), "suggest(%q)", key)
+	}
 }
 
 func TestErrorDetails(t *testing.T) {

@@ -177,9 +177,15 @@ func (r *running) send(method, path, body string) (int, string) {
 // holdingAdmin starts a daemon on cfg whose dials of a server named
 // "slow-…" wait until the returned hold is released: an overlay PUT of
 // such a server holds the admin lock meanwhile, so admin requests sent
-// then wait for it. Watch reloads are put off for the test's duration.
+// then wait for it. The config gets disabled entries "slow-1" and
+// "slow-2" (an overlay changes a configured server). Watch reloads are put
+// off for the test's duration.
 func holdingAdmin(t *testing.T, cfg map[string]any) (r *running, hold func(server string) (release func())) {
 	t.Helper()
+	servers := cfg["mcpServers"].(map[string]any)
+	for _, name := range []string{"slow-1", "slow-2"} {
+		servers[name] = map[string]any{"command": "slow", "disabled": true}
+	}
 	entered := make(chan struct{})
 	proceed := make(chan struct{})
 	r = start(t, cfg, func(o *daemon.Options) {

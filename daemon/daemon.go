@@ -148,6 +148,10 @@ type Daemon struct {
 	// warned holds the warnings of the last config load (logWarnings);
 	// reloadMu guards it.
 	warned map[string]bool
+	// overlays holds the runtime overlays in force, by session and
+	// server, as the entries an overlay PATCH applies to; reloadMu
+	// guards it.
+	overlays map[string]map[string]*config.Server
 
 	// Set once in Run before ready is closed, then read-only.
 	//

@@ -15,6 +15,8 @@
 //	POST   /v1/reload                   reload the config file now       (admin token)
 //	PUT    /v1/sessions/{session}/servers/{server}   add or replace a runtime overlay; the
 //	                                    JSON body is one "mcpServers" entry (admin token)
+//	PATCH  /v1/sessions/{session}/servers/{server}   change it with a JSON merge patch
+//	                                    (RFC 7386) over the session's entry (admin token)
 //	DELETE /v1/sessions/{session}/servers/{server}   remove that overlay (admin token)
 //	POST   /v1/servers/{server}/restart restart the server's connections (admin token)
 //
@@ -29,7 +31,18 @@
 // wasmhost_upstream_request_duration_seconds by server and method; and the
 // Go runtime's and the process's standard metrics (go_*, process_*).
 //
-// An overlay PUT whose settings the policy refuses is answered 422 and
+// An overlay changes a server the running config has, for a session it
+// has: any other name is answered 404 naming it. A PUT body is a whole
+// "mcpServers" entry (PUT replaces the resource, so a body that leaves a
+// key out means that key's default, the same as in the file); a PATCH
+// body is a merge patch over the entry the session has now: its overlay,
+// else the file's entry with the session's override applied, so that
+// {"includeTools": [...]} alone changes only the filter. Either body is
+// validated as a file entry is, an unknown key refused (400) with the
+// key it likely misspells; an overlay that widens a filter is config like
+// any other.
+//
+// An overlay PUT or PATCH whose settings the policy refuses is answered 422 and
 // changes nothing, and so is a DELETE that would bring back file settings
 // the policy refuses (the overlay stays; the answer names the file and
 // JSON path). A change the admin API has begun (a reload, an overlay, a
@@ -75,11 +88,11 @@
 // tried to read are watched too, so that one that was missing (a Secret
 // mounted after its ConfigMap) retries the reload when it appears. Watch
 // and signal triggers are debounced ([Options.Debounce]). A reload parses
-// and validates
-// the whole file first, checks that a changed server's new command can be
-// started in its "cwd" (a missing command is a mistake to hear of, located
-// in the file, before anything is touched), and loads and checks a
-// changed policy plugin; it then asks the
+// and validates the whole file first (an unknown key is an error, as at
+// start-up), checks that a changed server's new command can be started in
+// its "cwd" (a missing command is a mistake to hear of, located in the
+// file, before anything is touched), and loads and checks a changed policy
+// plugin; it then asks the
 // policy that will run (a new plugin, or the running one for settings that
 // changed) for the key of every binding's settings
 // ([reconcile.Reconciler.Check]). If anything is wrong it is logged with

@@ -424,15 +424,20 @@ func TestAdminOverlay(t *testing.T) {
 	assert.Contains(t, r.logs.String(), `level=WARN msg="overlay delete failed: `)
 	assert.NotContains(t, r.logs.String(), `err=""`)
 
-	// An unknown key is accepted with the warning a file entry would get,
-	// in the answer and in the log.
+	// An unknown key is refused as in a file entry, with the key meant;
+	// a key gemini-cli has and wasmhost ignores is a warning, in the
+	// answer and in the log.
 	typo := mustJSON(t, map[string]any{"command": self, "env": map[string]any{demoserver.ChildEnv: "1"}, "includeTool": []string{"echo"}})
 	code, body = r.do("PUT", "/v1/sessions/alice/servers/demo", adminToken, strings.NewReader(typo), nil)
+	require.Equal(t, http.StatusBadRequest, code, body)
+	assert.Contains(t, body, `request body: includeTool: unknown key; did you mean \"includeTools\"?`)
+	ignored := mustJSON(t, map[string]any{"command": self, "env": map[string]any{demoserver.ChildEnv: "1"}, "includeTools": []string{"echo"}, "oauth": map[string]any{}})
+	code, body = r.do("PUT", "/v1/sessions/alice/servers/demo", adminToken, strings.NewReader(ignored), nil)
 	require.Equal(t, http.StatusOK, code, body)
 	var res struct{ Warnings []string }
 	require.NoError(t, json.Unmarshal([]byte(body), &res))
-	assert.Equal(t, []string{"request body: includeTool: unknown key, ignored"}, res.Warnings)
-	assert.Contains(t, r.logs.String(), "overlay put: request body: includeTool: unknown key, ignored")
+	assert.Equal(t, []string{"request body: oauth: not supported by wasmhost, ignored"}, res.Warnings)
+	assert.Contains(t, r.logs.String(), "overlay put: request body: oauth: not supported by wasmhost, ignored")
 }
 
 func TestStartupRefusals(t *testing.T) {

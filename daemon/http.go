@@ -34,6 +34,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.Handle("GET /v1/state", d.adminOnly(http.HandlerFunc(d.serveState)))
 	mux.Handle("POST /v1/reload", d.adminOnly(http.HandlerFunc(d.serveReload)))
 	mux.Handle("PUT /v1/sessions/{session}/servers/{server}", d.adminOnly(http.HandlerFunc(d.servePutOverlay)))
+	mux.Handle("PATCH /v1/sessions/{session}/servers/{server}", d.adminOnly(http.HandlerFunc(d.servePatchOverlay)))
 	mux.Handle("DELETE /v1/sessions/{session}/servers/{server}", d.adminOnly(http.HandlerFunc(d.serveDeleteOverlay)))
 	mux.Handle("POST /v1/servers/{server}/restart", d.adminOnly(http.HandlerFunc(d.serveRestart)))
 	return d.checkHostOrigin(closeUnrouted(mux))
@@ -232,7 +233,7 @@ func (d *Daemon) serveReload(w http.ResponseWriter, _ *http.Request) {
 	}
 }
 
-// An overlayResult is the answer to an overlay PUT or DELETE.
+// An overlayResult is the answer to an overlay PUT, PATCH or DELETE.
 type overlayResult struct {
 	Session string `json:"session"`
 	Server  string `json:"server"`
@@ -278,22 +279,30 @@ func (d *Daemon) parseServerEntry(name string, body []byte) (*config.Server, []s
 
 func (d *Daemon) servePutOverlay(w http.ResponseWriter, r *http.Request) {
 	sessionName, server := r.PathValue("session"), r.PathValue("server")
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
-	switch {
-	case err != nil:
-		d.writeJSON(w, http.StatusBadRequest, errorBody{Error: "request body unreadable: " + err.Error()})
-		return
-	case len(body) > maxAdminBody:
-		d.writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: "request body larger than 1 MiB"})
+	body, ok := d.readAdminBody(w, r)
+	if !ok {
 		return
 	}
-	srv, warnings, err := d.parseServerEntry(server, body)
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	if !d.overlayTarget(w, sessionName, server) {
+		return
+	}
+	d.putOverlay(w, "put", sessionName, server, body)
+}
+
+// putOverlay validates entry, the whole "mcpServers" entry an overlay PUT
+// or PATCH brings for server, as the config loader does (an unknown key
+// is refused), asks the running policy about its settings and puts it.
+// d.reloadMu is held.
+func (d *Daemon) putOverlay(w http.ResponseWriter, verb, sessionName, server string, entry []byte) {
+	srv, warnings, err := d.parseServerEntry(server, entry)
 	if err != nil {
 		d.writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
 		return
 	}
 	for _, msg := range warnings {
-		d.log.Warn("overlay put: "+msg, "session", sessionName, "server", server)
+		d.log.Warn("overlay "+verb+": "+msg, "session", sessionName, "server", server)
 	}
 	if !srv.Disabled {
 		if err := pool.FromConfig(srv).CheckCommand(); err != nil {
@@ -301,16 +310,15 @@ func (d *Daemon) servePutOverlay(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	d.reloadMu.Lock()
 	var sum reconcile.Summary
 	err = d.rec.CheckOverlay(d.life, sessionName, srv)
 	if !errors.Is(err, reconcile.ErrSettingsRefused) {
 		// A policy call failing as a whole is the views' to report, as
 		// without the check.
 		sum, err = d.rec.PutOverlay(d.life, sessionName, srv)
+		d.keepOverlay(sessionName, srv, err)
 	}
-	d.reloadMu.Unlock()
-	d.answerOverlay(w, "put", sessionName, server, sum, err, warnings)
+	d.answerOverlay(w, verb, sessionName, server, sum, err, warnings)
 }
 
 func (d *Daemon) serveDeleteOverlay(w http.ResponseWriter, r *http.Request) {
@@ -326,6 +334,9 @@ func (d *Daemon) serveDeleteOverlay(w http.ResponseWriter, r *http.Request) {
 		// A policy call failing as a whole is the views' to report, as
 		// without the check.
 		sum, err = d.rec.DeleteOverlay(d.life, sessionName, server)
+	}
+	if err == nil {
+		d.dropOverlay(sessionName, server)
 	}
 	d.reloadMu.Unlock()
 	d.answerOverlay(w, "delete", sessionName, server, sum, err, nil)

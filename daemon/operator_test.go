@@ -294,26 +294,28 @@ func TestOperatorOverlayToMissingCommandKeepsWorkingBinding(t *testing.T) {
 	stillServed()
 }
 
-// A reload whose config has a typo in a key (here "overides", which drops
-// alice's overrides) answers POST /v1/reload with the warning, as the
-// overlay PUT answer does: the log alone says it only at the first reload
-// that sees it.
-func TestOperatorReloadAnswerCarriesWarnings(t *testing.T) {
+// A reload whose config has a typo in a key (here "overides", which would
+// drop alice's overrides) is refused, and POST /v1/reload answers with the
+// error, its JSON path and the key meant.
+func TestOperatorReloadAnswerNamesTypo(t *testing.T) {
 	cfg := baseConfig()
 	r := start(t, cfg)
 	alice := cfg["sessions"].(map[string]any)["alice"].(map[string]any)
 	alice["overides"] = alice["overrides"]
 	delete(alice, "overrides")
 	code, _, body := r.reloadWith(cfg)
-	require.Equal(t, http.StatusOK, code, body)
-	assert.Contains(t, body, "sessions.alice.overides: unknown key, ignored", "the admin answer tells the operator")
+	require.Equal(t, http.StatusUnprocessableEntity, code, body)
+	assert.Contains(t, body, `sessions.alice.overides: unknown key; did you mean \"overrides\"?`, "the admin answer tells the operator")
 }
 
 // Overlay PUT bodies are located as files are: a syntax error gives its
 // line and column, and a server name the JSON path quotes (a '.' in it)
 // does not bring the wrapper document's path into the message.
 func TestOperatorOverlayBodyErrorsAreLocated(t *testing.T) {
-	r := start(t, baseConfig())
+	cfg := baseConfig()
+	servers := cfg["mcpServers"].(map[string]any)
+	servers["my.server"] = servers["demo"]
+	r := start(t, cfg)
 	code, body := r.do("PUT", "/v1/sessions/alice/servers/demo", adminToken,
 		strings.NewReader("{\"command\": \"x\",\n \"args\": [\"a\" \"b\"]}"), nil)
 	assert.Equal(t, http.StatusBadRequest, code)

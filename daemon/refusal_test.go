@@ -35,24 +35,26 @@ func TestRefusedReloadSaysWhere(t *testing.T) {
 		return r.logs.String()[before:] // this reload's lines
 	}
 
-	// A policy path that cannot be read, and a typo beside it.
-	set(cfg, "policy", map[string]any{"path": "nope.wasm", "memoryMB": 64})
+	// A policy path that cannot be read.
+	set(cfg, "policy", map[string]any{"path": "nope.wasm"})
 	logs := reload(cfg)
 	assert.Contains(t, logs, "policy plugin refused: "+r.path+": policy.path: plugin ")
-	assert.Contains(t, logs, "config: "+r.path+": policy.memoryMB: unknown key, ignored")
 
 	// A pin the embedded default plugin does not match.
 	set(cfg, "policy", map[string]any{"sha256": strings.Repeat("0", 64)})
 	logs = reload(cfg)
 	assert.Contains(t, logs, "policy plugin refused: "+r.path+": policy.sha256: ")
 
-	// An invalid config: its warnings are logged too.
+	// An invalid config: every error is named, and its warnings are
+	// logged too.
 	set(cfg, "policy", map[string]any{})
 	set(cfg, "sesions", map[string]any{})
 	set(cfg, "listen", 5)
+	cfg["mcpServers"].(map[string]any)["demo"].(map[string]any)["oauth"] = map[string]any{}
 	logs = reload(cfg)
+	assert.Contains(t, logs, r.path+": sesions: unknown key; did you mean \\\"sessions\\\"?")
 	assert.Contains(t, logs, "config refused: "+r.path+": listen: expected a string")
-	assert.Contains(t, logs, "config: "+r.path+": sesions: unknown key, ignored")
+	assert.Contains(t, logs, "config: "+r.path+": mcpServers.demo.oauth: not supported by wasmhost, ignored")
 	assert.Equal(t, "policy-default", r.state().Policy.Name)
 }
 
@@ -72,10 +74,11 @@ func TestStartupRefusalsSayWhere(t *testing.T) {
 		return logs.String(), err
 	}
 
-	logs, err := runWith(`{"sessions": {"a": {"token": 5}}, "sesions": {}}`, "")
+	logs, err := runWith(`{"mcpServers": {"x": {"command": "c", "oauth": {}}}, "sessions": {"a": {"token": 5}}, "sesions": {}}`, "")
 	require.ErrorIs(t, err, config.ErrInvalid)
 	require.ErrorIs(t, err, daemon.ErrConfigInvalid)
-	assert.Contains(t, logs, "config: "+path+": sesions: unknown key, ignored")
+	assert.Contains(t, err.Error(), path+`: sesions: unknown key; did you mean "sessions"?`)
+	assert.Contains(t, logs, "config: "+path+": mcpServers.x.oauth: not supported by wasmhost, ignored")
 
 	_, err = runWith(set(baseConfig(), "policy", map[string]any{"path": "nope.wasm"}), "")
 	require.ErrorIs(t, err, daemon.ErrPolicyRefused)

@@ -213,6 +213,7 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 		d.metrics.swaps.WithLabelValues("ok").Inc()
 	}
 	sum, err := d.rec.Apply(ctx, cfg)
+	d.pruneOverlays(cfg)
 	merge(&total, sum)
 	if err != nil {
 		errs = append(errs, err)

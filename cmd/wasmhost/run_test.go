@@ -173,17 +173,17 @@ func TestStdioAnnouncesTheVersionItPrints(t *testing.T) {
 func TestStdioWarnsAboutItsSessionOnly(t *testing.T) {
 	path := demoConfigWith(t, func(cfg map[string]any) {
 		sessions := cfg["sessions"].(map[string]any)
-		sessions["alice"].(map[string]any)["colour"] = "red"
-		sessions["bob"].(map[string]any)["flavour"] = "mint"
-		cfg["extra"] = true
+		sessions["alice"].(map[string]any)["token"] = "short-alice"
+		sessions["bob"].(map[string]any)["servers"] = []string{}
+		cfg["mcpServers"].(map[string]any)["demo"].(map[string]any)["oauth"] = map[string]any{}
 	})
 
 	cs, finish := pipeClient(t, "stdio", "--config", path, "--session", "alice")
 	assert.NotEmpty(t, toolNames(t, cs))
 	code, stderr := finish()
 	assert.Equal(t, exitOK, code, stderr)
-	assert.Contains(t, stderr, "sessions.alice.colour: unknown key, ignored")
-	assert.Contains(t, stderr, "extra: unknown key, ignored", "warnings about the whole file stay")
+	assert.Contains(t, stderr, "sessions.alice.token: the token is shorter than 16 characters")
+	assert.Contains(t, stderr, "mcpServers.demo.oauth: not supported by wasmhost, ignored", "warnings about the whole file stay")
 	assert.NotContains(t, stderr, "sessions.bob", "another session's warning")
 }
 

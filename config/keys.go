@@ -1,0 +1,89 @@
+package config
+
+import (
+	"slices"
+	"strings"
+)
+
+// The keys each object of the file may hold. A key outside its object's
+// list is an error (see unknownKey): a misspelt filter key such as
+// "includeTool" would otherwise leave the filter out, and a session would
+// see every tool.
+var (
+	topKeys      = []string{"mcpServers", "sessions", "policy", "listen", "admin"}
+	policyKeys   = []string{"path", "sha256", "memoryMiB", "timeoutMs"}
+	tokenKeys    = []string{"token", "tokenFile", "tokenEnv"}
+	sessionKeys  = []string{"token", "tokenFile", "tokenEnv", "servers", "overrides", "description"}
+	metadataKeys = []string{"trust", "alwaysLoadTools", "includeTools", "excludeTools"}
+	overrideKeys = append(slices.Clone(metadataKeys), "disabled")
+	serverKeys   = append(slices.Clone(metadataKeys),
+		"command", "args", "env", "cwd", "url", "httpUrl", "headers", "timeout",
+		"pooled", "protocolVersion", "disabled", "description")
+)
+
+// IgnoredServerKeys are the keys of a gemini-cli or qwen-code server entry
+// that wasmhost accepts, so that an entry can be pasted, but does not use:
+// each draws a warning, not an error. None of them narrows what a session
+// sees, so ignoring one cannot widen access.
+var IgnoredServerKeys = []string{
+	"oauth",                // OAuth for the upstream: wasmhost sends "headers" only
+	"authProviderType",     // gemini-cli's Google credentials provider
+	"targetAudience",       // its ID-token audience
+	"targetServiceAccount", // its impersonated service account
+	"tcp",                  // a transport wasmhost does not speak
+	"type",                 // the transport's name; wasmhost reads it from "command", "url" or "httpUrl"
+	"extensionName",        // set by gemini-cli for servers its extensions bring
+	"extension",
+}
+
+// unknownKey reports key, found at path in an object whose keys are known
+// (and, for server entries and overrides, those the loader was given to
+// accept besides), as an error, with the nearest known key when the key
+// looks like a misspelling of one.
+func (l *loader) unknownKey(off int, path, key string, known []string) {
+	if s := suggest(key, known); s != "" {
+		l.errorAt(off, path, "unknown key; did you mean %q?", s)
+		return
+	}
+	l.errorAt(off, path, "unknown key (expected one of %s)", quoteList(known))
+}
+
+// suggest returns the key of known nearest to key when it is near enough
+// to be a misspelling of it (an edit distance of at most 2, ignoring case,
+// and less than half the key's length); "" otherwise.
+func suggest(key string, known []string) string {
+	best, bestDist := "", -1
+	lower := strings.ToLower(key)
+	for _, k := range known {
+		d := editDistance(lower, strings.ToLower(k))
+		if bestDist < 0 || d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	if bestDist < 0 || bestDist > 2 || 2*bestDist >= len([]rune(key)) {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in runes.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
