@@ -97,6 +97,15 @@ type Options struct {
 	// another ends or idles out (ClientIdleTimeout). 0 means
 	// DefaultMaxClients, negative means no limit.
 	MaxClients int
+	// DrainTimeout is how long a stop gives the calls under way to finish
+	// before they are cut short; 0 means DefaultDrainTimeout. The stop
+	// first turns /readyz to 503 and refuses new MCP requests (503), then
+	// waits for the calls.
+	DrainTimeout time.Duration
+	// Replica names this daemon among the replicas serving the same
+	// config: the "replica" label of wasmhost_build_info. "" leaves it
+	// empty.
+	Replica string
 }
 
 // DefaultMaxClients is how many client sessions a session endpoint holds
@@ -134,6 +143,9 @@ type Daemon struct {
 	// so that a shutdown waits until their answers are written; it is
 	// safe for concurrent use.
 	requests inflight.Gate
+	// draining is set when Run begins to stop: /readyz answers 503 and
+	// new MCP requests are refused from then on.
+	draining atomic.Bool
 
 	// hideMu guards hideEnv: the environment variables any config loaded
 	// so far read a token from ("tokenEnv"), kept from stdio upstreams.
@@ -436,7 +448,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	var runErr error
 	select {
 	case <-ctx.Done():
-		d.log.Info("stopping: answering the calls under way", "grace", session.DrainGrace)
+		d.draining.Store(true)
+		d.log.Info("stopping: answering the calls under way; not ready (/readyz 503), new MCP requests refused", "drain_timeout", d.drainTimeout())
 	case err := <-serveErr:
 		runErr = fmt.Errorf("daemon: serve: %w", err)
 	}
@@ -481,11 +494,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 }
 
 // drain, at shutdown, makes every endpoint refuse new calls and waits, at
-// most session.DrainGrace, until the calls under way have returned (calls still
+// most the drain timeout (Options.DrainTimeout), until the calls under way have returned (calls still
 // running then are cut short with an answer saying so) and the MCP requests
 // that carried them have written their answers.
 func (d *Daemon) drain(eps []*endpoint) {
-	ctx, cancel := context.WithTimeout(context.Background(), session.DrainGrace)
+	ctx, cancel := context.WithTimeout(context.Background(), d.drainTimeout())
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, e := range eps {
@@ -694,7 +707,7 @@ const idleTimeout = 2 * time.Minute
 // httpServer returns the daemon's HTTP server.
 func (d *Daemon) httpServer() *http.Server {
 	return &http.Server{
-		Handler:           d.routes(),
+		Handler:           d.refuseWhileDraining(d.routes()),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
