@@ -102,6 +102,15 @@ type Options struct {
 	// first turns /readyz to 503 and refuses new MCP requests (503), then
 	// waits for the calls.
 	DrainTimeout time.Duration
+	// PerRequestHTTP serves MCP requests of protocol 2026-07-28 and later
+	// that carry no Mcp-Session-Id (SEP-2575: each request says what
+	// initialize used to) with go-sdk's stateless handler, so that any
+	// replica answers any of them. Without it they are refused with
+	// UnsupportedProtocolVersion, and go-sdk clients fall back to a
+	// 2025-11-25 client session. Each such request (and each
+	// subscriptions/listen stream) is one of the endpoint's MaxClients
+	// while it lasts.
+	PerRequestHTTP bool
 	// Replica names this daemon among the replicas serving the same
 	// config: the "replica" label of wasmhost_build_info. "" leaves it
 	// empty.
@@ -146,6 +155,9 @@ type Daemon struct {
 	// draining is set when Run begins to stop: /readyz answers 503 and
 	// new MCP requests are refused from then on.
 	draining atomic.Bool
+	// listens are the subscriptions/listen streams of per-request
+	// protocol clients under way, which a stop ends at once.
+	listens listenStreams
 
 	// hideMu guards hideEnv: the environment variables any config loaded
 	// so far read a token from ("tokenEnv"), kept from stdio upstreams.
@@ -449,6 +461,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		d.draining.Store(true)
+		d.listens.endAll() // they carry no call: nothing to wait for
 		d.log.Info("stopping: answering the calls under way; not ready (/readyz 503), new MCP requests refused", "drain_timeout", d.drainTimeout())
 	case err := <-serveErr:
 		runErr = fmt.Errorf("daemon: serve: %w", err)
@@ -543,13 +556,26 @@ func (d *Daemon) registry(name string) view.Registry {
 		DisableLocalhostProtection: true,
 		SessionTimeout:             d.clientIdleTimeout(),
 	})
+	handler := ep.HTTPHandler(h)
+	if d.opts.PerRequestHTTP {
+		// Requests of the per-request protocol (2026-07-28) carry no
+		// client session: go-sdk v1.8.0 serves them only on a stateless
+		// handler, which answers each with a temporary session of its
+		// own on the same server.
+		hs := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.Server() }, &mcp.StreamableHTTPOptions{
+			Logger:                     d.log.With("component", "http", "session", name),
+			DisableLocalhostProtection: true,
+			Stateless:                  true,
+		})
+		handler = d.byProtocol(handler, ep.HTTPHandler(hs))
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var token string
 	if s := d.cfg.Sessions[name]; s != nil {
 		token = s.Token
 	}
-	d.endpoints[name] = &endpoint{ep: ep, http: ep.HTTPHandler(h), token: token}
+	d.endpoints[name] = &endpoint{ep: ep, http: handler, token: token}
 	return ep
 }
 

@@ -1,9 +1,13 @@
 package daemon
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/wasmhost/wasmhost/session"
@@ -68,4 +72,87 @@ func (d *Daemon) refuseWhileDraining(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// perRequestProtocol is the first MCP protocol version whose requests
+// each carry what initialize used to (SEP-2575): no client session.
+const perRequestProtocol = "2026-07-28"
+
+// peekLimit bounds how much of a per-request-protocol POST byProtocol
+// reads to find its method: a subscriptions/listen request is small.
+const peekLimit = 64 << 10
+
+// byProtocol sends the POSTs of the per-request protocol (their
+// Mcp-Protocol-Version header) that carry no Mcp-Session-Id to stateless,
+// the others to stateful. A subscriptions/listen request among them (the
+// stream that carries list_changed to such a client, open as long as the
+// client likes) is recorded in d.listens, so that a stop ends it rather
+// than wait the drain timeout for it.
+func (d *Daemon) byProtocol(stateful, stateless http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Header.Get("Mcp-Protocol-Version") < perRequestProtocol || r.Header.Get("Mcp-Session-Id") != "" {
+			stateful.ServeHTTP(w, r)
+			return
+		}
+		head, err := io.ReadAll(io.LimitReader(r.Body, peekLimit))
+		if err != nil {
+			refuseBody(w)
+			http.Error(w, "Bad Request: request body unreadable: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+		var msg struct {
+			Method string `json:"method"`
+		}
+		if json.Unmarshal(head, &msg) == nil && msg.Method == "subscriptions/listen" {
+			ctx, end := d.listens.add(r.Context())
+			defer end()
+			r = r.WithContext(ctx)
+		}
+		stateless.ServeHTTP(w, r)
+	})
+}
+
+// listenStreams are the subscriptions/listen requests under way.
+type listenStreams struct {
+	mu     sync.Mutex
+	ended  bool // endAll was called: a stream added now ends at once
+	next   int
+	cancel map[int]context.CancelFunc
+}
+
+// add records a stream under way with context parent; end removes it.
+func (l *listenStreams) add(parent context.Context) (ctx context.Context, end func()) {
+	ctx, cancel := context.WithCancel(parent)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		cancel()
+		return ctx, cancel
+	}
+	if l.cancel == nil {
+		l.cancel = make(map[int]context.CancelFunc)
+	}
+	l.next++
+	id := l.next
+	l.cancel[id] = cancel
+	return ctx, func() {
+		l.mu.Lock()
+		delete(l.cancel, id)
+		l.mu.Unlock()
+		cancel()
+	}
+}
+
+// endAll ends the streams under way and those added later.
+func (l *listenStreams) endAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended = true
+	for _, cancel := range l.cancel {
+		cancel()
+	}
 }

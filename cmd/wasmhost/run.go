@@ -40,6 +40,7 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		debounce    = fs.Duration("debounce", daemon.DefaultDebounce, "how long file-watch and SIGHUP reloads wait for more changes")
 		maxClients  = fs.Int("max-clients", daemon.DefaultMaxClients, "hold at most `N` MCP client sessions per session at once; more are answered 503 (0: the default; negative: no limit)")
 		drain       = fs.Duration("drain-timeout", daemon.DefaultDrainTimeout, "on SIGTERM, turn /readyz to 503, refuse new MCP requests and give the calls under way this long to finish")
+		perRequest  = fs.Bool("per-request-protocol", false, "serve MCP protocol 2026-07-28 requests over HTTP without a client session, so that any replica answers them (off: clients fall back to 2025-11-25 sessions)")
 		replica     = fs.String("replica", defaultReplica(), "`NAME` of this replica in the metrics (wasmhost_build_info); default $POD_NAME, else the host name")
 		allowHosts  stringList
 	)
@@ -71,16 +72,17 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
 
 	d, err := daemon.New(daemon.Options{
-		ConfigPath:   *configPath,
-		Logger:       log,
-		Listen:       *listen,
-		AllowRemote:  *allowRemote,
-		AllowedHosts: allowHosts,
-		CacheDir:     *cacheDir,
-		Debounce:     *debounce,
-		MaxClients:   *maxClients,
-		DrainTimeout: *drain,
-		Replica:      *replica,
+		ConfigPath:     *configPath,
+		Logger:         log,
+		Listen:         *listen,
+		AllowRemote:    *allowRemote,
+		AllowedHosts:   allowHosts,
+		CacheDir:       *cacheDir,
+		Debounce:       *debounce,
+		MaxClients:     *maxClients,
+		DrainTimeout:   *drain,
+		Replica:        *replica,
+		PerRequestHTTP: *perRequest,
 	})
 	if err != nil {
 		s.errorf("run", "%v", err)
