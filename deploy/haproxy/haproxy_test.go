@@ -192,6 +192,17 @@ func (c *cluster) status(r *replica) string {
 
 func (c *cluster) logOf(r *replica) string { return readFile(r.log) }
 
+// rss is a process's resident memory as /proc tells it (Linux), for the
+// capacity figures of docs/operations.md.
+func rss(pid int) string {
+	for _, l := range strings.Split(readFile(fmt.Sprintf("/proc/%d/status", pid)), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			return strings.Join(strings.Fields(l), " ")
+		}
+	}
+	return "VmRSS unknown"
+}
+
 func readFile(p string) string {
 	b, _ := os.ReadFile(p)
 	return string(b)
@@ -448,6 +459,9 @@ func TestHAProxy(t *testing.T) {
 		}
 		for _, r := range c.replicas {
 			assert.Contains(t, c.logOf(r), "reload", "replica %s reloaded", r.name)
+		}
+		for _, r := range c.replicas {
+			t.Logf("replica %s: %s", r.name, rss(r.cmd.Process.Pid))
 		}
 	})
 
