@@ -51,6 +51,15 @@
 // its body, closes its connection; a kept-alive connection idle for two
 // minutes is closed.
 //
+// With [Options.PerRequestHTTP] (`wasmhost run --per-request-protocol`),
+// a POST of protocol 2026-07-28 or later without Mcp-Session-Id is served
+// on its own by go-sdk's stateless handler on the session's server, with
+// no client session, so that any replica answers it; each such request,
+// and each subscriptions/listen stream, is one of the MaxClients while it
+// lasts. Without it, go-sdk v1.8.0 refuses those requests and its clients
+// fall back to a 2025-11-25 client session. docs/operations.md describes
+// running several replicas.
+//
 // Every request's Host header must name the daemon: "localhost",
 // "127.0.0.1", "::1", the listen host, the local IP address the request
 // arrived on, or a name in [Options.AllowedHosts]. An Origin header, when
