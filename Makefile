@@ -14,7 +14,7 @@ GO_PLUGINS := plugins/policy-default/policy-default.wasm \
               testplugins/prefix-policy/prefix-policy.wasm
 
 .PHONY: help build plugins go-plugins wat-plugins as-plugins test gotest conformance \
-        fuzz bench lint check run tools
+        fuzz bench lint check run tools deploy-check
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -51,17 +51,29 @@ wat-plugins: tools
 as-plugins:
 	@if [ -f testplugins/policy-default-as/build.sh ]; then bash testplugins/policy-default-as/build.sh; fi
 
-tools: ## install the build tools a fresh machine lacks (wat2wasm, staticcheck)
+# The Kubernetes manifests' validator is a module of its own
+# (deploy/kubernetes/validate/go.mod), keeping k8s.io/api and kustomize out
+# of wasmhost's dependencies.
+VALIDATE := deploy/kubernetes/validate
+
+tools: ## install the build tools a fresh machine lacks (wat2wasm, haproxy, staticcheck)
 	@command -v wat2wasm >/dev/null || { \
 	  echo "installing wabt (wat2wasm)"; \
 	  (apt-get update -qq && apt-get install -y -qq wabt) >/dev/null || \
 	  (sudo apt-get update -qq && sudo apt-get install -y -qq wabt) >/dev/null; }
+	@command -v haproxy >/dev/null || { \
+	  echo "installing haproxy (the load-balancer test of deploy/haproxy)"; \
+	  (apt-get update -qq && apt-get install -y -qq haproxy) >/dev/null || \
+	  (sudo apt-get update -qq && sudo apt-get install -y -qq haproxy) >/dev/null; }
 	@[ -x "$(STATICCHECK)" ] || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
 
-test: gotest fuzz conformance ## go test -race ./..., a bounded run of each fuzz target, the golden suites
+test: gotest deploy-check fuzz conformance ## go test -race ./..., the Kubernetes manifests, a bounded run of each fuzz target, the golden suites
 
 gotest:
 	$(GO) test -race -count=1 -timeout 30m ./...
+
+deploy-check: ## build deploy/kubernetes's kustomizations and decode every manifest strictly (offline)
+	cd $(VALIDATE) && $(GO) test -count=1 ./...
 
 conformance: build ## run the golden suites against the default, native-equivalent and test plugins
 	$(BIN) conformance conformance/golden/default
@@ -98,9 +110,11 @@ lint: tools ## gofmt, go vet, staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt: $$out"; exit 1; }
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+	cd $(VALIDATE) && $(GO) vet ./... && $(STATICCHECK) ./...
 
 check: tools plugins ## fail when make plugins or go mod tidy would change a tracked file
 	$(GO) mod tidy
+	cd $(VALIDATE) && $(GO) mod tidy
 	@git diff --exit-code --stat -- . ':!BENCHMARKS.md' || { echo "make check: the files above differ from what is committed (rebuild with make plugins / go mod tidy and commit)"; exit 1; }
 
 run: build ## start the daemon on the example config (embedded default policy)

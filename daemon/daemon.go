@@ -97,6 +97,24 @@ type Options struct {
 	// another ends or idles out (ClientIdleTimeout). 0 means
 	// DefaultMaxClients, negative means no limit.
 	MaxClients int
+	// DrainTimeout is how long a stop gives the calls under way to finish
+	// before they are cut short; 0 means DefaultDrainTimeout. The stop
+	// first turns /readyz to 503 and refuses new MCP requests (503), then
+	// waits for the calls.
+	DrainTimeout time.Duration
+	// PerRequestHTTP serves MCP requests of protocol 2026-07-28 and later
+	// that carry no Mcp-Session-Id (SEP-2575: each request says what
+	// initialize used to) with go-sdk's stateless handler, so that any
+	// replica answers any of them. Without it they are refused with
+	// UnsupportedProtocolVersion, and go-sdk clients fall back to a
+	// 2025-11-25 client session. Each such request (and each
+	// subscriptions/listen stream) is one of the endpoint's MaxClients
+	// while it lasts.
+	PerRequestHTTP bool
+	// Replica names this daemon among the replicas serving the same
+	// config: the "replica" label of wasmhost_build_info. "" leaves it
+	// empty.
+	Replica string
 }
 
 // DefaultMaxClients is how many client sessions a session endpoint holds
@@ -134,6 +152,12 @@ type Daemon struct {
 	// so that a shutdown waits until their answers are written; it is
 	// safe for concurrent use.
 	requests inflight.Gate
+	// draining is set when Run begins to stop: /readyz answers 503 and
+	// new MCP requests are refused from then on.
+	draining atomic.Bool
+	// listens are the subscriptions/listen streams of per-request
+	// protocol clients under way, which a stop ends at once.
+	listens listenStreams
 
 	// hideMu guards hideEnv: the environment variables any config loaded
 	// so far read a token from ("tokenEnv"), kept from stdio upstreams.
@@ -440,7 +464,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	var runErr error
 	select {
 	case <-ctx.Done():
-		d.log.Info("stopping: answering the calls under way", "grace", session.DrainGrace)
+		d.draining.Store(true)
+		d.listens.endAll() // they carry no call: nothing to wait for
+		d.log.Info("stopping: answering the calls under way; not ready (/readyz 503), new MCP requests refused", "drain_timeout", d.drainTimeout())
 	case err := <-serveErr:
 		runErr = fmt.Errorf("daemon: serve: %w", err)
 	}
@@ -485,11 +511,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 }
 
 // drain, at shutdown, makes every endpoint refuse new calls and waits, at
-// most session.DrainGrace, until the calls under way have returned (calls still
+// most the drain timeout (Options.DrainTimeout), until the calls under way have returned (calls still
 // running then are cut short with an answer saying so) and the MCP requests
 // that carried them have written their answers.
 func (d *Daemon) drain(eps []*endpoint) {
-	ctx, cancel := context.WithTimeout(context.Background(), session.DrainGrace)
+	ctx, cancel := context.WithTimeout(context.Background(), d.drainTimeout())
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, e := range eps {
@@ -534,13 +560,26 @@ func (d *Daemon) registry(name string) view.Registry {
 		DisableLocalhostProtection: true,
 		SessionTimeout:             d.clientIdleTimeout(),
 	})
+	handler := ep.HTTPHandler(h)
+	if d.opts.PerRequestHTTP {
+		// Requests of the per-request protocol (2026-07-28) carry no
+		// client session: go-sdk v1.8.0 serves them only on a stateless
+		// handler, which answers each with a temporary session of its
+		// own on the same server.
+		hs := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.Server() }, &mcp.StreamableHTTPOptions{
+			Logger:                     d.log.With("component", "http", "session", name),
+			DisableLocalhostProtection: true,
+			Stateless:                  true,
+		})
+		handler = d.byProtocol(handler, ep.HTTPHandler(hs))
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var token string
 	if s := d.cfg.Sessions[name]; s != nil {
 		token = s.Token
 	}
-	d.endpoints[name] = &endpoint{ep: ep, http: ep.HTTPHandler(h), token: token}
+	d.endpoints[name] = &endpoint{ep: ep, http: handler, token: token}
 	return ep
 }
 
@@ -698,7 +737,7 @@ const idleTimeout = 2 * time.Minute
 // httpServer returns the daemon's HTTP server.
 func (d *Daemon) httpServer() *http.Server {
 	return &http.Server{
-		Handler:           d.routes(),
+		Handler:           d.refuseWhileDraining(d.routes()),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),

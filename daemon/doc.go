@@ -9,7 +9,9 @@
 // default; a non-loopback address needs [Options.AllowRemote]):
 //
 //	POST, GET, DELETE /mcp/{session}    the session's MCP endpoint (go-sdk streamable HTTP)
-//	GET    /healthz                     "ok" (no authentication)
+//	GET    /healthz                     "ok" while the process serves (no authentication)
+//	GET    /readyz                      "ready" once the first config is applied, 503 while
+//	                                    starting and once stopping (no authentication)
 //	GET    /metrics                     Prometheus metrics               (admin token)
 //	GET    /v1/state                    pool, sessions, counters as JSON (admin token)
 //	POST   /v1/reload                   reload the config file now       (admin token)
@@ -61,6 +63,15 @@
 // A refused request, and any request the daemon answers without reading
 // its body, closes its connection; a kept-alive connection idle for two
 // minutes is closed.
+//
+// With [Options.PerRequestHTTP] (`wasmhost run --per-request-protocol`),
+// a POST of protocol 2026-07-28 or later without Mcp-Session-Id is served
+// on its own by go-sdk's stateless handler on the session's server, with
+// no client session, so that any replica answers it; each such request,
+// and each subscriptions/listen stream, is one of the MaxClients while it
+// lasts. Without it, go-sdk v1.8.0 refuses those requests and its clients
+// fall back to a 2025-11-25 client session. docs/operations.md describes
+// running several replicas.
 //
 // Every request's Host header must name the daemon: "localhost",
 // "127.0.0.1", "::1", the listen host, the local IP address the request
@@ -136,6 +147,21 @@
 // supersedes it.
 // The listen address and the admin block's absence or presence are read at
 // start-up only (a changed listen address is reported, not applied).
+//
+// # Stopping
+//
+// When Run's context ends (`wasmhost run`: SIGTERM or Ctrl-C), the daemon
+// first turns not ready (/readyz answers 503 "draining", wasmhost_ready
+// is 0; /healthz stays "ok"), and from then on refuses every new MCP
+// request (a new client session, a call, an event stream; not a DELETE)
+// with 503 and Retry-After before reading it, so that a load balancer may
+// send it to another replica. It then waits at most
+// [Options.DrainTimeout] (10 s by default; `--drain-timeout`) for the
+// calls under way; those still running then are cut short and answered
+// so, with up to 2 s more for their answers to be written. Then it closes
+// the client sessions, the HTTP server, the upstream connections and the
+// plugin. A Kubernetes pod's terminationGracePeriodSeconds must cover the
+// preStop delay, the drain timeout and those seconds (deploy/kubernetes).
 //
 // # Supervision
 //

@@ -30,6 +30,7 @@ func (d *Daemon) routes() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
 	})
+	mux.HandleFunc("GET /readyz", d.serveReadyz)
 	mux.Handle("GET /metrics", d.adminOnly(d.metrics.handler()))
 	mux.Handle("GET /v1/state", d.adminOnly(http.HandlerFunc(d.serveState)))
 	mux.Handle("POST /v1/reload", d.adminOnly(http.HandlerFunc(d.serveReload)))

@@ -57,6 +57,22 @@ func newMetrics(d *Daemon) *metrics {
 		}, []string{"server", "method"}),
 	}
 	m.reg.MustRegister(m.reloads, m.swaps, m.retries, m.policyMs, m.calls, m.callTime)
+	// Which replica answers: the same config runs on several, and a
+	// dashboard joins on this to name them.
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "wasmhost_build_info",
+		Help:        "Always 1; its labels name the wasmhost version and the replica (wasmhost run --replica).",
+		ConstLabels: prometheus.Labels{"version": Version, "replica": d.opts.Replica},
+	}, func() float64 { return 1 }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "wasmhost_ready",
+		Help: "1 while /readyz answers 200: the first config is applied and the daemon is not stopping.",
+	}, func() float64 {
+		if d.isReady() {
+			return 1
+		}
+		return 0
+	}))
 	// The process's own: goroutines, heap, GC, open files, memory.
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"ok", "partial", "invalid", "policy_refused"} {

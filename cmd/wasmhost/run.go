@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -38,6 +39,9 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		logLevel    = fs.String("log-level", "info", "log `LEVEL`: debug, info, warn or error")
 		debounce    = fs.Duration("debounce", daemon.DefaultDebounce, "how long file-watch and SIGHUP reloads wait for more changes")
 		maxClients  = fs.Int("max-clients", daemon.DefaultMaxClients, "hold at most `N` MCP client sessions per session at once; more are answered 503 (0: the default; negative: no limit)")
+		drain       = fs.Duration("drain-timeout", daemon.DefaultDrainTimeout, "on SIGTERM, turn /readyz to 503, refuse new MCP requests and give the calls under way this long to finish")
+		perRequest  = fs.Bool("per-request-protocol", false, "serve MCP protocol 2026-07-28 requests over HTTP without a client session, so that any replica answers them (off: clients fall back to 2025-11-25 sessions)")
+		replica     = fs.String("replica", defaultReplica(), "`NAME` of this replica in the metrics (wasmhost_build_info); default $POD_NAME, else the host name")
 		allowHosts  stringList
 	)
 	fs.Var(&allowHosts, "allow-host", "also accept `HOST` in Host and Origin headers (repeatable; for remote clients)")
@@ -56,6 +60,10 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		s.errorf("run", "--log-level: %v", err)
 		return exitUsage
 	}
+	if *drain <= 0 {
+		s.errorf("run", "--drain-timeout %v: must be more than 0 (default %v)", *drain, daemon.DefaultDrainTimeout)
+		return exitUsage
+	}
 	if *debounce <= 0 {
 		// daemon.Options would take it for the default without a word.
 		s.errorf("run", "--debounce %v: must be more than 0 (default %v)", *debounce, daemon.DefaultDebounce)
@@ -64,14 +72,17 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
 
 	d, err := daemon.New(daemon.Options{
-		ConfigPath:   *configPath,
-		Logger:       log,
-		Listen:       *listen,
-		AllowRemote:  *allowRemote,
-		AllowedHosts: allowHosts,
-		CacheDir:     *cacheDir,
-		Debounce:     *debounce,
-		MaxClients:   *maxClients,
+		ConfigPath:     *configPath,
+		Logger:         log,
+		Listen:         *listen,
+		AllowRemote:    *allowRemote,
+		AllowedHosts:   allowHosts,
+		CacheDir:       *cacheDir,
+		Debounce:       *debounce,
+		MaxClients:     *maxClients,
+		DrainTimeout:   *drain,
+		Replica:        *replica,
+		PerRequestHTTP: *perRequest,
 	})
 	if err != nil {
 		s.errorf("run", "%v", err)
@@ -101,6 +112,16 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// defaultReplica is the default of --replica: $POD_NAME (set from the
+// pod's name by the Kubernetes manifests), else the host name.
+func defaultReplica() string {
+	if n := os.Getenv("POD_NAME"); n != "" {
+		return n
+	}
+	n, _ := os.Hostname()
+	return n
 }
 
 // startStatus is the exit status for err, the daemon refusing to start:
