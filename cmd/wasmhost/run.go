@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/wasmhost/wasmhost/daemon"
 	"github.com/wasmhost/wasmhost/host"
@@ -38,6 +39,10 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		logLevel    = fs.String("log-level", "info", "log `LEVEL`: debug, info, warn or error")
 		debounce    = fs.Duration("debounce", daemon.DefaultDebounce, "how long file-watch and SIGHUP reloads wait for more changes")
 		maxClients  = fs.Int("max-clients", daemon.DefaultMaxClients, "hold at most `N` MCP client sessions per session at once; more are answered 503 (0: the default; negative: no limit)")
+		maxConns    = fs.Int("max-conns", daemon.DefaultMaxConns, "hold at most `N` HTTP connections open at once; more are answered 503 and closed (0: the default; negative: no limit)")
+		maxConnsIP  = fs.Int("max-conns-per-ip", daemon.DefaultMaxConnsPerIP, "hold at most `N` HTTP connections from one client IP address (IPv6: one /64) at once; more are answered 503 and closed (0: the default; negative: no limit). Behind a reverse proxy every client has the proxy's address")
+		idle        = fs.Duration("idle-timeout", daemon.DefaultIdleTimeout, "close a kept-alive HTTP connection idle between requests this long (an event stream or a call under way is not idle)")
+		headerTime  = fs.Duration("read-header-timeout", daemon.DefaultReadHeaderTimeout, "close an HTTP connection whose request headers take longer than this")
 		allowHosts  stringList
 	)
 	fs.Var(&allowHosts, "allow-host", "also accept `HOST` in Host and Origin headers (repeatable; for remote clients)")
@@ -61,6 +66,16 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		s.errorf("run", "--debounce %v: must be more than 0 (default %v)", *debounce, daemon.DefaultDebounce)
 		return exitUsage
 	}
+	for _, f := range []struct {
+		name   string
+		v, def time.Duration
+	}{{"idle-timeout", *idle, daemon.DefaultIdleTimeout}, {"read-header-timeout", *headerTime, daemon.DefaultReadHeaderTimeout}} {
+		if f.v <= 0 {
+			// daemon.Options would take it for the default without a word.
+			s.errorf("run", "--%s %v: must be more than 0 (default %v)", f.name, f.v, f.def)
+			return exitUsage
+		}
+	}
 	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
 
 	d, err := daemon.New(daemon.Options{
@@ -72,6 +87,11 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		CacheDir:     *cacheDir,
 		Debounce:     *debounce,
 		MaxClients:   *maxClients,
+
+		MaxConns:          *maxConns,
+		MaxConnsPerIP:     *maxConnsIP,
+		IdleTimeout:       *idle,
+		ReadHeaderTimeout: *headerTime,
 	})
 	if err != nil {
 		s.errorf("run", "%v", err)
