@@ -38,6 +38,13 @@ const (
 	DefaultReadHeaderTimeout = 10 * time.Second
 )
 
+// maxHeaderBytes bounds a request's headers (net/http's default is 1 MiB).
+// Each connection holds its request's headers, so without a tighter bound
+// the clients of one address could make the daemon hold a GiB without a
+// token; an MCP request's headers, bearer token included, take a few KiB.
+// A request with more is answered 431.
+const maxHeaderBytes = 64 << 10
+
 // lingerTime and lingerBytes bound what a connection closed for an unread
 // body reads after its answer (see trackedConn.Close).
 const (

@@ -721,6 +721,7 @@ func (d *Daemon) httpServer() *http.Server {
 		Handler:           d.routes(),
 		ReadHeaderTimeout: d.opts.ReadHeaderTimeout,
 		IdleTimeout:       d.opts.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
 	}

@@ -68,7 +68,8 @@
 // closed when accepted. Behind a reverse proxy every client has the
 // proxy's address: raise or lift (-1) the per-address limit there. A
 // client has [Options.ReadHeaderTimeout] (10 s; `--read-header-timeout`)
-// to send a request's headers, and a kept-alive connection idle for
+// to send a request's headers, which may take 64 KiB (more is answered
+// 431), and a kept-alive connection idle for
 // [Options.IdleTimeout] (two minutes; `--idle-timeout`) is closed. No
 // timeout bounds a request under way: event streams and long calls last
 // as long as they need.

@@ -166,6 +166,21 @@ func TestReadBodyKeepsConnection(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the same connection serves on")
 }
 
+// TestLargeHeadersRefused: a request whose headers pass 64 KiB is
+// answered 431, not read into memory up to net/http's 1 MiB default.
+func TestLargeHeadersRefused(t *testing.T) {
+	r := start(t, baseConfig())
+	conn := dialRaw(t, r.d.Addr())
+	conn.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + strings.Repeat("a", 100_000) + "\r\n\r\n")
+	resp, _ := conn.answer()
+	require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, resp.StatusCode)
+
+	ok := dialRaw(t, r.d.Addr())
+	ok.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + strings.Repeat("t", 16_000) + "\r\n\r\n")
+	resp, _ = ok.answer()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "a long token fits")
+}
+
 // TestSlowAndIdleClientsClosed: a client that does not finish its
 // request's headers within Options.ReadHeaderTimeout, and a kept-alive
 // connection idle for Options.IdleTimeout, are closed.
