@@ -115,6 +115,19 @@ type Options struct {
 	// config: the "replica" label of wasmhost_build_info. "" leaves it
 	// empty.
 	Replica string
+	// MaxConns bounds the HTTP connections open at once, and
+	// MaxConnsPerIP those from one client IP address (an IPv6 client: its
+	// /64); a connection beyond either is answered 503 and closed when
+	// accepted. 0 means DefaultMaxConns and DefaultMaxConnsPerIP,
+	// negative means no limit. Behind a reverse proxy every client has the
+	// proxy's address.
+	MaxConns, MaxConnsPerIP int
+	// IdleTimeout closes a kept-alive connection that sends no new request
+	// for this long; ReadHeaderTimeout one whose request's headers take
+	// longer. Neither bounds a request under way (an event stream, a long
+	// call). 0 or less means DefaultIdleTimeout and
+	// DefaultReadHeaderTimeout.
+	IdleTimeout, ReadHeaderTimeout time.Duration
 }
 
 // DefaultMaxClients is how many client sessions a session endpoint holds
@@ -158,6 +171,9 @@ type Daemon struct {
 	// listens are the subscriptions/listen streams of per-request
 	// protocol clients under way, which a stop ends at once.
 	listens listenStreams
+	// refusals rate-limits the log lines of refused requests and
+	// connections.
+	refusals *refusalLog
 
 	// hideMu guards hideEnv: the environment variables any config loaded
 	// so far read a token from ("tokenEnv"), kept from stdio upstreams.
@@ -188,6 +204,7 @@ type Daemon struct {
 	pool     *pool.Pool
 	rec      *reconcile.Reconciler
 	addr     net.Addr
+	conns    *connLimiter
 	allowed  map[string]bool
 	listenAt string
 
@@ -237,6 +254,18 @@ func New(opts Options) (*Daemon, error) {
 	if opts.RetryMax < opts.RetryMin {
 		opts.RetryMax = max(DefaultRetryMax, opts.RetryMin)
 	}
+	if opts.MaxConns == 0 {
+		opts.MaxConns = DefaultMaxConns
+	}
+	if opts.MaxConnsPerIP == 0 {
+		opts.MaxConnsPerIP = DefaultMaxConnsPerIP
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.ReadHeaderTimeout <= 0 {
+		opts.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
 	secrets := &redact.Set{}
 	d := &Daemon{
 		opts:      opts,
@@ -252,6 +281,7 @@ func New(opts Options) (*Daemon, error) {
 		retarget:  make(chan struct{}, 1),
 		endpoints: make(map[string]*endpoint),
 	}
+	d.refusals = newRefusalLog(d.log)
 	d.metrics = newMetrics(d)
 	return d, nil
 }
@@ -436,9 +466,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.log.Warn("config file watching disabled", "err", err)
 	}
 
+	d.conns = d.limitConns(ln)
 	srv := d.httpServer()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(d.conns) }()
 
 	sum, applyErr := d.rec.Apply(ctx, cfg)
 	d.log.Info("started: "+describeSummary(sum, d.clientsNotified(sum), "policy "+pol.describe()),
@@ -726,20 +757,15 @@ func (d *Daemon) hiddenEnv() []string {
 	return slices.Clone(d.hideEnv)
 }
 
-// idleTimeout closes a kept-alive connection that sends no new request for
-// this long. Without it net/http waits for the next request for ever (it
-// falls back on ReadTimeout, which the daemon cannot set: event streams
-// and long calls read nothing for long), so a client of /healthz alone
-// could hold any number of connections, and their goroutines, without a
-// token. An event stream is a request under way, not an idle connection.
-const idleTimeout = 2 * time.Minute
-
-// httpServer returns the daemon's HTTP server.
+// httpServer returns the daemon's HTTP server. It has no ReadTimeout or
+// WriteTimeout: they would cut event streams and long calls.
 func (d *Daemon) httpServer() *http.Server {
 	return &http.Server{
-		Handler:           d.refuseWhileDraining(d.routes()),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       idleTimeout,
+		Handler:           d.routes(),
+		ReadHeaderTimeout: d.opts.ReadHeaderTimeout,
+		IdleTimeout:       d.opts.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
 	}
 }

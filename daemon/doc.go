@@ -30,8 +30,12 @@
 // the churn counters; and for the requests sessions forward,
 // wasmhost_upstream_requests_total by server, method and outcome (ok,
 // tool_error, error, timeout, unavailable, cancelled, cut_short) and
-// wasmhost_upstream_request_duration_seconds by server and method; and the
-// Go runtime's and the process's standard metrics (go_*, process_*).
+// wasmhost_upstream_request_duration_seconds by server and method; the
+// HTTP connections open (wasmhost_http_conns), refused connections by
+// reason (wasmhost_http_conns_refused_total: max_conns, max_conns_per_ip)
+// and refused requests by reason (wasmhost_http_requests_refused_total);
+// and the Go runtime's and the process's standard metrics (go_*,
+// process_*).
 //
 // An overlay changes a server the running config has, for a session it
 // has: any other name is answered 404 naming it. A PUT body is a whole
@@ -54,15 +58,36 @@
 // session's token; the admin endpoints take the admin token (the config's
 // "admin" block; without it they answer 404). Tokens are compared in
 // constant time and never logged; a wrong token, another session's token
-// and an unknown session name all get the same 401.
+// and an unknown session name all get the same 401. The log says which,
+// at info: no such session, no Authorization header, not a Bearer token,
+// a wrong token (and whose it is when it is another session's or the
+// admin's), a Host or Origin refused. Refusals are logged at most ten at
+// once for each reason, then one every six seconds (the next line logged
+// says how many were not), and a header or path they quote is cut to 256
+// bytes, with its length; the metrics count every one.
 //
 // A session endpoint holds at most [Options.MaxClients] client sessions
 // at once (1,024 by default; `wasmhost run --max-clients`); a client
 // starting one more is answered 503 with Retry-After until another ends
 // or has been idle for [Options.ClientIdleTimeout] (an hour by default).
-// A refused request, and any request the daemon answers without reading
-// its body, closes its connection; a kept-alive connection idle for two
-// minutes is closed.
+// Any request the daemon answers without reading the whole body it
+// announces (a refusal, a 404, /healthz, /metrics...) gets
+// "Connection: close" and its connection is closed as soon as the answer
+// is written: the daemon never waits for a body it does not use. (It then
+// drops what the client still sends for up to two seconds, so that the
+// client sees the answer rather than a reset connection.) The daemon holds
+// at most [Options.MaxConns] connections at once (4,096 by default;
+// `wasmhost run --max-conns`) and [Options.MaxConnsPerIP] from one client
+// address, an IPv6 client counted by its /64 (1,024;
+// `--max-conns-per-ip`); a connection beyond either is answered 503 and
+// closed when accepted. Behind a reverse proxy every client has the
+// proxy's address: raise or lift (-1) the per-address limit there. A
+// client has [Options.ReadHeaderTimeout] (10 s; `--read-header-timeout`)
+// to send a request's headers, which may take 64 KiB (more is answered
+// 431), and a kept-alive connection idle for
+// [Options.IdleTimeout] (two minutes; `--idle-timeout`) is closed. No
+// timeout bounds a request under way: event streams and long calls last
+// as long as they need.
 //
 // With [Options.PerRequestHTTP] (`wasmhost run --per-request-protocol`),
 // a POST of protocol 2026-07-28 or later without Mcp-Session-Id is served

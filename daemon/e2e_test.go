@@ -199,9 +199,10 @@ func TestTokensAndRebindingChecks(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, code)
 	code, _ = r.do("POST", "/mcp/bob", bobToken, strings.NewReader(init), mcpHeaders)
 	assert.Equal(t, http.StatusOK, code)
-	// The answers are all alike; the debug log tells the operator which.
-	assert.True(t, r.logs.HasLine("refused MCP request: bad or missing token", "session=bob"), r.logs.String())
-	assert.True(t, r.logs.HasLine("refused MCP request: no such session", "session=nobody"), r.logs.String())
+	// The answers are all alike; the log tells the operator which.
+	assert.True(t, r.logs.HasLine("level=INFO", "refused MCP request: wrong token: the token of session alice", "session=bob"), r.logs.String())
+	assert.True(t, r.logs.HasLine("level=INFO", "refused MCP request: no Authorization header", "session=bob"), r.logs.String())
+	assert.True(t, r.logs.HasLine("level=INFO", "refused MCP request: no such session", "session=nobody"), r.logs.String())
 	assert.False(t, r.logs.HasLine("refused MCP request: no such session", "session=bob"), r.logs.String())
 
 	// The admin API has its own token.

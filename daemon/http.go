@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -38,27 +40,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.Handle("PATCH /v1/sessions/{session}/servers/{server}", d.adminOnly(http.HandlerFunc(d.servePatchOverlay)))
 	mux.Handle("DELETE /v1/sessions/{session}/servers/{server}", d.adminOnly(http.HandlerFunc(d.serveDeleteOverlay)))
 	mux.Handle("POST /v1/servers/{server}/restart", d.adminOnly(http.HandlerFunc(d.serveRestart)))
-	return d.checkHostOrigin(closeUnrouted(mux))
-}
-
-// refuseBody marks an answer that refuses its request without reading the
-// body as the connection's last: net/http would otherwise read what is
-// left of the body (up to 256 KiB) before answering, and the daemon has no
-// read timeout past the headers (event streams and long calls must not
-// get one), so a client that announces a body and sends none, or sends it
-// a byte at a time, would hold the connection and its goroutine for as
-// long as it liked without any token.
-func refuseBody(w http.ResponseWriter) { w.Header().Set("Connection", "close") }
-
-// closeUnrouted applies refuseBody to the requests mux answers itself
-// (404, 405).
-func closeUnrouted(mux *http.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, pattern := mux.Handler(r); pattern == "" {
-			refuseBody(w)
-		}
-		mux.ServeHTTP(w, r)
-	})
+	return closeUnread(d.checkHostOrigin(d.refuseWhileDraining(mux)))
 }
 
 // allowedHosts is the set of host names a Host or Origin header may name:
@@ -104,17 +86,19 @@ func (d *Daemon) checkHostOrigin(next http.Handler) http.Handler {
 			host = h
 		}
 		if !d.hostAllowed(host, local) {
-			refuseBody(w)
-			d.log.Warn("refused request: Host not allowed", "host", r.Host, "path", r.URL.Path, "remote", r.RemoteAddr)
-			http.Error(w, fmt.Sprintf("Forbidden: Host %q is not allowed", r.Host), http.StatusForbidden)
+			if d.refuse(refusedHost) {
+				d.log.Info("refused request: Host not allowed", "host", clip(r.Host), "path", clip(r.URL.Path), "remote", r.RemoteAddr)
+			}
+			http.Error(w, fmt.Sprintf("Forbidden: Host %q is not allowed", clip(r.Host)), http.StatusForbidden)
 			return
 		}
 		if origin := r.Header.Get("Origin"); origin != "" {
 			u, err := url.Parse(origin)
 			if err != nil || u.Host == "" || !d.hostAllowed(u.Hostname(), local) {
-				refuseBody(w)
-				d.log.Warn("refused request: Origin not allowed", "origin", origin, "path", r.URL.Path, "remote", r.RemoteAddr)
-				http.Error(w, fmt.Sprintf("Forbidden: Origin %q is not allowed", origin), http.StatusForbidden)
+				if d.refuse(refusedOrigin) {
+					d.log.Info("refused request: Origin not allowed", "origin", clip(origin), "path", clip(r.URL.Path), "remote", r.RemoteAddr)
+				}
+				http.Error(w, fmt.Sprintf("Forbidden: Origin %q is not allowed", clip(origin)), http.StatusForbidden)
 				return
 			}
 		}
@@ -122,18 +106,89 @@ func (d *Daemon) checkHostOrigin(next http.Handler) http.Handler {
 	})
 }
 
-// bearer returns the request's bearer token, or "".
-func bearer(r *http.Request) string {
+// refuse counts a refused request (wasmhost_http_requests_refused_total)
+// and reports whether its log line may be written (see refusalLog).
+func (d *Daemon) refuse(reason string) bool {
+	d.metrics.requestsRefused.WithLabelValues(reason).Inc()
+	return d.refusals.allow(reason)
+}
+
+// Why a request carries no bearer token (see bearer).
+const (
+	noCredentials = "no Authorization header"
+	notBearer     = "Authorization is not a Bearer token"
+)
+
+// bearer returns the request's bearer token, or "" and why there is none
+// (noCredentials, notBearer). Nothing of the header's value is in why.
+func bearer(r *http.Request) (token, why string) {
 	h := r.Header.Get("Authorization")
 	const prefix = "bearer "
-	if len(h) > len(prefix) && strings.EqualFold(h[:len(prefix)], prefix) {
-		return strings.TrimSpace(h[len(prefix):])
+	switch {
+	case h == "":
+		return "", noCredentials
+	case len(h) > len(prefix) && strings.EqualFold(h[:len(prefix)], prefix):
+		if token = strings.TrimSpace(h[len(prefix):]); token != "" {
+			return token, ""
+		}
 	}
-	return ""
+	return "", notBearer
+}
+
+// tokenRefusal counts a refused bearer token (missing, not a bearer token,
+// or a wrong one) and reports whether to log it, and in what words. Of a wrong
+// one it tells, when the line will be logged, whose token it is (another
+// session's, the admin's) if anyone's: the client learns nothing of it.
+// The token itself is never logged.
+func (d *Daemon) tokenRefusal(token, why string, admin bool) (logged bool, words string) {
+	var reason string
+	switch {
+	case why == noCredentials && admin:
+		reason = refusedAdminNoCredentials
+	case why == noCredentials:
+		reason = refusedNoCredentials
+	case why == notBearer && admin:
+		reason = refusedAdminNotBearer
+	case why == notBearer:
+		reason = refusedNotBearer
+	case admin:
+		reason, why = refusedAdminBadToken, "wrong token"
+	default:
+		reason, why = refusedBadToken, "wrong token"
+	}
+	if !d.refuse(reason) {
+		return false, ""
+	}
+	if token != "" {
+		if owner := d.tokenOwner(token); owner != "" {
+			why = "wrong token: " + owner
+		}
+	}
+	return true, why
+}
+
+// tokenOwner says whose token tok is in the running config ("the token of
+// session NAME", "the admin token"), or "". Every token is compared, in
+// constant time.
+func (d *Daemon) tokenOwner(tok string) string {
+	d.mu.Lock()
+	cfg, admin := d.cfg, d.admin
+	d.mu.Unlock()
+	owner := ""
+	if admin != nil && admin.TokenMatches(tok) {
+		owner = "the admin token"
+	}
+	if cfg != nil {
+		for _, name := range slices.Sorted(maps.Keys(cfg.Sessions)) {
+			if cfg.Sessions[name].TokenMatches(tok) && owner == "" {
+				owner = "the token of session " + name
+			}
+		}
+	}
+	return owner
 }
 
 func unauthorized(w http.ResponseWriter, realm string) {
-	refuseBody(w)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
 	http.Error(w, "Unauthorized", http.StatusUnauthorized)
 }
@@ -149,13 +204,19 @@ func (d *Daemon) serveMCP(w http.ResponseWriter, r *http.Request) {
 	e := d.endpoints[name]
 	d.mu.Unlock()
 	// One answer for an unknown session and a wrong token: the response
-	// does not tell which session names exist.
-	if sess == nil || e == nil || !sess.TokenMatches(bearer(r)) {
-		why := "bad or missing token"
-		if sess == nil || e == nil {
-			why = "no such session" // the log may say what the answer does not
+	// does not tell which session names exist. The log, rate-limited,
+	// tells the operator which.
+	if sess == nil || e == nil {
+		if d.refuse(refusedNoSession) {
+			d.log.Info("refused MCP request: no such session", "session", clip(name), "remote", r.RemoteAddr)
 		}
-		d.log.Debug("refused MCP request: "+why, "session", name, "remote", r.RemoteAddr)
+		unauthorized(w, "wasmhost")
+		return
+	}
+	if token, why := bearer(r); why != "" || !sess.TokenMatches(token) {
+		if logged, words := d.tokenRefusal(token, why, false); logged {
+			d.log.Info("refused MCP request: "+words, "session", name, "remote", r.RemoteAddr)
+		}
 		unauthorized(w, "wasmhost")
 		return
 	}
@@ -163,8 +224,9 @@ func (d *Daemon) serveMCP(w http.ResponseWriter, r *http.Request) {
 		// A request without a session id starts a client session (or, at
 		// protocol 2026-07-28, is one request without any).
 		if n := e.ep.Clients(); n >= limit {
-			refuseBody(w)
-			d.log.Warn("refused MCP client: the session has as many clients as it takes", "session", name, "clients", n, "limit", limit, "remote", r.RemoteAddr)
+			if d.refuse(refusedMaxClients) {
+				d.log.Warn("refused MCP client: the session has as many clients as it takes", "session", name, "clients", n, "limit", limit, "remote", r.RemoteAddr)
+			}
 			w.Header().Set("Retry-After", "60")
 			http.Error(w, fmt.Sprintf("Service Unavailable: session %q has %d clients, the most it takes; end idle ones (DELETE their session) or try again later", name, n), http.StatusServiceUnavailable)
 			return
@@ -183,12 +245,16 @@ func (d *Daemon) adminOnly(next http.Handler) http.Handler {
 		admin := d.admin
 		d.mu.Unlock()
 		if admin == nil {
-			refuseBody(w)
+			if d.refuse(refusedAdminOff) {
+				d.log.Info("refused admin request: the admin API is disabled (the config has no admin block)", "path", clip(r.URL.Path), "remote", r.RemoteAddr)
+			}
 			http.Error(w, "admin API disabled: the config has no admin block", http.StatusNotFound)
 			return
 		}
-		if !admin.TokenMatches(bearer(r)) {
-			d.log.Debug("refused admin request: bad or missing token", "path", r.URL.Path, "remote", r.RemoteAddr)
+		if token, why := bearer(r); why != "" || !admin.TokenMatches(token) {
+			if logged, words := d.tokenRefusal(token, why, true); logged {
+				d.log.Info("refused admin request: "+words, "path", clip(r.URL.Path), "remote", r.RemoteAddr)
+			}
 			unauthorized(w, "wasmhost-admin")
 			return
 		}

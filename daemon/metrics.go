@@ -23,6 +23,10 @@ type metrics struct {
 	policyMs *prometheus.HistogramVec
 	calls    *prometheus.CounterVec
 	callTime *prometheus.HistogramVec
+	// requestsRefused and connsRefused count refused requests and
+	// connections by reason (http.go, conns.go).
+	requestsRefused *prometheus.CounterVec
+	connsRefused    *prometheus.CounterVec
 }
 
 func newMetrics(d *Daemon) *metrics {
@@ -55,8 +59,17 @@ func newMetrics(d *Daemon) *metrics {
 			Help:    "Time from sending a forwarded request upstream to its answer or failure, by server and method.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"server", "method"}),
+		requestsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmhost_http_requests_refused_total",
+			Help: "HTTP requests refused before their handler, by reason: host, origin (403); no_session, no_credentials, not_bearer, bad_token " +
+				"and admin_no_credentials, admin_not_bearer, admin_bad_token (401); max_clients (503); admin_disabled (404).",
+		}, []string{"reason"}),
+		connsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmhost_http_conns_refused_total",
+			Help: "HTTP connections refused when accepted (answered 503 and closed), by reason: max_conns, max_conns_per_ip.",
+		}, []string{"reason"}),
 	}
-	m.reg.MustRegister(m.reloads, m.swaps, m.retries, m.policyMs, m.calls, m.callTime)
+	m.reg.MustRegister(m.reloads, m.swaps, m.retries, m.policyMs, m.calls, m.callTime, m.requestsRefused, m.connsRefused)
 	// Which replica answers: the same config runs on several, and a
 	// dashboard joins on this to name them.
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -73,6 +86,19 @@ func newMetrics(d *Daemon) *metrics {
 		}
 		return 0
 	}))
+	for _, r := range requestRefusals {
+		m.requestsRefused.WithLabelValues(r)
+	}
+	for _, r := range []string{connRefusedMax, connRefusedPerIP} {
+		m.connsRefused.WithLabelValues(r)
+	}
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wasmhost_http_conns", Help: "HTTP connections open."},
+		func() float64 {
+			if d.conns == nil {
+				return 0
+			}
+			return float64(d.conns.Open())
+		}))
 	// The process's own: goroutines, heap, GC, open files, memory.
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"ok", "partial", "invalid", "policy_refused"} {

@@ -65,7 +65,6 @@ func (d *Daemon) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 func (d *Daemon) refuseWhileDraining(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d.draining.Load() && r.Method != http.MethodDelete && strings.HasPrefix(r.URL.Path, "/mcp/") {
-			refuseBody(w)
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "Service Unavailable: this wasmhost replica is shutting down; start a new session (another replica will take it)", http.StatusServiceUnavailable)
 			return
@@ -96,7 +95,6 @@ func (d *Daemon) byProtocol(stateful, stateless http.Handler) http.Handler {
 		}
 		head, err := io.ReadAll(io.LimitReader(r.Body, peekLimit))
 		if err != nil {
-			refuseBody(w)
 			http.Error(w, "Bad Request: request body unreadable: "+err.Error(), http.StatusBadRequest)
 			return
 		}

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/wasmhost/wasmhost/daemon"
 	"github.com/wasmhost/wasmhost/host"
@@ -42,6 +43,10 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		drain       = fs.Duration("drain-timeout", daemon.DefaultDrainTimeout, "on SIGTERM, turn /readyz to 503, refuse new MCP requests and give the calls under way this long to finish")
 		perRequest  = fs.Bool("per-request-protocol", false, "serve MCP protocol 2026-07-28 requests over HTTP without a client session, so that any replica answers them (off: clients fall back to 2025-11-25 sessions)")
 		replica     = fs.String("replica", defaultReplica(), "`NAME` of this replica in the metrics (wasmhost_build_info); default $POD_NAME, else the host name")
+		maxConns    = fs.Int("max-conns", daemon.DefaultMaxConns, "hold at most `N` HTTP connections open at once; more are answered 503 and closed (0: the default; negative: no limit)")
+		maxConnsIP  = fs.Int("max-conns-per-ip", daemon.DefaultMaxConnsPerIP, "hold at most `N` HTTP connections from one client IP address (IPv6: one /64) at once; more are answered 503 and closed (0: the default; negative: no limit). Behind a reverse proxy every client has the proxy's address")
+		idle        = fs.Duration("idle-timeout", daemon.DefaultIdleTimeout, "close a kept-alive HTTP connection idle between requests this long (an event stream or a call under way is not idle)")
+		headerTime  = fs.Duration("read-header-timeout", daemon.DefaultReadHeaderTimeout, "close an HTTP connection whose request headers take longer than this")
 		allowHosts  stringList
 	)
 	fs.Var(&allowHosts, "allow-host", "also accept `HOST` in Host and Origin headers (repeatable; for remote clients)")
@@ -69,20 +74,34 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		s.errorf("run", "--debounce %v: must be more than 0 (default %v)", *debounce, daemon.DefaultDebounce)
 		return exitUsage
 	}
+	for _, f := range []struct {
+		name   string
+		v, def time.Duration
+	}{{"idle-timeout", *idle, daemon.DefaultIdleTimeout}, {"read-header-timeout", *headerTime, daemon.DefaultReadHeaderTimeout}} {
+		if f.v <= 0 {
+			// daemon.Options would take it for the default without a word.
+			s.errorf("run", "--%s %v: must be more than 0 (default %v)", f.name, f.v, f.def)
+			return exitUsage
+		}
+	}
 	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
 
 	d, err := daemon.New(daemon.Options{
-		ConfigPath:     *configPath,
-		Logger:         log,
-		Listen:         *listen,
-		AllowRemote:    *allowRemote,
-		AllowedHosts:   allowHosts,
-		CacheDir:       *cacheDir,
-		Debounce:       *debounce,
-		MaxClients:     *maxClients,
-		DrainTimeout:   *drain,
-		Replica:        *replica,
-		PerRequestHTTP: *perRequest,
+		ConfigPath:        *configPath,
+		Logger:            log,
+		Listen:            *listen,
+		AllowRemote:       *allowRemote,
+		AllowedHosts:      allowHosts,
+		CacheDir:          *cacheDir,
+		Debounce:          *debounce,
+		MaxClients:        *maxClients,
+		DrainTimeout:      *drain,
+		Replica:           *replica,
+		PerRequestHTTP:    *perRequest,
+		MaxConns:          *maxConns,
+		MaxConnsPerIP:     *maxConnsIP,
+		IdleTimeout:       *idle,
+		ReadHeaderTimeout: *headerTime,
 	})
 	if err != nil {
 		s.errorf("run", "%v", err)

@@ -500,6 +500,58 @@ func TestRunRefusesDebounceNotPositive(t *testing.T) {
 	}
 }
 
+// TestRunRefusesHTTPTimeoutsNotPositive: --idle-timeout and
+// --read-header-timeout of 0 or less are refused before anything starts,
+// rather than taken for the default without a word.
+func TestRunRefusesHTTPTimeoutsNotPositive(t *testing.T) {
+	path := demoConfig(t)
+	for _, c := range []struct{ flag, value, want string }{
+		{"--idle-timeout", "0", "wasmhost run: --idle-timeout 0s: must be more than 0 (default 2m0s)"},
+		{"--idle-timeout", "-1s", "wasmhost run: --idle-timeout -1s: must be more than 0 (default 2m0s)"},
+		{"--read-header-timeout", "0", "wasmhost run: --read-header-timeout 0s: must be more than 0 (default 10s)"},
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		var out, errOut mcptest.LogBuffer
+		code := run(ctx, []string{"run", "--config", path, "--listen", "127.0.0.1:0", c.flag, c.value}, strings.NewReader(""), &out, &errOut)
+		cancel()
+		assert.Equal(t, exitUsage, code, c.flag)
+		assert.Contains(t, errOut.String(), c.want)
+		assert.Empty(t, out.String(), "nothing was served")
+	}
+}
+
+// TestRunConnectionFlags: --max-conns and --max-conns-per-ip reach the
+// daemon: with one connection allowed, a second is answered 503.
+func TestRunConnectionFlags(t *testing.T) {
+	for _, flag := range []string{"--max-conns", "--max-conns-per-ip"} {
+		path := demoConfig(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		var o, e mcptest.LogBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, []string{"run", "--config", path, "--listen", "127.0.0.1:0", flag, "1"}, strings.NewReader(""), &o, &e)
+		}()
+		require.Eventually(t, func() bool { return strings.Contains(o.String(), "Ctrl-C stops") }, 30*time.Second, 20*time.Millisecond, "stderr:\n%s", e.String())
+		addr := strings.TrimPrefix(strings.Fields(o.String())[3], "http://") // "wasmhost listening on http://ADDR"
+		first, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		second, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		require.NoError(t, second.SetReadDeadline(time.Now().Add(30*time.Second)))
+		answer, _ := io.ReadAll(second)
+		assert.True(t, strings.HasPrefix(string(answer), "HTTP/1.1 503 Service Unavailable\r\n"), "%s 1: %q", flag, answer)
+		first.Close()
+		second.Close()
+		cancel()
+		select {
+		case code := <-done:
+			assert.Equal(t, exitOK, code, e.String())
+		case <-time.After(30 * time.Second):
+			t.Fatal("run did not stop")
+		}
+	}
+}
+
 // TestCacheDirRefusalNamesTheFlag: run and stdio with a compilation cache
 // directory that cannot be used say which directory and how to choose
 // another, and do not blame the config's "policy" setting.
