@@ -80,7 +80,9 @@ func TestConnectionLimits(t *testing.T) {
 		metrics = string(b)
 		return resp.StatusCode == http.StatusOK
 	}, 60*time.Second, 50*time.Millisecond, "the place of a closed connection is not freed")
-	assert.Contains(t, metrics, `wasmhost_http_conns_refused_total{reason="max_conns"} 1`+"\n")
+	// The retries above may themselves be refused until the daemon sees
+	// a1 close, so max_conns counts at least the one refusal made above.
+	assert.Regexp(t, `wasmhost_http_conns_refused_total\{reason="max_conns"\} [1-9][0-9]*\n`, metrics)
 	assert.Contains(t, metrics, `wasmhost_http_conns_refused_total{reason="max_conns_per_ip"} 1`+"\n")
 	assert.Contains(t, metrics, "wasmhost_http_conns 3\n")
 	assert.True(t, r.logs.HasLine("level=WARN", "refused connection: as many open from its address as --max-conns-per-ip allows", "limit=2", "remote=127.0.0.1"), r.logs.String())
