@@ -166,6 +166,7 @@ type Endpoint struct {
 
 	mu                                   sync.Mutex
 	naming                               Naming
+	instructed                           []string // SetInstructions, sorted
 	tools, prompts, resources, templates kind
 	changes                              uint64 // registrations added, replaced or removed
 }
@@ -233,7 +234,7 @@ func New(opts Options) *Endpoint {
 		SubscribeHandler:   e.subscribe,
 		UnsubscribeHandler: e.unsubscribe,
 	})
-	e.srv.AddReceivingMiddleware(internalErrors, e.unknownNames)
+	e.srv.AddReceivingMiddleware(internalErrors, e.unknownNames, e.instruct)
 	e.tools = newKind("tool", e.srv.RemoveTools)
 	e.prompts = newKind("prompt", e.srv.RemovePrompts)
 	e.resources = newKind("resource", e.srv.RemoveResources)
