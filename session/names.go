@@ -202,7 +202,7 @@ func (e *Endpoint) resolveNames(k *kind, redo map[itemKey]bool) {
 			continue
 		}
 		it.exposed = x
-		k.routes[x] = route{key.server, key.name}
+		k.routes[x] = route(key)
 		e.changes++
 	}
 }
