@@ -16,7 +16,8 @@ import (
 // the server's instructions where the server entry allows them. A reload
 // adding a server with clashing tools tells the client, the old names
 // become unknown (never a route to the new server), both servers' tools
-// are there prefixed, and a new client gets both servers' instructions.
+// are there prefixed, and a new client gets both servers' instructions. A
+// reload to "prefixed" names renames the rest.
 func TestDefaultNamesAndInstructions(t *testing.T) {
 	cfg := baseConfig()
 	demo := cfg["mcpServers"].(map[string]any)["demo"].(map[string]any)
@@ -61,4 +62,14 @@ func TestDefaultNamesAndInstructions(t *testing.T) {
 	again := r.connect("alice", aliceToken)
 	assert.Equal(t, "## demo\n"+demoserver.Instructions+"\n\n## demo2\n"+demoserver.Instructions, again.cs.InitializeResult().Instructions)
 	assert.Equal(t, demoserver.Instructions, alice.cs.InitializeResult().Instructions, "a connected client keeps what it got")
+
+	// A reload changing the session's naming renames its tools, and tells
+	// its clients.
+	alice.countChanged(0)
+	set(cfg, "sessions.alice.names", "prefixed")
+	writeConfig(t, r.path, cfg)
+	alice.waitChanged(t)
+	require.Eventually(t, func() bool { return len(alice.tools(t)) == 4 && alice.tools(t)[0] == "demo2__pid" },
+		60*time.Second, 20*time.Millisecond, "tools after the reload")
+	assert.Equal(t, []string{"demo2__pid", "demo__add", "demo__echo", "demo__pid"}, alice.tools(t))
 }
