@@ -95,7 +95,11 @@ func (n Naming) candidates(server, name string) []string {
 	case NamesBare:
 		return []string{ShortName(name)}
 	case NamesAuto:
-		return []string{ShortName(name), ExposedName(server, name)}
+		own, prefixed := ShortName(name), ExposedName(server, name)
+		if own == prefixed { // two cut names whose hashes agree: count it once
+			return []string{own}
+		}
+		return []string{own, prefixed}
 	default:
 		return []string{ExposedName(server, name)}
 	}
