@@ -134,8 +134,8 @@ var badCorpus = map[string][]string{
 
 	// References between sessions and servers.
 	"override-unknown-server":   {`sessions.a.overrides.nope: no server named "nope" in mcpServers`},
-	"override-transport-key":    {`sessions.a.overrides.fs.command: a session override may only set trust, includeTools, excludeTools, alwaysLoadTools and disabled; transport settings are shared by all sessions`},
-	"override-protocol-version": {`sessions.a.overrides.fs.protocolVersion: a session override may only set trust, includeTools, excludeTools, alwaysLoadTools and disabled; transport settings are shared by all sessions`},
+	"override-transport-key":    {`sessions.a.overrides.fs.command: a session override may only set trust, includeTools, excludeTools, alwaysLoadTools, disabled, prefix and instructions; transport settings are shared by all sessions`},
+	"override-protocol-version": {`sessions.a.overrides.fs.protocolVersion: a session override may only set trust, includeTools, excludeTools, alwaysLoadTools, disabled, prefix and instructions; transport settings are shared by all sessions`},
 	"servers-unknown":           {`sessions.a.servers[1]: no server named "nope" in mcpServers`},
 	"servers-duplicate":         {`sessions.a.servers[1]: server "fs" is listed twice`},
 

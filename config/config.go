@@ -15,6 +15,17 @@ import (
 	"github.com/wasmhost/wasmhost/abi"
 )
 
+// The values of a session's "names" (see the package documentation).
+const (
+	NamesAuto     = "auto"
+	NamesPrefixed = "prefixed"
+	NamesBare     = "bare"
+)
+
+// MaxPrefixLen bounds a server's "prefix", leaving room in the 64
+// characters clients allow a tool name.
+const MaxPrefixLen = 32
+
 // DefaultListen is the address the daemon listens on when the config file
 // has no "listen" key: loopback only, on a fixed port so that session URLs
 // stay the same from one run to the next.
@@ -205,6 +216,15 @@ type Server struct {
 	// accept besides its own (Options.ServerKeys); nil when there are
 	// none.
 	Extra map[string]json.RawMessage
+	// Prefix, when not nil, is the prefix the server's tool and prompt
+	// names always get in a session ("prefix"; "" means the upstream's own
+	// names), whatever the session's Names says. A session override may
+	// replace it.
+	Prefix *string
+	// Instructions is whether the server's instructions (from its
+	// initialize result) reach the clients of the sessions that use it
+	// ("instructions", default false). A session override may replace it.
+	Instructions bool
 }
 
 // Metadata returns the server's metadata settings as a fresh raw JSON object
@@ -240,6 +260,10 @@ func (s *Server) Clone() *Server {
 		for k, v := range s.Extra {
 			c.Extra[k] = bytes.Clone(v)
 		}
+	}
+	if s.Prefix != nil {
+		p := *s.Prefix
+		c.Prefix = &p
 	}
 	return &c
 }
@@ -297,6 +321,10 @@ type Override struct {
 	// accept besides its own (Options.ServerKeys); nil when there are
 	// none.
 	Extra map[string]json.RawMessage
+	// Prefix and Instructions, when set, replace the server's (see
+	// Session.Prefix and Session.Instructions).
+	Prefix       *string
+	Instructions *bool
 }
 
 // Layer returns a server's metadata settings and Disabled flag as a
@@ -330,6 +358,9 @@ type Session struct {
 	Servers []string
 	// Overrides holds the session's overrides by server name.
 	Overrides map[string]Override
+	// Names is how the session names its servers' tools and prompts
+	// ("names"): NamesAuto (the default), NamesPrefixed or NamesBare.
+	Names string
 
 	servers map[string]*Server // the config's servers, for Effective
 }
@@ -373,6 +404,29 @@ func (s *Session) overridden(server string, base *Server) (Settings, bool) {
 		return o.Layer(base.Settings, base.Disabled)
 	}
 	return base.Settings, base.Disabled
+}
+
+// Prefix returns the fixed prefix the session gives server's tool and
+// prompt names, its override's "prefix" or else the server's, and whether
+// there is one; without one, the session's Names applies.
+func (s *Session) Prefix(server string) (string, bool) {
+	if o, ok := s.Overrides[server]; ok && o.Prefix != nil {
+		return *o.Prefix, true
+	}
+	if base := s.servers[server]; base != nil && base.Prefix != nil {
+		return *base.Prefix, true
+	}
+	return "", false
+}
+
+// Instructions reports whether server's instructions reach the session's
+// clients: its override's "instructions", or else the server's.
+func (s *Session) Instructions(server string) bool {
+	if o, ok := s.Overrides[server]; ok && o.Instructions != nil {
+		return *o.Instructions
+	}
+	base := s.servers[server]
+	return base != nil && base.Instructions
 }
 
 // Uses reports whether the session uses server unless the server is

@@ -44,7 +44,13 @@
 // versions; absent: the newest, with the go-sdk's fallback to the legacy
 // initialize handshake; a version before 2026-07-28 has no input-required
 // results, so a server's questions within a call cannot reach the calling
-// client). The gemini-cli and qwen-code keys "oauth",
+// client), "prefix" (a fixed prefix for the server's tool and prompt names
+// in every session, whatever the session's "names" says: letters, digits,
+// '_', '-' and '.', at most 32; "" means the upstream's own names) and
+// "instructions" (default false: whether the server's instructions, from
+// its initialize result, reach the clients of the sessions that use it;
+// off by default because they are the upstream's text, read by the
+// client's model). The gemini-cli and qwen-code keys "oauth",
 // "authProviderType", "targetAudience", "targetServiceAccount", "tcp",
 // "type", "extensionName" and "extension" ([IgnoredServerKeys]) are
 // accepted with a warning and ignored; any other key is an error. Values are used as written: unlike gemini-cli, wasmhost does not
@@ -58,8 +64,13 @@
 // rewriting its file) or "tokenEnv" (an environment variable holding it);
 // optional "servers", the names of the servers the session uses (absent:
 // all of them); optional "overrides", a map from server name to an object
-// with any of "trust", "includeTools", "excludeTools", "alwaysLoadTools"
-// and "disabled"; and an optional "description". Tokens are trimmed of
+// with any of "trust", "includeTools", "excludeTools", "alwaysLoadTools",
+// "disabled", "prefix" and "instructions"; optional "names", how the
+// session names its servers' tools and prompts: "auto" (the default: the
+// upstream's own name, or "<server>__<name>" where another item of the
+// session could use that name), "prefixed" (always "<server>__<name>") or
+// "bare" (the upstream's own names; items whose names clash are left out);
+// and an optional "description". Tokens are trimmed of
 // surrounding white space and must then be non-empty printable ASCII
 // without spaces; no two sessions, nor a session and the admin API, may
 // share a token.

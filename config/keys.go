@@ -13,12 +13,12 @@ var (
 	topKeys      = []string{"mcpServers", "sessions", "policy", "listen", "admin"}
 	policyKeys   = []string{"path", "sha256", "memoryMiB", "timeoutMs"}
 	tokenKeys    = []string{"token", "tokenFile", "tokenEnv"}
-	sessionKeys  = []string{"token", "tokenFile", "tokenEnv", "servers", "overrides", "description"}
+	sessionKeys  = []string{"token", "tokenFile", "tokenEnv", "servers", "overrides", "description", "names"}
 	metadataKeys = []string{"trust", "alwaysLoadTools", "includeTools", "excludeTools"}
-	overrideKeys = append(slices.Clone(metadataKeys), "disabled")
+	overrideKeys = append(slices.Clone(metadataKeys), "disabled", "prefix", "instructions")
 	serverKeys   = append(slices.Clone(metadataKeys),
 		"command", "args", "env", "cwd", "url", "httpUrl", "headers", "timeout",
-		"pooled", "protocolVersion", "disabled", "description")
+		"pooled", "protocolVersion", "disabled", "description", "prefix", "instructions")
 )
 
 // IgnoredServerKeys are the keys of a gemini-cli or qwen-code server entry

@@ -527,6 +527,10 @@ func (l *loader) server(name string, n *node, path string) *Server {
 			s.Disabled, _ = l.boolean(v, p)
 		case "description":
 			s.Description, _ = l.str(v, p)
+		case "prefix":
+			s.Prefix = l.prefix(v, p)
+		case "instructions":
+			s.Instructions, _ = l.boolean(v, p)
 		default:
 			switch {
 			case slices.Contains(IgnoredServerKeys, m.key):
@@ -560,6 +564,25 @@ func (l *loader) server(name string, n *node, path string) *Server {
 		l.errorf(n, path, `expected exactly one of "command", "url" or "httpUrl", found %s`, quoteList(transports))
 	}
 	return s
+}
+
+// prefix checks a "prefix": a string of the characters the MCP tool-name
+// rule allows, at most MaxPrefixLen long ("" is allowed: the upstream's own
+// names). It returns nil when the value is refused.
+func (l *loader) prefix(n *node, path string) *string {
+	v, ok := l.str(n, path)
+	if !ok {
+		return nil
+	}
+	if r, bad := mcpname.BadRune(v); bad {
+		l.errorf(n, path, "prefix has %q; use letters, digits, '_', '-' and '.', as the MCP specification advises for tool names", r)
+		return nil
+	}
+	if len(v) > MaxPrefixLen {
+		l.errorf(n, path, "prefix is %d characters long, over %d", len(v), MaxPrefixLen)
+		return nil
+	}
+	return &v
 }
 
 // warnVarRef warns about values gemini-cli would have expanded.
@@ -767,9 +790,21 @@ func (l *loader) parseSession(cfg *Config, name string, n *node, path string) *S
 			overridesN = m.val
 		case "description":
 			s.Description, _ = l.str(m.val, p)
+		case "names":
+			if v, ok := l.str(m.val, p); ok {
+				switch v {
+				case NamesAuto, NamesPrefixed, NamesBare:
+					s.Names = v
+				default:
+					l.errorf(m.val, p, "expected %q, %q or %q, got %q", NamesAuto, NamesPrefixed, NamesBare, v)
+				}
+			}
 		default:
 			l.unknownKey(m.keyOff, p, m.key, sessionKeys)
 		}
+	}
+	if s.Names == "" {
+		s.Names = NamesAuto
 	}
 	s.Token, s.TokenSource, _ = l.token(n, path, sources, fmt.Sprintf("session %q", name))
 
@@ -846,8 +881,14 @@ func (l *loader) override(n *node, path string) (Override, bool) {
 			if b, ok := l.boolean(m.val, p); ok {
 				o.Disabled = &b
 			}
+		case m.key == "prefix":
+			o.Prefix = l.prefix(m.val, p)
+		case m.key == "instructions":
+			if b, ok := l.boolean(m.val, p); ok {
+				o.Instructions = &b
+			}
 		case transportKeys[m.key]:
-			l.errorAt(m.keyOff, p, "a session override may only set trust, includeTools, excludeTools, alwaysLoadTools and disabled; transport settings are shared by all sessions")
+			l.errorAt(m.keyOff, p, "a session override may only set trust, includeTools, excludeTools, alwaysLoadTools, disabled, prefix and instructions; transport settings are shared by all sessions")
 		case l.extra[m.key]:
 			if o.Extra == nil {
 				o.Extra = make(map[string]json.RawMessage)

@@ -101,11 +101,13 @@ func wantFull() *Config {
 				Description: "Alice's laptop",
 				Token:       "alice-file-token-abcdefghijkl",
 				TokenSource: "tokenFile " + filepath.Join(dir, "alice.token"),
+				Names:       NamesAuto,
 			},
 			"bob.ci": {
 				Name:        "bob.ci",
 				Token:       "bob-inline-token-0123456789",
 				TokenSource: "token",
+				Names:       NamesAuto,
 				Servers:     []string{"github", "nodeServer", "cloudRun"},
 				Overrides: map[string]Override{
 					"github": {Settings: Settings{
@@ -121,6 +123,7 @@ func wantFull() *Config {
 				Name:        "carol_2",
 				Token:       "carol-env-token-0123456789",
 				TokenSource: "tokenEnv CAROL_TOKEN",
+				Names:       NamesAuto,
 				Servers:     []string{},
 			},
 		},

@@ -57,7 +57,7 @@ func TestAdminHammer(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				set(next, "sessions.carol", map[string]any{"token": "carol-token-0123456789abcdef"})
 			}
-			data, err := json.Marshal(next)
+			data, err := json.Marshal(pinNames(t, next))
 			assert.NoError(t, err)
 			assert.NoError(t, os.WriteFile(r.path+".tmp", data, 0o600))
 			assert.NoError(t, os.Rename(r.path+".tmp", r.path))

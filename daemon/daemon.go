@@ -573,7 +573,11 @@ func (d *Daemon) drain(eps []*endpoint) {
 // registry is the reconciler's Registry callback: it creates the session's
 // endpoint.
 func (d *Daemon) registry(name string) view.Registry {
+	d.mu.Lock()
+	naming, instructed := SessionNaming(d.cfg, name)
+	d.mu.Unlock()
 	ep := session.New(session.Options{
+		Naming:         naming,
 		Name:           name,
 		Upstream:       d.upstreamFor(name),
 		Progress:       d.relay,
@@ -610,8 +614,60 @@ func (d *Daemon) registry(name string) view.Registry {
 	if s := d.cfg.Sessions[name]; s != nil {
 		token = s.Token
 	}
+	ep.SetInstructions(instructed)
 	d.endpoints[name] = &endpoint{ep: ep, http: handler, token: token}
 	return ep
+}
+
+// SessionNaming returns how cfg's session name names its tools and prompts
+// (its "names" and its servers' "prefix" settings), and the servers whose
+// instructions its clients get ("instructions"), for session.Endpoint's
+// SetNaming and SetInstructions. An unknown session gets the default
+// naming and no instructions.
+func SessionNaming(cfg *config.Config, name string) (session.Naming, []string) {
+	n := session.Naming{Mode: session.NamesAuto}
+	var s *config.Session
+	if cfg != nil {
+		s = cfg.Sessions[name]
+	}
+	if s == nil {
+		return n, nil
+	}
+	if s.Names != "" {
+		n.Mode = session.NameMode(s.Names)
+	}
+	var instructed []string
+	for _, server := range cfg.ServerNames() {
+		if !s.Uses(server) {
+			continue
+		}
+		if p, ok := s.Prefix(server); ok {
+			if n.Prefix == nil {
+				n.Prefix = make(map[string]string)
+			}
+			n.Prefix[server] = p
+		}
+		if s.Instructions(server) {
+			instructed = append(instructed, server)
+		}
+	}
+	return n, instructed
+}
+
+// applyNaming gives each endpoint its session's naming and instructions
+// settings from cfg; an endpoint whose names change tells its clients.
+func (d *Daemon) applyNaming(cfg *config.Config) {
+	d.mu.Lock()
+	eps := make(map[string]*session.Endpoint, len(d.endpoints))
+	for name, e := range d.endpoints {
+		eps[name] = e.ep
+	}
+	d.mu.Unlock()
+	for name, ep := range eps {
+		naming, instructed := SessionNaming(cfg, name)
+		ep.SetNaming(naming)
+		ep.SetInstructions(instructed)
+	}
 }
 
 // upstreamFor resolves a session's calls through its own handles, looked

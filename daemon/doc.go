@@ -106,8 +106,10 @@
 // that domain to 127.0.0.1 to reach a local server from the browser.
 //
 // What a client sees is described in package session: tools and prompts
-// named "<server>__<name>", resources by URI, and the session flags in each
-// tool's _meta under "wasmhost/trust" and "wasmhost/alwaysLoad".
+// under the upstream's names, or "<server>__<name>" as the session's
+// "names" says ([SessionNaming]), resources by URI, the session flags in
+// each tool's _meta under "wasmhost/trust" and "wasmhost/alwaysLoad", and
+// the instructions of the servers whose "instructions" allow it.
 //
 // # Reloads
 //

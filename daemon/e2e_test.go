@@ -176,7 +176,7 @@ func TestConfigEditNotifiesOnlyTheAffectedSession(t *testing.T) {
 // mustJSON encodes v as writeConfig writes it.
 func mustJSON(t *testing.T, v map[string]any) string {
 	t.Helper()
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := json.MarshalIndent(pinNames(t, v), "", "  ")
 	require.NoError(t, err)
 	return string(b)
 }

@@ -86,6 +86,38 @@ type running struct {
 
 // writeConfig replaces the config file the way editors do: write a
 // temporary file, then rename it over the old one.
+// defaultNames, as a session's "names" in a config writeConfig writes,
+// leaves the session the default naming.
+const defaultNames = "(default)"
+
+// pinNames returns a copy of cfg in which each session without "names"
+// has "prefixed": these tests name tools and prompts "<server>__<name>",
+// which the default naming ("auto") does only on a clash. A session whose
+// "names" is defaultNames has the key removed.
+func pinNames(t *testing.T, cfg any) any {
+	t.Helper()
+	b, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	var c map[string]any
+	if json.Unmarshal(b, &c) != nil {
+		return cfg
+	}
+	sessions, _ := c["sessions"].(map[string]any)
+	for _, s := range sessions {
+		s, ok := s.(map[string]any)
+		if !ok {
+			continue
+		}
+		switch v, ok := s["names"]; {
+		case !ok:
+			s["names"] = "prefixed"
+		case v == defaultNames:
+			delete(s, "names")
+		}
+	}
+	return c
+}
+
 func writeConfig(t *testing.T, path string, cfg any) {
 	t.Helper()
 	var data []byte
@@ -94,7 +126,7 @@ func writeConfig(t *testing.T, path string, cfg any) {
 		data = []byte(c)
 	default:
 		var err error
-		data, err = json.MarshalIndent(c, "", "  ")
+		data, err = json.MarshalIndent(pinNames(t, c), "", "  ")
 		require.NoError(t, err)
 	}
 	tmp := path + ".tmp"

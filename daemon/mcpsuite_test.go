@@ -3,12 +3,7 @@ package daemon_test
 //lint:file-ignore SA1019 the tests answer sampling, deprecated (SEP-2577) but still asked for during its deprecation window
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -29,7 +24,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/internal/mcptest"
-	"github.com/wasmhost/wasmhost/session"
 )
 
 // The official MCP conformance suite and the Node it needs (it refuses
@@ -48,12 +42,11 @@ const (
 // in a second run, over streamable HTTP: the suite checks, through
 // wasmhost, what it checks of that server directly.
 //
-// Between the suite and the daemon sits an adapter doing only what the
-// suite cannot: it sends the session's bearer token, and it maps names by
-// the session's naming rule (the suite calls "test_simple_text", the
-// session serves "everything__test_simple_text"). Host and Origin headers
-// pass unchanged, so the suite's DNS-rebinding scenario meets the daemon's
-// own check.
+// The session has the default naming, so its one server's tools and
+// prompts keep their own names. Between the suite and the daemon sits an
+// adapter doing only what the suite cannot: it sends the session's bearer
+// token. Host and Origin headers pass unchanged, so the suite's
+// DNS-rebinding scenario meets the daemon's own check.
 //
 // The scenarios a session is known not to pass are listed, with the
 // reason, in testdata/mcp-conformance-baseline.yml; the suite fails on any
@@ -82,10 +75,10 @@ func TestOfficialMCPConformanceSuite(t *testing.T) {
 			entry["trust"] = true
 			cfg := baseConfig()
 			set(cfg, "mcpServers", map[string]any{"everything": entry})
-			set(cfg, "sessions", map[string]any{"suite": map[string]any{"token": token}})
+			set(cfg, "sessions", map[string]any{"suite": map[string]any{"token": token, "names": defaultNames}})
 			r := start(t, cfg)
 
-			adapter := newSuiteAdapter(t, r.d.URL(), token, session.ExposedName("everything", ""))
+			adapter := newSuiteAdapter(t, r.d.URL(), token)
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, node, cli, "server",
@@ -158,11 +151,8 @@ func buildMCPSuiteUpstream(t *testing.T) string {
 }
 
 // newSuiteAdapter starts the adapter in front of the daemon at target and
-// returns its URL. It adds "Authorization: Bearer token" to every request,
-// prefixes the tool or prompt name of tools/call, prompts/get and a prompt
-// reference of completion/complete, and takes the prefix off the names in
-// what comes back (JSON or an SSE stream, line by line).
-func newSuiteAdapter(t *testing.T, target, token, prefix string) string {
+// returns its URL. It adds "Authorization: Bearer token" to every request.
+func newSuiteAdapter(t *testing.T, target, token string) string {
 	t.Helper()
 	u, err := url.Parse(target)
 	require.NoError(t, err)
@@ -174,42 +164,6 @@ func newSuiteAdapter(t *testing.T, target, token, prefix string) string {
 			pr.SetURL(u)
 			pr.Out.Host = pr.In.Host // the daemon's Host check sees what the suite sent
 			pr.Out.Header.Set("Authorization", "Bearer "+token)
-			if pr.In.Method != http.MethodPost || pr.In.Body == nil {
-				return
-			}
-			body, err := io.ReadAll(pr.In.Body)
-			if err != nil {
-				body = nil
-			}
-			body = prefixRequestName(body, prefix)
-			pr.Out.Body = io.NopCloser(bytes.NewReader(body))
-			pr.Out.ContentLength = int64(len(body))
-		},
-		ModifyResponse: func(resp *http.Response) error {
-			from, to := []byte(`"name":"`+prefix), []byte(`"name":"`)
-			body := resp.Body
-			rd, wr := io.Pipe()
-			go func() {
-				defer body.Close()
-				br := bufio.NewReader(body)
-				for {
-					line, err := br.ReadBytes('\n')
-					if _, werr := wr.Write(bytes.ReplaceAll(line, from, to)); werr != nil {
-						return
-					}
-					if err != nil {
-						if errors.Is(err, io.EOF) {
-							err = nil
-						}
-						wr.CloseWithError(err)
-						return
-					}
-				}
-			}()
-			resp.Body = rd
-			resp.ContentLength = -1
-			resp.Header.Del("Content-Length")
-			return nil
 		},
 	}
 	srv := httptest.NewServer(p)
@@ -219,38 +173,6 @@ func newSuiteAdapter(t *testing.T, target, token, prefix string) string {
 		tr.CloseIdleConnections()
 	})
 	return srv.URL
-}
-
-// prefixRequestName gives the name a suite request uses the session's
-// prefix, for the methods that name a tool or prompt.
-func prefixRequestName(body []byte, prefix string) []byte {
-	var msg map[string]any
-	if json.Unmarshal(body, &msg) != nil {
-		return body
-	}
-	params, _ := msg["params"].(map[string]any)
-	named := params
-	switch msg["method"] {
-	case "tools/call", "prompts/get":
-	case "completion/complete":
-		if ref, _ := params["ref"].(map[string]any); ref != nil && ref["type"] == "ref/prompt" {
-			named = ref
-		} else {
-			return body
-		}
-	default:
-		return body
-	}
-	name, ok := named["name"].(string)
-	if !ok {
-		return body
-	}
-	named["name"] = prefix + name
-	out, err := json.Marshal(msg)
-	if err != nil {
-		return body
-	}
-	return out
 }
 
 // TestInputRequiredResultsReachTheCallingClient calls, through a daemon
@@ -263,7 +185,7 @@ func TestInputRequiredResultsReachTheCallingClient(t *testing.T) {
 	const token = "suite-token-0123456789abcdef"
 	cfg := baseConfig()
 	set(cfg, "mcpServers", map[string]any{"everything": map[string]any{"command": upstream}})
-	set(cfg, "sessions", map[string]any{"suite": map[string]any{"token": token}})
+	set(cfg, "sessions", map[string]any{"suite": map[string]any{"token": token, "names": defaultNames}})
 	r := start(t, cfg)
 
 	var elicited, sampled atomic.Int32
@@ -277,10 +199,10 @@ func TestInputRequiredResultsReachTheCallingClient(t *testing.T) {
 			return &mcp.CreateMessageResult{Role: "assistant", Model: "test", Content: &mcp.TextContent{Text: "Paris"}}, nil
 		}
 	})
-	res, err := c.call(t, "everything__test_input_required_result_elicitation", map[string]any{})
+	res, err := c.call(t, "test_input_required_result_elicitation", map[string]any{})
 	require.NoError(t, err)
 	assert.Equal(t, "Hello, Ada!", resultText(res))
-	res, err = c.call(t, "everything__test_input_required_result_sampling", map[string]any{})
+	res, err = c.call(t, "test_input_required_result_sampling", map[string]any{})
 	require.NoError(t, err)
 	assert.Equal(t, "Sampling response: Paris", resultText(res))
 	assert.Equal(t, int32(1), elicited.Load())

@@ -212,6 +212,7 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 		}
 		d.metrics.swaps.WithLabelValues("ok").Inc()
 	}
+	d.applyNaming(cfg)
 	sum, err := d.rec.Apply(ctx, cfg)
 	d.pruneOverlays(cfg)
 	merge(&total, sum)

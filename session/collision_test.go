@@ -10,20 +10,22 @@ import (
 	"github.com/wasmhost/wasmhost/session"
 )
 
-// TestCollisionLeftOutComesBack: a tool, prompt or resource left out
-// because another server holds its exposed name gets the name once that
-// server lets it go; one its own server withdrew meanwhile does not.
+// TestCollisionLeftOutComesBack: tools and prompts whose exposed names are
+// ambiguous are all left out until one goes; a resource left out because
+// another server holds its URI gets the URI once that server lets it go;
+// one its own server withdrew meanwhile does not.
 func TestCollisionLeftOutComesBack(t *testing.T) {
 	e := session.New(session.Options{Name: "s", Upstream: func(string) session.Target { return session.Target{} }})
 	obj := map[string]any{"type": "object"}
 	e.PutTools("a", []*mcp.Tool{{Name: "b__c", InputSchema: obj}})
-	e.PutTools("a__b", []*mcp.Tool{{Name: "c", InputSchema: obj}}) // left out
+	e.PutTools("a__b", []*mcp.Tool{{Name: "c", InputSchema: obj}})
 	e.PutPrompts("a", []*mcp.Prompt{{Name: "b__p"}})
-	e.PutPrompts("a__b", []*mcp.Prompt{{Name: "p"}}) // left out
+	e.PutPrompts("a__b", []*mcp.Prompt{{Name: "p"}})
 	e.PutResources("x", []*mcp.Resource{{URI: "file:///same", Name: "same"}})
 	e.PutResources("y", []*mcp.Resource{{URI: "file:///same", Name: "same"}}) // left out
 	e.PutResources("z", []*mcp.Resource{{URI: "file:///same", Name: "same"}}) // left out too
-	assert.Equal(t, []string{"a__b__c"}, e.Tools())
+	assert.Empty(t, e.Tools(), "neither shadows the other")
+	assert.Empty(t, e.Prompts())
 
 	before := e.Changes()
 	e.DeleteTools("a", []string{"b__c"})
@@ -45,19 +47,18 @@ func TestCollisionLeftOutComesBack(t *testing.T) {
 	assert.Empty(t, e.Tools())
 }
 
-// TestCollisionPromotionSkipsUnservable: when the first registration
-// waiting for a freed name cannot be served (its input schema is not an
-// object), the next one waiting gets the name.
-func TestCollisionPromotionSkipsUnservable(t *testing.T) {
+// TestCollisionUnservableStillCounts: a tool that cannot be served (its
+// input schema is not an object) still holds its candidate names, so the
+// names do not move when it is fixed; the others of the clash stay out.
+func TestCollisionUnservableStillCounts(t *testing.T) {
 	e := session.New(session.Options{Name: "s", Upstream: func(string) session.Target { return session.Target{} }})
 	obj := map[string]any{"type": "object"}
-	e.PutTools("a", []*mcp.Tool{{Name: "b__c__d", InputSchema: obj}})
-	e.PutTools("a__b", []*mcp.Tool{{Name: "c__d", InputSchema: map[string]any{"type": "string"}}}) // waits; cannot be served
-	e.PutTools("a__b__c", []*mcp.Tool{{Name: "d", InputSchema: obj}})                              // waits
-	require.Equal(t, []string{"a__b__c__d"}, e.Tools())
-
-	e.DeleteTools("a", []string{"b__c__d"})
-	assert.Equal(t, []string{"a__b__c__d"}, e.Tools(), "a__b__c's tool has the name")
+	e.PutTools("a__b", []*mcp.Tool{{Name: "c__d", InputSchema: map[string]any{"type": "string"}}}) // cannot be served
+	e.PutTools("a__b__c", []*mcp.Tool{{Name: "d", InputSchema: obj}})
+	require.Empty(t, e.Tools())
+	e.PutTools("a__b", []*mcp.Tool{{Name: "other", InputSchema: obj}})
+	e.DeleteTools("a__b", []string{"c__d"})
+	assert.Equal(t, []string{"a__b__c__d", "a__b__other"}, e.Tools(), "a__b__c's tool has the name")
 	e.DeleteTools("a__b__c", []string{"d"})
-	assert.Empty(t, e.Tools(), "the route was a__b__c's")
+	assert.Equal(t, []string{"a__b__other"}, e.Tools(), "the route was a__b__c's")
 }

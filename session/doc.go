@@ -15,18 +15,35 @@
 //
 // # Names
 //
-// Several upstream servers share one session namespace. Tools and prompts
-// are exposed as "<server>__<name>" ([Separator], [ExposedName]), for
-// example "demo__echo" for the tool "echo" of the server "demo". The prefix
-// keeps two servers that both offer, say, "search" apart, tells the client
-// (and the model) where a tool comes from, and is stable across reloads and
-// restarts, unlike a suffix added only on collision, which would rename a
-// tool when another server appears. Server names are config keys and tool
-// names come from the upstream, so a rare ambiguous pair (server "a" with
-// tool "b__c" against server "a__b" with tool "c") is possible: the first
-// registration keeps the name and the other is left out, with a warning,
-// until the first lets the name go: then the one left out gets it (the
-// first of them by server name, if several wait).
+// Several upstream servers share one session namespace. How tools and
+// prompts are named is the session's [Naming] ([Endpoint.SetNaming]):
+// [NamesAuto] exposes each under the upstream's own name, and as
+// "<server>__<name>" ([Separator], [ExposedName]) only where another item
+// of the session could use that name; [NamesPrefixed] always prefixes;
+// [NamesBare] never does. A server's fixed prefix (Naming.Prefix) applies
+// whatever the mode, "" meaning its own names. The result depends only on
+// the items and the naming, never on the order they came in: each item
+// gets the first of its candidate names (own, then prefixed, for auto) that
+// no other item has among its candidates, and is left out, with a warning,
+// when none is free. So a name one item holds never goes to another while
+// the first is there: when a server arriving brings a clash, both items of
+// it move to their prefixed names (clients get list_changed) and the bare
+// name becomes unknown; in bare mode both are left out. Every exposed name
+// is at most [MaxNameLen] bytes ([ShortName]). The zero Naming prefixes
+// everything; the config's default is auto (see docs/architecture.md for
+// the trade-off).
+//
+// A name a server let go because it went down is remembered until it
+// registers again, so that a call of it is told the server is down
+// ([Options.Unavailable]), whatever the naming.
+//
+// # Instructions
+//
+// [Endpoint.SetInstructions] names the servers whose instructions (from
+// their initialize result) reach the session's clients: at initialize, a
+// client gets those of the servers the session sees something of and that
+// are connected, combined by [Endpoint.Instructions]. A client connected
+// before a change keeps the text it got.
 //
 // Resources keep their URIs, because tool results and clients refer to
 // resources by URI; the Endpoint records which server owns each URI and
@@ -67,7 +84,8 @@
 // and clients drop a stream silent for long (after 300 s for those on
 // Node's fetch and for the Python SDK's).
 //
-// completion/complete is forwarded too: a prompt reference by exposed name,
+// completion/complete is forwarded too: a prompt reference by the name the
+// session exposes it under (see Names),
 // a resource reference by URI template (or resource URI), each only when
 // the session sees it. The Endpoint announces completions for the whole
 // session, so a server that announces none gets no request and the client

@@ -21,14 +21,6 @@ import (
 	"github.com/wasmhost/wasmhost/view"
 )
 
-// Separator joins a server name and an upstream tool or prompt name into the
-// name a session exposes.
-const Separator = "__"
-
-// ExposedName returns the name under which a session exposes the tool or
-// prompt name of server: server + Separator + name.
-func ExposedName(server, name string) string { return server + Separator + name }
-
 // ErrUnavailable is wrapped by the error (or the isError tool result text)
 // a forwarded call gets when the server's upstream connection is not ready:
 // connecting, restarting after a crash, or failed.
@@ -89,6 +81,9 @@ type Options struct {
 	// down, not only that the name is unknown. It is called only for such
 	// names.
 	Unavailable func(server string) string
+	// Naming is how tools and prompts are named at first (SetNaming
+	// changes it); its zero value prefixes every name.
+	Naming Naming
 	// OnCall, when set, is told of every tools/call, prompts/get and
 	// resources/read the endpoint forwards or fails to forward to an
 	// upstream, once it has ended (see Call). It runs on the call's path:
@@ -109,15 +104,25 @@ type kind struct {
 	name   string           // for logs: "tool", "prompt", ...
 	remove func(...string)  // the MCP server's Remove method for the kind
 	routes map[string]route // exposed name (URI, URI template) -> upstream
-	// waiting holds the registrations left out because another server
-	// holds their name (see taken): exposed name -> server -> the function
-	// that registers that server's item. When the holder lets the name go,
-	// the first of them by server name gets it (promote).
+	// waiting holds, for resources and templates, the registrations left
+	// out because another server holds their URI (see taken): URI ->
+	// server -> the function that registers that server's item. When the
+	// holder lets the URI go, the first of them by server name gets it
+	// (promote).
 	waiting map[string]map[string]func()
+	// items holds, for tools and prompts, every item of every server, by
+	// server and upstream name, exposed or left out (see resolveNames).
+	items map[string]map[string]*named
+	// gone holds, for tools and prompts, the exposed names each server let
+	// go since it last registered any (deleteNamed).
+	gone map[string]map[string]bool
 }
 
 func newKind(name string, remove func(...string)) kind {
-	return kind{name: name, remove: remove, routes: make(map[string]route), waiting: make(map[string]map[string]func())}
+	return kind{
+		name: name, remove: remove, routes: make(map[string]route), waiting: make(map[string]map[string]func()),
+		items: make(map[string]map[string]*named), gone: make(map[string]map[string]bool),
+	}
 }
 
 // An Endpoint is one session's MCP server. It implements view.Registry and is
@@ -155,7 +160,13 @@ type Endpoint struct {
 	updates    []*mcp.ResourceUpdatedNotificationParams
 	delivering bool // a deliver goroutine runs
 
+	// putMu serialises the changes to tools and prompts (names.go), which
+	// let go of mu now and then (pause); it is taken before mu.
+	putMu sync.Mutex
+
 	mu                                   sync.Mutex
+	naming                               Naming
+	instructed                           []string // SetInstructions, sorted
 	tools, prompts, resources, templates kind
 	changes                              uint64 // registrations added, replaced or removed
 }
@@ -197,6 +208,7 @@ func New(opts Options) *Endpoint {
 		relay:     opts.Progress,
 		log:       log.With("session", opts.Name),
 		subs:      make(map[string]*subscription),
+		naming:    Naming{Mode: opts.Naming.mode(), Prefix: maps.Clone(opts.Naming.Prefix)},
 	}
 	e.srv = mcp.NewServer(impl, &mcp.ServerOptions{
 		// The go-sdk logs every client connect at info level; keep its
@@ -222,7 +234,7 @@ func New(opts Options) *Endpoint {
 		SubscribeHandler:   e.subscribe,
 		UnsubscribeHandler: e.unsubscribe,
 	})
-	e.srv.AddReceivingMiddleware(internalErrors, e.unknownNames)
+	e.srv.AddReceivingMiddleware(internalErrors, e.unknownNames, e.instruct)
 	e.tools = newKind("tool", e.srv.RemoveTools)
 	e.prompts = newKind("prompt", e.srv.RemovePrompts)
 	e.resources = newKind("resource", e.srv.RemoveResources)
@@ -269,15 +281,29 @@ func (e *Endpoint) unknownNames(next mcp.MethodHandler) mcp.MethodHandler {
 		default:
 			return res, err
 		}
-		server, _, ok := strings.Cut(name, Separator)
-		if !ok || !strings.HasPrefix(coded.Message, "unknown ") {
+		if !strings.HasPrefix(coded.Message, "unknown ") {
 			return res, err
+		}
+		server := e.goneServer(method, name)
+		if server == "" {
+			server, _, _ = strings.Cut(name, Separator) // a prefixed name never registered
 		}
 		if why := e.down(server); why != "" {
 			return res, &jsonrpc.Error{Code: coded.Code, Message: fmt.Sprintf("%s: server %q is %s", coded.Message, server, why)}
 		}
 		return res, err
 	}
+}
+
+// goneServer returns the server that last exposed the tool (method
+// "tools/call") or prompt name and has let it go, or "".
+func (e *Endpoint) goneServer(method, name string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if method == "tools/call" {
+		return e.tools.goneServer(name)
+	}
+	return e.prompts.goneServer(name)
 }
 
 // Name returns the session name.
@@ -404,24 +430,34 @@ func (k *kind) promote(exposed string) {
 	}
 }
 
-// exposedNames returns ExposedName(server, n) for each of names.
-func exposedNames(server string, names []string) []string {
-	exposed := make([]string, len(names))
-	for i, n := range names {
-		exposed[i] = ExposedName(server, n)
-	}
-	return exposed
-}
-
-// PutTools implements view.Registry: it registers each tool as
-// ExposedName(server, tool.Name), replacing an earlier registration.
+// PutTools implements view.Registry: it registers each tool under the name
+// the session's naming gives it (see Names in the package documentation),
+// replacing an earlier registration.
 func (e *Endpoint) PutTools(server string, tools []*mcp.Tool) {
+	e.putMu.Lock()
+	defer e.putMu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for i, t := range tools {
-		e.pause(i)
-		e.putTool(server, t)
+	adds := make(map[string]func(string) error, len(tools))
+	var refused []string
+	for _, t := range tools {
+		if err := checkToolName(t.Name); err != nil {
+			e.log.Warn("upstream tool cannot be served, left out", "server", server, "tool", t.Name, "err", err)
+			refused = append(refused, t.Name) // an earlier version of it
+			continue
+		}
+		adds[t.Name] = func(exposed string) error {
+			c, err := exposedTool(t, exposed)
+			if err == nil {
+				err = addTool(e.srv, c, e.forwardTool)
+			}
+			return err
+		}
 	}
+	if len(refused) > 0 {
+		e.deleteNamed(&e.tools, server, refused)
+	}
+	e.putNamed(&e.tools, server, adds)
 }
 
 // putChunk is how many items a Put method registers between two pauses
@@ -444,39 +480,16 @@ func (e *Endpoint) pause(i int) {
 	}
 }
 
-// putTool registers one tool of server. e.mu is held.
-func (e *Endpoint) putTool(server string, t *mcp.Tool) {
-	exposed := ExposedName(server, t.Name)
-	if e.taken(&e.tools, exposed, server, func() { e.putTool(server, t) }) {
-		return
-	}
-	err := checkToolName(t.Name, exposed)
-	var c *mcp.Tool
-	if err == nil {
-		c, err = exposedTool(t, exposed)
-	}
-	if err == nil {
-		err = addTool(e.srv, c, e.forwardTool)
-	}
-	if err != nil {
-		e.log.Warn("upstream tool cannot be served, left out", "server", server, "tool", t.Name, "err", err)
-		e.unregister(&e.tools, server, []string{exposed}) // an earlier version of it
-		return
-	}
-	e.tools.routes[exposed] = route{server, t.Name}
-	e.changes++
-}
-
 // checkToolName refuses an upstream tool name that breaks the MCP naming
-// rule (A-Z, a-z, 0-9, '_', '-' and '.'), or whose exposed name is longer
-// than the rule's 128 characters. The go-sdk serves such a tool and only
-// logs it, but strict clients, and the model APIs behind them, refuse a
-// whole tool list for one such name, so one server's odd name would cost
-// the session every other server's tools. (The server's own name is the
-// operator's: the config loader warns about one outside the rule.)
-func checkToolName(name, exposed string) error {
-	if len(exposed) > mcpname.MaxLen {
-		return fmt.Errorf("exposed name is %d bytes long, over the %d the MCP naming rule allows", len(exposed), mcpname.MaxLen)
+// rule (A-Z, a-z, 0-9, '_', '-' and '.'), or is longer than the rule's 128
+// characters. The go-sdk serves such a tool and only logs it, but strict
+// clients, and the model APIs behind them, refuse a whole tool list for one
+// such name, so one server's odd name would cost the session every other
+// server's tools. (The server's own name is the operator's: the config
+// loader warns about one outside the rule.)
+func checkToolName(name string) error {
+	if len(name) > mcpname.MaxLen {
+		return fmt.Errorf("the name is %d bytes long, over the %d the MCP naming rule allows", len(name), mcpname.MaxLen)
 	}
 	if r, bad := mcpname.BadRune(name); bad {
 		return fmt.Errorf("the name has %q, outside the MCP naming rule (A-Z, a-z, 0-9, '_', '-', '.')", r)
@@ -486,40 +499,39 @@ func checkToolName(name, exposed string) error {
 
 // DeleteTools implements view.Registry.
 func (e *Endpoint) DeleteTools(server string, names []string) {
+	e.putMu.Lock()
+	defer e.putMu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.unregister(&e.tools, server, exposedNames(server, names))
+	e.deleteNamed(&e.tools, server, names)
 }
 
-// PutPrompts implements view.Registry: it registers each prompt as
-// ExposedName(server, prompt.Name).
+// PutPrompts implements view.Registry: it registers each prompt under the
+// name the session's naming gives it, as PutTools does.
 func (e *Endpoint) PutPrompts(server string, prompts []*mcp.Prompt) {
+	e.putMu.Lock()
+	defer e.putMu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for i, p := range prompts {
-		e.pause(i)
-		e.putPrompt(server, p)
+	adds := make(map[string]func(string) error, len(prompts))
+	for _, p := range prompts {
+		adds[p.Name] = func(exposed string) error {
+			c := *p
+			c.Name = exposed
+			e.srv.AddPrompt(&c, e.forwardPrompt)
+			return nil
+		}
 	}
-}
-
-// putPrompt registers one prompt of server. e.mu is held.
-func (e *Endpoint) putPrompt(server string, p *mcp.Prompt) {
-	exposed := ExposedName(server, p.Name)
-	if e.taken(&e.prompts, exposed, server, func() { e.putPrompt(server, p) }) {
-		return
-	}
-	c := *p
-	c.Name = exposed
-	e.srv.AddPrompt(&c, e.forwardPrompt)
-	e.prompts.routes[exposed] = route{server, p.Name}
-	e.changes++
+	e.putNamed(&e.prompts, server, adds)
 }
 
 // DeletePrompts implements view.Registry.
 func (e *Endpoint) DeletePrompts(server string, names []string) {
+	e.putMu.Lock()
+	defer e.putMu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.unregister(&e.prompts, server, exposedNames(server, names))
+	e.deleteNamed(&e.prompts, server, names)
 }
 
 // PutResources implements view.Registry: resources keep their URIs.

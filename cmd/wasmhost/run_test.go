@@ -147,11 +147,11 @@ func TestStdioServesOneSessionWithoutPool(t *testing.T) {
 	path := demoConfig(t)
 	cs, finish := pipeClient(t, "stdio", "--config", path, "--session", "alice", "--log-level", "info")
 	require.Eventually(t, func() bool { return len(toolNames(t, cs)) == 3 }, 20*time.Second, 20*time.Millisecond)
-	assert.Equal(t, []string{"demo__add", "demo__echo", "demo__pid"}, toolNames(t, cs))
-	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "demo__add", Arguments: map[string]any{"a": 1, "b": 2}})
+	assert.Equal(t, []string{"add", "echo", "pid"}, toolNames(t, cs))
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 1, "b": 2}})
 	require.NoError(t, err)
 	assert.Equal(t, "3", res.Content[0].(*mcp.TextContent).Text)
-	_, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "demo__write_note", Arguments: map[string]any{"name": "x"}})
+	_, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "write_note", Arguments: map[string]any{"name": "x"}})
 	require.Error(t, err, "hidden tools are refused")
 	code, stderr := finish()
 	assert.Equal(t, exitOK, code, stderr)
@@ -245,7 +245,7 @@ func slowStdioWith(t *testing.T, entry map[string]any) (*mcp.ClientSession, cont
 	cs, finish := pipeClientCtx(t, runCtx, "stdio", "--config", path, "--session", "alice", "--log-level", "info")
 	require.Eventually(t, func() bool {
 		names, err := mcptest.ToolNames(t.Context(), cs)
-		return err == nil && slices.Contains(names, "slow__slow")
+		return err == nil && slices.Contains(names, "slow")
 	}, 20*time.Second, 20*time.Millisecond)
 	return cs, interrupt, finish
 }
@@ -254,7 +254,7 @@ func slowStdioWith(t *testing.T, entry map[string]any) (*mcp.ClientSession, cont
 // mcptest.StartSlow).
 func slowCall(t *testing.T, cs *mcp.ClientSession, ms int) <-chan *mcp.CallToolResult {
 	t.Helper()
-	return mcptest.StartSlow(t, cs, "slow__slow", ms, 0)
+	return mcptest.StartSlow(t, cs, "slow", ms, 0)
 }
 
 // TestStdioSignalAnswersCallsUnderWay: at a signal, stdio mode refuses new
@@ -265,7 +265,7 @@ func TestStdioSignalAnswersCallsUnderWay(t *testing.T) {
 	interrupt()
 	late := filepath.Join(t.TempDir(), "late")
 	require.Eventually(t, func() bool {
-		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow__slow", Arguments: map[string]any{"mark": late, "ms": 1}})
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"mark": late, "ms": 1}})
 		return err == nil && res.IsError && strings.Contains(mcptest.Text(res), session.ErrDraining.Error())
 	}, 5*time.Second, 10*time.Millisecond, "a new call is refused while draining")
 	select {
@@ -289,7 +289,7 @@ func TestStdioSignalAnswersCallsUnderWay(t *testing.T) {
 func TestStdioSignalWaitsForLargeAnswers(t *testing.T) {
 	cs, interrupt, finish := slowStdio(t)
 	const pad = 8 << 20
-	answered := mcptest.StartSlow(t, cs, "slow__slow", 300, pad)
+	answered := mcptest.StartSlow(t, cs, "slow", 300, pad)
 	interrupt()
 	select {
 	case res := <-answered:

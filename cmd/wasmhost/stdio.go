@@ -126,7 +126,9 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 
 	relay := session.NewProgressRelay()
 	var leg *reconcile.Legacy
+	naming, instructed := daemon.SessionNaming(cfg, *sessionName)
 	ep := session.New(session.Options{
+		Naming:         naming,
 		Name:           *sessionName,
 		Progress:       relay,
 		Implementation: &mcp.Implementation{Name: "wasmhost", Title: "wasmhost session " + *sessionName, Version: daemon.Version},
@@ -137,6 +139,7 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 			return session.Target{Session: cs, Timeout: timeout, Subscriptions: subs}
 		},
 	})
+	ep.SetInstructions(instructed)
 	leg = reconcile.NewLegacy(reconcile.LegacyOptions{
 		Client:     &mcp.Implementation{Name: "wasmhost", Version: daemon.Version},
 		Dialer:     stdioDialer(relay, s.err, cfg.TokenEnvs()),

@@ -175,7 +175,7 @@ func startStdioProcess(t *testing.T, entry map[string]any, grace time.Duration, 
 	require.NoError(t, err, "stderr:\n%s", p.stderr.String())
 	require.Eventually(t, func() bool {
 		names, err := mcptest.ToolNames(t.Context(), p.cs)
-		return err == nil && slices.Contains(names, "slow__slow")
+		return err == nil && slices.Contains(names, "slow")
 	}, 30*time.Second, 20*time.Millisecond, "stderr:\n%s", p.stderr.String())
 	return p
 }
@@ -188,7 +188,7 @@ func (p *stdioProcess) call(ms int) <-chan *mcp.CallToolResult {
 	mark := filepath.Join(p.t.TempDir(), "started")
 	answered := make(chan *mcp.CallToolResult, 1)
 	go func() {
-		res, _ := p.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "slow__slow", Arguments: map[string]any{"mark": mark, "ms": ms}})
+		res, _ := p.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"mark": mark, "ms": ms}})
 		answered <- res
 	}()
 	require.Eventually(p.t, func() bool {

@@ -50,11 +50,11 @@ func TestStdioRecoversCrashedUpstream(t *testing.T) {
 	})
 	cs, err := cl.Connect(t.Context(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
 	require.NoError(t, err, "stderr:\n%s", errOut.String())
-	require.Eventually(t, func() bool { return slices.Contains(toolNames(t, cs), "demo__pid") }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return slices.Contains(toolNames(t, cs), "pid") }, 20*time.Second, 20*time.Millisecond)
 	require.NoError(t, cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: note}))
 
 	pid := func() (int, bool) {
-		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "demo__pid"})
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "pid"})
 		if err != nil || res.IsError {
 			return 0, false
 		}
@@ -67,7 +67,7 @@ func TestStdioRecoversCrashedUpstream(t *testing.T) {
 
 	require.Eventually(t, func() bool {
 		names, err := mcptest.ToolNames(t.Context(), cs)
-		return err == nil && !slices.Contains(names, "demo__pid")
+		return err == nil && !slices.Contains(names, "pid")
 	}, 10*time.Second, 5*time.Millisecond, "the crashed upstream's tools were withdrawn")
 	var second int
 	require.Eventually(t, func() bool {
@@ -79,7 +79,7 @@ func TestStdioRecoversCrashedUpstream(t *testing.T) {
 	// The subscription is made again asynchronously: write until the
 	// update comes.
 	require.Eventually(t, func() bool {
-		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "demo__write_note", Arguments: map[string]any{"name": "welcome", "text": "again"}})
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "write_note", Arguments: map[string]any{"name": "welcome", "text": "again"}})
 		if err != nil || res.IsError {
 			return false
 		}

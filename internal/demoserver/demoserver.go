@@ -54,10 +54,14 @@ type noteOut struct {
 	Text string `json:"text"`
 }
 
+// Instructions is what the demo server's initialize result says of it.
+const Instructions = "The wasmhost demo: echo, add and note tools, for trying sessions out."
+
 // New returns a demo server with its tools, prompts and resources registered.
 func New() *Server {
 	s := &Server{notes: map[string]string{"welcome": "Hello from the wasmhost demo server."}}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "wasmhost-demo", Version: Version}, &mcp.ServerOptions{
+		Instructions:       Instructions,
 		CompletionHandler:  s.complete,
 		SubscribeHandler:   s.subs.Subscribe,
 		UnsubscribeHandler: s.subs.Unsubscribe,
