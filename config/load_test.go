@@ -493,7 +493,7 @@ func TestUnknownKeysRefused(t *testing.T) {
 		`c.json: mcpServers.fs.colour: unknown key (expected one of "trust", "alwaysLoadTools", "includeTools", "excludeTools", "command", "args", "env", "cwd", "url", "httpUrl", "headers", "timeout", "pooled", "protocolVersion", "disabled", "description", "prefix" and "instructions")`,
 		`c.json: sessions.reader.overides: unknown key; did you mean "overrides"?`,
 		`c.json: sessions.reader.overrides.fs.excludeTool: unknown key; did you mean "excludeTools"?`,
-		`c.json: sessions.reader.overrides.fs.note: unknown key (expected one of "trust", "alwaysLoadTools", "includeTools", "excludeTools" and "disabled")`,
+		`c.json: sessions.reader.overrides.fs.note: unknown key (expected one of "trust", "alwaysLoadTools", "includeTools", "excludeTools", "disabled", "prefix" and "instructions")`,
 		`c.json: sessions.writer.sever: unknown key; did you mean "servers"?`,
 	}
 	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {
