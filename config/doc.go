@@ -44,7 +44,10 @@
 // versions; absent: the newest, with the go-sdk's fallback to the legacy
 // initialize handshake; a version before 2026-07-28 has no input-required
 // results, so a server's questions within a call cannot reach the calling
-// client). The gemini-cli keys "oauth",
+// client) and "maxListingBytes" (the most bytes each of the server's
+// listings, tools, prompts, resources and resource templates, may take,
+// all its pages together; 1 to 4 GiB, absent: 32 MiB; a server past it
+// fails, naming the cap). The gemini-cli keys "oauth",
 // "authProviderType", "targetAudience", "targetServiceAccount", "tcp",
 // "type", "extensionName" and "extension" are accepted with a warning and
 // ignored. Values are used as written: unlike gemini-cli, wasmhost does not

@@ -358,7 +358,7 @@ var ignoredServerKeys = map[string]bool{
 var transportKeys = map[string]bool{
 	"command": true, "args": true, "env": true, "cwd": true, "url": true,
 	"httpUrl": true, "headers": true, "timeout": true, "pooled": true,
-	"protocolVersion": true,
+	"protocolVersion": true, "maxListingBytes": true,
 }
 
 // varRef matches what gemini-cli would expand as an environment variable.
@@ -497,6 +497,10 @@ func (l *loader) server(name string, n *node, path string) *Server {
 				} else {
 					l.errorf(v, p, "unsupported MCP protocol version %q (supported: %s)", pv, strings.Join(versions, ", "))
 				}
+			}
+		case "maxListingBytes":
+			if n, ok := l.integer(v, p, 1, MaxListingBytes, " (bytes)"); ok {
+				s.MaxListingBytes = int64(n)
 			}
 		case "disabled":
 			s.Disabled, _ = l.boolean(v, p)
