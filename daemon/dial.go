@@ -42,11 +42,16 @@ func (t *pidTable) forget(identity string, pid int) {
 	}
 }
 
-// get returns the pid recorded for identity, or 0.
+// get returns the pid of the server process of identity, or 0: the pid
+// recorded is its supervisor's (procgroup), the server is its child.
 func (t *pidTable) get(identity string) int {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.pids[identity]
+	pid := t.pids[identity]
+	t.mu.Unlock()
+	if pid == 0 {
+		return 0
+	}
+	return procgroup.ServerPID(pid)
 }
 
 // dial wraps base: stdio upstreams get their stderr logged line by line and

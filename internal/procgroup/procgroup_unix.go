@@ -16,8 +16,18 @@ import (
 // Detach starts cmd in a process group of its own, so a Ctrl-C meant for
 // the host does not also kill its upstreams behind its back: the host
 // closes them itself when it shuts down (and Kill ends what the upstream
-// left behind).
-func Detach(cmd *exec.Cmd) {
+// left behind). In a binary that called Main it also runs cmd under a
+// supervisor (see the package documentation), which ends cmd's processes
+// when the host dies; it gives their leftovers DefaultGrace/2 between
+// SIGTERM and SIGKILL.
+func Detach(cmd *exec.Cmd) { detach(cmd, DefaultGrace) }
+
+// detach is Detach for a connection whose close gives the server grace
+// after closing its standard input, and again after SIGTERM: the
+// supervisor takes half of it for leftovers, so that it is gone before
+// the go-sdk would SIGKILL it.
+func detach(cmd *exec.Cmd, grace time.Duration) {
+	supervised(cmd, grace/2)
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
