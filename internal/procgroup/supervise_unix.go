@@ -55,6 +55,7 @@ func lifeline() (*os.File, error) {
 	lifelineOnce.Do(func() {
 		lifelineR, lifelineW, lifelineErr = os.Pipe()
 	})
+	runtime.KeepAlive(lifelineW) // never closed while this process lives
 	return lifelineR, lifelineErr
 }
 
