@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -52,8 +53,40 @@ func spawningUpstream(t *testing.T) (map[string]any, []string) {
 	return entry, []string{pid("child"), pid("escaped"), pid("upstream")}
 }
 
-// requireNoneLeft waits, generously (the machine may be loaded), until
-// every process of pids has ended.
+// waitPIDFiles waits, generously (under load, the policy plugin alone
+// has taken 48 s to compile before wasmhost starts its upstreams), for each
+// pid file and returns the pids; the test's cleanup kills those still
+// running.
+func waitPIDFiles(t *testing.T, files []string, stderr *mcptest.LogBuffer) []int {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	var pids []int
+	for _, f := range files {
+		var pid int
+		for {
+			b, err := os.ReadFile(f)
+			if err == nil {
+				if pid, err = strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no pid in %s; wasmhost's stderr:\n%s", f, stderr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		pids = append(pids, pid)
+		t.Cleanup(func() {
+			if !procgroup.Ended(pid) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		})
+	}
+	return pids
+}
+
+// requireNoneLeft waits, generously, until every process of pids has
+// ended.
 func requireNoneLeft(t *testing.T, what string, pids []int, files []string, stderr *mcptest.LogBuffer) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
@@ -67,33 +100,28 @@ func requireNoneLeft(t *testing.T, what string, pids []int, files []string, stde
 	}
 }
 
-// Before the supervisor, `wasmhost stdio` killed with SIGKILL left its
-// upstreams running (7 of 8 processes in the review): its upstream, the
-// child that ignores SIGTERM and the one that called setsid all end now.
-func TestStdioKilledLeavesNoUpstream(t *testing.T) {
-	entry, files := spawningUpstream(t)
-	p := startStdioProcess(t, entry, time.Second)
-	var pids []int
-	for _, f := range files {
-		pids = append(pids, readPID(t, f))
-	}
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
-	p.wait(30 * time.Second)
-	requireNoneLeft(t, "wasmhost stdio killed", pids, files, &p.stderr)
-}
-
-// The same for the daemon, `wasmhost run`.
-func TestDaemonKilledLeavesNoUpstream(t *testing.T) {
+// killedLeavesNoUpstream runs the wasmhost command line args (this test
+// binary as main runs it) on a config whose one server is the spawning
+// upstream, waits for the upstream's processes, SIGKILLs wasmhost and
+// waits for all of them to end.
+func killedLeavesNoUpstream(t *testing.T, args ...string) {
 	entry, files := spawningUpstream(t)
 	path := aliceConfig(t, "slow", entry)
-	args, err := json.Marshal([]string{"run", "--config", path, "--listen", "127.0.0.1:0"})
+	encoded, err := json.Marshal(append(args, "--config", path))
 	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperStdioProcess$")
-	cmd.Env = append(os.Environ(), stdioHelperEnv+"=1", stdioHelperArgs+"="+string(args),
+	cmd.Env = append(os.Environ(), stdioHelperEnv+"=1", stdioHelperArgs+"="+string(encoded),
 		"WASMHOST_CLI_DEMO_HELPER=1", "GORACE=atexit_sleep_ms=0")
+	// Standard input stays open (its end would stop wasmhost stdio) and
+	// unread; standard output is not read either.
+	inR, inW, err := os.Pipe()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = inW.Close() })
+	cmd.Stdin = inR
 	var stderr mcptest.LogBuffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
+	require.NoError(t, inR.Close())
 	exited := make(chan struct{})
 	go func() {
 		defer close(exited)
@@ -103,11 +131,20 @@ func TestDaemonKilledLeavesNoUpstream(t *testing.T) {
 		_ = cmd.Process.Kill()
 		<-exited
 	})
-	var pids []int
-	for _, f := range files {
-		pids = append(pids, readPID(t, f))
-	}
+	pids := waitPIDFiles(t, files, &stderr)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	<-exited
-	requireNoneLeft(t, "wasmhost run killed", pids, files, &stderr)
+	requireNoneLeft(t, "wasmhost "+args[0]+" killed", pids, files, &stderr)
+}
+
+// Before the supervisor, `wasmhost stdio` killed with SIGKILL left its
+// upstreams running (7 of 8 processes in the review): its upstream, the
+// child that ignores SIGTERM and the one that called setsid all end now.
+func TestStdioKilledLeavesNoUpstream(t *testing.T) {
+	killedLeavesNoUpstream(t, "stdio", "--session", "alice")
+}
+
+// The same for the daemon, `wasmhost run`.
+func TestDaemonKilledLeavesNoUpstream(t *testing.T) {
+	killedLeavesNoUpstream(t, "run", "--listen", "127.0.0.1:0")
 }
