@@ -179,3 +179,11 @@ func TestServerPID(t *testing.T) {
 	require.Equal(t, pid, ServerPID(ct.Command.Process.Pid))
 	require.Equal(t, os.Getpid(), ServerPID(os.Getpid()), "not a supervisor")
 }
+
+// A program that cannot be started fails Connect with its own error, as
+// without a supervisor, not with the supervisor's "exit status 127".
+func TestMissingProgramFailsAtStart(t *testing.T) {
+	ct := &mcp.CommandTransport{Command: exec.Command(filepath.Join(t.TempDir(), "missing"))}
+	_, err := Transport(ct, ct).Connect(context.Background())
+	require.ErrorContains(t, err, "no such file or directory")
+}

@@ -3,10 +3,12 @@
 package procgroup
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -69,6 +71,16 @@ func lifeline() (*os.File, error) {
 // files).
 func supervised(cmd *exec.Cmd, grace time.Duration) bool {
 	if !hooked.Load() || cmd.Process != nil || cmd.Err != nil || cmd.Path == "" || len(cmd.ExtraFiles) > 0 {
+		return false
+	}
+	// A program that cannot be started is left to fail Start itself, with
+	// its own error ("no such file or directory"), not a supervisor's
+	// "exit status 127".
+	path := cmd.Path
+	if !filepath.IsAbs(path) && cmd.Dir != "" {
+		path = filepath.Join(cmd.Dir, path)
+	}
+	if _, err := exec.LookPath(path); err != nil && !errors.Is(err, exec.ErrDot) {
 		return false
 	}
 	self, err := selfPath()
