@@ -22,7 +22,7 @@
 // exits with the command's exit status, or by the signal that ended it, so
 // the host still sees "exit status 3" or "signal: killed" (the pid the host
 // knows is the supervisor's; [ServerPID] finds the command's). The supervisor ends the command and every
-// process it left (SIGTERM, half the transport's grace, then SIGKILL) when
+// process it left (SIGTERM, the transport's grace, then SIGKILL) when
 // the command has exited, when it is sent SIGTERM (the go-sdk's close), and
 // when the host has died. It learns of the host's death from a lifeline: a
 // pipe whose write end only the host holds (close-on-exec, so no other
@@ -64,23 +64,38 @@ import (
 // server process.
 const DefaultGrace = 5 * time.Second
 
+// supervisorMargin is what a supervisor may take beyond its grace to end
+// what is left of a server: a second after SIGKILL (killWait), and one more
+// for a loaded machine.
+const supervisorMargin = 2 * time.Second
+
 // MaxClose is about the longest the Close of a connection from Conn takes
 // with the default graces, for a server that ignores both stdin's end and
 // SIGTERM: the go-sdk waits DefaultGrace after closing stdin and
 // DefaultGrace after SIGTERM, then Kill waits DefaultGrace more for the
-// rest of the group, plus a margin. A host that waits this long at
-// shutdown leaves no such process behind.
+// rest of the group, plus a margin. Under a supervisor the go-sdk waits
+// DefaultGrace+supervisorMargin twice, 14 s, and the supervisor has ended
+// the rest. A host that waits this long at shutdown leaves no such process
+// behind.
 const MaxClose = 3*DefaultGrace + 2*time.Second
 
 // Transport returns t, a transport that runs ct (t may be ct itself or a
 // wrapper of it), with ct's command detached into a group of its own and
-// every connection wrapped with Conn.
+// every connection wrapped with Conn. When the command runs under a
+// supervisor, ct.TerminateDuration (the grace) is raised by
+// supervisorMargin, the time the supervisor may need beyond the grace.
 func Transport(t mcp.Transport, ct *mcp.CommandTransport) mcp.Transport {
 	grace := ct.TerminateDuration
 	if grace <= 0 {
 		grace = DefaultGrace
 	}
-	detach(ct.Command, grace)
+	if detach(ct.Command, grace) {
+		// The supervisor needs up to grace and killWait to end what is
+		// left once the server has exited, and as long after the go-sdk's
+		// SIGTERM: waiting that much (and a margin) before each of the
+		// go-sdk's next steps keeps its SIGKILL from cutting that short.
+		ct.TerminateDuration = grace + supervisorMargin
+	}
 	return &transport{Transport: t, ct: ct}
 }
 

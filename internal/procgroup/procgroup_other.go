@@ -11,7 +11,7 @@ import (
 func Main() {}
 
 // detach does nothing on systems without process groups.
-func detach(*exec.Cmd, time.Duration) {}
+func detach(*exec.Cmd, time.Duration) bool { return false }
 
 // Detach does nothing on systems without process groups.
 func Detach(*exec.Cmd) {}

@@ -18,20 +18,19 @@ import (
 // closes them itself when it shuts down (and Kill ends what the upstream
 // left behind). In a binary that called Main it also runs cmd under a
 // supervisor (see the package documentation), which ends cmd's processes
-// when the host dies; it gives their leftovers DefaultGrace/2 between
+// when the host dies; it gives their leftovers DefaultGrace between
 // SIGTERM and SIGKILL.
 func Detach(cmd *exec.Cmd) { detach(cmd, DefaultGrace) }
 
-// detach is Detach for a connection whose close gives the server grace
-// after closing its standard input, and again after SIGTERM: the
-// supervisor takes half of it for leftovers, so that it is gone before
-// the go-sdk would SIGKILL it.
-func detach(cmd *exec.Cmd, grace time.Duration) {
-	supervised(cmd, grace/2)
+// detach is Detach with grace between SIGTERM and SIGKILL for the
+// supervisor; it reports whether cmd runs under one.
+func detach(cmd *exec.Cmd, grace time.Duration) bool {
+	ok := supervised(cmd, grace)
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
+	return ok
 }
 
 // groupPollInterval is how often Kill checks whether the group is gone.
