@@ -289,7 +289,8 @@ func descendants(pid int) []int {
 }
 
 // ServerPID returns the pid of the program a supervisor started, when pid
-// is a supervisor's (Detach) and /proc tells; pid itself otherwise. Of the
+// is a supervisor's (Detach) and /proc tells, or 0 when that program has
+// ended (the supervisor is finishing); pid itself otherwise. Of the
 // supervisor's children it is the one started first: the program's
 // orphans, which the supervisor inherits, came after it.
 func ServerPID(pid int) int {
@@ -314,7 +315,10 @@ func ServerPID(pid int) int {
 			best, bestStart = p, start
 		}
 	}
-	if best != pid && !isSupervisor(pid) {
+	switch {
+	case best == pid && isSupervisor(pid):
+		return 0 // the program has ended; the supervisor is finishing
+	case best != pid && !isSupervisor(pid):
 		return pid
 	}
 	return best
