@@ -46,6 +46,8 @@ const (
 	MaxPolicyTimeoutMs = 10 * 60 * 1000
 	// MaxServerTimeoutMs bounds a server's "timeout" (thirty days).
 	MaxServerTimeoutMs = 30 * 24 * 60 * 60 * 1000
+	// MaxListingBytes bounds a server's "maxListingBytes" (4 GiB).
+	MaxListingBytes = 4 << 30
 )
 
 // A Config is one loaded config file. Load and Parse return a Config that is
@@ -205,6 +207,11 @@ type Server struct {
 	// with servers that do not speak it. It belongs to the transport, so
 	// sessions cannot override it.
 	ProtocolVersion string
+	// MaxListingBytes caps the bytes of each of the server's listings
+	// (tools, prompts, resources, resource templates; all pages of one
+	// together), "maxListingBytes"; 0 means the pool's default, 32 MiB.
+	// A server past it fails with a reason naming the cap.
+	MaxListingBytes int64
 	// Disabled servers are never started. After Session.Effective it is
 	// the session's effective value.
 	Disabled bool

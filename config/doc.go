@@ -46,7 +46,11 @@
 // results, so a server's questions within a call cannot reach the calling
 // client), "prefix" (a fixed prefix for the server's tool and prompt names
 // in every session, whatever the session's "names" says: letters, digits,
-// '_', '-' and '.', at most 32; "" means the upstream's own names) and
+// '_', '-' and '.', at most 32; "" means the upstream's own names),
+// "maxListingBytes" (the most bytes each of the server's listings, tools,
+// prompts, resources and resource templates, may take, all its pages
+// together; 1 to 4 GiB, absent: 32 MiB; a server past it fails, naming
+// the cap) and
 // "instructions" (default false: whether the server's instructions, from
 // its initialize result, reach the clients of the sessions that use it;
 // off by default because they are the upstream's text, read by the

@@ -370,7 +370,7 @@ func (l *loader) metadata(key string, n *node, path string, s *Settings) bool {
 var transportKeys = map[string]bool{
 	"command": true, "args": true, "env": true, "cwd": true, "url": true,
 	"httpUrl": true, "headers": true, "timeout": true, "pooled": true,
-	"protocolVersion": true,
+	"protocolVersion": true, "maxListingBytes": true,
 }
 
 // withExtra returns keys and the extra keys the loader accepts, sorted.
@@ -522,6 +522,10 @@ func (l *loader) server(name string, n *node, path string) *Server {
 				} else {
 					l.errorf(v, p, "unsupported MCP protocol version %q (supported: %s)", pv, strings.Join(versions, ", "))
 				}
+			}
+		case "maxListingBytes":
+			if n, ok := l.integer(v, p, 1, MaxListingBytes, " (bytes)"); ok {
+				s.MaxListingBytes = int64(n)
 			}
 		case "disabled":
 			s.Disabled, _ = l.boolean(v, p)

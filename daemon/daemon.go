@@ -25,6 +25,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/inflight"
 	"github.com/wasmhost/wasmhost/internal/procgroup"
 	"github.com/wasmhost/wasmhost/internal/redact"
+	"github.com/wasmhost/wasmhost/internal/stderrlog"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/session"
@@ -156,6 +157,7 @@ type Daemon struct {
 	relay    *session.ProgressRelay
 	metrics  *metrics
 	pids     *pidTable
+	stderr   *stderrlog.Budgets // of the stdio upstreams, by server
 	ready    chan struct{}
 	trigger  chan string // debounced reload requests (source name)
 	// retarget tells the file watcher that the running config changed,
@@ -276,6 +278,7 @@ func New(opts Options) (*Daemon, error) {
 		counters:  &churn.Counters{},
 		relay:     session.NewProgressRelay(),
 		pids:      newPIDTable(),
+		stderr:    &stderrlog.Budgets{},
 		ready:     make(chan struct{}),
 		trigger:   make(chan string, 1),
 		retarget:  make(chan struct{}, 1),

@@ -1,15 +1,14 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/wasmhost/wasmhost/internal/procgroup"
+	"github.com/wasmhost/wasmhost/internal/stderrlog"
 	"github.com/wasmhost/wasmhost/pool"
 )
 
@@ -42,14 +41,20 @@ func (t *pidTable) forget(identity string, pid int) {
 	}
 }
 
-// get returns the pid recorded for identity, or 0.
+// get returns the pid of the server process of identity, or 0: the pid
+// recorded is its supervisor's (procgroup), the server is its child.
 func (t *pidTable) get(identity string) int {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.pids[identity]
+	pid := t.pids[identity]
+	t.mu.Unlock()
+	if pid == 0 {
+		return 0
+	}
+	return procgroup.ServerPID(pid)
 }
 
-// dial wraps base: stdio upstreams get their stderr logged line by line and
+// dial wraps base: stdio upstreams get their stderr logged (bounded, see
+// stderrlog: lines cut, a burst in one record, a budget of lines) and
 // their pid recorded, and every transport the progress relay can wrap is
 // wrapped.
 func (d *Daemon) dial(base pool.Dialer) pool.Dialer {
@@ -62,13 +67,17 @@ func (d *Daemon) dial(base pool.Dialer) pool.Dialer {
 		if !ok {
 			return d.relay.WrapTransport(t), nil
 		}
+		var stderr *stderrlog.Writer
 		if ct.Command.Stderr == nil {
-			ct.Command.Stderr = &lineLogger{log: d.log.With("component", "upstream", "server", spec.Name)}
+			log := d.log.With("component", "upstream", "server", spec.Name)
+			emit := func(text string) { log.Info("upstream stderr: " + text) }
+			stderr = stderrlog.NewShared(emit, stderrlog.Options{}, d.stderr.Of(spec.Name, emit))
+			ct.Command.Stderr = stderr
 			if ct.Command.WaitDelay == 0 {
 				ct.Command.WaitDelay = stderrWaitDelay
 			}
 		}
-		return &pidTransport{Transport: procgroup.Transport(d.relay.WrapTransport(ct), ct), cmd: ct, identity: spec.Fingerprint(), pids: d.pids}, nil
+		return &pidTransport{Transport: procgroup.Transport(d.relay.WrapTransport(ct), ct), cmd: ct, identity: spec.Fingerprint(), pids: d.pids, stderr: stderr}, nil
 	}
 }
 
@@ -82,6 +91,7 @@ type pidTransport struct {
 	cmd      *mcp.CommandTransport
 	identity string
 	pids     *pidTable
+	stderr   *stderrlog.Writer // nil when the command's stderr was set already
 }
 
 func (t *pidTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -94,7 +104,7 @@ func (t *pidTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	}
 	pid := t.cmd.Command.Process.Pid
 	t.pids.set(t.identity, pid)
-	return &pidConn{Connection: c, forget: sync.OnceFunc(func() { t.pids.forget(t.identity, pid) })}, nil
+	return &pidConn{Connection: c, forget: sync.OnceFunc(func() { t.pids.forget(t.identity, pid) }), stderr: t.stderr}, nil
 }
 
 // Exited is that of the procgroup transport beneath.
@@ -105,42 +115,19 @@ func (t *pidTransport) Exited() error {
 	return nil
 }
 
-// A pidConn forgets its process's pid when it closes.
+// A pidConn forgets its process's pid when it closes, and then passes on
+// what is left of its stderr.
 type pidConn struct {
 	mcp.Connection
 	forget func()
+	stderr *stderrlog.Writer
 }
 
 func (c *pidConn) Close() error {
 	c.forget()
-	return c.Connection.Close()
-}
-
-// A lineLogger logs each line an upstream writes to its stderr.
-type lineLogger struct {
-	log *slog.Logger
-
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (w *lineLogger) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
-		}
-		if line := string(w.buf[:i]); line != "" {
-			w.log.Info("upstream stderr: " + line)
-		}
-		w.buf = w.buf[i+1:]
+	err := c.Connection.Close()
+	if c.stderr != nil {
+		_ = c.stderr.Close()
 	}
-	if len(w.buf) > 4096 { // a very long line without newline
-		w.log.Info("upstream stderr: " + string(w.buf))
-		w.buf = w.buf[:0]
-	}
-	return len(p), nil
+	return err
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/wasmhost/wasmhost/host"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
+	"github.com/wasmhost/wasmhost/internal/procgroup"
 )
 
 // TestMain doubles as the demo upstream: with demoserver.ChildEnv=1 the
@@ -29,6 +30,7 @@ import (
 // tests need nothing installed. Otherwise it runs the tests and checks for
 // leaked goroutines.
 func TestMain(m *testing.M) {
+	procgroup.Main() // this binary supervises the upstreams it runs, as wasmhost does
 	demoserver.RunIfChild()
 	mcptest.RunSlowIfChild()
 	goleak.VerifyTestMain(m)

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -337,7 +338,7 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 // base, and counts the discovery.
 func (e *Entry) discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *view.Snapshot) (*view.Snapshot, error) {
 	e.pool.counters.Discoveries.Add(1)
-	snap, err := discover(ctx, cs, which, base)
+	snap, err := discover(ctx, cs, which, base, e.spec.ListingCap())
 	if err != nil {
 		return nil, fmt.Errorf("discover: %w", err)
 	}
@@ -357,7 +358,13 @@ func (e *Entry) discover(ctx context.Context, cs *mcp.ClientSession, which kinds
 // same listing; a caller running its own connection (a legacy
 // single-session mode) can use it with a view attached with a nil memo.
 func Discover(ctx context.Context, cs *mcp.ClientSession) (*view.Snapshot, error) {
-	d, err := discover(ctx, cs, kindAll, nil)
+	return DiscoverWithin(ctx, cs, DefaultMaxListingBytes)
+}
+
+// DiscoverWithin is Discover with maxBytes as each listing's byte cap
+// (Spec.ListingCap) instead of DefaultMaxListingBytes.
+func DiscoverWithin(ctx context.Context, cs *mcp.ClientSession, maxBytes int64) (*view.Snapshot, error) {
+	d, err := discover(ctx, cs, kindAll, nil, maxBytes)
 	return d.Snapshot, err
 }
 
@@ -370,7 +377,7 @@ type discovered struct {
 	duplicates []string // "tool \"x\"", ...
 }
 
-func discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *view.Snapshot) (discovered, error) {
+func discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *view.Snapshot, maxBytes int64) (discovered, error) {
 	snap := &view.Snapshot{}
 	if base != nil {
 		snap.Tools, snap.Prompts, snap.Resources, snap.ResourceTemplates = base.Tools, base.Prompts, base.Resources, base.ResourceTemplates
@@ -383,7 +390,7 @@ func discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *vie
 	if which&kindTools != 0 {
 		snap.Tools = nil
 		if caps.Tools != nil {
-			if snap.Tools, err = listAll(ctx, func(ctx context.Context, c string) ([]*mcp.Tool, string, error) {
+			if snap.Tools, err = listAll(ctx, maxBytes, func(ctx context.Context, c string) ([]*mcp.Tool, string, error) {
 				r, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: c})
 				if err != nil {
 					return nil, "", err
@@ -397,7 +404,7 @@ func discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *vie
 	if which&kindPrompts != 0 {
 		snap.Prompts = nil
 		if caps.Prompts != nil {
-			if snap.Prompts, err = listAll(ctx, func(ctx context.Context, c string) ([]*mcp.Prompt, string, error) {
+			if snap.Prompts, err = listAll(ctx, maxBytes, func(ctx context.Context, c string) ([]*mcp.Prompt, string, error) {
 				r, err := cs.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: c})
 				if err != nil {
 					return nil, "", err
@@ -411,7 +418,7 @@ func discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *vie
 	if which&kindResources != 0 {
 		snap.Resources, snap.ResourceTemplates = nil, nil
 		if caps.Resources != nil {
-			if snap.Resources, err = listAll(ctx, func(ctx context.Context, c string) ([]*mcp.Resource, string, error) {
+			if snap.Resources, err = listAll(ctx, maxBytes, func(ctx context.Context, c string) ([]*mcp.Resource, string, error) {
 				r, err := cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: c})
 				if err != nil {
 					return nil, "", err
@@ -422,7 +429,7 @@ func discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *vie
 			}
 			// Templates are optional for a server with resources: one that
 			// does not know the method has none.
-			snap.ResourceTemplates, err = listAll(ctx, func(ctx context.Context, c string) ([]*mcp.ResourceTemplate, string, error) {
+			snap.ResourceTemplates, err = listAll(ctx, maxBytes, func(ctx context.Context, c string) ([]*mcp.ResourceTemplate, string, error) {
 				r, err := cs.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: c})
 				if err != nil {
 					return nil, "", err
@@ -510,27 +517,58 @@ func firstOf[T any](items []*T, what string, key func(*T) string, dups *[]string
 // The bounds of one listing (tools, prompts, resources or resource
 // templates) of one server: an upstream that pages forever, or lists more
 // than any session could use, fails its entry instead of filling memory
-// until the timeout.
+// until the timeout. The listing's bytes are bounded too (Spec.ListingCap).
 const (
 	maxListPages = 1000
 	maxListItems = 50_000
 )
 
+// DefaultMaxListingBytes is the byte cap of one listing of a server whose
+// spec sets none (config "maxListingBytes"): 32 MiB.
+const DefaultMaxListingBytes = 32 << 20
+
 // ErrBadListing is wrapped by the error of a discovery that an upstream's
 // listing broke off: a cursor it had given before (its pages would never
-// end), or more than maxListPages pages or maxListItems items.
+// end), more than maxListPages pages or maxListItems items, or more bytes
+// than its cap (ErrListingTooLarge).
 var ErrBadListing = errors.New("upstream listing refused")
 
+// ErrListingTooLarge, which wraps ErrBadListing, is wrapped by the error of
+// a discovery that a listing's bytes went past the server's cap
+// (Spec.ListingCap). The entry fails, at a rediscovery too: the upstream
+// asks for more memory than the operator allowed it.
+var ErrListingTooLarge = fmt.Errorf("%w: over its byte cap", ErrBadListing)
+
 // listAll follows one listing's cursors from the first page to the last,
-// with page asking for the page at a cursor ("" for the first).
-func listAll[T any](ctx context.Context, page func(ctx context.Context, cursor string) ([]*T, string, error)) ([]*T, error) {
+// with page asking for the page at a cursor ("" for the first). The items
+// of all its pages together may take at most maxBytes bytes.
+//
+// The bytes counted are each item's JSON encoding: what is kept of the
+// upstream's answer once decoded (fields the go-sdk does not know are
+// dropped, so they cost nothing held). A page is counted as it arrives,
+// one item at a time, and the listing is given up on at the first item
+// past the cap, so that what the listing holds stays within maxBytes plus
+// one page; a page is itself bounded by the transport, 16 MiB a message
+// (the go-sdk's line limit on stdio, maxAnswerBytes and the go-sdk's event
+// limit over HTTP).
+func listAll[T any](ctx context.Context, maxBytes int64, page func(ctx context.Context, cursor string) ([]*T, string, error)) ([]*T, error) {
 	var out []*T
+	var size int64
 	seen := make(map[string]bool)
 	cursor := ""
 	for pages := 1; ; pages++ {
 		items, next, err := page(ctx, cursor)
 		if err != nil {
 			return nil, err
+		}
+		for _, it := range items {
+			b, err := json.Marshal(it)
+			if err != nil {
+				return nil, fmt.Errorf("page %d: %w", pages, err)
+			}
+			if size += int64(len(b)); size > maxBytes {
+				return nil, fmt.Errorf("%w: more than %d bytes (maxListingBytes) by page %d", ErrListingTooLarge, maxBytes, pages)
+			}
 		}
 		out = append(out, items...)
 		switch {
@@ -891,6 +929,13 @@ func (e *Entry) refreshLoop() {
 		ctx, cancel := context.WithTimeout(e.stop, e.timeout)
 		snap, err := e.discover(ctx, cs, which, base)
 		cancel()
+		if errors.Is(err, ErrListingTooLarge) {
+			// Trying again would only take the memory again.
+			if e.fail(gen, fmt.Errorf("server %s: %w", e.spec.Name, err)) {
+				e.closeSession(context.Background(), cs)
+			}
+			continue
+		}
 		if err != nil {
 			retry = min(max(2*retry, minRefreshRetry), maxRefreshRetry)
 			e.log.Warn("snapshot refresh failed; trying again", "err", err, "in", retry)

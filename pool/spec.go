@@ -46,6 +46,20 @@ type Spec struct {
 	// for (mcp.ClientSessionOptions.ProtocolVersion); empty means the
 	// go-sdk's default.
 	ProtocolVersion string
+	// MaxListingBytes caps the bytes of each of the server's listings
+	// (tools, prompts, resources, resource templates; all pages of one
+	// together); 0 means DefaultMaxListingBytes. See ListingCap.
+	MaxListingBytes int64
+}
+
+// ListingCap returns the byte cap of each of s's listings: MaxListingBytes,
+// or DefaultMaxListingBytes when it is 0. A listing past it fails the
+// entry with an error wrapping ErrListingTooLarge.
+func (s Spec) ListingCap() int64 {
+	if s.MaxListingBytes > 0 {
+		return s.MaxListingBytes
+	}
+	return DefaultMaxListingBytes
 }
 
 // FromConfig returns the transport identity of a config server entry,
@@ -64,6 +78,7 @@ func FromConfig(s *config.Server) Spec {
 		Pooled:  s.Pooled,
 
 		ProtocolVersion: s.ProtocolVersion,
+		MaxListingBytes: s.MaxListingBytes,
 	}.Clone()
 }
 
@@ -107,6 +122,9 @@ func (s Spec) Validate() error {
 	if s.Timeout < 0 {
 		return fmt.Errorf("%w: server %q: negative timeout %v", ErrInvalidSpec, s.Name, s.Timeout)
 	}
+	if s.MaxListingBytes < 0 {
+		return fmt.Errorf("%w: server %q: negative maxListingBytes %d", ErrInvalidSpec, s.Name, s.MaxListingBytes)
+	}
 	return nil
 }
 
@@ -129,6 +147,8 @@ type fingerprintForm struct {
 	// ProtocolVersion is left out when empty, so that specs without one
 	// keep the fingerprints they had before it existed.
 	ProtocolVersion string `json:"protocolVersion,omitempty"`
+	// MaxListingBytes is left out when 0, for the same reason.
+	MaxListingBytes int64 `json:"maxListingBytes,omitempty"`
 }
 
 func sortedPairs(m map[string]string) [][2]string {
@@ -165,6 +185,7 @@ func (s Spec) Fingerprint() string {
 		Pooled:    s.Pooled,
 
 		ProtocolVersion: s.ProtocolVersion,
+		MaxListingBytes: s.MaxListingBytes,
 	})
 	if err != nil {
 		// Strings, string slices, ints and bools always marshal.

@@ -701,7 +701,7 @@ func (l *Legacy) connect(ctx context.Context, server string, w *legacyWant, from
 	}
 	l.counters.Connects.Add(1)
 	l.counters.Discoveries.Add(1)
-	snap, err := pool.Discover(cctx, cs)
+	snap, err := pool.DiscoverWithin(cctx, cs, w.spec.ListingCap())
 	if err != nil {
 		l.closeSession(cs)
 		return nil, pool.ConnectFailure(cctx, dialed, l.requestTimeout(w), fmt.Errorf("discover %s: %w", w.spec, err))
@@ -876,7 +876,7 @@ func (c *legacyConn) refreshLoop() {
 		}
 		c.dirty = false
 		cs := c.cs
-		timeout := c.want.spec.Timeout
+		timeout, limit := c.want.spec.Timeout, c.want.spec.ListingCap()
 		c.mu.Unlock()
 
 		if timeout <= 0 {
@@ -884,7 +884,7 @@ func (c *legacyConn) refreshLoop() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		c.l.counters.Discoveries.Add(1)
-		snap, err := pool.Discover(ctx, cs)
+		snap, err := pool.DiscoverWithin(ctx, cs, limit)
 		if err != nil {
 			cancel()
 			c.l.log.Warn("legacy snapshot refresh failed", "server", c.server, "err", err)

@@ -39,6 +39,8 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+
+	"github.com/wasmhost/wasmhost/internal/procgroup"
 )
 
 // Exit statuses.
@@ -49,6 +51,8 @@ const (
 )
 
 func main() {
+	// Run as the supervisor of a stdio upstream when started as one.
+	procgroup.Main()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	// The first interrupt starts an orderly stop; a second one ends the
 	// process at once, as it would without wasmhost's handler.

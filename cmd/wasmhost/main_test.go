@@ -18,12 +18,14 @@ import (
 	"github.com/wasmhost/wasmhost/conformance"
 	"github.com/wasmhost/wasmhost/host"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
+	"github.com/wasmhost/wasmhost/internal/procgroup"
 	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
 )
 
 // TestMain points the compilation cache at a directory shared by the whole
 // test binary, so the default plugin compiles once, not once per command.
 func TestMain(m *testing.M) {
+	procgroup.Main() // this binary supervises the upstreams it runs, as wasmhost does
 	mcptest.RunSlowIfChild()
 	if os.Getenv("WASMHOST_CLI_DEMO_HELPER") == "1" {
 		// This binary is a child serving as an upstream (TestHelperDemoServer

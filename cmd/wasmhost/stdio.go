@@ -18,6 +18,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/backoff"
 	"github.com/wasmhost/wasmhost/internal/procgroup"
 	"github.com/wasmhost/wasmhost/internal/redact"
+	"github.com/wasmhost/wasmhost/internal/stderrlog"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/session"
@@ -235,10 +236,11 @@ func servedToEnd(err error) bool {
 
 // stdioDialer is pool.HidingDialer(hide) for stdio mode: each stdio upstream's
 // standard error goes to w (never to standard output, which is the MCP
-// stream), it runs in a process group of its own that its close ends
+// stream), bounded as the daemon bounds it (stderrlog), it runs in a process group of its own that its close ends
 // (procgroup), and relay sees its progress notifications.
 func stdioDialer(relay *session.ProgressRelay, w io.Writer, hide []string) pool.Dialer {
 	base := pool.HidingDialer(func() []string { return hide })
+	budgets := &stderrlog.Budgets{}
 	return func(ctx context.Context, spec pool.Spec) (mcp.Transport, error) {
 		t, err := base(ctx, spec)
 		if err != nil {
@@ -249,7 +251,8 @@ func stdioDialer(relay *session.ProgressRelay, w io.Writer, hide []string) pool.
 			return relay.WrapTransport(t), nil
 		}
 		if ct.Command.Stderr == nil {
-			ct.Command.Stderr = w
+			emit := func(text string) { fmt.Fprintln(w, text) }
+			ct.Command.Stderr = stderrlog.NewShared(emit, stderrlog.Options{}, budgets.Of(spec.Name, emit))
 			ct.Command.WaitDelay = 2 * time.Second
 		}
 		return procgroup.Transport(relay.WrapTransport(ct), ct), nil

@@ -16,12 +16,21 @@ import (
 // Detach starts cmd in a process group of its own, so a Ctrl-C meant for
 // the host does not also kill its upstreams behind its back: the host
 // closes them itself when it shuts down (and Kill ends what the upstream
-// left behind).
-func Detach(cmd *exec.Cmd) {
+// left behind). In a binary that called Main it also runs cmd under a
+// supervisor (see the package documentation), which ends cmd's processes
+// when the host dies; it gives their leftovers DefaultGrace between
+// SIGTERM and SIGKILL.
+func Detach(cmd *exec.Cmd) { detach(cmd, DefaultGrace) }
+
+// detach is Detach with grace between SIGTERM and SIGKILL for the
+// supervisor; it reports whether cmd runs under one.
+func detach(cmd *exec.Cmd, grace time.Duration) bool {
+	ok := supervised(cmd, grace)
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
+	return ok
 }
 
 // groupPollInterval is how often Kill checks whether the group is gone.
