@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -141,4 +142,62 @@ func TestRunOneServerRefusals(t *testing.T) {
 		assert.Equal(t, exitUsage, r.code, "%v: %s", tc.args, r.errOut)
 		assert.Contains(t, r.errOut, tc.want, "%v", tc.args)
 	}
+}
+
+// adminState fetches /v1/state from base with the demo config's admin
+// token.
+func adminState(t *testing.T, base string) map[string]any {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/v1/state", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer admin-token-0123456789abcdef")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var st map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	return st
+}
+
+// sessionClients is how many clients /v1/state counts for session name.
+func sessionClients(t *testing.T, base, name string) float64 {
+	t.Helper()
+	for _, s := range adminState(t, base)["sessions"].([]any) {
+		if s := s.(map[string]any); s["name"] == name {
+			return s["clients"].(float64)
+		}
+	}
+	t.Fatalf("no session %q in /v1/state", name)
+	return 0
+}
+
+// TestRunClientIdleTimeoutFlag: --client-idle-timeout closes a client
+// that sent nothing for that long.
+func TestRunClientIdleTimeoutFlag(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	var o, e mcptest.LogBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"run", "--config", demoConfig(t), "--listen", "127.0.0.1:0", "--client-idle-timeout", "300ms"}, strings.NewReader(""), &o, &e)
+	}()
+	defer func() {
+		cancel()
+		<-done
+		if t.Failed() {
+			t.Logf("stderr:\n%s", e.String())
+		}
+	}()
+	re := regexp.MustCompile(`wasmhost listening on (\S+)`)
+	require.Eventually(t, func() bool { return re.MatchString(o.String()) }, 60*time.Second, 20*time.Millisecond, "stderr:\n%s", e.String())
+	base := re.FindStringSubmatch(o.String())[1]
+
+	cs := quickClient(t, base+"/mcp/alice", "alice-token-0123456789abcdef")
+	require.NotEmpty(t, toolNames(t, cs))
+	require.Equal(t, float64(1), sessionClients(t, base, "alice"))
+	require.Eventually(t, func() bool { return sessionClients(t, base, "alice") == 0 }, 60*time.Second, 50*time.Millisecond, "the idle client is closed")
+
+	r := runCLI(t, "", "run", "--config", demoConfig(t), "--client-idle-timeout", "-1s")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, "--client-idle-timeout -1s: must be 0 (never) or more")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,7 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		allowHosts  stringList
 	)
 	fs.Var(&allowHosts, "allow-host", "also accept `HOST` in Host and Origin headers (repeatable; for remote clients)")
+	idleTimeout := fs.Duration("client-idle-timeout", daemon.DefaultClientIdleTimeout, "close an MCP client session that sent no request for this long (0: never)")
 	serverURL, serverName := fs.String("url", "", "serve the MCP server at `URL` (streamable HTTP or SSE) alone, without a config file"), fs.String("name", "", "the server's `NAME` with a command or --url (default: from the command or URL)")
 	rest, err := parseArgs(fs, args)
 	if err != nil {
@@ -79,6 +81,10 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		s.errorf("run", "--log-level: %v", err)
 		return exitUsage
 	}
+	if *idleTimeout < 0 {
+		s.errorf("run", "--client-idle-timeout %v: must be 0 (never) or more", *idleTimeout)
+		return exitUsage
+	}
 	if *debounce <= 0 {
 		// daemon.Options would take it for the default without a word.
 		s.errorf("run", "--debounce %v: must be more than 0 (default %v)", *debounce, daemon.DefaultDebounce)
@@ -96,6 +102,8 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		CacheDir:     *cacheDir,
 		Debounce:     *debounce,
 		MaxClients:   *maxClients,
+		// Options take 0 for the default and a negative value for never.
+		ClientIdleTimeout: cmp.Or(*idleTimeout, -1),
 	})
 	if err != nil {
 		s.errorf("run", "%v", err)
