@@ -19,7 +19,9 @@
 //	POST   /v1/servers/{server}/restart restart the server's connections (admin token)
 //
 // /metrics counts reloads, policy swaps and retries, times policy calls,
-// shows the pool's entries and the (session, server) bindings by state
+// shows the pool's entries (a server whose connection could not be made
+// counts as a failed entry, and /v1/state lists it with its last error and
+// no id) and the (session, server) bindings by state
 // (a binding is failed while its server cannot be reached, even one never
 // reached, or while the policy fails its view closed), the sessions and
 // their clients, and
