@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -268,6 +269,24 @@ func TestOperatorServerExitingAtStartSaysHow(t *testing.T) {
 	assert.Equal(t, "failed", failed[0].State)
 	assert.Empty(t, failed[0].ID, "no entry holds it")
 	assert.NotEmpty(t, failed[0].Identity)
+
+	// Logs name the server, not the connection's 64-hex fingerprint: at
+	// info and above, including the retries' errors; and the errors in
+	// /v1/state neither.
+	r.waitLog(`msg="upstream retry failed"`)
+	hex64 := regexp.MustCompile(`[0-9a-f]{64}`)
+	digest := regexp.MustCompile(`sha256=[0-9a-f]{64}`) // the plugin's, logged when loaded
+	for line := range strings.Lines(r.logs.String()) {
+		if !strings.Contains(line, "level=DEBUG") {
+			assert.False(t, hex64.MatchString(digest.ReplaceAllString(line, "")), "a log line with an entry id: %s", line)
+		}
+	}
+	assert.True(t, r.logs.HasLine("upstream retry failed", "server=quitter", `server \"quitter\" is failed`), r.logs.String())
+	for _, s := range r.state().Sessions {
+		for _, b := range s.Servers {
+			assert.False(t, hex64.MatchString(b.Error), "session %s, server %s: %s", s.Name, b.Server, b.Error)
+		}
+	}
 
 	// A client calling one of its tools by name learns that the server is
 	// down, without the operator's details.
