@@ -544,7 +544,8 @@ func (d *Daemon) registry(name string) view.Registry {
 	if s := d.cfg.Sessions[name]; s != nil {
 		token = s.Token
 	}
-	d.endpoints[name] = &endpoint{ep: ep, http: ep.HTTPHandler(h), token: token}
+	gone := newGoneClients(h, ep.Server(), goneGrace, d.log.With("component", "http", "session", name))
+	d.endpoints[name] = &endpoint{ep: ep, http: ep.HTTPHandler(gone), token: token}
 	return ep
 }
 

@@ -46,7 +46,11 @@
 // A session endpoint holds at most [Options.MaxClients] client sessions
 // at once (1,024 by default; `wasmhost run --max-clients`); a client
 // starting one more is answered 503 with Retry-After until another ends
-// or has been idle for [Options.ClientIdleTimeout] (an hour by default).
+// or has been idle for [Options.ClientIdleTimeout] (an hour by default;
+// `wasmhost run --client-idle-timeout`). A client session ends at once on
+// the client's DELETE, and five seconds after a client closed its event
+// stream (GET) if it sent nothing and opened no other stream meanwhile:
+// one-shot clients such as the MCP Inspector CLI leave that way.
 // A refused request, and any request the daemon answers without reading
 // its body, closes its connection; a kept-alive connection idle for two
 // minutes is closed.
