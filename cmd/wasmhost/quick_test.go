@@ -133,9 +133,10 @@ func TestRunOneServerRefusals(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"run", "--config", "x.json", "--", "node", "s.js"}, "--config and a command or --url exclude each other"},
+		{[]string{"run", "--config", "x.json", "--", "node", "s.js"}, `unexpected argument "node" (--config and a command exclude each other`},
+		{[]string{"run", "--config", "x.json", "--url", "http://127.0.0.1:1/mcp"}, "--config and --url exclude each other"},
 		{[]string{"run", "--url", "http://127.0.0.1:1/mcp", "--", "node"}, "a command and --url exclude each other"},
-		{[]string{"run"}, "--config FILE, or a server to serve: -- CMD ARGS... or --url URL"},
+		{[]string{"run"}, "--config is required, or a server to serve: -- CMD ARGS... or --url URL"},
 		{[]string{"run", "--listen", "127.0.0.1:0", "--url", "ftp://example.com/"}, "command line: mcpServers"},
 	} {
 		r := runCLI(t, "", tc.args...)

@@ -51,12 +51,14 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 	}
 	quick := len(rest) > 0 || *serverURL != ""
 	switch {
-	case quick && *configPath != "":
-		return s.usageError(fs, "run", "--config and a command or --url exclude each other: add the server to the config file")
+	case len(rest) > 0 && *configPath != "":
+		return s.usageError(fs, "run", "unexpected argument %q (--config and a command exclude each other: add the server to the config file)", rest[0])
+	case *serverURL != "" && *configPath != "":
+		return s.usageError(fs, "run", "--config and --url exclude each other: add the server to the config file")
 	case len(rest) > 0 && *serverURL != "":
 		return s.usageError(fs, "run", "a command and --url exclude each other")
 	case !quick && *configPath == "":
-		return s.usageError(fs, "run", "--config FILE, or a server to serve: -- CMD ARGS... or --url URL")
+		return s.usageError(fs, "run", "--config is required, or a server to serve: -- CMD ARGS... or --url URL")
 	case !quick && *serverName != "":
 		return s.usageError(fs, "run", "--name is for a command or --url")
 	}
