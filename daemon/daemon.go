@@ -61,8 +61,14 @@ var (
 
 // Options configure a Daemon.
 type Options struct {
-	// ConfigPath is the config file. Required.
+	// ConfigPath is the config file. Required. With ConfigData it only
+	// names the config in messages, and its directory is the base of
+	// relative paths in it.
 	ConfigPath string
+	// ConfigData, when not nil, is the config itself (`wasmhost run --
+	// CMD` builds one): it is parsed and validated as a file would be,
+	// but no file is read or watched, and a reload parses it again.
+	ConfigData []byte
 	// Logger receives every log line; nil means slog.Default().
 	Logger *slog.Logger
 	// Listen, when non-empty, replaces the config's listen address (tests
@@ -389,7 +395,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	// Warnings are logged even when the config is refused: an unknown key
 	// may be the typo behind the error.
-	cfg, warnings, err := config.Load(d.file)
+	cfg, warnings, err := d.loadConfig(make(map[string]string))
 	d.logWarnings(warnings)
 	if err != nil {
 		return fmt.Errorf("daemon: %w: %w", ErrConfigInvalid, err)
@@ -465,8 +471,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// while the upstreams start is reloaded once they have. Its requests
 	// wait for the debounce loop, started below.
 	var wg sync.WaitGroup
-	if err := d.startWatcher(bg, &wg); err != nil {
-		d.log.Warn("config file watching disabled", "err", err)
+	if d.opts.ConfigData == nil {
+		if err := d.startWatcher(bg, &wg); err != nil {
+			d.log.Warn("config file watching disabled", "err", err)
+		}
 	}
 
 	d.conns = d.limitConns(ln)
@@ -598,7 +606,10 @@ func (d *Daemon) registry(name string) view.Registry {
 		DisableLocalhostProtection: true,
 		SessionTimeout:             d.clientIdleTimeout(),
 	})
-	handler := ep.HTTPHandler(h)
+	// One-shot clients (each MCP Inspector CLI call) close their event
+	// stream without a DELETE: their client sessions end soon after.
+	gone := newGoneClients(h, ep.Server(), goneGrace, d.log.With("component", "http", "session", name))
+	handler := ep.HTTPHandler(gone)
 	if d.opts.PerRequestHTTP {
 		// Requests of the per-request protocol (2026-07-28) carry no
 		// client session: go-sdk v1.8.0 serves them only on a stateless

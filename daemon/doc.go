@@ -23,7 +23,9 @@
 //	POST   /v1/servers/{server}/restart restart the server's connections (admin token)
 //
 // /metrics counts reloads, policy swaps and retries, times policy calls,
-// shows the pool's entries and the (session, server) bindings by state
+// shows the pool's entries (a server whose connection could not be made
+// counts as a failed entry, and /v1/state lists it with its last error and
+// no id) and the (session, server) bindings by state
 // (a binding is failed while its server cannot be reached, even one never
 // reached, or while the policy fails its view closed), the sessions and
 // their clients, and
@@ -69,7 +71,11 @@
 // A session endpoint holds at most [Options.MaxClients] client sessions
 // at once (1,024 by default; `wasmhost run --max-clients`); a client
 // starting one more is answered 503 with Retry-After until another ends
-// or has been idle for [Options.ClientIdleTimeout] (an hour by default).
+// or has been idle for [Options.ClientIdleTimeout] (an hour by default;
+// `wasmhost run --client-idle-timeout`). A client session ends at once on
+// the client's DELETE, and five seconds after a client closed its event
+// stream (GET) if it sent nothing and opened no other stream meanwhile:
+// one-shot clients such as the MCP Inspector CLI leave that way.
 // Any request the daemon answers without reading the whole body it
 // announces (a refusal, a 404, /healthz, /metrics...) gets
 // "Connection: close" and its connection is closed as soon as the answer

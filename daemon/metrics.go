@@ -125,7 +125,7 @@ func newMetrics(d *Daemon) *metrics {
 	churnCounter("upstream_discoveries", "Snapshot listings of upstream servers.", &c.Discoveries)
 
 	m.reg.MustRegister(&poolCollector{d: d, desc: prometheus.NewDesc("wasmhost_pool_entries",
-		"Upstream connections in the pool, by state.", []string{"state"}, nil)})
+		"Upstream connections in the pool, by state; a server whose connection could not be made counts as failed.", []string{"state"}, nil)})
 	m.reg.MustRegister(&bindingCollector{d: d, desc: prometheus.NewDesc("wasmhost_bindings",
 		"(session, server) bindings by state: healthy, pending (being reconnected), failed (holding no connection, "+
 			"or a view the policy failed closed; /v1/state says why).", []string{"state"}, nil)})
@@ -178,14 +178,16 @@ type poolCollector struct {
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
-	counts := make(map[pool.State]int)
-	if p := c.d.pool; p != nil {
-		for _, e := range p.Entries() {
+	counts := make(map[string]int)
+	if c.d.pool != nil && c.d.rec != nil {
+		// As /v1/state lists them: a server whose connection could not be
+		// made counts as a failed entry.
+		for _, e := range c.d.poolEntries(c.d.rec.State()) {
 			counts[e.State]++
 		}
 	}
 	for _, s := range []pool.State{pool.StateConnecting, pool.StateReady, pool.StateRestarting, pool.StateFailed, pool.StateClosed} {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), s.String())
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s.String()]), s.String())
 	}
 }
 

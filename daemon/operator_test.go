@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -248,7 +249,44 @@ func TestOperatorServerExitingAtStartSaysHow(t *testing.T) {
 		return strings.Contains(metrics, `wasmhost_bindings{state="failed"} 2`)
 	}, 10*time.Second, 20*time.Millisecond, "bindings in /metrics:\n%s", metrics)
 	assert.Contains(t, metrics, `wasmhost_bindings{state="healthy"} 2`, "alice's and bob's demo")
-	assert.Contains(t, metrics, `wasmhost_pool_entries{state="failed"} 0`)
+	// The pool lists quitter as one failed entry (both sessions would
+	// share its connection) with its last error, in /v1/state and in
+	// /metrics, though it holds no connection for it.
+	require.Eventually(t, func() bool {
+		_, metrics = r.do("GET", "/metrics", adminToken, nil, nil)
+		return strings.Contains(metrics, `wasmhost_pool_entries{state="failed"} 1`)
+	}, 10*time.Second, 20*time.Millisecond, "pool entries in /metrics:\n%s", metrics)
+	var failed []daemon.EntryState
+	require.Eventually(t, func() bool {
+		failed = nil
+		for _, e := range r.state().Pool {
+			if e.Server == "quitter" {
+				failed = append(failed, e)
+			}
+		}
+		return len(failed) == 1 && strings.Contains(failed[0].Error, "the server's process ended: exit status 3")
+	}, 10*time.Second, 20*time.Millisecond, "quitter in /v1/state's pool: %+v", failed)
+	assert.Equal(t, "failed", failed[0].State)
+	assert.Empty(t, failed[0].ID, "no entry holds it")
+	assert.NotEmpty(t, failed[0].Identity)
+
+	// Logs name the server, not the connection's 64-hex fingerprint: at
+	// info and above, including the retries' errors; and the errors in
+	// /v1/state neither.
+	r.waitLog(`msg="upstream retry failed"`)
+	hex64 := regexp.MustCompile(`[0-9a-f]{64}`)
+	digest := regexp.MustCompile(`sha256=[0-9a-f]{64}`) // the plugin's, logged when loaded
+	for line := range strings.Lines(r.logs.String()) {
+		if !strings.Contains(line, "level=DEBUG") {
+			assert.False(t, hex64.MatchString(digest.ReplaceAllString(line, "")), "a log line with an entry id: %s", line)
+		}
+	}
+	assert.True(t, r.logs.HasLine("upstream retry failed", "server=quitter", `server \"quitter\" is failed`), r.logs.String())
+	for _, s := range r.state().Sessions {
+		for _, b := range s.Servers {
+			assert.False(t, hex64.MatchString(b.Error), "session %s, server %s: %s", s.Name, b.Server, b.Error)
+		}
+	}
 
 	// A client calling one of its tools by name learns that the server is
 	// down, without the operator's details.

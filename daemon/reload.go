@@ -119,7 +119,7 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 
 	// Warnings come with errors too (an unknown key may be the typo behind
 	// them), so they are logged first, whatever the outcome.
-	cfg, warnings, err := loadConfig(d.file, read)
+	cfg, warnings, err := d.loadConfig(read)
 	d.logWarnings(warnings)
 	for _, w := range warnings {
 		res.Warnings = append(res.Warnings, w.String())
@@ -412,13 +412,17 @@ func (d *Daemon) debounceLoop(ctx context.Context) {
 	}
 }
 
-// loadConfig loads the config file at path, adding to read the token files
-// it reads or tries to read.
-func loadConfig(path string, read map[string]string) (*config.Config, []config.Warning, error) {
-	return config.LoadWith(path, func(name string) ([]byte, error) {
+// loadConfig loads the config file (or Options.ConfigData), adding to read
+// the token files it reads or tries to read.
+func (d *Daemon) loadConfig(read map[string]string) (*config.Config, []config.Warning, error) {
+	readFile := func(name string) ([]byte, error) {
 		read[name] = "token file"
 		return os.ReadFile(name)
-	})
+	}
+	if d.opts.ConfigData != nil {
+		return config.Parse(d.file, d.opts.ConfigData, nil, readFile)
+	}
+	return config.LoadWith(d.file, readFile)
 }
 
 // setRefusedFiles records the files a refused reload read (nil: the reload

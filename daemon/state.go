@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"maps"
+	"strings"
 
 	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 )
 
@@ -28,7 +30,9 @@ type PolicyState struct {
 	SHA256 string `json:"sha256"`
 }
 
-// An EntryState describes one upstream connection of the pool.
+// An EntryState describes one upstream connection of the pool, or a server
+// whose connection could not be made: state "failed", no ID, and Error
+// saying why.
 type EntryState struct {
 	ID       string `json:"id"`
 	Identity string `json:"identity"`
@@ -74,20 +78,8 @@ func (d *Daemon) State() State {
 		hs := pol.policy.Handshake()
 		st.Policy = PolicyState{Name: hs.Name, Version: hs.Version, Source: pol.policy.Name(), SHA256: pol.policy.Digest()}
 	}
-	for _, e := range d.pool.Entries() {
-		es := EntryState{
-			ID: e.ID, Identity: e.Identity, Server: e.Server, Pooled: e.Pooled, State: e.State.String(),
-			Refs: e.Refs, Views: e.Views, Version: e.Version, Subscriptions: e.Subscriptions,
-		}
-		if e.Pooled {
-			es.PID = d.pids.get(e.Identity)
-		}
-		if e.Err != nil {
-			es.Error = e.Err.Error()
-		}
-		st.Pool = append(st.Pool, es)
-	}
 	rs := d.rec.State()
+	st.Pool = d.poolEntries(rs)
 	d.mu.Lock()
 	st.LastReload = d.lastReload
 	cfg := d.cfg
@@ -108,6 +100,45 @@ func (d *Daemon) State() State {
 		st.Sessions = append(st.Sessions, sv)
 	}
 	return st
+}
+
+// poolEntries describes the pool's entries and, as entries in state
+// "failed" without an ID, each server whose connection could not be made
+// (so that the pool holds no entry for it) with its last error: a server
+// that never connected, or whose connection failed and is being retried.
+// rs is the reconciler's state. The entries come sorted by ID, then the
+// servers without one, in session order.
+func (d *Daemon) poolEntries(rs reconcile.State) []EntryState {
+	out := []EntryState{}
+	held := make(map[string]bool) // identities with an entry
+	for _, e := range d.pool.Entries() {
+		es := EntryState{
+			ID: e.ID, Identity: e.Identity, Server: e.Server, Pooled: e.Pooled, State: e.State.String(),
+			Refs: e.Refs, Views: e.Views, Version: e.Version, Subscriptions: e.Subscriptions,
+		}
+		if e.Pooled {
+			es.PID = d.pids.get(e.Identity)
+		}
+		if e.Err != nil {
+			es.Error = e.Err.Error()
+		}
+		held[e.Identity] = true
+		out = append(out, es)
+	}
+	for _, s := range rs.Sessions {
+		for _, b := range s.Servers {
+			if b.Pending || b.Identity != "" || b.Error == "" {
+				continue // holds a connection, or is being replaced
+			}
+			identity, _, _ := strings.Cut(b.Desired, "#") // Legacy: fingerprint "#" key
+			if held[identity] {
+				continue // an entry for it is connecting (or listed already)
+			}
+			held[identity] = true
+			out = append(out, EntryState{Identity: identity, Server: b.Server, State: pool.StateFailed.String(), Error: b.Error})
+		}
+	}
+	return out
 }
 
 func nonNil(s []string) []string {

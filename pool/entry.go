@@ -132,7 +132,7 @@ func (p *Pool) newEntry(id string, spec Spec, identity string) *Entry {
 		identity: identity,
 		spec:     spec,
 		memo:     view.NewMemo(),
-		log:      p.log.With("server", spec.Name, "entry", id),
+		log:      entryLogger(p.log, spec, id),
 		timeout:  timeout,
 		stop:     stop,
 		halt:     halt,
@@ -142,6 +142,29 @@ func (p *Pool) newEntry(id string, spec Spec, identity string) *Entry {
 		subs:     make(map[string]map[*Handle]UpdateFunc),
 		subOn:    make(map[string]uint64),
 	}
+}
+
+// entryLogger is the logger of the entry id for spec: its lines name the
+// server, and an unpooled entry's short id ("NAME::unpooled-N"); a pooled
+// entry's id, its 64-hex fingerprint, would only repeat on every line what
+// the server's name says, so it is logged once, at debug, when the entry
+// is made.
+func entryLogger(log *slog.Logger, spec Spec, id string) *slog.Logger {
+	if spec.Pooled {
+		log = log.With("server", spec.Name)
+		log.Debug("pool entry created", "entry", id)
+		return log
+	}
+	return log.With("server", spec.Name, "entry", id)
+}
+
+// label names the entry in errors: the server, and an unpooled entry's
+// id.
+func (e *Entry) label() string {
+	if e.spec.Pooled {
+		return fmt.Sprintf("server %q", e.spec.Name)
+	}
+	return fmt.Sprintf("server %q (%s)", e.spec.Name, e.id)
 }
 
 // ID returns the entry's lifecycle id.
@@ -242,12 +265,12 @@ func (e *Entry) waitReady(ctx context.Context) error {
 // held.
 func (e *Entry) terminalErr() error {
 	if e.err != nil && !errors.Is(e.err, ErrTerminal) {
-		return fmt.Errorf("entry %s is %s: %w: %w", e.id, e.state, ErrTerminal, e.err)
+		return fmt.Errorf("%s is %s: %w: %w", e.label(), e.state, ErrTerminal, e.err)
 	}
 	if e.err != nil {
-		return fmt.Errorf("entry %s is %s: %w", e.id, e.state, e.err)
+		return fmt.Errorf("%s is %s: %w", e.label(), e.state, e.err)
 	}
-	return fmt.Errorf("entry %s is %s: %w", e.id, e.state, ErrTerminal)
+	return fmt.Errorf("%s is %s: %w", e.label(), e.state, ErrTerminal)
 }
 
 // closeLocked moves the entry to closed and returns the session to close
@@ -613,7 +636,7 @@ func (e *Entry) finishConnect(gen uint64, cs *mcp.ClientSession, snap *view.Snap
 		e.mu.Unlock()
 		e.fanMu.Unlock()
 		e.closeSession(context.Background(), cs)
-		return fmt.Errorf("entry %s closed while connecting: %w", e.id, ErrTerminal)
+		return fmt.Errorf("%s closed while connecting: %w", e.label(), ErrTerminal)
 	}
 	handles := e.handleList()
 	if err != nil {
@@ -629,7 +652,7 @@ func (e *Entry) finishConnect(gen uint64, cs *mcp.ClientSession, snap *view.Snap
 		}
 		e.fanMu.Unlock()
 		e.pool.forget(e)
-		return fmt.Errorf("entry %s is failed: %w: %w", e.id, ErrTerminal, err)
+		return fmt.Errorf("%s is failed: %w: %w", e.label(), ErrTerminal, err)
 	}
 	e.session = cs
 	e.connectedAt = time.Now()
@@ -720,9 +743,9 @@ func (e *Entry) wentAway(gen uint64, cs *mcp.ClientSession, err error) {
 		return
 	}
 	e.mu.Unlock()
-	cause := fmt.Errorf("%w: %s", ErrDisconnected, e.id)
+	cause := fmt.Errorf("%w: %s", ErrDisconnected, e.label())
 	if err != nil {
-		cause = fmt.Errorf("%w: %s: %w", ErrDisconnected, e.id, err)
+		cause = fmt.Errorf("%w: %s: %w", ErrDisconnected, e.label(), err)
 	}
 	if e.fail(gen, cause) {
 		e.closeSession(context.Background(), cs)

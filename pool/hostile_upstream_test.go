@@ -564,10 +564,10 @@ func TestHostileSilentHandshake(t *testing.T) {
 			require.Equal(t, 1, h.count(silent))
 			require.ErrorIs(t, err, pool.ErrTerminal)
 			require.ErrorIs(t, err, context.DeadlineExceeded)
-			require.Contains(t, err.Error(), "mute::")
+			require.Contains(t, err.Error(), `server "mute"`)
 			require.Contains(t, err.Error(), "connect")
 			require.Contains(t, err.Error(), "no answer within the server's timeout, 300ms", "the error says which limit ended the handshake")
-			require.True(t, e.logs.HasLine("upstream connection failed", "server=mute", "entry=mute::"), e.logs.String())
+			require.True(t, e.logs.HasLine("upstream connection failed", "server=mute"), e.logs.String())
 			require.Equal(t, 1, h.dialCount())
 			requireHealthy(t, gd, goodReg, good)
 		})
@@ -641,7 +641,7 @@ func TestHostileSlowPages(t *testing.T) {
 		_, err := e.acquire(ctx, hostileSpec("sluggish", 300*time.Millisecond), "s1", viewtest.NewRegistry())
 		require.ErrorIs(t, err, pool.ErrTerminal)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		require.Contains(t, err.Error(), "sluggish::")
+		require.Contains(t, err.Error(), `server "sluggish"`)
 		require.Contains(t, err.Error(), "list tools")
 	})
 }
@@ -684,7 +684,7 @@ func TestHostileSilentListOnRefresh(t *testing.T) {
 	requireHealthy(t, gd, goodReg, good)
 
 	require.Eventually(t, func() bool {
-		return e.logs.HasLine("snapshot refresh failed", "entry=stall::")
+		return e.logs.HasLine("snapshot refresh failed", "server=stall")
 	}, 5*time.Second, 10*time.Millisecond)
 	// (The refresh is tried again with a growing delay while the upstream
 	// stays silent, so the entry does not settle.)
@@ -720,7 +720,7 @@ func TestHostileFailedRefreshIsRetried(t *testing.T) {
 	hd := e.mustAcquire(hostileSpec("flaky", 300*time.Millisecond), "s1", reg)
 	stallOnce.Store(true)
 	h.addTool("two") // the go-sdk server sends one tools/list_changed
-	require.Eventually(t, func() bool { return e.logs.HasLine("snapshot refresh failed", "entry=flaky::") }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return e.logs.HasLine("snapshot refresh failed", "server=flaky") }, 5*time.Second, 10*time.Millisecond)
 	require.Equal(t, pool.StateReady, hd.Entry().State())
 	assert.Eventually(t, func() bool { return len(reg.ToolNames("flaky")) == 2 }, 3*time.Second, 20*time.Millisecond,
 		"the announced change is never discovered: the sessions keep %v", reg.ToolNames("flaky"))
@@ -748,7 +748,7 @@ func TestHostileClosesDuringDiscovery(t *testing.T) {
 			_, err := e.acquire(ctx, hostileSpec("quitter", 5*time.Second), "s1", viewtest.NewRegistry())
 			require.ErrorIs(t, err, pool.ErrTerminal)
 			require.NotErrorIs(t, err, context.DeadlineExceeded)
-			require.Contains(t, err.Error(), "quitter::")
+			require.Contains(t, err.Error(), `server "quitter"`)
 			require.Contains(t, err.Error(), names[method])
 			require.Equal(t, 1, h.dialCount())
 		})

@@ -251,13 +251,13 @@ func (p *Pool) Acquire(ctx context.Context, spec Spec, v *view.View) (*Handle, e
 	att, err := v.Attach(e.memo)
 	if err != nil {
 		p.unref(ctx, e)
-		return nil, fmt.Errorf("pool: acquire %s: %w", e.id, err)
+		return nil, fmt.Errorf("pool: acquire %s: %w", e.label(), err)
 	}
 	if err := e.waitReady(ctx); err != nil {
 		att.Detach()
 		p.unref(ctx, e)
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("pool: acquire %s for session %q: %w", e.id, v.Session(), err)
+			return nil, fmt.Errorf("pool: acquire %s for session %q: %w", e.label(), v.Session(), err)
 		}
 		return nil, fmt.Errorf("pool: session %q: %w", v.Session(), err) // err names the entry
 	}

@@ -51,7 +51,7 @@ func (p *Pool) Standby(ctx context.Context, spec Spec) (*Standby, error) {
 	if err := e.waitReady(ctx); err != nil {
 		p.unref(ctx, e)
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("pool: standby %s: %w", e.id, err)
+			return nil, fmt.Errorf("pool: standby %s: %w", e.label(), err)
 		}
 		return nil, fmt.Errorf("pool: standby: %w", err) // err names the entry
 	}
@@ -100,7 +100,7 @@ func (s *Standby) Move(ctx context.Context, old *Handle) (*Handle, error) {
 	p.mu.Unlock()
 	if err := e.waitReady(ctx); err != nil {
 		p.unref(ctx, e)
-		return nil, fmt.Errorf("pool: move to %s for session %q: %w", e.id, v.Session(), err)
+		return nil, fmt.Errorf("pool: move to %s for session %q: %w", e.label(), v.Session(), err)
 	}
 	// waitReady returned with fanMu and mu held and the entry ready: no
 	// fan-out can reach the new handle before its first Apply below.

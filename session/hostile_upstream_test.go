@@ -209,7 +209,7 @@ func TestHostileDuplicateToolNamesStayPut(t *testing.T) {
 		assert.Equal(t, served, exposedTools(t, s.cs)["evil__dup"].Description, "rediscovery %d changed which duplicate is served", i+1)
 		assert.Equal(t, changes, s.ep.Changes(), "rediscovery %d of an unchanged listing notified the clients", i+1)
 	}
-	assert.True(t, r.logs.HasLine("entry=evil::", "duplicates=", `tool \"dup\"`), "no warning names the server and the duplicated tool:\n%s", r.logs.String())
+	assert.True(t, r.logs.HasLine("server=evil", "duplicates=", `tool \"dup\"`), "no warning names the server and the duplicated tool:\n%s", r.logs.String())
 }
 
 // validToolName is the MCP naming rule for tools (1 to 128 characters,
@@ -328,7 +328,7 @@ func TestHostileTooDeepSchemaFailsOnlyItsServer(t *testing.T) {
 	v := view.New(view.Config{Session: "s1", Server: "evil", Registry: ep, Counters: r.counters, Policy: metakey.Reference{}, Logger: quiet})
 	_, err := r.pool.Acquire(t.Context(), pool.Spec{Name: "evil", Command: "in-memory", Pooled: true}, v)
 	require.ErrorIs(t, err, pool.ErrTerminal)
-	require.Contains(t, err.Error(), "evil::")
+	require.Contains(t, err.Error(), `server "evil"`)
 	require.Contains(t, err.Error(), "list tools")
 	gv := view.New(view.Config{Session: "s1", Server: "good", Registry: ep, Counters: r.counters, Policy: metakey.Reference{}, Logger: quiet})
 	h, err := r.pool.Acquire(t.Context(), pool.Spec{Name: "good", Command: "in-memory", Pooled: true}, gv)

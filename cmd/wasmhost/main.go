@@ -14,6 +14,7 @@
 //	wasmhost new-plugin  [--name NAME] [--module PATH] DIR
 //	wasmhost run         --config FILE [--listen ADDR] [--allow-remote] [--allow-host HOST]... [--print-tokens]
 //	wasmhost check       --config FILE [--allow-remote] [--cache-dir DIR]
+//	wasmhost run         [--listen ADDR] [--name NAME] -- CMD ARGS...   (or --url URL: one server, no config file)
 //	wasmhost stdio       --config FILE --session NAME
 //	wasmhost demo-server
 //
@@ -100,7 +101,7 @@ func init() {
 		{"inspect", "print a plugin's handshake, exports and imports, and whether the host accepts it", runInspect},
 		{"pack", "join a plugin's data segments so that it loads faster (Go plugins carry thousands)", runPack},
 		{"new-plugin", "create a Go policy plugin project that builds and passes its own golden suite", runNewPlugin},
-		{"run", "run the daemon: serve each session of a config over streamable HTTP", runRun},
+		{"run", "run the daemon: serve each session of a config (or one server: -- CMD ARGS...) over streamable HTTP", runRun},
 		{"check", "validate a config as the daemon would load it, without serving (for CI and editors)", runCheck},
 		{"stdio", "serve one session of a config over standard input and output (no pool)", runStdio},
 		{"demo-server", "serve the built-in demo MCP server over standard input and output", runDemoServer},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,11 +29,12 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, err
 }
 
-// runRun is `wasmhost run`: the daemon.
+// runRun is `wasmhost run`: the daemon, on a config file or, with `--
+// CMD ARGS...` or --url, on one server in one session.
 func runRun(ctx context.Context, args []string, s stdio) int {
-	fs := newFlagSet("run", "--config FILE [--listen ADDR] [--allow-remote] [--allow-host HOST]... [--print-tokens]", s)
+	fs := newFlagSet("run", "--config FILE [--listen ADDR] [--allow-remote] [--allow-host HOST]... [--print-tokens]\n   or: wasmhost run [--listen ADDR] [--name NAME] -- CMD ARGS...\n   or: wasmhost run [--listen ADDR] [--name NAME] --url URL", s)
 	var (
-		configPath  = fs.String("config", "", "config `FILE` (required)")
+		configPath  = fs.String("config", "", "config `FILE` (required unless a command or --url is given)")
 		listen      = fs.String("listen", "", "listen `ADDR` (host:port), replacing the config's \"listen\"")
 		allowRemote = fs.Bool("allow-remote", false, "allow listening on a non-loopback address")
 		printTokens = fs.Bool("print-tokens", false, "print the session tokens written inline in the config (demo only)")
@@ -50,15 +52,40 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		allowHosts  stringList
 	)
 	fs.Var(&allowHosts, "allow-host", "also accept `HOST` in Host and Origin headers (repeatable; for remote clients)")
+	idleTimeout := fs.Duration("client-idle-timeout", daemon.DefaultClientIdleTimeout, "close an MCP client session that sent no request for this long (0: never)")
+	serverURL, serverName := fs.String("url", "", "serve the MCP server at `URL` (streamable HTTP or SSE) alone, without a config file"), fs.String("name", "", "the server's `NAME` with a command or --url (default: from the command or URL)")
 	rest, err := parseArgs(fs, args)
 	if err != nil {
 		return parseStatus(err)
 	}
+	quick := len(rest) > 0 || *serverURL != ""
 	switch {
-	case *configPath == "":
-		return s.usageError(fs, "run", "--config is required")
-	case len(rest) > 0:
-		return s.usageError(fs, "run", "unexpected argument %q", rest[0])
+	case len(rest) > 0 && *configPath != "":
+		return s.usageError(fs, "run", "unexpected argument %q (--config and a command exclude each other: add the server to the config file)", rest[0])
+	case *serverURL != "" && *configPath != "":
+		return s.usageError(fs, "run", "--config and --url exclude each other: add the server to the config file")
+	case len(rest) > 0 && *serverURL != "":
+		return s.usageError(fs, "run", "a command and --url exclude each other")
+	case !quick && *configPath == "":
+		return s.usageError(fs, "run", "--config is required, or a server to serve: -- CMD ARGS... or --url URL")
+	case !quick && *serverName != "":
+		return s.usageError(fs, "run", "--name is for a command or --url")
+	}
+	var configData []byte
+	var token string
+	if quick {
+		if token, err = newToken(); err != nil {
+			s.errorf("run", "%v", err)
+			return exitFail
+		}
+		if *listen == "" {
+			*listen = quickListen()
+		}
+		if configData, err = quickConfig(rest, *serverURL, *serverName, *listen, token); err != nil {
+			s.errorf("run", "%v", err)
+			return exitFail
+		}
+		*configPath = quickConfigName
 	}
 	level, err := parseLevel(*logLevel)
 	if err != nil {
@@ -67,6 +94,10 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 	}
 	if *drain <= 0 {
 		s.errorf("run", "--drain-timeout %v: must be more than 0 (default %v)", *drain, daemon.DefaultDrainTimeout)
+		return exitUsage
+	}
+	if *idleTimeout < 0 {
+		s.errorf("run", "--client-idle-timeout %v: must be 0 (never) or more", *idleTimeout)
 		return exitUsage
 	}
 	if *debounce <= 0 {
@@ -102,6 +133,9 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		MaxConnsPerIP:     *maxConnsIP,
 		IdleTimeout:       *idle,
 		ReadHeaderTimeout: *headerTime,
+		ConfigData:        configData,
+		// Options take 0 for the default and a negative value for never.
+		ClientIdleTimeout: cmp.Or(*idleTimeout, -1),
 	})
 	if err != nil {
 		s.errorf("run", "%v", err)
@@ -125,7 +159,11 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		return startStatus(err)
 	case <-d.Ready():
 	}
-	printSessions(s, d, *printTokens)
+	if quick {
+		printQuick(s, d, token)
+	} else {
+		printSessions(s, d, *printTokens)
+	}
 	if err := <-done; err != nil {
 		s.errorf("run", "%v", err)
 		return exitFail
