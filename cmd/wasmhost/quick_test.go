@@ -87,9 +87,9 @@ func TestRunOneServerWithoutConfig(t *testing.T) {
 
 	cs := quickClient(t, url, token)
 	names := toolNames(t, cs)
-	assert.Contains(t, names, "demo__echo")
-	assert.Contains(t, names, "demo__add")
-	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "demo__add", Arguments: map[string]any{"a": 2, "b": 3}})
+	assert.Contains(t, names, "echo")
+	assert.Contains(t, names, "add")
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 2, "b": 3}})
 	require.NoError(t, err)
 	require.False(t, res.IsError, "%+v", res.Content)
 	require.NotEmpty(t, res.Content)
@@ -117,8 +117,8 @@ func TestRunOneURLWithoutConfig(t *testing.T) {
 
 	url, token := startQuick(t, "--listen", "127.0.0.1:0", "--url", remote.URL)
 	cs := quickClient(t, url, token)
-	assert.Equal(t, []string{"127__hello"}, toolNames(t, cs))
-	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "127__hello"})
+	assert.Equal(t, []string{"hello"}, toolNames(t, cs))
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "hello"})
 	require.NoError(t, err)
 	assert.Equal(t, "hi", res.Content[0].(*mcp.TextContent).Text)
 
