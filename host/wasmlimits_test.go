@@ -263,14 +263,23 @@ func lastLines(out []byte, n int) string {
 // it to that and no further, and is stopped at the call timeout; the
 // instance is discarded, not pooled.
 func TestTableGrowBounded(t *testing.T) {
-	p := loadWat(t, "table-grow", Options{MemoryLimitBytes: 32 << 20, CallTimeout: containTimeout, MaxInstances: 1})
+	const limit = 32 << 20
+	p := loadWat(t, "table-grow", Options{MemoryLimitBytes: limit, CallTimeout: containTimeout, MaxInstances: 1})
+	baseline := heapAlloc()
+	peak := peakHeap()
 	start := time.Now()
 	_, err := canon(p, `{}`)
 	elapsed := time.Since(start)
+	peakAlloc := peak()
 	require.ErrorIs(t, err, ErrPluginTimeout)
 	assert.Less(t, elapsed, containTimeout+timeoutMargin)
 	assert.EqualValues(t, 1, p.stats.discarded.Load(), "the instance was discarded")
 	assert.Zero(t, len(p.idle), "no instance is pooled")
+	// The grown table (8 MiB of wazero's 8-byte entries, within the
+	// limit) was in the host's heap while the call ran, and is gone with
+	// the instance.
+	assert.Less(t, peakAlloc, 2*(baseline+2*limit), "host heap during the call (baseline %d MiB)", baseline>>20)
+	assert.Less(t, heapAlloc(), baseline+limit/4, "host heap after the call (baseline %d MiB)", baseline>>20)
 }
 
 // TestStartFunctionMetered: a start function that loops 200,000 times
