@@ -32,6 +32,8 @@ const DefaultName = "embedded:policy-default"
 // bytes came from, for messages and Plugin.Name. In order, Load refuses:
 // bytes whose SHA-256 differs from opts.PinSHA256 (ErrDigestMismatch,
 // before compiling), bytes that are not a core wasm module (ErrNotWasm), a
+// module past a load limit or using a feature the host does not run
+// (ErrModuleLimit, ErrUnsupportedWasm; abi/SPEC.md section 6.3), a
 // module that does not compile (ErrMemoryLimit when it declares more
 // memory than the limit), imports the sandbox lacks
 // (ErrUnknownImport), missing exports or an optional export of the wrong

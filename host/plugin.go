@@ -3,7 +3,8 @@
 // filesystem, environment, network or real clock.
 //
 // Load checks a module before it runs anything else: the SHA-256 pin, the
-// wasm header, compilation, imports (only the Extism kernel and WASI) and
+// wasm header, the WebAssembly features and module limits of abi/SPEC.md
+// section 6.3 (wasmbin.go, meter.go), compilation, imports (only the Extism kernel and WASI) and
 // exports (handshake, canonicalize, project, and the types of the optional
 // project_batch and direct exports), then calls handshake and refuses other
 // ABI versions. A loaded Plugin keeps a bounded pool of instances; each call
