@@ -75,8 +75,10 @@ type settings struct {
 	log            *slog.Logger
 }
 
-// DefaultCompileTimeout is the compile timeout of Options.CompileTimeout 0.
-const DefaultCompileTimeout = time.Minute
+// DefaultCompileTimeout is the compile timeout of Options.CompileTimeout 0:
+// generous, since a Go plugin can take a minute to compile on a loaded
+// machine under -race; the module limits keep a hostile module far below it.
+const DefaultCompileTimeout = 5 * time.Minute
 
 const (
 	pageSize = 64 << 10
