@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
@@ -61,7 +62,7 @@ func compileCached(ctx context.Context, name string, m extism.Manifest, pc extis
 			return nil, nil, fmt.Errorf("%w %q: %w", ErrCacheDir, cfg.cacheDir, err)
 		}
 	}
-	compiled, err := compileWith(ctx, m, pc, funcs, cache)
+	compiled, err := compileWith(ctx, m, pc, funcs, cache, cfg.compileTimeout)
 	switch {
 	case err == nil:
 		return compiled, cache, nil
@@ -80,7 +81,7 @@ func compileCached(ctx context.Context, name string, m extism.Manifest, pc extis
 	if err != nil {
 		return nil, nil, fmt.Errorf("compilation cache %q: %w", fresh, err)
 	}
-	if compiled, err = compileWith(ctx, m, pc, funcs, cache); err != nil {
+	if compiled, err = compileWith(ctx, m, pc, funcs, cache, cfg.compileTimeout); err != nil {
 		return nil, nil, err
 	}
 	if err := replaceEntries(fresh, cfg.cacheDir); err != nil {
@@ -96,12 +97,19 @@ func compileCached(ctx context.Context, name string, m extism.Manifest, pc extis
 // pages (1 Mi)").
 const memoryLimitText = "over limit of"
 
-// compileWith compiles m with cache, closing the cache if that fails.
-func compileWith(ctx context.Context, m extism.Manifest, pc extism.PluginConfig, funcs []extism.HostFunction, cache wazero.CompilationCache) (*extism.CompiledPlugin, error) {
+// compileWith compiles m with cache within timeout, closing the cache if
+// that fails (once the compilation has ended).
+func compileWith(ctx context.Context, m extism.Manifest, pc extism.PluginConfig, funcs []extism.HostFunction, cache wazero.CompilationCache, timeout time.Duration) (*extism.CompiledPlugin, error) {
 	pc.RuntimeConfig = pc.RuntimeConfig.WithCompilationCache(cache)
-	compiled, err := compileSafe(ctx, m, pc, funcs)
+	abandoned := false
+	compiled, err := compileSafe(ctx, m, pc, funcs, timeout, func() { _ = cache.Close(context.Background()) })
 	if err != nil {
-		_ = cache.Close(context.Background())
+		if errors.Is(err, ErrModuleLimit) || errors.Is(err, ctx.Err()) {
+			abandoned = true // compileSafe closes the cache when it is done
+		}
+		if !abandoned {
+			_ = cache.Close(context.Background())
+		}
 		if strings.Contains(err.Error(), memoryLimitText) {
 			return nil, fmt.Errorf("compile: %w: %w", ErrMemoryLimit, err)
 		}

@@ -38,6 +38,18 @@ var (
 	// ErrMemoryLimit is returned when the module declares more linear
 	// memory than Options.MemoryLimitBytes allows; the message gives both.
 	ErrMemoryLimit = errors.New("module needs more memory than the limit")
+	// ErrUnsupportedWasm is returned when the module uses a WebAssembly
+	// feature the host does not run (abi/SPEC.md section 6.3 lists those it
+	// does): every plugin is metered, and a construct the meter does not
+	// know could escape it. The message names the construct and where it
+	// is.
+	ErrUnsupportedWasm = errors.New("unsupported WebAssembly")
+	// ErrModuleLimit is returned when the module is past one of the load
+	// limits of abi/SPEC.md section 6.3 (its size, a function's size,
+	// blocks or nesting, a table without a maximum or too large for the
+	// memory limit), or does not compile within Options.CompileTimeout.
+	// The message names the limit.
+	ErrModuleLimit = errors.New("module past a load limit")
 	// ErrCacheDir is returned when Options.CacheDir cannot be created or
 	// used as a compilation cache; the message names the directory. It is
 	// the host's setting at fault, not the plugin.

@@ -22,8 +22,8 @@ type Inspection struct {
 	DataSegments int `json:"dataSegments"`
 	Packed       int `json:"packedSegments"`
 	// Metered reports whether the host stops this module's runaway calls
-	// by metering (package internal/wasmmeter), rather than with wazero's
-	// slower termination checks at every loop turn.
+	// by metering (package internal/wasmmeter). A module the host loads
+	// is always metered: one the rewriter cannot meter is refused.
 	Metered bool `json:"metered"`
 	// Imports and Exports are the module's, exports sorted by name; empty
 	// when the bytes did not compile.

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -31,6 +32,8 @@ const DefaultName = "embedded:policy-default"
 // bytes came from, for messages and Plugin.Name. In order, Load refuses:
 // bytes whose SHA-256 differs from opts.PinSHA256 (ErrDigestMismatch,
 // before compiling), bytes that are not a core wasm module (ErrNotWasm), a
+// module past a load limit or using a feature the host does not run
+// (ErrModuleLimit, ErrUnsupportedWasm; abi/SPEC.md section 6.3), a
 // module that does not compile (ErrMemoryLimit when it declares more
 // memory than the limit), imports the sandbox lacks
 // (ErrUnknownImport), missing exports or an optional export of the wrong
@@ -108,6 +111,9 @@ func load(ctx context.Context, name string, wasm []byte, digest string, opts Opt
 			return nil, fail("%w", err)
 		}
 	}
+	if len(wasm) > MaxModuleBytes {
+		return nil, fail("%w: %d bytes, over the limit of %d", ErrModuleLimit, len(wasm), MaxModuleBytes)
+	}
 	code, metered, err := meterModule(ctx, name, wasm, digest, cfg)
 	if err != nil {
 		return nil, fail("compile: %w", err)
@@ -115,8 +121,23 @@ func load(ctx context.Context, name string, wasm []byte, digest string, opts Opt
 	if insp != nil {
 		insp.Metered = metered
 	}
+	info, err := parseModule(wasm)
+	if err != nil {
+		return nil, fail("reading sections: %w", err)
+	}
+	if metered {
+		// The tables to count are those of the code compiled, to which
+		// the rewriter gave maximums.
+		if info.tables, err = parseTables(code); err != nil {
+			return nil, fail("reading sections: %w", err)
+		}
+	}
+	pages, err := memoryPages(info, cfg.pages)
+	if err != nil {
+		return nil, fail("%w", err)
+	}
 	rc := wazero.NewRuntimeConfig().
-		WithMemoryLimitPages(cfg.pages).
+		WithMemoryLimitPages(pages).
 		WithCloseOnContextDone(!metered)
 	var funcs []extism.HostFunction
 	if metered {
@@ -127,7 +148,7 @@ func load(ctx context.Context, name string, wasm []byte, digest string, opts Opt
 		// Vars and HTTP responses are disabled by their zero sizes; config,
 		// allowed hosts and allowed paths stay empty; the host applies its
 		// own per-call deadline instead of Manifest.Timeout.
-		Memory: &extism.ManifestMemory{MaxPages: cfg.pages, MaxHttpResponseBytes: 0, MaxVarBytes: 0},
+		Memory: &extism.ManifestMemory{MaxPages: pages, MaxHttpResponseBytes: 0, MaxVarBytes: 0},
 	}
 	compiled, cache, err := compileCached(ctx, name, manifest, extism.PluginConfig{RuntimeConfig: rc, EnableWasi: true}, funcs, cfg)
 	if err != nil {
@@ -158,10 +179,6 @@ func load(ctx context.Context, name string, wasm []byte, digest string, opts Opt
 		}
 	}()
 
-	info, err := parseModule(wasm)
-	if err != nil {
-		return nil, fail("reading sections: %w", err)
-	}
 	if insp != nil {
 		insp.Imports, insp.Exports = info.imports, info.exports
 	}
@@ -237,16 +254,87 @@ func load(ctx context.Context, name string, wasm []byte, digest string, opts Opt
 	return p, nil
 }
 
-// compileSafe compiles a plugin, turning a panic in wazero's decoder
-// (v1.12 has some on malformed modules) into an error.
-func compileSafe(ctx context.Context, m extism.Manifest, c extism.PluginConfig, funcs []extism.HostFunction) (_ *extism.CompiledPlugin, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("the compiler failed on this module: %v", r)
+// MaxModuleBytes is the largest plugin Load accepts: 32 MiB, some six
+// times the Go plugins of this repository. wazero's compile time and
+// memory grow with the module.
+const MaxModuleBytes = 32 << 20
+
+// tableEntryBytes is what one table entry is charged against the memory
+// limit: wazero keeps 8 bytes per entry, and table.grow makes a new array
+// before it drops the old one.
+const tableEntryBytes = 16
+
+// memoryPages returns the page limit of each linear memory of an instance
+// of the module: limit, less the pages its tables may take at their
+// maximum (tableEntryBytes an entry). Tables whose maximum leaves less
+// than one page of the limit are refused with ErrModuleLimit. A table
+// without a maximum counts at its minimum: the metering rewriter refuses a
+// module that has one and a table.grow (and gives it its minimum as
+// maximum in the code the host runs).
+func memoryPages(info *moduleInfo, limit uint32) (uint32, error) {
+	var entries uint64
+	for _, t := range info.tables {
+		if t.hasMax {
+			entries += t.max
+		} else {
+			entries += t.min
 		}
-	}()
-	return extism.NewCompiledPlugin(ctx, m, c, funcs)
+	}
+	bytes := entries * tableEntryBytes
+	tablePages := (bytes + pageSize - 1) / pageSize
+	if entries > 1<<32 || tablePages >= uint64(limit) {
+		return 0, fmt.Errorf("%w: tables of up to %d entries take %d bytes at %d bytes each, which leaves no memory under the limit of %d bytes",
+			ErrModuleLimit, entries, bytes, tableEntryBytes, uint64(limit)*pageSize)
+	}
+	return limit - uint32(tablePages), nil
 }
+
+// compileSafe compiles a plugin within timeout, turning a panic in
+// wazero's decoder (v1.12 has some on malformed modules) into an error.
+// wazero cannot stop a compilation: past the timeout (or the end of ctx)
+// compileSafe returns ErrModuleLimit and leaves it to finish in the
+// background, which then closes what it made and calls abandoned.
+func compileSafe(ctx context.Context, m extism.Manifest, c extism.PluginConfig, funcs []extism.HostFunction, timeout time.Duration, abandoned func()) (*extism.CompiledPlugin, error) {
+	type result struct {
+		compiled *extism.CompiledPlugin
+		err      error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var res result
+		defer func() {
+			if r := recover(); r != nil {
+				res = result{err: fmt.Errorf("the compiler failed on this module: %v", r)}
+			}
+			done <- res
+		}()
+		res.compiled, res.err = extism.NewCompiledPlugin(ctx, m, c, funcs)
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var err error
+	select {
+	case res := <-done:
+		return res.compiled, res.err
+	case <-timer.C:
+		err = fmt.Errorf("%w: not compiled within the compile timeout of %s", ErrModuleLimit, timeout)
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	compilesAbandoned.Add(1)
+	go func() {
+		defer compilesAbandoned.Add(-1)
+		if res := <-done; res.compiled != nil {
+			_ = res.compiled.Close(context.Background())
+		}
+		abandoned()
+	}()
+	return nil, err
+}
+
+// compilesAbandoned counts the compilations compileSafe gave up on that
+// are still running.
+var compilesAbandoned atomic.Int64
 
 // sha256Hex returns the hex SHA-256 of b.
 func sha256Hex(b []byte) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero/api"
@@ -24,8 +25,7 @@ import (
 // a fuel global inside wasm, and only every meterBudget of them does the
 // plugin call the host function below, which stops the call when its
 // context has ended (the call timeout, the caller's context, or Close
-// terminating calls). A module the rewriter does not support runs with
-// CloseOnContextDone, as before.
+// terminating calls). A module the rewriter does not support is refused.
 
 // meterBudget is the number of function entries and loop turns between two
 // checks of the call's context: at a nanosecond or more each, a check every
@@ -41,19 +41,20 @@ const meterBudget = 1 << 16
 var errMeterStop = errors.New("plugin stopped by the host")
 
 // meterModule returns the module to compile for wasm and whether it is
-// metered. A module the rewriter does not support (a proposal it does not
-// know) is compiled as it is, with wazero's checks, as is every module under
-// the noMeter option. A module the rewriter finds malformed is refused:
-// wazero v1.12 can panic on, or allocate gigabytes for, some of them.
+// metered. Every module goes through the rewriter, which also checks what
+// wazero's decoder and compiler would take unbounded memory or time for
+// (wasmmeter's limits and counts): a module it finds malformed, past a
+// limit or using a construct it does not know is refused, never run as it
+// is. Under the noMeter option (the host's own tests and benchmarks) the
+// checks still run, and the module is then compiled as it is, with
+// wazero's termination checks.
 //
 // With a cache directory and the plugin's digest, an instrumented module is
-// kept there and read back by later loads (see metercache.go).
+// kept there and read back by later loads (see metercache.go); it passed
+// the same checks, which wasmmeter.Version names, when it was written.
 func meterModule(ctx context.Context, name string, wasm []byte, digest string, cfg settings) ([]byte, bool, error) {
-	if cfg.noMeter {
-		return wasm, false, nil
-	}
 	var kept string
-	if cfg.cacheDir != "" && digest != "" {
+	if cfg.cacheDir != "" && digest != "" && !cfg.noMeter {
 		kept = meteredPath(cfg.cacheDir, digest)
 		if code, ok := readMetered(kept); ok {
 			return code, true, nil
@@ -61,20 +62,28 @@ func meterModule(ctx context.Context, name string, wasm []byte, digest string, c
 	}
 	metered, err := wasmmeter.Instrument(wasm, meterBudget)
 	switch {
-	case err == nil:
-		if kept != "" {
-			if err := writeMetered(kept, metered); err != nil {
-				cfg.log.LogAttrs(ctx, slog.LevelDebug, "cannot keep the metered module",
-					slog.String("plugin", name), slog.String("path", kept), slog.Any("err", err))
-			}
-		}
-		return metered, true, nil
-	case errors.Is(err, wasmmeter.ErrMalformed):
+	case errors.Is(err, wasmmeter.ErrUnsupported):
+		return nil, false, fmt.Errorf("%w: %s", ErrUnsupportedWasm, meterDetail(err, wasmmeter.ErrUnsupported))
+	case errors.Is(err, wasmmeter.ErrLimit):
+		return nil, false, fmt.Errorf("%w: %s", ErrModuleLimit, meterDetail(err, wasmmeter.ErrLimit))
+	case err != nil:
 		return nil, false, err
+	case cfg.noMeter:
+		return wasm, false, nil
 	}
-	cfg.log.LogAttrs(ctx, slog.LevelDebug, "plugin not metered; wazero checks for termination",
-		slog.String("plugin", name), slog.Any("cause", err))
-	return wasm, false, nil
+	if kept != "" {
+		if err := writeMetered(kept, metered); err != nil {
+			cfg.log.LogAttrs(ctx, slog.LevelDebug, "cannot keep the metered module",
+				slog.String("plugin", name), slog.String("path", kept), slog.Any("err", err))
+		}
+	}
+	return metered, true, nil
+}
+
+// meterDetail returns the message of err, a wasmmeter error wrapping
+// sentinel, without the sentinel's own words.
+func meterDetail(err, sentinel error) string {
+	return strings.TrimPrefix(err.Error(), sentinel.Error()+": ")
 }
 
 // meterFunction is the host function a metered plugin calls when its fuel

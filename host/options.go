@@ -22,8 +22,14 @@ type Options struct {
 	// 0 means abi.DefaultMemoryLimitBytes; at most 4 GiB.
 	MemoryLimitBytes uint64
 	// CallTimeout bounds one export call, including the guest runtime's
-	// first-call initialization. 0 means abi.DefaultCallTimeoutMillis.
+	// first-call initialization, and the start function of each new
+	// instance. 0 means abi.DefaultCallTimeoutMillis.
 	CallTimeout time.Duration
+	// CompileTimeout bounds the compilation of the plugin at load; a
+	// module not compiled by then is refused (ErrModuleLimit). The load
+	// limits of abi/SPEC.md section 6.3 keep compile times to seconds;
+	// this is the bound of last resort. 0 means DefaultCompileTimeout.
+	CompileTimeout time.Duration
 	// PinSHA256, when non-empty, is the hex SHA-256 the wasm bytes must
 	// have (case-insensitive); other bytes are refused before compiling.
 	// The pin covers the wasm, not compiled code read from CacheDir.
@@ -58,15 +64,21 @@ type Options struct {
 
 // settings are Options with the defaults applied and the values checked.
 type settings struct {
-	pages        uint32
-	timeout      time.Duration
-	pin          string
-	cacheDir     string
-	maxInstances int
-	noDirect     bool
-	noMeter      bool
-	log          *slog.Logger
+	pages          uint32
+	timeout        time.Duration
+	compileTimeout time.Duration
+	pin            string
+	cacheDir       string
+	maxInstances   int
+	noDirect       bool
+	noMeter        bool
+	log            *slog.Logger
 }
+
+// DefaultCompileTimeout is the compile timeout of Options.CompileTimeout 0:
+// generous, since a Go plugin can take a minute to compile on a loaded
+// machine under -race; the module limits keep a hostile module far below it.
+const DefaultCompileTimeout = 5 * time.Minute
 
 const (
 	pageSize = 64 << 10
@@ -75,13 +87,14 @@ const (
 
 func (o Options) resolve() (settings, error) {
 	s := settings{
-		timeout:      o.CallTimeout,
-		pin:          strings.ToLower(strings.TrimSpace(o.PinSHA256)),
-		cacheDir:     o.CacheDir,
-		maxInstances: o.MaxInstances,
-		noDirect:     o.NoDirect,
-		noMeter:      o.noMeter,
-		log:          o.Logger,
+		timeout:        o.CallTimeout,
+		compileTimeout: o.CompileTimeout,
+		pin:            strings.ToLower(strings.TrimSpace(o.PinSHA256)),
+		cacheDir:       o.CacheDir,
+		maxInstances:   o.MaxInstances,
+		noDirect:       o.NoDirect,
+		noMeter:        o.noMeter,
+		log:            o.Logger,
 	}
 	mem := o.MemoryLimitBytes
 	if mem == 0 {
@@ -96,6 +109,9 @@ func (o Options) resolve() (settings, error) {
 	s.pages = uint32(mem / pageSize)
 	if s.timeout <= 0 {
 		s.timeout = abi.DefaultCallTimeoutMillis * time.Millisecond
+	}
+	if s.compileTimeout <= 0 {
+		s.compileTimeout = DefaultCompileTimeout
 	}
 	if s.maxInstances <= 0 {
 		s.maxInstances = runtime.GOMAXPROCS(0)

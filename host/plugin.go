@@ -3,7 +3,8 @@
 // filesystem, environment, network or real clock.
 //
 // Load checks a module before it runs anything else: the SHA-256 pin, the
-// wasm header, compilation, imports (only the Extism kernel and WASI) and
+// wasm header, the WebAssembly features and module limits of abi/SPEC.md
+// section 6.3 (wasmbin.go, meter.go), compilation, imports (only the Extism kernel and WASI) and
 // exports (handshake, canonicalize, project, and the types of the optional
 // project_batch and direct exports), then calls handshake and refuses other
 // ABI versions. A loaded Plugin keeps a bounded pool of instances; each call
@@ -485,11 +486,14 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 		return nil, errWASIOutput
 	}
 	// Close terminates an instance being made as it terminates a call: the
-	// guest's start-up (the Go runtime's, for Go plugins) is metered and
-	// stops at its next check.
+	// guest's start-up (its start function) is metered and stops at its
+	// next check, and it has the call timeout to run in.
+	outer := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(p.killCtx, cancel)()
+	startCtx, cancelStart := context.WithTimeout(ctx, p.cfg.timeout)
+	defer cancelStart()
 	inst := &instance{id: p.nextID.Add(1)}
 	var stdout, stderr io.Writer = io.Discard, io.Discard
 	if p.log.Enabled(ctx, slog.LevelDebug) {
@@ -498,7 +502,7 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 	}
 	// The close notifier is wazero's only signal that a module exited
 	// (proc_exit) during a call that extism then reports as a success.
-	ictx := experimental.WithCloseNotifier(ctx, experimental.CloseNotifyFunc(func(_ context.Context, code uint32) {
+	ictx := experimental.WithCloseNotifier(startCtx, experimental.CloseNotifyFunc(func(_ context.Context, code uint32) {
 		inst.exitCode.Store(code)
 		inst.exited.Store(true)
 	}))
@@ -506,9 +510,24 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 		return nil, ErrClosed
 	}
 	inst.stderr = &callStderr{next: stderr}
+	// extism runs the host functions it wraps (the meter's tick) only with
+	// its plugin in the context, which a start function, run while the
+	// instance is made, lacks; the tick does not use it.
+	ictx = context.WithValue(ictx, extism.PluginCtxKey("plugin"), startPlugin)
 	ext, err := p.compiled.Instance(ictx, extism.PluginInstanceConfig{ModuleConfig: sandboxConfig(stdout, inst.stderr)})
 	if err != nil {
-		return nil, err
+		switch {
+		case outer.Err() != nil:
+			return nil, outer.Err()
+		case p.killCtx.Err() != nil:
+			return nil, ErrClosed
+		case startCtx.Err() != nil:
+			return nil, fmt.Errorf("start function: %w (limit %s)", ErrPluginTimeout, p.cfg.timeout)
+		}
+		// wazero appends a wasm stack trace: one line for the operator,
+		// the rest to the debug log.
+		p.log.Debug("plugin instance failed to start", "plugin", p.name, "detail", err.Error())
+		return nil, fmt.Errorf("%w: %s%s", ErrPluginTrap, firstLine(err.Error()), inst.trapReason(""))
 	}
 	ext.SetLogger(func(level extism.LogLevel, msg string) {
 		p.log.LogAttrs(context.Background(), slog.LevelDebug, "plugin log",
@@ -529,6 +548,10 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 		slog.String("plugin", p.name), slog.Uint64("instance", inst.id))
 	return inst, nil
 }
+
+// startPlugin stands in the context of a start function for the extism
+// plugin that does not exist yet (see newInstance).
+var startPlugin = new(extism.Plugin)
 
 // prepareDirect resolves inst's direct exports and initializes the guest
 // runtime. Extism initializes it (a reactor's _initialize) on the first

@@ -85,15 +85,24 @@ func checkHeader(b []byte) error {
 }
 
 // moduleInfo is what the host reads from a module's sections: its imports
-// and exports with function signatures.
+// and exports with function signatures, and its tables.
 type moduleInfo struct {
 	imports []Import
 	exports []Export
+	tables  []tableType
 }
 
-// parseModule reads the type, import, function and export sections of a
-// module that wazero has already decoded and validated, so it only guards
-// against truncation, not every malformation.
+// A tableType is the size of one table the module defines, in entries.
+type tableType struct {
+	min, max uint64
+	hasMax   bool
+}
+
+// parseModule reads the type, import, function, table and export sections
+// of a module. It runs before wazero sees the module (after the metering
+// rewriter has checked it), so every count is checked against the bytes
+// left before anything is allocated for it; it does not check every other
+// malformation.
 func parseModule(b []byte) (*moduleInfo, error) {
 	if err := checkHeader(b); err != nil {
 		return nil, err
@@ -117,9 +126,10 @@ func parseModule(b []byte) (*moduleInfo, error) {
 		if r.err != nil || end > len(b) || end < r.off {
 			return nil, fmt.Errorf("section %d: truncated", id)
 		}
+		r.end = end
 		switch id {
 		case 1: // type
-			for n := r.u32(); n > 0 && r.err == nil; n-- {
+			for n := r.count(); n > 0 && r.err == nil; n-- {
 				if form := r.byte(); form != 0x60 {
 					return nil, fmt.Errorf("type section: unsupported form 0x%02x", form)
 				}
@@ -128,7 +138,7 @@ func parseModule(b []byte) (*moduleInfo, error) {
 				types = append(types, "("+strings.Join(params, ", ")+") -> "+resultText(results))
 			}
 		case 2: // import
-			for n := r.u32(); n > 0 && r.err == nil; n-- {
+			for n := r.count(); n > 0 && r.err == nil; n-- {
 				imp := Import{Module: r.name(), Name: r.name()}
 				switch kind := r.byte(); kind {
 				case 0x00:
@@ -156,11 +166,18 @@ func parseModule(b []byte) (*moduleInfo, error) {
 				info.imports = append(info.imports, imp)
 			}
 		case 3: // function
-			for n := r.u32(); n > 0 && r.err == nil; n-- {
+			for n := r.count(); n > 0 && r.err == nil; n-- {
 				funcTypes = append(funcTypes, r.u32())
 			}
+		case 4: // table
+			for n := r.count(); n > 0 && r.err == nil; n-- {
+				r.byte() // the reference type
+				var t tableType
+				t.min, t.max, t.hasMax = r.limits()
+				info.tables = append(info.tables, t)
+			}
 		case 7: // export
-			for n := r.u32(); n > 0 && r.err == nil; n-- {
+			for n := r.count(); n > 0 && r.err == nil; n-- {
 				exp := Export{Name: r.name()}
 				kind, idx := r.byte(), r.u32()
 				switch kind {
@@ -183,7 +200,7 @@ func parseModule(b []byte) (*moduleInfo, error) {
 				info.exports = append(info.exports, exp)
 			}
 		}
-		if r.err == nil && r.off != end && (id >= 1 && id <= 3 || id == 7) {
+		if r.err == nil && r.off != end && (id >= 1 && id <= 4 || id == 7) {
 			return nil, fmt.Errorf("section %d: %d bytes left unread", id, end-r.off)
 		}
 		r.off = end
@@ -193,6 +210,15 @@ func parseModule(b []byte) (*moduleInfo, error) {
 	}
 	slices.SortFunc(info.exports, func(a, b Export) int { return strings.Compare(a.Name, b.Name) })
 	return &info, nil
+}
+
+// parseTables returns the tables a module defines.
+func parseTables(b []byte) ([]tableType, error) {
+	info, err := parseModule(b)
+	if err != nil {
+		return nil, err
+	}
+	return info.tables, nil
 }
 
 func resultText(results []string) string {
@@ -210,7 +236,19 @@ func resultText(results []string) string {
 type binReader struct {
 	b   []byte
 	off int
+	end int // of the current section
 	err error
+}
+
+// count reads the count of a vector whose items take a byte at least, and
+// fails when the section has fewer bytes left than that.
+func (r *binReader) count() uint32 {
+	n := r.u32()
+	if r.err == nil && uint64(n) > uint64(r.end-r.off) {
+		r.err = fmt.Errorf("a count of %d items with %d bytes left in the section", n, r.end-r.off)
+		return 0
+	}
+	return n
 }
 
 var errTruncated = errors.New("truncated module")
@@ -267,16 +305,18 @@ func (r *binReader) name() string {
 	return s
 }
 
-func (r *binReader) limits() {
+// limits reads the limits of a table or memory.
+func (r *binReader) limits() (min, max uint64, hasMax bool) {
 	flags := r.byte()
-	r.uleb()
+	min = r.uleb()
 	if flags&1 != 0 {
-		r.uleb()
+		max, hasMax = r.uleb(), true
 	}
+	return min, max, hasMax
 }
 
 func (r *binReader) valTypes() []string {
-	n := r.u32()
+	n := r.count()
 	var out []string
 	for ; n > 0 && r.err == nil; n-- {
 		switch t := r.byte(); t {

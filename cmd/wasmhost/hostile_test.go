@@ -253,3 +253,25 @@ func TestConformanceNondeterministicPlugin(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyHostileModules: `wasmhost key` on the hostile modules of issue 25
+// (testplugins/wat) under the reproducers' limits refuses each one in one
+// line within the timeout plus a margin, and the process lives on.
+// Package host's TestHostileModulesContained bounds their memory.
+func TestKeyHostileModules(t *testing.T) {
+	for _, tc := range []struct{ plugin, msg string }{
+		{"table-grow-unbounded", "module past a load limit: "},
+		{"table-huge-max", "module past a load limit: "},
+		{"start-loop", "start function: plugin call timed out (limit 500ms)"},
+	} {
+		t.Run(tc.plugin, func(t *testing.T) {
+			path := filepath.Join("..", "..", "testplugins", "wat", tc.plugin+".wasm")
+			start := time.Now()
+			r := runBounded(t, 30*time.Second, "key", "--plugin", path, "--memory-mib", "16", "--timeout", "500ms", "{}")
+			assert.NotZero(t, r.code)
+			assert.Contains(t, r.errOut, tc.msg)
+			assert.Len(t, lines(r.errOut), 1, "a one-line refusal: %s", r.errOut)
+			assert.Less(t, time.Since(start), 500*time.Millisecond+5*time.Second)
+		})
+	}
+}

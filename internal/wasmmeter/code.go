@@ -189,9 +189,13 @@ func (r *rewriter) emitCode(s section) error {
 			r.err = second.err
 		}
 		r.out = append(r.out, second.out...)
+		r.blocks += second.blocks
 	}
 	if r.err != nil {
 		return r.err
+	}
+	if r.blocks > MaxCompileWork {
+		return r.fail(ErrLimit, s.body, "compile work %d (the sum over functions of their blocks squared) is over the limit of %d", r.blocks, MaxCompileWork)
 	}
 	r.closeSection(mark)
 	return nil
@@ -214,6 +218,10 @@ func (r *rewriter) bodies(in []byte, starts []int, from, to uint32) {
 		p := starts[i] + n
 		r.fidx = r.nImpFuncs + i
 		r.base = p
+		if size > MaxBodyBytes {
+			r.codeFail(ErrLimit, 0, "body of %d bytes, over the limit of %d", size, MaxBodyBytes)
+			return
+		}
 		bmark := r.reserveSize(int(size))
 		r.body(in[p : p+int(size)])
 		if r.err != nil {
@@ -233,6 +241,11 @@ func (r *rewriter) body(b []byte) {
 		return
 	}
 	p := w
+	if uint64(cnt) > uint64(n-p)/2 {
+		// A declaration takes two bytes at least.
+		r.codeFail(ErrMalformed, 0, "%d local declarations in a body of %d bytes", cnt, n)
+		return
+	}
 	var nLocals uint64 // declared, not counting the parameters
 	for i := uint32(0); i < cnt; i++ {
 		c, w := readU32(b, p)
@@ -241,6 +254,10 @@ func (r *rewriter) body(b []byte) {
 			return
 		}
 		nLocals += uint64(c)
+		if nLocals > MaxLocals {
+			r.codeFail(ErrLimit, p, "more than %d locals", MaxLocals)
+			return
+		}
 		p += w
 		if !isNumOrRefType(b[p]) {
 			r.codeFail(ErrUnsupported, p, "local of type %#x", b[p])
@@ -260,7 +277,7 @@ func (r *rewriter) body(b []byte) {
 	// The entry check can wait until the first instruction that may branch,
 	// call or loop; placed there, it merges with the check of a loop that
 	// opens the function (as in every Go-compiled function).
-	p = r.prologue(b, p)
+	p, opened := r.prologue(b, p)
 	if p >= n {
 		r.codeFail(ErrMalformed, n, "body does not end with end") // unless prologue failed first
 		return
@@ -272,6 +289,8 @@ func (r *rewriter) body(b []byte) {
 	}
 
 	start, prev := p, p // the current and the previous instruction
+	depth := 1 + opened // of nested blocks, the body's own included
+	blocks := opened    // blocks, loops and ifs opened
 	for p < n {
 		prev, start = start, p
 		op := b[p]
@@ -288,6 +307,9 @@ func (r *rewriter) body(b []byte) {
 			continue
 		}
 		if k == kNone {
+			if op == 0x0b {
+				depth--
+			}
 			continue
 		}
 		switch k {
@@ -306,8 +328,10 @@ func (r *rewriter) body(b []byte) {
 			}
 		case kBlock:
 			p = r.blockType(b, p)
+			p = r.openBlock(p, start, &depth, &blocks)
 		case kLoop:
 			p = r.blockType(b, p)
+			p = r.openBlock(p, start, &depth, &blocks)
 			if p <= n {
 				out = append(out, b[copyFrom:p]...)
 				out = append(out, r.seq...)
@@ -358,6 +382,10 @@ func (r *rewriter) body(b []byte) {
 			}
 		case kMisc:
 			sub, _ := readU32(b, p)
+			if sub == 0x0f && r.unbounded {
+				p = r.codeFail(ErrLimit, start, "table.grow in a module with a table that has no maximum size")
+				break
+			}
 			if p = r.misc(b, p); p > n || bulkShift[min(sub, 0x12)] == 0 {
 				break
 			}
@@ -396,7 +424,8 @@ func (r *rewriter) body(b []byte) {
 	if r.err != nil {
 		return
 	}
-	if p != n || b[start] != 0x0b {
+	r.blocks += uint64(blocks) * uint64(blocks)
+	if p != n || b[start] != 0x0b || depth != 0 {
 		r.codeFail(ErrMalformed, start, "truncated instruction or body not ending with end")
 		return
 	}
@@ -405,6 +434,21 @@ func (r *rewriter) body(b []byte) {
 		out = addLocal(out, bodyStart, b[:declEnd], cnt, w)
 	}
 	r.out = out
+}
+
+// openBlock counts a block, loop or if that opens at offset start of the
+// body, p being the position after its block type, and returns p, or bad
+// past a limit.
+func (r *rewriter) openBlock(p, start int, depth, blocks *int) int {
+	*depth++
+	*blocks++
+	switch {
+	case *depth > MaxNesting:
+		return r.codeFail(ErrLimit, start, "blocks nested deeper than %d", MaxNesting)
+	case *blocks > MaxBlocks:
+		return r.codeFail(ErrLimit, start, "more than %d blocks, loops and ifs in one function", MaxBlocks)
+	}
+	return p
 }
 
 // addLocal appends one i32 to the local declarations at the start of body
@@ -437,13 +481,16 @@ const (
 )
 
 // bulkShift gives, by 0xFC sub-opcode, the shift of the bulk instructions'
-// charge, and 0 for the other instructions.
+// charge, and 0 for the other instructions. table.grow is charged as
+// table.fill: its delta, on top of the stack, is the number of entries it
+// allocates and fills.
 var bulkShift = [0x13]uint8{
 	0x08: bulkMemShift,   // memory.init
 	0x0a: bulkMemShift,   // memory.copy
 	0x0b: bulkMemShift,   // memory.fill
 	0x0c: bulkTableShift, // table.init
 	0x0e: bulkTableShift, // table.copy
+	0x0f: bulkTableShift, // table.grow
 	0x11: bulkTableShift, // table.fill
 }
 
@@ -536,7 +583,9 @@ func (r *rewriter) scratchLocal(nLocals uint64, cnt uint32) int64 {
 // prologue returns the position of the first instruction at or after b[p:]
 // that may branch, call, trap into a loop or open one: everything before it
 // (nop, block, local and global access, constants) runs straight through.
-func (r *rewriter) prologue(b []byte, p int) int {
+// It also returns the number of blocks it passed.
+func (r *rewriter) prologue(b []byte, p int) (int, int) {
+	blocks := 0
 	for p < len(b) {
 		at := p
 		switch b[p] {
@@ -544,12 +593,15 @@ func (r *rewriter) prologue(b []byte, p int) int {
 			p++
 		case 0x02: // block
 			p = r.blockType(b, p+1)
+			if blocks++; blocks >= min(MaxNesting, MaxBlocks) {
+				return r.codeFail(ErrLimit, at, "blocks nested deeper than %d", MaxNesting), blocks
+			}
 		case 0x20, 0x21, 0x22: // local.get, local.set, local.tee
 			p = skipU32(b, p+1)
 		case 0x23, 0x24: // global.get, global.set
 			g, w := readU32(b, p+1)
 			if w == 0 || g >= r.nGlobals {
-				return r.badIndex(w, at, "global", g)
+				return r.badIndex(w, at, "global", g), blocks
 			}
 			p += 1 + w
 		case 0x41:
@@ -561,13 +613,13 @@ func (r *rewriter) prologue(b []byte, p int) int {
 		case 0x44:
 			p += 9
 		default:
-			return p
+			return p, blocks
 		}
 		if p > len(b) {
-			return r.codeFail(ErrMalformed, at, "truncated instruction") // unless it failed already
+			return r.codeFail(ErrMalformed, at, "truncated instruction"), blocks // unless it failed already
 		}
 	}
-	return p
+	return p, blocks
 }
 
 // badIndex fails for the instruction at offset at, whose index of the given
@@ -644,6 +696,10 @@ func (r *rewriter) brTable(b []byte, p int) int {
 		return bad
 	}
 	p += w
+	if uint64(cnt) >= uint64(len(b)-p) {
+		// A label takes a byte at least, and the default one more.
+		return r.codeFail(ErrMalformed, p-w-1, "br_table of %d labels in the %d bytes left", cnt, len(b)-p)
+	}
 	for i := uint64(0); i <= uint64(cnt); i++ { // the labels, then the default
 		if p < len(b) && b[p] < 0x80 {
 			p++

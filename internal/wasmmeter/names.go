@@ -42,6 +42,11 @@ func (r *rewriter) nameSubsections(in []byte, p int) bool {
 				return false
 			}
 			r.closeSection(mark)
+		case 0: // the module name, which wazero reads
+			if _, q, ok := readName(in[:end], body); !ok || q != end {
+				return false
+			}
+			r.out = append(r.out, in[p:end]...)
 		default:
 			r.out = append(r.out, in[p:end]...)
 		}
@@ -55,7 +60,7 @@ func (r *rewriter) nameSubsections(in []byte, p int) bool {
 // and reports whether it parsed and filled in exactly.
 func (r *rewriter) funcNameMap(in []byte, p int, indirect bool) bool {
 	cnt, n := readU32(in, p)
-	if n == 0 {
+	if n == 0 || uint64(cnt) > uint64(len(in)-p-n) {
 		return false
 	}
 	r.out = append(r.out, in[p:p+n]...)
@@ -74,7 +79,7 @@ func (r *rewriter) funcNameMap(in []byte, p int, indirect bool) bool {
 		start := p
 		if indirect {
 			c, n := readU32(in, p)
-			if n == 0 {
+			if n == 0 || uint64(c) > uint64(len(in)-p-n) {
 				return false
 			}
 			p += n

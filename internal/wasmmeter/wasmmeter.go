@@ -95,8 +95,27 @@
 // agree on where each instruction starts: a byte that wazero runs as a loop
 // is always seen as one here. Anything
 // else (exception handling, typed function references, GC types, multiple
-// memories, unknown opcodes) is refused with ErrUnsupported, and the caller
-// keeps CloseOnContextDone for that module.
+// memories, tables with an initialiser expression, unknown opcodes) is
+// refused with ErrUnsupported.
+//
+// # Counts
+//
+// wazero's decoder allocates what a module's counts ask for before it reads
+// the items (a vector of 4,294,967,295 element segment entries, a data
+// segment of 4 GiB, 4 billion locals), and wazero only ever sees what
+// Instrument wrote. So Instrument reads every section wazero decodes (all
+// but custom sections other than "name") and refuses as malformed any count
+// larger than the bytes left to hold its items, and any function past the
+// limits MaxBodyBytes, MaxNesting, MaxBlocks, MaxCompileWork and MaxLocals
+// (ErrLimit).
+//
+// # Tables
+//
+// A table without a maximum may grow without bound (table.grow, which is
+// charged as table.fill is). Instrument refuses (ErrLimit) a module that
+// has both, and writes each table without a maximum with its minimum as
+// maximum (Go declares its one table so, and never grows it), so that
+// every table of the output has a maximum a host can count.
 package wasmmeter
 
 import (
@@ -121,14 +140,48 @@ const (
 // Version names what Instrument writes: the same input, budget and Version
 // give the same bytes, so a host may keep instrumented modules under it.
 // Bump it whenever Instrument's output changes; TestVersionNamesOutput
-// fails until you do.
-const Version = 1
+// fails until you do. It also names the limits below: a module kept under
+// a Version passed that Version's checks.
+const Version = 2
+
+// Limits of what Instrument accepts, so that neither the rewrite nor
+// wazero's compiler (whose time grows with the square of a function's
+// block nesting) nor its decoder (which allocates what a module's counts
+// ask for) can be made to take unbounded time or memory by a small module.
+// A module past one of them is refused with ErrLimit.
+const (
+	// MaxBodyBytes bounds the size of one function body. The largest body
+	// of the Go plugins in this repository is under 64 KiB.
+	MaxBodyBytes = 1 << 20
+	// MaxNesting bounds the depth of nested blocks, loops and ifs in one
+	// function. Go's code generator nests a block per resume point of a
+	// function: the deepest of the Go plugins here nests 550.
+	MaxNesting = 2048
+	// MaxBlocks bounds the blocks, loops and ifs of one function. wazero's
+	// compile time grows with the square of their number (4,096 sibling
+	// blocks that branch out take about 2 s on a loaded 2-core server);
+	// the most of a function of the Go plugins here is 799.
+	MaxBlocks = 4096
+	// MaxCompileWork bounds the sum over a module's functions of the
+	// square of their blocks (MaxBlocks), which wazero's compile time
+	// follows: about 10 million for the Go plugins here, and 2^26 would
+	// take some 7 s to compile on that server.
+	MaxCompileWork = 1 << 26
+	// MaxLocals bounds the locals one function declares (not counting its
+	// parameters), as web browsers do; wazero allocates a byte for each
+	// before reading the body.
+	MaxLocals = 50000
+)
+
+// ErrLimit is returned, wrapped with the place in the message, when the
+// module is past one of the limits above.
+var ErrLimit = errors.New("wasmmeter: module past a limit")
 
 // ErrUnsupported is returned, wrapped with the place (section, function
 // index, byte offset in the input) in the message, when the module uses an
 // instruction or construct that Instrument does not know, or when it already
-// imports from ImportModule (it is instrumented already). The caller should
-// then run the module unmodified under CloseOnContextDone.
+// imports from ImportModule (it is instrumented already). Such a module
+// cannot be metered: a host must refuse it, not run it unmetered.
 var ErrUnsupported = errors.New("wasmmeter: unsupported module")
 
 // ErrMalformed is returned, wrapped with the place in the message, when the
@@ -200,6 +253,8 @@ type rewriter struct {
 	nFuncs      uint32 // defined functions (function section)
 	nAllFuncs   uint32 // imported + defined functions, before the rewrite
 	codeSize    int    // content size of the code section
+	blocks      uint64 // the sum of the squares of each body's blocks
+	unbounded   bool   // some table of the table section has no maximum
 
 	// Where the scanner is, for error messages.
 	fidx uint32 // function index in the input
@@ -282,6 +337,7 @@ func (r *rewriter) scanSections() error {
 	}
 	r.sections = r.secBuf[:0]
 	var lastRank uint8
+	var data *section
 	for p := 8; p < len(in); {
 		start := p
 		id := in[p]
@@ -327,10 +383,20 @@ func (r *rewriter) scanSections() error {
 		case secGlobal:
 			var cnt uint32
 			cnt, n = readU32(in[:end], body)
-			if n == 0 {
+			switch {
+			case n == 0:
 				err = r.malformed(body, "bad global count")
+			case uint64(cnt) > uint64(end-body-n)/3:
+				// A global takes three bytes at least (type, mutability, end).
+				err = r.malformed(body, "global count %d is more than the %d bytes left hold", cnt, end-body-n)
 			}
 			r.nGlobals = cnt
+		case secData:
+			data = &s // checked once the counts are known
+		case secDataCount:
+			if _, n := readU32(in[:end], body); n == 0 || body+n != end {
+				err = r.malformed(body, "bad data count section")
+			}
 		case secCode:
 			r.codeSize = end - body
 		}
@@ -350,6 +416,9 @@ func (r *rewriter) scanSections() error {
 	}
 	if r.tickType == r.nTypes && r.nTypes == 1<<32-1 {
 		return r.malformed(8, "too many types")
+	}
+	if data != nil {
+		return r.scanData(*data)
 	}
 	return nil
 }
@@ -427,6 +496,10 @@ func (r *rewriter) scanVec(s section, item func(in []byte, i uint32, p int) (int
 		return 0, r.malformed(s.body, "bad %s count", name)
 	}
 	p := s.body + n
+	if uint64(cnt) > uint64(s.end-p) {
+		// Every item takes a byte at least.
+		return 0, r.malformed(s.body, "%s count %d is more than the %d bytes left", name, cnt, s.end-p)
+	}
 	for i := uint32(0); i < cnt; i++ {
 		var err error
 		if p, err = item(in, i, p); err != nil {
@@ -569,12 +642,91 @@ func (r *rewriter) scanFunctions(s section) error {
 	return nil
 }
 
-// scanTables refuses table types the rewriter does not know.
+// scanData checks the data section: counts and sizes within the section,
+// memory 0 only, and offset expressions the rewriter knows. It writes
+// nothing: emit copies the section as it is.
+func (r *rewriter) scanData(s section) error {
+	out := r.out
+	defer func() { r.out = out }() // constExpr copies what it reads
+	_, err := r.scanVec(s, func(in []byte, i uint32, p int) (int, error) {
+		flags, n := readU32(in, p)
+		if n == 0 {
+			return 0, r.malformed(p, "bad flags of data segment %d", i)
+		}
+		p += n
+		switch flags {
+		case 0, 2:
+			if flags == 2 {
+				mem, n := readU32(in, p)
+				if n == 0 || mem != 0 {
+					return 0, r.unsupported(p, "data segment %d of memory %d (multiple memories)", i, mem)
+				}
+				p += n
+			}
+			var err error
+			r.out = r.out[:0]
+			if p, err = r.constExpr(in, p); err != nil {
+				return 0, err
+			}
+		case 1:
+		default:
+			return 0, r.malformed(p-n, "data segment %d has flags %d", i, flags)
+		}
+		size, n := readU32(in, p)
+		if n == 0 {
+			return 0, r.malformed(p, "bad size of data segment %d", i)
+		}
+		p += n
+		if uint64(size) > uint64(len(in)-p) {
+			return 0, r.malformed(p, "data segment %d of %d bytes runs past its section", i, size)
+		}
+		return p + int(size), nil
+	})
+	return err
+}
+
+// scanTables refuses table types the rewriter does not know, and notes
+// whether a table has no maximum.
 func (r *rewriter) scanTables(s section) error {
 	_, err := r.scanVec(s, func(in []byte, _ uint32, p int) (int, error) {
+		if p+1 < len(in) && in[p+1]&1 == 0 {
+			r.unbounded = true
+		}
 		return r.scanTableType(in, p)
 	})
 	return err
+}
+
+// emitTables writes the table section with each table that has no maximum
+// given its minimum as maximum: a module with such a table has no
+// table.grow (body refuses it), so none of its tables can grow anyway,
+// and wazero then knows each table's size at most.
+func (r *rewriter) emitTables(s section) error {
+	if !r.unbounded {
+		r.out = append(r.out, r.in[s.start:s.end]...)
+		return nil
+	}
+	mark := r.openSection(secTable, s.end-s.body+8)
+	err := r.copyVec(s, func(in []byte, _ uint32, p int) (int, error) {
+		q, err := r.scanTableType(in, p)
+		if err != nil {
+			return 0, err
+		}
+		if in[p+1]&1 != 0 {
+			r.out = append(r.out, in[p:q]...)
+			return q, nil
+		}
+		min, _ := readU32(in, p+2)
+		r.out = append(r.out, in[p], in[p+1]|1)
+		r.out = append(r.out, in[p+2:q]...)
+		r.out = appendU32(r.out, min)
+		return q, nil
+	})
+	if err != nil {
+		return err
+	}
+	r.closeSection(mark)
+	return nil
 }
 
 // scanMemories refuses 64-bit memories.
@@ -657,6 +809,8 @@ func (r *rewriter) emit(budget int32) error {
 		case secGlobal:
 			err = r.emitGlobals(&s, budget)
 			haveGlobal = true
+		case secTable:
+			err = r.emitTables(s)
 		case secExport:
 			err = r.emitExports(s)
 		case secStart:
@@ -995,6 +1149,9 @@ func (r *rewriter) emitElements(s section) error {
 		items, n := readU32(in, p)
 		if n == 0 {
 			return 0, r.malformed(p, "bad item count of element segment %d", i)
+		}
+		if uint64(items) > uint64(len(in)-p-n) {
+			return 0, r.malformed(p, "element segment %d claims %d items, more than the %d bytes left", i, items, len(in)-p-n)
 		}
 		r.out = append(r.out, in[p:p+n]...)
 		p += n

@@ -119,9 +119,13 @@ func readData(p []byte, start int) ([]segment, error) {
 		return nil, err
 	}
 	pos := start + n
-	// A segment takes at least three bytes: the count cannot be trusted
-	// further than that for the allocation.
-	segs := make([]segment, 0, min(int(count), (len(p)-start)/3))
+	// A segment takes at least three bytes (flags, an offset expression
+	// or none, a size): a count the bytes left cannot hold is refused
+	// before anything is allocated for it.
+	if uint64(count) > uint64(len(p)-pos)/3 {
+		return nil, fmt.Errorf("%w: %d data segments in the %d bytes left of the section", ErrMalformed, count, len(p)-pos)
+	}
+	segs := make([]segment, 0, count)
 	for i := range count {
 		at := pos
 		flags, n, err := uleb(p, pos)

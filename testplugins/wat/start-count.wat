@@ -1,0 +1,58 @@
+;; start-count.wat: a start function of 200,000 loop turns, which reach the
+;; meter's tick (issue 25, reproducer 4): the host loads it and it answers.
+(module
+  (import "extism:host/env" "alloc" (func $alloc (param i64) (result i64)))
+  (import "extism:host/env" "store_u8" (func $store_u8 (param i64 i32)))
+  (import "extism:host/env" "output_set" (func $output_set (param i64 i64)))
+  (import "extism:host/env" "error_set" (func $error_set (param i64)))
+
+  (memory (export "memory") 1)
+  (data (i32.const 0) "{\"abi\":1,\"name\":\"wat-hostile\",\"version\":\"1.0.0\"}\00")
+  (data (i32.const 128) "start-count: not implemented\00")
+
+  (func $strlen (param $p i32) (result i32)
+    (local $n i32)
+    (block $done
+      (loop $next
+        (br_if $done (i32.eqz (i32.load8_u (i32.add (local.get $p) (local.get $n)))))
+        (local.set $n (i32.add (local.get $n) (i32.const 1)))
+        (br $next)))
+    (local.get $n))
+
+  ;; $block copies the NUL-terminated string at p into a new Extism block.
+  (func $block (param $p i32) (result i64)
+    (local $off i64) (local $i i32) (local $n i32)
+    (local.set $n (call $strlen (local.get $p)))
+    (local.set $off (call $alloc (i64.extend_i32_u (local.get $n))))
+    (block $done
+      (loop $next
+        (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+        (call $store_u8 (i64.add (local.get $off) (i64.extend_i32_u (local.get $i)))
+          (i32.load8_u (i32.add (local.get $p) (local.get $i))))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $next)))
+    (local.get $off))
+
+  (func $output (param $p i32)
+    (call $output_set (call $block (local.get $p))
+      (i64.extend_i32_u (call $strlen (local.get $p)))))
+
+  (func $error (param $p i32)
+    (call $error_set (call $block (local.get $p))))
+
+  (global $turns (mut i32) (i32.const 0))
+  (func $count
+    (loop $next
+      (global.set $turns (i32.add (global.get $turns) (i32.const 1)))
+      (br_if $next (i32.lt_u (global.get $turns) (i32.const 200000)))))
+  (start $count)
+  (func (export "handshake") (result i32)
+    (call $output (i32.const 0))
+    (i32.const 0))
+  (func (export "canonicalize") (result i32)
+    (call $error (i32.const 128))
+    (i32.const 1))
+  (func (export "project") (result i32)
+    (call $error (i32.const 128))
+    (i32.const 1))
+)
