@@ -44,6 +44,8 @@ const (
 	MaxPolicyMemoryMiB = 4096
 	// MaxPolicyTimeoutMs bounds policy.timeoutMs (ten minutes).
 	MaxPolicyTimeoutMs = 10 * 60 * 1000
+	// MaxPolicyCompileTimeoutMs bounds policy.compileTimeoutMs (an hour).
+	MaxPolicyCompileTimeoutMs = 60 * 60 * 1000
 	// MaxServerTimeoutMs bounds a server's "timeout" (thirty days).
 	MaxServerTimeoutMs = 30 * 24 * 60 * 60 * 1000
 	// MaxListingBytes bounds a server's "maxListingBytes" (4 GiB).
@@ -544,6 +546,10 @@ type Policy struct {
 	MemoryMiB int
 	// Timeout bounds one plugin call.
 	Timeout time.Duration
+	// CompileTimeout bounds compiling the plugin at load, past the
+	// module limits checked before compiling; 0 means the host's default
+	// (host.DefaultCompileTimeout).
+	CompileTimeout time.Duration
 }
 
 // MemoryLimitBytes returns MemoryMiB in bytes.

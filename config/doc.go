@@ -25,8 +25,10 @@
 // "admin" configures the admin API's bearer token; when absent the admin
 // API is disabled. "policy" names the policy plugin: "path" (absent means
 // the embedded default policy), "sha256" (optional digest pin, 64 hex
-// digits), "memoryMiB" (1 to 4096, default 256) and "timeoutMs" (1 to
-// 600000, default 2000).
+// digits), "memoryMiB" (1 to 4096, default 256), "timeoutMs" (1 to
+// 600000, default 2000) and "compileTimeoutMs" (1 to 3600000, default
+// 300000: how long compiling the plugin at load may take, past the module
+// limits abi/SPEC.md lists, which are checked before compiling).
 //
 // "mcpServers" takes the server entries gemini-cli and qwen-code users
 // already have, so theirs can be pasted: exactly one of "command" (with

@@ -11,7 +11,7 @@ import (
 // see every tool.
 var (
 	topKeys      = []string{"mcpServers", "sessions", "policy", "listen", "admin"}
-	policyKeys   = []string{"path", "sha256", "memoryMiB", "timeoutMs"}
+	policyKeys   = []string{"path", "sha256", "memoryMiB", "timeoutMs", "compileTimeoutMs"}
 	tokenKeys    = []string{"token", "tokenFile", "tokenEnv"}
 	sessionKeys  = []string{"token", "tokenFile", "tokenEnv", "servers", "overrides", "description", "names"}
 	metadataKeys = []string{"trust", "alwaysLoadTools", "includeTools", "excludeTools"}

@@ -704,6 +704,10 @@ func (l *loader) policy(cfg *Config, n *node) {
 			if v, ok := l.integer(v, p, 1, MaxPolicyTimeoutMs, " (milliseconds)"); ok {
 				cfg.Policy.Timeout = time.Duration(v) * time.Millisecond
 			}
+		case "compileTimeoutMs":
+			if v, ok := l.integer(v, p, 1, MaxPolicyCompileTimeoutMs, " (milliseconds)"); ok {
+				cfg.Policy.CompileTimeout = time.Duration(v) * time.Millisecond
+			}
 		default:
 			l.unknownKey(m.keyOff, p, m.key, policyKeys)
 		}

@@ -377,6 +377,13 @@ func TestParseInline(t *testing.T) {
 			},
 		},
 		{
+			name:  "compile timeout",
+			input: `{"policy": {"compileTimeoutMs": 30000}, "sessions": {"a": {"token": "0123456789abcdef"}}}`,
+			check: func(t *testing.T, cfg *Config) {
+				assert.Equal(t, 30*time.Second, cfg.Policy.CompileTimeout)
+			},
+		},
+		{
 			name:  "absolute paths stay as written",
 			input: `{"policy": {"path": "/opt/wasmhost/p.wasm"}, "mcpServers": {"x": {"command": "c", "cwd": "/srv"}}, "sessions": {"a": {"token": "0123456789abcdef"}}}`,
 			check: func(t *testing.T, cfg *Config) {
@@ -486,7 +493,7 @@ func TestUnknownKeysRefused(t *testing.T) {
 		`c.json: mcp: unknown key (expected one of "mcpServers", "sessions", "policy", "listen" and "admin")`,
 		`c.json: polcy: unknown key; did you mean "policy"?`,
 		`c.json: policy.memoryMB: unknown key; did you mean "memoryMiB"?`,
-		`c.json: policy.cache: unknown key (expected one of "path", "sha256", "memoryMiB" and "timeoutMs")`,
+		`c.json: policy.cache: unknown key (expected one of "path", "sha256", "memoryMiB", "timeoutMs" and "compileTimeoutMs")`,
 		`c.json: admin.port: unknown key (expected one of "token", "tokenFile" and "tokenEnv")`,
 		`c.json: mcpServers.fs.includeTool: unknown key; did you mean "includeTools"?`,
 		`c.json: mcpServers.fs.IncludeTools: unknown key; did you mean "includeTools"?`,

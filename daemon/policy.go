@@ -114,6 +114,7 @@ func (d *Daemon) loadPolicyBytes(ctx context.Context, name string, wasm []byte, 
 	p, err := host.Load(ctx, name, wasm, host.Options{
 		MemoryLimitBytes: src.MemoryLimitBytes(),
 		CallTimeout:      src.Timeout,
+		CompileTimeout:   src.CompileTimeout,
 		PinSHA256:        src.SHA256,
 		CacheDir:         d.opts.CacheDir,
 		Logger:           d.log.With("component", "plugin"),

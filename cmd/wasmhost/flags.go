@@ -21,6 +21,7 @@ type pluginFlags struct {
 	pin       string
 	memoryMiB uint64
 	timeout   time.Duration
+	compile   time.Duration
 	cacheDir  string
 	logLevel  slog.Level
 }
@@ -29,6 +30,7 @@ func (pf *pluginFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&pf.plugin, "plugin", "", "policy plugin `FILE` (.wasm); default: the embedded default policy")
 	fs.Uint64Var(&pf.memoryMiB, "memory-mib", 0, "memory cap per plugin instance in `MiB` (0: the host default)")
 	fs.DurationVar(&pf.timeout, "timeout", 0, "time limit per plugin call, e.g. 500ms (0: the host default)")
+	fs.DurationVar(&pf.compile, "compile-timeout", 0, "time limit for compiling the plugin at load, e.g. 30s (0: the host default, "+host.DefaultCompileTimeout.String()+")")
 	fs.StringVar(&pf.pin, "pin", "", "refuse the plugin unless its SHA-256 is this hex `DIGEST`")
 	fs.StringVar(&pf.cacheDir, "cache-dir", host.DefaultCacheDir(), "compilation cache `DIR`, so a later run does not recompile the plugin (empty: none)")
 	fs.TextVar(&pf.logLevel, "log-level", slog.LevelWarn, "log `LEVEL` (to standard error): debug, info, warn or error; debug shows what the plugin writes to standard output and error")
@@ -38,6 +40,7 @@ func (pf *pluginFlags) options(stderr io.Writer) host.Options {
 	return host.Options{
 		MemoryLimitBytes: min(pf.memoryMiB, 1<<40) << 20, // the host refuses more than 4 GiB; never wrap
 		CallTimeout:      pf.timeout,
+		CompileTimeout:   pf.compile,
 		PinSHA256:        pf.pin,
 		CacheDir:         pf.cacheDir,
 		Logger:           slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: pf.logLevel})),
@@ -57,6 +60,9 @@ const maxTimeout = config.MaxPolicyTimeoutMs * time.Millisecond
 func (pf *pluginFlags) loadWith(ctx context.Context, opts host.Options) (*host.Plugin, error) {
 	if pf.timeout < 0 || (pf.timeout > 0 && pf.timeout < time.Millisecond) || pf.timeout > maxTimeout {
 		return nil, fmt.Errorf("--timeout %v: must be from 1ms to %v (0: the host default)", pf.timeout, maxTimeout)
+	}
+	if pf.compile < 0 || pf.compile > config.MaxPolicyCompileTimeoutMs*time.Millisecond {
+		return nil, fmt.Errorf("--compile-timeout %v: must be from 0 (the host default) to %v", pf.compile, config.MaxPolicyCompileTimeoutMs*time.Millisecond)
 	}
 	if pf.plugin == "" {
 		return host.LoadDefault(ctx, opts)

@@ -151,6 +151,18 @@ func TestKey(t *testing.T) {
 	assert.Contains(t, r.out, "key: "+defaultKey)
 }
 
+// TestCompileTimeoutFlag: --compile-timeout reaches the host, so an
+// operator can bound a plugin's compilation past the module limits.
+func TestCompileTimeoutFlag(t *testing.T) {
+	r := runCLI(t, "", "key", "--cache-dir", "", "--compile-timeout", "1ns", "{}")
+	assert.NotEqual(t, exitOK, r.code, r.errOut)
+	assert.Contains(t, r.errOut, "not compiled within the compile timeout of 1ns")
+
+	r = runCLI(t, "", "key", "--compile-timeout", "-1s", "{}")
+	assert.NotEqual(t, exitOK, r.code)
+	assert.Contains(t, r.errOut, "--compile-timeout -1s: must be from 0")
+}
+
 func TestKeyErrors(t *testing.T) {
 	r := runCLI(t, "", "key", `{"trust": "false"}`)
 	assert.Equal(t, exitFail, r.code)
