@@ -40,7 +40,7 @@ func runDigest(_ context.Context, args []string, s stdio) int {
 //	sha256: HEX
 //	size: N bytes
 //	data segments: N [(wasmhost pack would leave M, for faster loads)]
-//	metered: yes   or   metered: no (wazero checks for termination at every loop turn)
+//	metered: yes   or   metered: no (the host refuses it: see the error below)
 //	handshake: NAME VERSION (abi N)[, wants W,...]   or   handshake: none
 //	optional exports: NAME,...   or   optional exports: none
 //	exports:
@@ -108,7 +108,7 @@ func writeInspection(s stdio, file string, insp *host.Inspection) {
 		if insp.Metered {
 			b.WriteString("metered: yes\n")
 		} else {
-			b.WriteString("metered: no (wazero checks for termination at every loop turn)\n")
+			b.WriteString("metered: no (the host refuses it: see the error below)\n")
 		}
 	}
 	if h := insp.Handshake; h != nil {
