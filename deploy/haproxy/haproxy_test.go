@@ -254,7 +254,7 @@ func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
 // pidOf asks the demo upstream behind cs for its process id.
 func pidOf(t *testing.T, cs *mcp.ClientSession) int {
 	t.Helper()
-	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "demo__pid", Arguments: map[string]any{}})
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "pid", Arguments: map[string]any{}})
 	require.NoError(t, err)
 	require.False(t, res.IsError, mcptest.Text(res))
 	pid, err := strconv.Atoi(mcptest.Text(res))
@@ -453,7 +453,7 @@ func TestHAProxy(t *testing.T) {
 		}
 		t.Logf("list_changed: %v (2025 clients on %d replicas)", got, len(on))
 		for _, cs := range clients {
-			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "demo__add", Arguments: map[string]any{"a": 1, "b": 2}})
+			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 1, "b": 2}})
 			require.NoError(t, err)
 			assert.False(t, res.IsError, mcptest.Text(res))
 		}

@@ -235,5 +235,7 @@ func TestExtismHostileLoopStops(t *testing.T) {
 	elapsed := time.Since(start)
 	require.Error(t, err)
 	assert.ErrorContains(t, err, errStopped.Error())
-	assert.Less(t, elapsed, time.Second)
+	// Without the meter the call never ends; a bound far past the 200 ms
+	// deadline holds on a loaded machine under -race.
+	assert.Less(t, elapsed, 30*time.Second)
 }
