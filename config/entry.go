@@ -63,10 +63,19 @@ func (s *Server) Entry() json.RawMessage {
 		field("pooled", false)
 	}
 	str("protocolVersion", s.ProtocolVersion)
+	if s.MaxListingBytes != 0 {
+		field("maxListingBytes", s.MaxListingBytes)
+	}
 	if s.Disabled {
 		field("disabled", true)
 	}
 	str("description", s.Description)
+	if s.Prefix != nil {
+		field("prefix", *s.Prefix)
+	}
+	if s.Instructions {
+		field("instructions", true)
+	}
 	for _, f := range []struct {
 		key string
 		v   json.RawMessage

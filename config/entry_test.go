@@ -63,3 +63,22 @@ func TestServerEntryRoundTrip(t *testing.T) {
 	srv := &Server{Name: "x", Command: "c", Extra: map[string]json.RawMessage{"maxRows": json.RawMessage(`3`)}}
 	assert.JSONEq(t, `{"command":"c","pooled":false,"maxRows":3}`, string(srv.Entry()))
 }
+
+// TestServerEntryRoundTripNewKeys: "maxListingBytes", "prefix" and
+// "instructions" survive Entry, so that an overlay PATCH, which applies to
+// the entry Entry writes, keeps them: a PATCH {"trust": true} must not put
+// a listing cap back to its default (a new connection with a wider cap) or
+// drop the server's prefix.
+func TestServerEntryRoundTripNewKeys(t *testing.T) {
+	doc := []byte(`{"mcpServers":{"fs":{"command":"c","maxListingBytes":65536,"prefix":"","instructions":true}},
+		"sessions":{"a":{"token":"aaaaaaaaaaaaaaaaaaaa","servers":["fs"]}}}`)
+	cfg, _, err := Parse("/x/c.json", doc, fakeEnv(nil), failRead)
+	require.NoError(t, err)
+	srv := cfg.Servers["fs"]
+	require.Equal(t, int64(65536), srv.MaxListingBytes)
+	back, _, err := Parse("/x/c.json", []byte(`{"mcpServers":{"fs":`+string(srv.Entry())+`}}`), fakeEnv(nil), failRead)
+	require.NoError(t, err, "%s", srv.Entry())
+	if diff := cmp.Diff(srv.Clone(), back.Servers["fs"], cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("round trip mismatch (-want +got):\n%s\nentry: %s", diff, srv.Entry())
+	}
+}

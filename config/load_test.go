@@ -478,7 +478,7 @@ func TestUnknownKeysRefused(t *testing.T) {
   "policy": {"path": "p.wasm", "memoryMB": 8, "cache": true},
   "admin": {"token": "admin-token-0123456789", "port": 1},
   "mcpServers": {
-    "fs": {"command": "c", "includeTool": ["read_file"], "IncludeTools": ["a"], "colour": "red"}
+    "fs": {"command": "c", "includeTool": ["read_file"], "IncludeTools": ["a"], "colour": "red", "maxListingByte": 1}
   },
   "sessions": {
     "reader": {"token": "reader-token-0123456789", "overides": {"fs": {}}, "overrides": {"fs": {"excludeTool": ["x"], "note": 1}}},
@@ -497,7 +497,8 @@ func TestUnknownKeysRefused(t *testing.T) {
 		`c.json: admin.port: unknown key (expected one of "token", "tokenFile" and "tokenEnv")`,
 		`c.json: mcpServers.fs.includeTool: unknown key; did you mean "includeTools"?`,
 		`c.json: mcpServers.fs.IncludeTools: unknown key; did you mean "includeTools"?`,
-		`c.json: mcpServers.fs.colour: unknown key (expected one of "trust", "alwaysLoadTools", "includeTools", "excludeTools", "command", "args", "env", "cwd", "url", "httpUrl", "headers", "timeout", "pooled", "protocolVersion", "disabled", "description", "prefix" and "instructions")`,
+		`c.json: mcpServers.fs.colour: unknown key (expected one of "trust", "alwaysLoadTools", "includeTools", "excludeTools", "command", "args", "env", "cwd", "url", "httpUrl", "headers", "timeout", "pooled", "protocolVersion", "maxListingBytes", "disabled", "description", "prefix" and "instructions")`,
+		`c.json: mcpServers.fs.maxListingByte: unknown key; did you mean "maxListingBytes"?`,
 		`c.json: sessions.reader.overides: unknown key; did you mean "overrides"?`,
 		`c.json: sessions.reader.overrides.fs.excludeTool: unknown key; did you mean "excludeTools"?`,
 		`c.json: sessions.reader.overrides.fs.note: unknown key (expected one of "trust", "alwaysLoadTools", "includeTools", "excludeTools", "disabled", "prefix" and "instructions")`,

@@ -512,8 +512,10 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 	inst.stderr = &callStderr{next: stderr}
 	// extism runs the host functions it wraps (the meter's tick) only with
 	// its plugin in the context, which a start function, run while the
-	// instance is made, lacks; the tick does not use it.
-	ictx = context.WithValue(ictx, extism.PluginCtxKey("plugin"), startPlugin)
+	// instance is made, lacks; the tick does not use it. The stand-in is
+	// the instance's own: Extism's own host functions, which a start
+	// function may call too, write to it before they fail.
+	ictx = context.WithValue(ictx, extism.PluginCtxKey("plugin"), new(extism.Plugin))
 	ext, err := p.compiled.Instance(ictx, extism.PluginInstanceConfig{ModuleConfig: sandboxConfig(stdout, inst.stderr)})
 	if err != nil {
 		switch {
@@ -548,10 +550,6 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 		slog.String("plugin", p.name), slog.Uint64("instance", inst.id))
 	return inst, nil
 }
-
-// startPlugin stands in the context of a start function for the extism
-// plugin that does not exist yet (see newInstance).
-var startPlugin = new(extism.Plugin)
 
 // prepareDirect resolves inst's direct exports and initializes the guest
 // runtime. Extism initializes it (a reactor's _initialize) on the first

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -368,4 +369,30 @@ func FuzzLoadModule(f *testing.F) {
 		_, _ = canon(p, `{}`)
 		require.NoError(t, p.Close(ctx))
 	})
+}
+
+// TestStartFunctionsShareNothing: start functions run while their instances
+// are made, before Extism has a plugin for them; one that calls an Extism
+// host function (http_request writes the plugin's last status code before
+// it fails) must not reach state another instance's start function uses
+// at the same time. Run with -race.
+func TestStartFunctionsShareNothing(t *testing.T) {
+	wasm := watWasm(t, "start-http")
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			p, err := Load(context.Background(), "start-http", wasm, Options{})
+			if err == nil {
+				_ = p.Close(context.Background())
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.ErrorIs(t, err, ErrPluginTrap)
+		require.NotContains(t, err.Error(), "\n", "one line")
+	}
 }

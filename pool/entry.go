@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -566,9 +567,10 @@ var ErrListingTooLarge = fmt.Errorf("%w: over its byte cap", ErrBadListing)
 // with page asking for the page at a cursor ("" for the first). The items
 // of all its pages together may take at most maxBytes bytes.
 //
-// The bytes counted are each item's JSON encoding: what is kept of the
+// The bytes counted are each item's JSON encoding, what is kept of the
 // upstream's answer once decoded (fields the go-sdk does not know are
-// dropped, so they cost nothing held). A page is counted as it arrives,
+// dropped, so they cost nothing held), and each cursor, which is sent
+// back (only a digest of it is kept). A page is counted as it arrives,
 // one item at a time, and the listing is given up on at the first item
 // past the cap, so that what the listing holds stays within maxBytes plus
 // one page; a page is itself bounded by the transport, 16 MiB a message
@@ -577,7 +579,7 @@ var ErrListingTooLarge = fmt.Errorf("%w: over its byte cap", ErrBadListing)
 func listAll[T any](ctx context.Context, maxBytes int64, page func(ctx context.Context, cursor string) ([]*T, string, error)) ([]*T, error) {
 	var out []*T
 	var size int64
-	seen := make(map[string]bool)
+	seen := make(map[[sha256.Size]byte]bool) // digests of the cursors given
 	cursor := ""
 	for pages := 1; ; pages++ {
 		items, next, err := page(ctx, cursor)
@@ -593,18 +595,24 @@ func listAll[T any](ctx context.Context, maxBytes int64, page func(ctx context.C
 				return nil, fmt.Errorf("%w: more than %d bytes (maxListingBytes) by page %d", ErrListingTooLarge, maxBytes, pages)
 			}
 		}
+		// The cursor counts too: the listing sends it back, and keeps a
+		// digest of it to refuse one given twice.
+		if size += int64(len(next)); size > maxBytes {
+			return nil, fmt.Errorf("%w: more than %d bytes (maxListingBytes), cursors included, by page %d", ErrListingTooLarge, maxBytes, pages)
+		}
 		out = append(out, items...)
+		key := sha256.Sum256([]byte(next))
 		switch {
 		case len(out) > maxListItems || next != "" && len(out) == maxListItems:
 			return nil, fmt.Errorf("%w: more than %d items", ErrBadListing, maxListItems)
 		case next == "":
 			return out, nil
-		case seen[next]:
+		case seen[key]:
 			return nil, fmt.Errorf("%w: page %d gives cursor %q, which an earlier page gave: the pages would never end", ErrBadListing, pages, truncate(next))
 		case pages >= maxListPages:
 			return nil, fmt.Errorf("%w: more than %d pages", ErrBadListing, maxListPages)
 		}
-		seen[next] = true
+		seen[key] = true
 		cursor = next
 	}
 }

@@ -154,3 +154,31 @@ func TestMaxListingBytesFromConfig(t *testing.T) {
 	_, _, err = config.Parse("c.json", []byte(`{"mcpServers": {"fs": {"command": "srv"}}, "sessions": {"a": {"token": "tok-0123456789", "overrides": {"fs": {"maxListingBytes": 5}}}}}`), nil, nil)
 	require.ErrorContains(t, err, "maxListingBytes")
 }
+
+// A cursor is held too: the listing keeps every cursor it was given, to
+// refuse one given twice. An upstream answering pages of one small item
+// and a cursor of cursorBytes, new each time, must be stopped by the
+// byte cap, not made to hold 1,000 such cursors (at 15 MiB a message,
+// 15 GB) until the page limit.
+func TestHostileHugeCursorsAreCapped(t *testing.T) {
+	const cursorBytes = 128 << 10
+	const cap = 4 * cursorBytes
+	h := newHostile(t, "cursors", allCaps)
+	var served atomic.Int64
+	filler := strings.Repeat("c", cursorBytes)
+	h.setHook(func(ctx context.Context, m string, _ mcp.Request) (mcp.Result, error, bool) {
+		if m != "tools/list" {
+			return nil, nil, false
+		}
+		n := int(served.Add(1))
+		return page(m, n, 1, fmt.Sprintf("%s-%d", filler, n)), nil, true
+	})
+	e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+	spec := hostileSpec("cursors", 2*time.Minute)
+	spec.MaxListingBytes = cap
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := e.acquire(ctx, spec, "s1", viewtest.NewRegistry())
+	require.ErrorIs(t, err, pool.ErrListingTooLarge)
+	require.LessOrEqual(t, served.Load(), int64(5), "the pool asked for %d pages with cursors of %d bytes and a cap of %d", served.Load(), cursorBytes, cap)
+}
