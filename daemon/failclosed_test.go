@@ -153,6 +153,14 @@ func TestOverlayPatch(t *testing.T) {
 	code, body = patch("alice", `{"includeTools": "echo"}`)
 	assert.Equal(t, http.StatusBadRequest, code, body)
 	assert.Contains(t, body, `request body: includeTools: expected an array of strings or null`)
+	// Naming and instructions come from the file: an overlay that would
+	// change them is refused, not accepted and ignored.
+	code, body = patch("alice", `{"instructions": true}`)
+	assert.Equal(t, http.StatusBadRequest, code, body)
+	assert.Contains(t, body, `request body: \"instructions\" cannot be changed by an overlay`)
+	code, body = patch("alice", `{"prefix": "x_"}`)
+	assert.Equal(t, http.StatusBadRequest, code, body)
+	assert.Contains(t, body, `request body: \"prefix\" cannot be changed by an overlay`)
 	assert.Equal(t, []string{"demo__echo"}, alice.tools(t))
 
 	// Over the overlay: removing the filter (null) widens, as config.

@@ -368,6 +368,10 @@ func (d *Daemon) putOverlay(w http.ResponseWriter, verb, sessionName, server str
 		d.writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
 		return
 	}
+	if msg := d.overlayNamingChange(sessionName, server, srv); msg != "" {
+		d.writeJSON(w, http.StatusBadRequest, errorBody{Error: "request body: " + msg})
+		return
+	}
 	for _, msg := range warnings {
 		d.log.Warn("overlay "+verb+": "+msg, "session", sessionName, "server", server)
 	}
@@ -386,6 +390,25 @@ func (d *Daemon) putOverlay(w http.ResponseWriter, verb, sessionName, server str
 		d.keepOverlay(sessionName, srv, err)
 	}
 	d.answerOverlay(w, verb, sessionName, server, sum, err, warnings)
+}
+
+// overlayNamingChange says why srv, an overlay for server in sessionName,
+// is refused when it changes "prefix" or "instructions": a session's naming
+// and instructions come from the config file, and an overlay that set them
+// would be accepted and ignored. "" when it changes neither. d.reloadMu is
+// held.
+func (d *Daemon) overlayNamingChange(sessionName, server string, srv *config.Server) string {
+	cur, _, _ := d.runningConfig().Sessions[sessionName].Effective(server)
+	if cur == nil {
+		return ""
+	}
+	if (cur.Prefix == nil) != (srv.Prefix == nil) || (cur.Prefix != nil && *cur.Prefix != *srv.Prefix) {
+		return `"prefix" cannot be changed by an overlay; set it in the config file`
+	}
+	if cur.Instructions != srv.Instructions {
+		return `"instructions" cannot be changed by an overlay; set it in the config file`
+	}
+	return ""
 }
 
 func (d *Daemon) serveDeleteOverlay(w http.ResponseWriter, r *http.Request) {
