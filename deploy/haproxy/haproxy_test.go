@@ -359,7 +359,7 @@ func (s *sessionClient) call(ctx context.Context, ms int) (*mcp.CallToolResult, 
 		}
 		mark := filepath.Join(s.c.t.TempDir(), "mark")
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		res, err := s.cs.CallTool(cctx, &mcp.CallToolParams{Name: "slow__slow", Arguments: map[string]any{"mark": mark, "ms": ms}})
+		res, err := s.cs.CallTool(cctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"mark": mark, "ms": ms}})
 		cancel()
 		if err == nil && !res.IsError {
 			return res, nil
@@ -495,7 +495,7 @@ func TestHAProxy(t *testing.T) {
 			go func() {
 				// One call each, 3 s long, no retry: what is in flight when
 				// the replica dies.
-				res, err := x.s.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow__slow", Arguments: map[string]any{"mark": mark, "ms": 3000}})
+				res, err := x.s.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"mark": mark, "ms": 3000}})
 				if err == nil && res.IsError {
 					err = errors.New(mcptest.Text(res))
 				}
