@@ -220,6 +220,11 @@ func New(opts Options) *Endpoint {
 			Tools:     &mcp.ToolCapabilities{ListChanged: true},
 			Prompts:   &mcp.PromptCapabilities{ListChanged: true},
 			Resources: &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
+			// logging/setLevel is per client: the go-sdk keeps each
+			// client's level, and the log messages an upstream sends
+			// during a client's call reach it at that level (bridge.go).
+			//lint:ignore SA1019 logging is deprecated (SEP-2577) but still used during its deprecation window
+			Logging: &mcp.LoggingCapabilities{},
 		},
 		// What a session lists, and may read, is its own policy's doing: a
 		// shared cache must not hand one session's answer to another.
@@ -809,8 +814,10 @@ func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*
 		params.Arguments = req.Params.Arguments
 	}
 	end := e.relayProgress(ctx, req.Session, req.Params.GetProgressToken(), params)
+	bctx, endBridge := e.relay.beginBridge(ctx, cs, req.Session)
 	start := time.Now()
-	res, err := cs.CallTool(ctx, params)
+	res, err := cs.CallTool(bctx, params)
+	endBridge()
 	end()
 	if err != nil {
 		ferr, upstream := e.callFailure(ctx, err, r.server, "tool", exposed)
@@ -860,8 +867,10 @@ func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest)
 		RequestState:   req.Params.RequestState,
 	}
 	end := e.relayProgress(ctx, req.Session, req.Params.GetProgressToken(), params)
+	bctx, endBridge := e.relay.beginBridge(ctx, cs, req.Session)
 	start := time.Now()
-	res, err := cs.GetPrompt(ctx, params)
+	res, err := cs.GetPrompt(bctx, params)
+	endBridge()
 	end()
 	if err != nil {
 		ferr, upstream := e.callFailure(ctx, err, r.server, "prompt", exposed)
@@ -906,8 +915,10 @@ func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, k *ki
 		RequestState:   req.Params.RequestState,
 	}
 	end := e.relayProgress(ctx, req.Session, req.Params.GetProgressToken(), params)
+	bctx, endBridge := e.relay.beginBridge(ctx, cs, req.Session)
 	start := time.Now()
-	res, err := cs.ReadResource(ctx, params)
+	res, err := cs.ReadResource(bctx, params)
+	endBridge()
 	end()
 	if err != nil {
 		ferr, upstream := e.callFailure(ctx, err, r.server, "resource", uri)
