@@ -3,6 +3,7 @@ package session
 //lint:file-ignore SA1019 sampling, roots and logging are deprecated (SEP-2577) but still used during their deprecation window
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -275,6 +276,9 @@ func bridged(method string) bool {
 // marked delivered. It returns nil for any other message, and for a log
 // message of a call that has ended (the operator's log gets it).
 func (r *ProgressRelay) markMessage(call *bridgeCall, data []byte) []byte {
+	if !bytes.Contains(data, []byte(`"method"`)) {
+		return nil // an answer: most events on a call's stream
+	}
 	msg, err := jsonrpc.DecodeMessage(data)
 	if err != nil {
 		return nil
@@ -332,4 +336,39 @@ func logCall(b pool.Bridging, calls map[jsonrpc.ID]*bridgeCall) *bridgeCall {
 		}
 	})
 	return c
+}
+
+// keepLevels keeps the level each client sets with logging/setLevel, which
+// the go-sdk keeps to itself, so that a call forwarded to an upstream of
+// protocol 2026-07-28, where the level goes with each request, carries its
+// caller's (forwardMeta).
+func (e *Endpoint) keepLevels(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if err != nil || method != "logging/setLevel" {
+			return res, err
+		}
+		p, _ := req.GetParams().(*mcp.SetLoggingLevelParams)
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if p == nil || ss == nil {
+			return res, err
+		}
+		if _, had := e.levels.Swap(ss, p.Level); !had {
+			go func() {
+				_ = ss.Wait()
+				e.levels.Delete(ss)
+			}()
+		}
+		return res, err
+	}
+}
+
+// level returns the level ss set with logging/setLevel ("" when none).
+func (e *Endpoint) level(ss *mcp.ServerSession) mcp.LoggingLevel {
+	if ss == nil {
+		return ""
+	}
+	l, _ := e.levels.Load(ss)
+	level, _ := l.(mcp.LoggingLevel)
+	return level
 }

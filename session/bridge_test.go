@@ -430,3 +430,20 @@ func TestBridgeNoMisrouting(t *testing.T) {
 
 // bridging reports whether a call is in flight through r's relay.
 func bridging(r *bridgeRig) bool { return session.BridgedCalls(r.relay) > 0 }
+
+// TestLogLevelGoesWithTheCall: on an upstream link of protocol 2026-07-28,
+// where the log level goes with each request, a call carries its caller's
+// level (the one it set with logging/setLevel), and the upstream's log
+// messages during the call reach it at that level.
+func TestLogLevelGoesWithTheCall(t *testing.T) {
+	up := newBridgeUpstream()
+	r := stdioRig(t, up, pool.Spec{Name: "up", Command: "in-memory", Pooled: true})
+	a := r.connect("alice", "info")
+	_, err := a.ask(t.Context())
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"log:info:alice", "log:warning:alice", "progress:alice"}, a.received())
+	b := r.connect("bob", "")
+	_, err = b.ask(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"progress:bob"}, b.received(), "a client that set no level gets no log messages")
+}

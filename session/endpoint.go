@@ -143,6 +143,11 @@ type Endpoint struct {
 	onCall    func(Call)          // Options.OnCall
 	down      func(string) string // Options.Unavailable
 
+	// levels holds the log level each client set with logging/setLevel
+	// (*mcp.ServerSession to mcp.LoggingLevel) while it is connected
+	// (keepLevels).
+	levels sync.Map
+
 	subscribed  atomic.Int32 // len(subs), read without subMu
 	syncPending atomic.Bool  // a syncSubscriptions is on its way
 	retryReset  atomic.Bool  // the next sync starts its retry delay afresh
@@ -239,7 +244,7 @@ func New(opts Options) *Endpoint {
 		SubscribeHandler:   e.subscribe,
 		UnsubscribeHandler: e.unsubscribe,
 	})
-	e.srv.AddReceivingMiddleware(internalErrors, e.unknownNames, e.instruct)
+	e.srv.AddReceivingMiddleware(internalErrors, e.unknownNames, e.instruct, e.keepLevels)
 	e.tools = newKind("tool", e.srv.RemoveTools)
 	e.prompts = newKind("prompt", e.srv.RemovePrompts)
 	e.resources = newKind("resource", e.srv.RemoveResources)
@@ -806,7 +811,7 @@ func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*
 	}
 	params := &mcp.CallToolParams{
 		Name:           r.name,
-		Meta:           forwardMeta(cs, req.Session, req.Params.Meta),
+		Meta:           forwardMeta(cs, req.Session, req.Params.Meta, e.level(req.Session)),
 		InputResponses: req.Params.InputResponses,
 		RequestState:   req.Params.RequestState,
 	}
@@ -862,7 +867,7 @@ func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest)
 	params := &mcp.GetPromptParams{
 		Name:           r.name,
 		Arguments:      req.Params.Arguments,
-		Meta:           forwardMeta(cs, req.Session, req.Params.Meta),
+		Meta:           forwardMeta(cs, req.Session, req.Params.Meta, e.level(req.Session)),
 		InputResponses: req.Params.InputResponses,
 		RequestState:   req.Params.RequestState,
 	}
@@ -910,7 +915,7 @@ func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, k *ki
 	}
 	params := &mcp.ReadResourceParams{
 		URI:            uri,
-		Meta:           forwardMeta(cs, req.Session, req.Params.Meta),
+		Meta:           forwardMeta(cs, req.Session, req.Params.Meta, e.level(req.Session)),
 		InputResponses: req.Params.InputResponses,
 		RequestState:   req.Params.RequestState,
 	}
