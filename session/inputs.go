@@ -1,5 +1,7 @@
 package session
 
+//lint:file-ignore SA1019 sampling and logging are deprecated (SEP-2577) but still used during their deprecation window
+
 import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -39,7 +41,6 @@ func forwardMeta(up *mcp.ClientSession, caller *mcp.ServerSession, callerMeta mc
 	if res := up.InitializeResult(); res == nil || res.ProtocolVersion < perRequestProtocol {
 		return meta
 	}
-	//lint:ignore SA1019 logging is deprecated (SEP-2577) but still used during its deprecation window
 	if sent, ok := callerMeta[mcp.MetaKeyLogLevel].(string); ok {
 		level = mcp.LoggingLevel(sent)
 	}
@@ -47,7 +48,6 @@ func forwardMeta(up *mcp.ClientSession, caller *mcp.ServerSession, callerMeta mc
 		if meta == nil {
 			meta = make(mcp.Meta, 2)
 		}
-		//lint:ignore SA1019 logging is deprecated (SEP-2577) but still used during its deprecation window
 		meta[mcp.MetaKeyLogLevel] = string(level)
 	}
 	var elicitation, sampling any // the caller's, nil when it has none
@@ -59,7 +59,6 @@ func forwardMeta(up *mcp.ClientSession, caller *mcp.ServerSession, callerMeta mc
 			if e := ip.Capabilities.Elicitation; e != nil {
 				elicitation = e
 			}
-			//lint:ignore SA1019 sampling is deprecated (SEP-2577) but still asked for during its deprecation window
 			if s := ip.Capabilities.Sampling; s != nil {
 				sampling = s
 			}
