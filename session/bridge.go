@@ -95,10 +95,9 @@ func (r *ProgressRelay) beginBridge(ctx context.Context, cs *mcp.ClientSession, 
 	return ctx, func() {
 		once.Do(func() {
 			r.bmu.Lock()
-			delete(r.conns[cs], c)
-			if len(r.conns[cs]) == 0 {
-				delete(r.conns, cs)
-			}
+			if ctx.Err() == nil {
+				r.dropLocked(c)
+			} // else given up on: the upstream may still work on it (see sole)
 			delete(r.byToken, c.token)
 			r.bmu.Unlock()
 			c.mu.Lock()
@@ -110,26 +109,42 @@ func (r *ProgressRelay) beginBridge(ctx context.Context, cs *mcp.ClientSession, 
 	}
 }
 
+// dropLocked forgets c, a call whose upstream answered (or that was never
+// given up on), from the calls in flight on its connection. r.bmu is held.
+func (r *ProgressRelay) dropLocked(c *bridgeCall) {
+	delete(r.conns[c.cs], c)
+	if len(r.conns[c.cs]) == 0 {
+		delete(r.conns, c.cs)
+	}
+}
+
+// answered forgets c, once its upstream's answer (or the end of the
+// stream that would carry it) has arrived.
+func (r *ProgressRelay) answered(c *bridgeCall) {
+	r.bmu.Lock()
+	r.dropLocked(c)
+	r.bmu.Unlock()
+}
+
 // sole returns the call of the one client that has calls in flight among
-// calls, or nil and why there is none.
+// calls, or nil and why there is none. A call its client gave up on (it
+// ended before its upstream answered) still counts: the upstream may still
+// be working on it, so its questions would otherwise go to another
+// client's call.
 func sole(calls func(yield func(*bridgeCall) bool)) (*bridgeCall, string) {
 	var one *bridgeCall
-	clients := 0
+	clients := map[*mcp.ServerSession]bool{}
 	for c := range calls {
-		if c.ended() {
-			continue
-		}
-		if one == nil {
-			one, clients = c, 1
-		} else if c.ss != one.ss {
-			clients++
+		clients[c.ss] = true
+		if !c.ended() {
+			one = c
 		}
 	}
 	switch {
-	case clients == 0:
+	case len(clients) > 1:
+		return nil, fmt.Sprintf("calls of %d clients are in flight on the connection, and any could have caused it", len(clients))
+	case one == nil:
 		return nil, "no client has a call in flight on the connection"
-	case clients > 1:
-		return nil, fmt.Sprintf("clients of %d calls in flight on the connection could have caused it", clients)
 	}
 	return one, ""
 }

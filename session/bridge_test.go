@@ -386,7 +386,7 @@ func TestBridgeNoMisrouting(t *testing.T) {
 					k, v, _ := strings.Cut(line, "=")
 					switch {
 					case strings.HasPrefix(v, "refused: ") && name == "stdio":
-						assert.Contains(t, v, `not passed on to a client: clients of`, "a refusal says why")
+						assert.Contains(t, v, `not passed on to a client: calls of`, "a refusal says why")
 					case strings.HasPrefix(v, "refused: "):
 						t.Errorf("%s: %s", o[0], line)
 					case k == "sample":

@@ -254,15 +254,13 @@ func (c *relayConn) deliverLog(msg jsonrpc.Message) bool {
 	defer c.mu.Unlock()
 	switch m := msg.(type) {
 	case *jsonrpc.Response:
-		delete(c.calls, m.ID)
+		if call := c.calls[m.ID]; call != nil {
+			delete(c.calls, m.ID)
+			c.relay.answered(call)
+		}
 	case *jsonrpc.Request:
 		if m.IsCall() || m.Method != "notifications/message" {
 			return false
-		}
-		for id, call := range c.calls {
-			if call.ended() { // cancelled: its answer may never come
-				delete(c.calls, id)
-			}
 		}
 		call := logCall(c.bridging, c.calls)
 		var p mcp.LoggingMessageParams //lint:ignore SA1019 logging is deprecated (SEP-2577) but still used during its deprecation window

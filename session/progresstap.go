@@ -112,6 +112,7 @@ func (e *eventTap) Read(p []byte) (int, error) {
 				e.endLine()
 				e.endEvent()
 			}
+			e.relay.answered(e.call) // the stream that carries its answer ended
 			e.out, e.evt = append(e.out, e.evt...), e.evt[:0]
 			e.err = err
 		}
