@@ -202,6 +202,13 @@ type Server struct {
 	Timeout time.Duration
 	// Pooled is true (the default) when sessions share one connection.
 	Pooled bool
+	// NoBridgeInference is true when the entry says "bridgeInference":
+	// false: a request the server sends on its own then never goes to a
+	// client on the inference that it is the one client with calls in
+	// flight on the connection (see "What a session passes on" in
+	// README.md). It belongs to the transport, so sessions cannot
+	// override it.
+	NoBridgeInference bool
 	// ProtocolVersion is the MCP protocol version wasmhost's client asks
 	// the server for ("protocolVersion"), one of
 	// mcp.SupportedProtocolVersions; empty means the go-sdk's choice: the

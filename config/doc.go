@@ -41,7 +41,11 @@
 // but the client's own cancellation), "description", the four session metadata settings "trust",
 // "alwaysLoadTools" (boolean or null) and "includeTools", "excludeTools"
 // (array of strings or null), and wasmhost's own "disabled" (default false),
-// "pooled" (default true) and "protocolVersion" (the MCP protocol version
+// "pooled" (default true), "bridgeInference" (default true: a request
+// the server sends on its own, such as sampling, may go to the one client
+// with calls in flight on its connection; false passes on only what
+// arrives on the stream of the call that caused it; see "What a session
+// passes on" in README.md) and "protocolVersion" (the MCP protocol version
 // wasmhost's client asks the server for, one of the go-sdk's supported
 // versions; absent: the newest, with the go-sdk's fallback to the legacy
 // initialize handshake; a version before 2026-07-28 has no input-required

@@ -62,6 +62,9 @@ func (s *Server) Entry() json.RawMessage {
 	if !s.Pooled {
 		field("pooled", false)
 	}
+	if s.NoBridgeInference {
+		field("bridgeInference", false)
+	}
 	str("protocolVersion", s.ProtocolVersion)
 	if s.MaxListingBytes != 0 {
 		field("maxListingBytes", s.MaxListingBytes)

@@ -18,7 +18,7 @@ var (
 	overrideKeys = append(slices.Clone(metadataKeys), "disabled", "prefix", "instructions")
 	serverKeys   = append(slices.Clone(metadataKeys),
 		"command", "args", "env", "cwd", "url", "httpUrl", "headers", "timeout",
-		"pooled", "protocolVersion", "maxListingBytes", "disabled", "description", "prefix", "instructions")
+		"pooled", "bridgeInference", "protocolVersion", "maxListingBytes", "disabled", "description", "prefix", "instructions")
 )
 
 // IgnoredServerKeys are the keys of a gemini-cli or qwen-code server entry

@@ -370,7 +370,7 @@ func (l *loader) metadata(key string, n *node, path string, s *Settings) bool {
 var transportKeys = map[string]bool{
 	"command": true, "args": true, "env": true, "cwd": true, "url": true,
 	"httpUrl": true, "headers": true, "timeout": true, "pooled": true,
-	"protocolVersion": true, "maxListingBytes": true,
+	"protocolVersion": true, "maxListingBytes": true, "bridgeInference": true,
 }
 
 // withExtra returns keys and the extra keys the loader accepts, sorted.
@@ -515,6 +515,10 @@ func (l *loader) server(name string, n *node, path string) *Server {
 			}
 		case "pooled":
 			s.Pooled, _ = l.boolean(v, p)
+		case "bridgeInference":
+			if on, ok := l.boolean(v, p); ok {
+				s.NoBridgeInference = !on
+			}
 		case "protocolVersion":
 			if pv, ok := l.str(v, p); ok {
 				if versions := mcp.SupportedProtocolVersions(); slices.Contains(versions, pv) {

@@ -497,7 +497,7 @@ func TestUnknownKeysRefused(t *testing.T) {
 		`c.json: admin.port: unknown key (expected one of "token", "tokenFile" and "tokenEnv")`,
 		`c.json: mcpServers.fs.includeTool: unknown key; did you mean "includeTools"?`,
 		`c.json: mcpServers.fs.IncludeTools: unknown key; did you mean "includeTools"?`,
-		`c.json: mcpServers.fs.colour: unknown key (expected one of "trust", "alwaysLoadTools", "includeTools", "excludeTools", "command", "args", "env", "cwd", "url", "httpUrl", "headers", "timeout", "pooled", "protocolVersion", "maxListingBytes", "disabled", "description", "prefix" and "instructions")`,
+		`c.json: mcpServers.fs.colour: unknown key (expected one of "trust", "alwaysLoadTools", "includeTools", "excludeTools", "command", "args", "env", "cwd", "url", "httpUrl", "headers", "timeout", "pooled", "bridgeInference", "protocolVersion", "maxListingBytes", "disabled", "description", "prefix" and "instructions")`,
 		`c.json: mcpServers.fs.maxListingByte: unknown key; did you mean "maxListingBytes"?`,
 		`c.json: sessions.reader.overides: unknown key; did you mean "overrides"?`,
 		`c.json: sessions.reader.overrides.fs.excludeTool: unknown key; did you mean "excludeTools"?`,

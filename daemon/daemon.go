@@ -452,6 +452,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Client:        &mcp.Implementation{Name: "wasmhost", Version: Version},
 		CrashRestarts: crashes,
 		OnProgress:    d.relay.Handle,
+		Bridge:        d.relay,
 	})
 	d.rec = reconcile.New(reconcile.Options{
 		Pool:     d.pool,

@@ -333,7 +333,7 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 	t = WatchStreams(t, e.timeout, e.stop,
 		func() { e.markDirty(gen, kindAll) },
 		func() { go e.streamLost(gen) })
-	client := NewClient(e.pool.client, mcp.ClientOptions{
+	opts := mcp.ClientOptions{
 		Logger:                      e.log,
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { e.listChanged(gen, kindTools) },
 		PromptListChangedHandler:    func(context.Context, *mcp.PromptListChangedRequest) { e.listChanged(gen, kindPrompts) },
@@ -342,12 +342,18 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 			e.resourceUpdated(gen, req.Params)
 		},
-	})
+	}
+	bridge := e.bridgeClient(&opts)
+	client := NewClient(e.pool.client, opts)
+	if bridge != nil {
+		client.AddReceivingMiddleware(bridge)
+	}
 	closer := &Closer{Transport: t}
-	cs, err := client.Connect(ctx, closer, e.spec.SessionOptions())
+	cs, err := client.Connect(context.WithValue(ctx, bridgingKey{}, e.spec.bridging()), closer, e.spec.SessionOptions())
 	if err != nil {
 		return nil, nil, ConnectFailure(ctx, t, e.timeout, fmt.Errorf("connect: %w", err))
 	}
+	e.setUpstreamLevel(ctx, cs)
 	e.pool.closers.Store(cs, closer)
 	e.pool.counters.Connects.Add(1)
 	snap, err := e.discover(ctx, cs, kindAll, nil)

@@ -139,6 +139,11 @@ type Options struct {
 	// upstream sends, from any transport kind (the daemon routes them back
 	// to the calls that asked for progress).
 	OnProgress func(context.Context, *mcp.ProgressNotificationClientRequest)
+	// Bridge, when set, passes the requests and log messages an upstream
+	// sends on its own to the client whose call caused them (see Bridge);
+	// nil refuses them, announcing no such capability upstream, and logs
+	// the log messages for the operator.
+	Bridge Bridge
 }
 
 // A Pool shares upstream MCP connections between session views. It is safe
@@ -151,6 +156,7 @@ type Pool struct {
 	timeout  time.Duration
 	crashes  int
 	progress func(context.Context, *mcp.ProgressNotificationClientRequest)
+	bridge   Bridge
 
 	mu       sync.Mutex
 	closed   bool
@@ -182,6 +188,7 @@ func New(opts Options) *Pool {
 		timeout:  opts.Timeout,
 		crashes:  opts.CrashRestarts,
 		progress: opts.OnProgress,
+		bridge:   opts.Bridge,
 		pooled:   make(map[string]*Entry),
 		all:      make(map[*Entry]struct{}),
 		unpooled: make(map[string]int),

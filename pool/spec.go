@@ -46,6 +46,10 @@ type Spec struct {
 	// for (mcp.ClientSessionOptions.ProtocolVersion); empty means the
 	// go-sdk's default.
 	ProtocolVersion string
+	// NoBridgeInference is true for a server whose entry says
+	// "bridgeInference": false: a request it sends on its own reaches a
+	// client only on the stream of the call that caused it (see Bridging).
+	NoBridgeInference bool
 	// MaxListingBytes caps the bytes of each of the server's listings
 	// (tools, prompts, resources, resource templates; all pages of one
 	// together); 0 means DefaultMaxListingBytes. See ListingCap.
@@ -77,8 +81,9 @@ func FromConfig(s *config.Server) Spec {
 		Timeout: s.Timeout,
 		Pooled:  s.Pooled,
 
-		ProtocolVersion: s.ProtocolVersion,
-		MaxListingBytes: s.MaxListingBytes,
+		ProtocolVersion:   s.ProtocolVersion,
+		MaxListingBytes:   s.MaxListingBytes,
+		NoBridgeInference: s.NoBridgeInference,
 	}.Clone()
 }
 
@@ -149,6 +154,9 @@ type fingerprintForm struct {
 	ProtocolVersion string `json:"protocolVersion,omitempty"`
 	// MaxListingBytes is left out when 0, for the same reason.
 	MaxListingBytes int64 `json:"maxListingBytes,omitempty"`
+	// NoBridgeInference is left out when false, for the same reason: it
+	// changes what the connection announces, so it is part of identity.
+	NoBridgeInference bool `json:"noBridgeInference,omitempty"`
 }
 
 func sortedPairs(m map[string]string) [][2]string {
@@ -184,8 +192,9 @@ func (s Spec) Fingerprint() string {
 		Timeout:   int64(s.Timeout),
 		Pooled:    s.Pooled,
 
-		ProtocolVersion: s.ProtocolVersion,
-		MaxListingBytes: s.MaxListingBytes,
+		ProtocolVersion:   s.ProtocolVersion,
+		MaxListingBytes:   s.MaxListingBytes,
+		NoBridgeInference: s.NoBridgeInference,
 	})
 	if err != nil {
 		// Strings, string slices, ints and bools always marshal.
@@ -224,16 +233,19 @@ func (s Spec) SessionOptions() *mcp.ClientSessionOptions {
 }
 
 // NewClient returns the go-sdk client an upstream is connected with, by the
-// pool and by reconcile.Legacy: opts, announcing no capabilities, and
-// leaving multi round-trip results (SEP-2322) to its caller. Roots,
-// sampling and elicitation requests from the upstream are not bridged (one
-// connection serves many clients), and a nil Capabilities would announce
-// roots. An input-required result, which asks for the same things within
+// pool and by reconcile.Legacy: opts, leaving multi round-trip results
+// (SEP-2322) to its caller, and announcing opts.Capabilities, or none when
+// it is nil (the go-sdk's default would announce roots). The pool
+// announces roots, sampling and elicitation only to upstreams whose
+// requests its Bridge can pass on (see Bridging); reconcile.Legacy
+// announces none. An input-required result, which asks for the same things within
 // one call, is what the session endpoint relays to the client that made
 // the call; the go-sdk's default would try to answer it on the shared
 // connection, which has no one to ask.
 func NewClient(impl *mcp.Implementation, opts mcp.ClientOptions) *mcp.Client {
-	opts.Capabilities = &mcp.ClientCapabilities{}
+	if opts.Capabilities == nil {
+		opts.Capabilities = &mcp.ClientCapabilities{}
+	}
 	opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true}
 	return mcp.NewClient(impl, &opts)
 }

@@ -143,6 +143,11 @@ type Endpoint struct {
 	onCall    func(Call)          // Options.OnCall
 	down      func(string) string // Options.Unavailable
 
+	// levels holds the log level each client set with logging/setLevel
+	// (*mcp.ServerSession to mcp.LoggingLevel) while it is connected
+	// (keepLevels).
+	levels sync.Map
+
 	subscribed  atomic.Int32 // len(subs), read without subMu
 	syncPending atomic.Bool  // a syncSubscriptions is on its way
 	retryReset  atomic.Bool  // the next sync starts its retry delay afresh
@@ -220,6 +225,11 @@ func New(opts Options) *Endpoint {
 			Tools:     &mcp.ToolCapabilities{ListChanged: true},
 			Prompts:   &mcp.PromptCapabilities{ListChanged: true},
 			Resources: &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
+			// logging/setLevel is per client: the go-sdk keeps each
+			// client's level, and the log messages an upstream sends
+			// during a client's call reach it at that level (bridge.go).
+			//lint:ignore SA1019 logging is deprecated (SEP-2577) but still used during its deprecation window
+			Logging: &mcp.LoggingCapabilities{},
 		},
 		// What a session lists, and may read, is its own policy's doing: a
 		// shared cache must not hand one session's answer to another.
@@ -234,7 +244,7 @@ func New(opts Options) *Endpoint {
 		SubscribeHandler:   e.subscribe,
 		UnsubscribeHandler: e.unsubscribe,
 	})
-	e.srv.AddReceivingMiddleware(internalErrors, e.unknownNames, e.instruct)
+	e.srv.AddReceivingMiddleware(internalErrors, e.unknownNames, e.instruct, e.keepLevels)
 	e.tools = newKind("tool", e.srv.RemoveTools)
 	e.prompts = newKind("prompt", e.srv.RemovePrompts)
 	e.resources = newKind("resource", e.srv.RemoveResources)
@@ -801,7 +811,7 @@ func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*
 	}
 	params := &mcp.CallToolParams{
 		Name:           r.name,
-		Meta:           forwardMeta(cs, req.Session, req.Params.Meta),
+		Meta:           forwardMeta(cs, req.Session, req.Params.Meta, e.level(req.Session)),
 		InputResponses: req.Params.InputResponses,
 		RequestState:   req.Params.RequestState,
 	}
@@ -809,8 +819,10 @@ func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*
 		params.Arguments = req.Params.Arguments
 	}
 	end := e.relayProgress(ctx, req.Session, req.Params.GetProgressToken(), params)
+	bctx, endBridge := e.relay.beginBridge(ctx, cs, req.Session)
 	start := time.Now()
-	res, err := cs.CallTool(ctx, params)
+	res, err := cs.CallTool(bctx, params)
+	endBridge()
 	end()
 	if err != nil {
 		ferr, upstream := e.callFailure(ctx, err, r.server, "tool", exposed)
@@ -855,13 +867,15 @@ func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest)
 	params := &mcp.GetPromptParams{
 		Name:           r.name,
 		Arguments:      req.Params.Arguments,
-		Meta:           forwardMeta(cs, req.Session, req.Params.Meta),
+		Meta:           forwardMeta(cs, req.Session, req.Params.Meta, e.level(req.Session)),
 		InputResponses: req.Params.InputResponses,
 		RequestState:   req.Params.RequestState,
 	}
 	end := e.relayProgress(ctx, req.Session, req.Params.GetProgressToken(), params)
+	bctx, endBridge := e.relay.beginBridge(ctx, cs, req.Session)
 	start := time.Now()
-	res, err := cs.GetPrompt(ctx, params)
+	res, err := cs.GetPrompt(bctx, params)
+	endBridge()
 	end()
 	if err != nil {
 		ferr, upstream := e.callFailure(ctx, err, r.server, "prompt", exposed)
@@ -901,13 +915,15 @@ func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, k *ki
 	}
 	params := &mcp.ReadResourceParams{
 		URI:            uri,
-		Meta:           forwardMeta(cs, req.Session, req.Params.Meta),
+		Meta:           forwardMeta(cs, req.Session, req.Params.Meta, e.level(req.Session)),
 		InputResponses: req.Params.InputResponses,
 		RequestState:   req.Params.RequestState,
 	}
 	end := e.relayProgress(ctx, req.Session, req.Params.GetProgressToken(), params)
+	bctx, endBridge := e.relay.beginBridge(ctx, cs, req.Session)
 	start := time.Now()
-	res, err := cs.ReadResource(ctx, params)
+	res, err := cs.ReadResource(bctx, params)
+	endBridge()
 	end()
 	if err != nil {
 		ferr, upstream := e.callFailure(ctx, err, r.server, "resource", uri)

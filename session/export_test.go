@@ -9,3 +9,10 @@ func (e *Endpoint) SyncSubscriptions() { e.syncSubscriptions() }
 // KeepAliveInterval is the keep-alive interval the endpoint resolved from
 // Options.KeepAlive (<= 0: none).
 func (e *Endpoint) KeepAliveInterval() time.Duration { return e.keepAlive }
+
+// BridgedCalls returns how many forwarded calls r holds for bridging.
+func BridgedCalls(r *ProgressRelay) int {
+	r.bmu.Lock()
+	defer r.bmu.Unlock()
+	return len(r.byToken)
+}

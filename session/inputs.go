@@ -1,5 +1,7 @@
 package session
 
+//lint:file-ignore SA1019 sampling and logging are deprecated (SEP-2577) but still used during their deprecation window
+
 import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -30,11 +32,23 @@ const perRequestProtocol = "2026-07-28"
 // plus the caller's elicitation and sampling capabilities under
 // mcp.MetaKeyClientCapabilities when the upstream link carries
 // capabilities per request and the caller has either. Otherwise the go-sdk
-// sends the shared connection's capabilities, which are none.
-func forwardMeta(up *mcp.ClientSession, caller *mcp.ServerSession, callerMeta mcp.Meta) mcp.Meta {
+// sends the shared connection's capabilities, which are none. On such a
+// link the caller's log level goes too (mcp.MetaKeyLogLevel): the one it
+// sent with the call, or else level, the one it set with
+// logging/setLevel (none: the upstream logs nothing for the call).
+func forwardMeta(up *mcp.ClientSession, caller *mcp.ServerSession, callerMeta mcp.Meta, level mcp.LoggingLevel) mcp.Meta {
 	meta := relayMeta(callerMeta)
 	if res := up.InitializeResult(); res == nil || res.ProtocolVersion < perRequestProtocol {
 		return meta
+	}
+	if sent, ok := callerMeta[mcp.MetaKeyLogLevel].(string); ok {
+		level = mcp.LoggingLevel(sent)
+	}
+	if level != "" {
+		if meta == nil {
+			meta = make(mcp.Meta, 2)
+		}
+		meta[mcp.MetaKeyLogLevel] = string(level)
 	}
 	var elicitation, sampling any // the caller's, nil when it has none
 	if sent, ok := callerMeta[mcp.MetaKeyClientCapabilities].(map[string]any); ok {
@@ -45,7 +59,6 @@ func forwardMeta(up *mcp.ClientSession, caller *mcp.ServerSession, callerMeta mc
 			if e := ip.Capabilities.Elicitation; e != nil {
 				elicitation = e
 			}
-			//lint:ignore SA1019 sampling is deprecated (SEP-2577) but still asked for during its deprecation window
 			if s := ip.Capabilities.Sampling; s != nil {
 				sampling = s
 			}

@@ -43,10 +43,26 @@ const tokenPrefix = "wasmhost-progress-"
 // runs that handler asynchronously, so there a notification handled only
 // after its call returned is dropped. A ProgressRelay is safe for
 // concurrent use and may be shared by every endpoint of a daemon.
+//
+// The relay is also the pool's [pool.Bridge]: it passes the requests and
+// log messages an upstream sends on its own to the client whose call
+// caused them (bridge.go). Its wrappers and taps see where each arrives:
+// on the HTTP stream of a call, or on a stdio connection while one
+// client's calls are in flight.
 type ProgressRelay struct {
 	mu    sync.Mutex
 	calls map[string]*progressCall
+
+	// mark is the _meta key of the marks the taps put on messages for
+	// the pool's client (bridge.go): random, so that no upstream can
+	// forge one.
+	mark    string
+	bmu     sync.Mutex
+	conns   map[*mcp.ClientSession]map[*bridgeCall]struct{} // calls in flight by upstream connection
+	byToken map[string]*bridgeCall
 }
+
+var _ pool.Bridge = (*ProgressRelay)(nil)
 
 // A progressCall is one call waiting for progress.
 type progressCall struct {
@@ -56,7 +72,12 @@ type progressCall struct {
 
 // NewProgressRelay returns an empty relay.
 func NewProgressRelay() *ProgressRelay {
-	return &ProgressRelay{calls: make(map[string]*progressCall)}
+	return &ProgressRelay{
+		calls:   make(map[string]*progressCall),
+		mark:    "wasmhost-bridge-" + rand.Text(),
+		conns:   make(map[*mcp.ClientSession]map[*bridgeCall]struct{}),
+		byToken: make(map[string]*bridgeCall),
+	}
 }
 
 // begin registers one call: notifications for the returned token are passed
@@ -181,26 +202,71 @@ func (t *relayTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &relayConn{Connection: c, relay: t.relay}, nil
+	b, _ := pool.BridgingOf(ctx)
+	return &relayConn{Connection: c, relay: t.relay, bridging: b, calls: make(map[jsonrpc.ID]*bridgeCall)}, nil
 }
 
 type relayConn struct {
 	mcp.Connection
-	relay *ProgressRelay
+	relay    *ProgressRelay
+	bridging pool.Bridging // what the pool lets be inferred (none when it did not connect it)
+
+	mu    sync.Mutex
+	calls map[jsonrpc.ID]*bridgeCall // the forwarded calls awaiting their answers
+}
+
+// Write notes the forwarded calls going out, so that Read can tell whose
+// calls are in flight.
+func (c *relayConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+		if call := callOf(ctx); call != nil {
+			c.mu.Lock()
+			c.calls[req.ID] = call
+			c.mu.Unlock()
+		}
+	}
+	return c.Connection.Write(ctx, msg)
 }
 
 // Read passes every message on except the progress notifications that
-// carry the relay's tokens, which go to their calls.
+// carry the relay's tokens, which go to their calls, and the log messages
+// that arrive while one client's calls are in flight, when the connection
+// allows that inference (pool.Bridging): they go to that client, before
+// the answer that follows them.
 func (c *relayConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		msg, err := c.Connection.Read(ctx)
 		if err != nil {
 			return msg, err
 		}
-		if !c.relay.deliverMessage(msg) {
-			return msg, nil
+		if c.relay.deliverMessage(msg) || c.deliverLog(msg) {
+			continue
 		}
+		return msg, nil
 	}
+}
+
+// deliverLog passes msg to its client when it is a log message the
+// connection can attribute, and reports whether it did; it also forgets
+// the calls msg answers.
+func (c *relayConn) deliverLog(msg jsonrpc.Message) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch m := msg.(type) {
+	case *jsonrpc.Response:
+		if call := c.calls[m.ID]; call != nil {
+			delete(c.calls, m.ID)
+			c.relay.answered(call)
+		}
+	case *jsonrpc.Request:
+		if m.IsCall() || m.Method != "notifications/message" {
+			return false
+		}
+		call := logCall(c.bridging, c.calls)
+		var p mcp.LoggingMessageParams //lint:ignore SA1019 logging is deprecated (SEP-2577) but still used during its deprecation window
+		return call != nil && json.Unmarshal(m.Params, &p) == nil && call.log(&p)
+	}
+	return false
 }
 
 // deliverMessage delivers msg, read off an upstream connection by a

@@ -36,7 +36,9 @@ func (t *progressTap) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	if isEventStream(resp.Header) {
-		resp.Body = &eventTap{ReadCloser: resp.Body, relay: t.relay}
+		// The stream answering a forwarded call: what the upstream asks or
+		// logs on it came during that call (bridge.go).
+		resp.Body = &eventTap{ReadCloser: resp.Body, relay: t.relay, call: callOf(req.Context())}
 	}
 	return resp, err
 }
@@ -56,9 +58,26 @@ func isEventStream(h http.Header) bool {
 // '\r' before it is dropped), an empty line ends an event, an event's
 // "data" fields, trimmed, are joined by '\n', only events named "message"
 // or not named carry messages, and a line without a ':' ends the stream.
+//
+// On the stream answering a forwarded call (call set), the tap holds each
+// event back until it ends (or outgrows maxTapEvent, then it passes
+// unchanged), so that it can mark the requests a pool.Bridge answers as
+// the call's and pass the log messages to the call's client, marking them
+// delivered (ProgressRelay.markMessage).
 type eventTap struct {
 	io.ReadCloser
 	relay *ProgressRelay
+	call  *bridgeCall
+
+	// With call set: the bytes ready for the go-sdk, the current event's
+	// bytes held back, whether the current event passes unheld, its lines
+	// other than data, and the error to return once out is read.
+	out     []byte
+	evt     []byte
+	passing bool
+	other   []byte
+	err     error
+	buf     []byte
 
 	line     []byte // the current line, its first maxTapEvent bytes
 	lineLong bool   // the current line has more bytes than line holds
@@ -70,25 +89,79 @@ type eventTap struct {
 }
 
 func (e *eventTap) Read(p []byte) (int, error) {
-	n, err := e.ReadCloser.Read(p)
-	e.scan(p[:n])
-	if err == io.EOF {
-		e.endLine() // the go-sdk ends an event at the end of the stream too
-		e.endEvent()
+	if e.call == nil {
+		n, err := e.ReadCloser.Read(p)
+		e.scan(p[:n])
+		if err == io.EOF {
+			e.endLine() // the go-sdk ends an event at the end of the stream too
+			e.endEvent()
+		}
+		return n, err
 	}
-	return n, err
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for len(e.out) == 0 && e.err == nil {
+		if len(e.buf) < len(p) {
+			e.buf = make([]byte, max(len(p), 4096))
+		}
+		n, err := e.ReadCloser.Read(e.buf[:len(p)])
+		e.scan(e.buf[:n])
+		if err != nil {
+			if err == io.EOF {
+				e.endLine()
+				e.endEvent()
+			}
+			e.relay.answered(e.call) // the stream that carries its answer ended
+			e.out, e.evt = append(e.out, e.evt...), e.evt[:0]
+			e.err = err
+		}
+	}
+	n := copy(p, e.out)
+	e.out = e.out[n:]
+	if len(e.out) == 0 && e.err != nil {
+		return n, e.err
+	}
+	return n, nil
 }
 
 func (e *eventTap) scan(b []byte) {
-	for len(b) > 0 && !e.dead {
+	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
+		seg := b
+		if i >= 0 {
+			seg = b[:i+1]
+		}
+		e.raw(seg)
+		switch {
+		case e.dead:
+		case i < 0:
 			e.addToLine(b)
+		default:
+			e.addToLine(b[:i])
+			e.endLine()
+		}
+		if i < 0 {
 			return
 		}
-		e.addToLine(b[:i])
-		e.endLine()
 		b = b[i+1:]
+	}
+}
+
+// raw takes the bytes of seg, part of the stream, when the tap holds
+// events back: into the current event's, or on to the go-sdk once the
+// event passes unheld.
+func (e *eventTap) raw(seg []byte) {
+	switch {
+	case e.call == nil:
+	case e.passing || e.dead:
+		e.out = append(append(e.out, e.evt...), seg...)
+		e.evt = e.evt[:0]
+	default:
+		e.evt = append(e.evt, seg...)
+		if len(e.evt) > maxTapEvent {
+			e.out, e.evt, e.passing = append(e.out, e.evt...), e.evt[:0], true
+		}
 	}
 }
 
@@ -108,6 +181,9 @@ func (e *eventTap) endLine() {
 		return
 	}
 	field, value, ok := bytes.Cut(line, []byte{':'})
+	if ok && string(field) != "data" && e.call != nil {
+		e.other = append(append(e.other, line...), '\n')
+	}
 	switch {
 	case !ok:
 		e.dead = true
@@ -128,13 +204,32 @@ func (e *eventTap) endLine() {
 
 // endEvent delivers the event's data when it is one of the relay's progress
 // notifications, and starts the next event.
+//
+// On a call's stream it passes the held event on, or the event marked
+// (markMessage) in its place: its lines other than data, then the marked
+// message as its one data line.
 func (e *eventTap) endEvent() {
-	data, skip, name := e.data, e.skip, string(e.name)
-	e.data, e.hasData, e.skip, e.name = e.data[:0], false, false, e.name[:0]
-	if skip || e.dead || (name != "" && name != "message") || !bytes.Contains(data, []byte(tokenPrefix)) {
+	data, skip, name, other := e.data, e.skip, string(e.name), e.other
+	e.data, e.hasData, e.skip, e.name, e.other = e.data[:0], false, false, e.name[:0], e.other[:0]
+	var marked []byte
+	switch {
+	case skip || e.dead || (name != "" && name != "message"):
+	case bytes.Contains(data, []byte(tokenPrefix)):
+		if msg, err := jsonrpc.DecodeMessage(data); err == nil {
+			e.relay.deliverMessage(msg)
+		}
+	case e.call != nil && !e.passing && len(data) > 0:
+		marked = e.relay.markMessage(e.call, data)
+	}
+	if e.call == nil {
 		return
 	}
-	if msg, err := jsonrpc.DecodeMessage(data); err == nil {
-		e.relay.deliverMessage(msg)
+	if marked != nil {
+		e.out = append(e.out, other...)
+		e.out = append(e.out, "data: "...)
+		e.out = append(append(e.out, marked...), '\n', '\n')
+	} else {
+		e.out = append(e.out, e.evt...)
 	}
+	e.evt, e.passing = e.evt[:0], false
 }
