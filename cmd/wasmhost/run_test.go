@@ -640,3 +640,23 @@ func runUntil(t *testing.T, until string, args ...string) (out, errOut string) {
 	}
 	return o.String(), e.String()
 }
+
+// TestStdioPluginConfigAndSettingsKeys: stdio mode reads the policy block
+// first, hands policy.config to the plugin and accepts the settings keys
+// the plugin declares (testplugins/readonly-policy: config "hide" hides
+// tools, "readOnlyOnly" keeps the read-only ones).
+func TestStdioPluginConfigAndSettingsKeys(t *testing.T) {
+	plugin, err := filepath.Abs("../../testplugins/readonly-policy/readonly-policy.wasm")
+	require.NoError(t, err)
+	path := demoConfigWith(t, func(cfg map[string]any) {
+		cfg["policy"] = map[string]any{"path": plugin, "config": map[string]any{"hide": []string{"pid"}}}
+		cfg["sessions"].(map[string]any)["alice"].(map[string]any)["overrides"] = map[string]any{"demo": map[string]any{"readOnlyOnly": true}}
+		cfg["sessions"].(map[string]any)["bob"].(map[string]any)["overrides"] = map[string]any{}
+	})
+	cs, finish := pipeClient(t, "stdio", "--config", path, "--session", "alice")
+	want := []string{"add", "echo", "read_note"}
+	require.Eventually(t, func() bool { return len(toolNames(t, cs)) == len(want) }, 20*time.Second, 20*time.Millisecond)
+	assert.Equal(t, want, toolNames(t, cs))
+	code, stderr := finish()
+	assert.Equal(t, exitOK, code, stderr)
+}
