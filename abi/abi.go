@@ -6,9 +6,11 @@
 // The normative text is SPEC.md in this directory. In short, a policy plugin
 // is an Extism plugin exporting three functions:
 //
-//   - [ExportHandshake] ("handshake"): no input; returns a [Handshake] naming
-//     the plugin and the ABI version it speaks. The host refuses, at load, a
-//     plugin whose ABI version is not [Version].
+//   - [ExportHandshake] ("handshake"): no input, or a [HandshakeRequest]
+//     carrying the operator's plugin-wide configuration; returns a
+//     [Handshake] naming the plugin, the ABI version it speaks and the
+//     settings keys it owns. The host refuses, at load, a plugin whose ABI
+//     version is not [Version].
 //   - [ExportCanonicalize] ("canonicalize"): a [CanonicalizeRequest] holding a
 //     batch of raw settings objects; returns a [CanonicalizeResponse] with one
 //     [CanonicalResult] per settings object, in order: the canonical form and

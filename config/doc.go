@@ -25,8 +25,10 @@
 // "admin" configures the admin API's bearer token; when absent the admin
 // API is disabled. "policy" names the policy plugin: "path" (absent means
 // the embedded default policy), "sha256" (optional digest pin, 64 hex
-// digits), "memoryMiB" (1 to 4096, default 256) and "timeoutMs" (1 to
-// 600000, default 2000).
+// digits), "memoryMiB" (1 to 4096, default 256), "timeoutMs" (1 to
+// 600000, default 2000) and "config" (any JSON: the plugin's own
+// configuration, the input of its handshake; shown only through
+// [Policy.RedactedConfig]).
 //
 // "mcpServers" takes the server entries gemini-cli and qwen-code users
 // already have, so theirs can be pasted: exactly one of "command" (with
@@ -113,8 +115,10 @@
 // known key an unknown one is likely a misspelling of. Only the gemini-cli
 // keys above are [Warning]s, as are settings that have no effect. A caller
 // may declare more keys a server entry and an override accept
-// ([Options.ServerKeys]); their raw values are kept in [Server.Extra] and
-// [Override.Extra]. The metadata settings are type-checked here, with
+// ([Options.ServerKeys]: the daemon passes the keys its policy plugin
+// declares, having read the policy block first with [PeekPolicy]); their
+// raw values are kept in [Settings.Extra] and are part of the settings
+// object the plugin sees ([Settings.JSON]). The metadata settings are type-checked here, with
 // their exact paths, and their raw values are still what reaches the
 // policy plugin, which decides what they mean.
 //
