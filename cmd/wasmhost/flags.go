@@ -23,6 +23,7 @@ type pluginFlags struct {
 	timeout   time.Duration
 	cacheDir  string
 	logLevel  slog.Level
+	config    string
 }
 
 func (pf *pluginFlags) register(fs *flag.FlagSet) {
@@ -31,6 +32,7 @@ func (pf *pluginFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&pf.timeout, "timeout", 0, "time limit per plugin call, e.g. 500ms (0: the host default)")
 	fs.StringVar(&pf.pin, "pin", "", "refuse the plugin unless its SHA-256 is this hex `DIGEST`")
 	fs.StringVar(&pf.cacheDir, "cache-dir", host.DefaultCacheDir(), "compilation cache `DIR`, so a later run does not recompile the plugin (empty: none)")
+	fs.StringVar(&pf.config, "plugin-config", "", "the plugin's own configuration, a `JSON` value, as policy.config in a config file: the input of its handshake")
 	fs.TextVar(&pf.logLevel, "log-level", slog.LevelWarn, "log `LEVEL` (to standard error): debug, info, warn or error; debug shows what the plugin writes to standard output and error")
 }
 
@@ -40,6 +42,7 @@ func (pf *pluginFlags) options(stderr io.Writer) host.Options {
 		CallTimeout:      pf.timeout,
 		PinSHA256:        pf.pin,
 		CacheDir:         pf.cacheDir,
+		Config:           pf.config,
 		Logger:           slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: pf.logLevel})),
 	}
 }

@@ -660,3 +660,21 @@ func TestStdioPluginConfigAndSettingsKeys(t *testing.T) {
 	code, stderr := finish()
 	assert.Equal(t, exitOK, code, stderr)
 }
+
+// TestConformancePluginConfig: --plugin-config hands the plugin its
+// configuration, as policy.config does in a config file, so a plugin that
+// reads one can be tested (testplugins/readonly-policy hides the tools its
+// config names).
+func TestConformancePluginConfig(t *testing.T) {
+	dir := t.TempDir()
+	suite := `{"suite": "config", "cases": [{"name": "hidden by config", "settings": {"readOnlyOnly": false},
+  "snapshot": {"tools": [{"name": "a", "inputSchema": {"type": "object"}}, {"name": "b", "inputSchema": {"type": "object"}}]},
+  "project": {"tools": [{"name": "a", "trust": false, "alwaysLoad": false}]}}]}`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(suite), 0o600))
+	plugin := "../../testplugins/readonly-policy/readonly-policy.wasm"
+	r := runCLI(t, "", "conformance", "--plugin", plugin, "--plugin-config", `{"hide": ["b"]}`, dir)
+	assert.Equal(t, exitOK, r.code, r.out+r.errOut)
+	assert.Equal(t, "1 passed, 0 failed\n", r.out)
+	r = runCLI(t, "", "conformance", "--plugin", plugin, dir)
+	assert.Equal(t, exitFail, r.code, r.out+r.errOut)
+}
