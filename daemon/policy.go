@@ -106,17 +106,9 @@ func PolicyField(p config.Policy, err error) string {
 	return "policy"
 }
 
-// loadPolicy loads and checks the plugin cfg names: the host checks the
-// pin, the imports and exports and the handshake; then a smoke run
-// (view.Smoke) canonicalizes {} and projects a tiny snapshot.
-func (d *Daemon) loadPolicy(ctx context.Context, cfg *config.Config) (*loadedPolicy, error) {
-	name, wasm, src, err := readPolicy(cfg.Policy)
-	if err != nil {
-		return nil, err
-	}
-	return d.loadPolicyBytes(ctx, name, wasm, src)
-}
-
+// loadPolicyBytes loads and checks a plugin: the host checks the pin, the
+// imports and exports and the handshake (given src's config); then a
+// smoke run (view.Smoke) canonicalizes {} and projects a tiny snapshot.
 func (d *Daemon) loadPolicyBytes(ctx context.Context, name string, wasm []byte, src policySource) (*loadedPolicy, error) {
 	start := time.Now()
 	p, err := host.Load(ctx, name, wasm, host.Options{
