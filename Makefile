@@ -11,7 +11,8 @@ FUZZTIME  ?= 5s
 # Plugins built with the standard Go toolchain (wasip1, c-shared). Each
 # .wasm is committed beside its source and must be byte-reproducible.
 GO_PLUGINS := plugins/policy-default/policy-default.wasm \
-              testplugins/prefix-policy/prefix-policy.wasm
+              testplugins/prefix-policy/prefix-policy.wasm \
+              testplugins/readonly-policy/readonly-policy.wasm
 
 .PHONY: help build plugins go-plugins wat-plugins as-plugins test gotest conformance \
         fuzz bench lint check run tools deploy-check

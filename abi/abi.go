@@ -6,9 +6,11 @@
 // The normative text is SPEC.md in this directory. In short, a policy plugin
 // is an Extism plugin exporting three functions:
 //
-//   - [ExportHandshake] ("handshake"): no input; returns a [Handshake] naming
-//     the plugin and the ABI version it speaks. The host refuses, at load, a
-//     plugin whose ABI version is not [Version].
+//   - [ExportHandshake] ("handshake"): no input, or a [HandshakeRequest]
+//     carrying the operator's plugin-wide configuration; returns a
+//     [Handshake] naming the plugin, the ABI version it speaks and the
+//     settings keys it owns. The host refuses, at load, a plugin whose ABI
+//     version is not [Version].
 //   - [ExportCanonicalize] ("canonicalize"): a [CanonicalizeRequest] holding a
 //     batch of raw settings objects; returns a [CanonicalizeResponse] with one
 //     [CanonicalResult] per settings object, in order: the canonical form and
@@ -172,6 +174,51 @@ type Handshake struct {
 	// Wants lists optional inputs the plugin needs in project calls (see
 	// [WantToolAnnotations]). Unknown values are refused at load.
 	Wants []string `json:"wants,omitempty"`
+	// SettingsKeys lists the per-server settings keys the plugin owns
+	// besides [HostSettingsKeys], e.g. "readOnlyOnly": the host accepts them
+	// in server entries and session overrides and passes them in the
+	// settings object of canonicalize and project. Each matches
+	// [ValidSettingsKey] and is not a key of wasmhost's own.
+	SettingsKeys []string `json:"settingsKeys,omitempty"`
+}
+
+// A HandshakeRequest is the input of the handshake export when the host
+// has plugin-wide configuration for the plugin (SPEC.md section 3). With no
+// configuration the input is empty, as ABI v1 plugins built before it
+// expect; a plugin that ignores its input keeps working either way.
+type HandshakeRequest struct {
+	// ABI is the ABI version of the host, [Version].
+	ABI int `json:"abi"`
+	// Config is the operator's "policy.config" value, any JSON, exactly as
+	// configured (compacted).
+	Config json.RawMessage `json:"config"`
+}
+
+// HostSettingsKeys are the settings keys wasmhost itself passes to a
+// plugin in every settings object: a plugin may not declare them.
+var HostSettingsKeys = []string{"trust", "alwaysLoadTools", "includeTools", "excludeTools"}
+
+// MaxSettingsKeys is the most keys a handshake may declare in
+// SettingsKeys.
+const MaxSettingsKeys = 64
+
+// ValidSettingsKey reports whether k may be declared as a plugin-owned
+// settings key: 1 to 64 ASCII letters, digits, '_' and '-', starting with
+// a letter.
+func ValidSettingsKey(k string) bool {
+	if len(k) == 0 || len(k) > 64 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // A CanonicalizeRequest is the input of the canonicalize export.

@@ -1,6 +1,9 @@
 package abi
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // ValidateHandshake reports whether h is a handshake this host accepts.
 // The error names both ABI versions when they differ.
@@ -14,6 +17,19 @@ func ValidateHandshake(h *Handshake) error {
 	for i, w := range h.Wants {
 		if w != WantToolAnnotations {
 			return fmt.Errorf("handshake: wants[%d]: unknown input %q (this host offers %q)", i, w, WantToolAnnotations)
+		}
+	}
+	if len(h.SettingsKeys) > MaxSettingsKeys {
+		return fmt.Errorf("handshake: settingsKeys: %d keys, limit %d", len(h.SettingsKeys), MaxSettingsKeys)
+	}
+	for i, k := range h.SettingsKeys {
+		switch {
+		case !ValidSettingsKey(k):
+			return fmt.Errorf("handshake: settingsKeys[%d]: %q is not a settings key (1 to 64 ASCII letters, digits, '_' and '-', starting with a letter)", i, k)
+		case slices.Contains(HostSettingsKeys, k):
+			return fmt.Errorf("handshake: settingsKeys[%d]: %q is one of wasmhost's own settings keys", i, k)
+		case slices.Contains(h.SettingsKeys[:i], k):
+			return fmt.Errorf("handshake: settingsKeys[%d]: %q is declared twice", i, k)
 		}
 	}
 	return nil

@@ -2,7 +2,9 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -106,22 +108,32 @@ func (c *Config) tokenSources(kind string) []string {
 	return slices.Compact(out)
 }
 
-// A Settings holds the four session metadata settings of a server entry or
-// of a session override, as raw JSON values exactly as written in the file
-// (whitespace removed). A nil field means the key is absent; a key written
-// as null holds the bytes `null`. The values are type-checked by the loader,
-// but their meaning is the policy plugin's business.
+// A Settings holds the session metadata settings of a server entry or of a
+// session override, as raw JSON values exactly as written in the file
+// (whitespace removed): wasmhost's four, and the keys the policy plugin
+// owns (Extra). A nil field means the key is absent; a key written as null
+// holds the bytes `null`. The four are type-checked by the loader, but
+// their meaning is the policy plugin's business.
 type Settings struct {
 	Trust           json.RawMessage
 	AlwaysLoadTools json.RawMessage
 	IncludeTools    json.RawMessage
 	ExcludeTools    json.RawMessage
+	// Extra holds the raw values of the keys the loader was told to accept
+	// besides its own (Options.ServerKeys: the keys the policy plugin
+	// declares in its handshake), unchecked; nil when there are none.
+	Extra map[string]json.RawMessage
 }
 
 // JSON returns a fresh JSON object holding the keys that are present, in
-// the order trust, alwaysLoadTools, includeTools, excludeTools; `{}` when
-// none is.
+// the order trust, alwaysLoadTools, includeTools, excludeTools, then the
+// Extra keys sorted; `{}` when none is. This is the settings object the
+// policy plugin canonicalizes and projects with, so a change of any of
+// them is a change of metadata, never of transport.
 func (s Settings) JSON() json.RawMessage {
+	if len(s.Extra) > 0 {
+		return s.jsonWithExtra()
+	}
 	fields := [...]struct {
 		key string
 		v   json.RawMessage
@@ -151,14 +163,37 @@ func (s Settings) JSON() json.RawMessage {
 	return append(b, '}')
 }
 
+// jsonWithExtra is JSON for settings with Extra keys.
+func (s Settings) jsonWithExtra() json.RawMessage {
+	four := s
+	four.Extra = nil
+	b := bytes.Clone(four.JSON())
+	b = b[:len(b)-1]
+	for _, k := range slices.Sorted(maps.Keys(s.Extra)) {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		key, _ := json.Marshal(k) // a string always marshals
+		b = append(append(append(b, key...), ':'), s.Extra[k]...)
+	}
+	return append(b, '}')
+}
+
 // Clone returns a deep copy of s.
 func (s Settings) Clone() Settings {
-	return Settings{
+	c := Settings{
 		Trust:           bytes.Clone(s.Trust),
 		AlwaysLoadTools: bytes.Clone(s.AlwaysLoadTools),
 		IncludeTools:    bytes.Clone(s.IncludeTools),
 		ExcludeTools:    bytes.Clone(s.ExcludeTools),
 	}
+	if s.Extra != nil {
+		c.Extra = make(map[string]json.RawMessage, len(s.Extra))
+		for k, v := range s.Extra {
+			c.Extra[k] = bytes.Clone(v)
+		}
+	}
+	return c
 }
 
 // with returns s with each setting that o has replaced by o's, sharing
@@ -175,6 +210,12 @@ func (s Settings) with(o Settings) Settings {
 	}
 	if o.ExcludeTools != nil {
 		s.ExcludeTools = o.ExcludeTools
+	}
+	if len(o.Extra) > 0 {
+		merged := make(map[string]json.RawMessage, len(s.Extra)+len(o.Extra))
+		maps.Copy(merged, s.Extra)
+		maps.Copy(merged, o.Extra)
+		s.Extra = merged
 	}
 	return s
 }
@@ -226,12 +267,9 @@ type Server struct {
 	Disabled bool
 	// Description is free text shown to operators.
 	Description string
-	// Settings holds the raw session metadata settings.
+	// Settings holds the raw session metadata settings, the plugin's own
+	// keys (Options.ServerKeys) in Settings.Extra.
 	Settings Settings
-	// Extra holds the raw values of the keys the loader was told to
-	// accept besides its own (Options.ServerKeys); nil when there are
-	// none.
-	Extra map[string]json.RawMessage
 	// Prefix, when not nil, is the prefix the server's tool and prompt
 	// names always get in a session ("prefix"; "" means the upstream's own
 	// names), whatever the session's Names says. A session override may
@@ -271,12 +309,6 @@ func (s *Server) Clone() *Server {
 	c.Env = maps.Clone(s.Env)
 	c.Headers = maps.Clone(s.Headers)
 	c.Settings = s.Settings.Clone()
-	if s.Extra != nil {
-		c.Extra = make(map[string]json.RawMessage, len(s.Extra))
-		for k, v := range s.Extra {
-			c.Extra[k] = bytes.Clone(v)
-		}
-	}
 	if s.Prefix != nil {
 		p := *s.Prefix
 		c.Prefix = &p
@@ -333,10 +365,6 @@ func (s Server) LogValue() slog.Value {
 type Override struct {
 	Settings Settings
 	Disabled *bool
-	// Extra holds the raw values of the keys the loader was told to
-	// accept besides its own (Options.ServerKeys); nil when there are
-	// none.
-	Extra map[string]json.RawMessage
 	// Prefix and Instructions, when set, replace the server's (see
 	// Session.Prefix and Session.Instructions).
 	Prefix       *string
@@ -557,6 +585,79 @@ type Policy struct {
 	// module limits checked before compiling; 0 means the host's default
 	// (host.DefaultCompileTimeout).
 	CompileTimeout time.Duration
+	// Config is the plugin-wide configuration ("config"), any JSON value,
+	// compacted; nil when absent. The plugin gets it as the input of its
+	// handshake (abi/SPEC.md section 3). It may hold secrets: show it only
+	// through RedactedConfig.
+	Config json.RawMessage
+}
+
+// Equal reports whether p and o name the same plugin with the same limits
+// and configuration.
+func (p Policy) Equal(o Policy) bool {
+	return p.Path == o.Path && p.SHA256 == o.SHA256 && p.MemoryMiB == o.MemoryMiB &&
+		p.Timeout == o.Timeout && p.CompileTimeout == o.CompileTimeout && bytes.Equal(p.Config, o.Config) && (p.Config == nil) == (o.Config == nil)
+}
+
+// LogValue implements slog.LogValuer: the configuration is logged
+// redacted (see RedactedConfig).
+func (p Policy) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("path", p.Path), slog.String("sha256", p.SHA256),
+		slog.Int("memoryMiB", p.MemoryMiB), slog.Duration("timeout", p.Timeout)}
+	if p.Config != nil {
+		attrs = append(attrs, slog.String("config", string(p.RedactedConfig())))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// RedactedConfig returns Config with every string, number and boolean
+// replaced by the string "REDACTED": the object keys, the array lengths and
+// nulls stay, so an operator can see the shape that is loaded, and no
+// value shows. wasmhost cannot know which values a plugin treats as
+// secrets (an allow list may hold a token, a URL a password), and a guess
+// by key name that misses one leaks it; so every value is hidden. The
+// digest (ConfigSHA256) tells two configurations apart. nil for none.
+func (p Policy) RedactedConfig() json.RawMessage {
+	if p.Config == nil {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(p.Config, &v); err != nil {
+		return json.RawMessage(`"REDACTED"`)
+	}
+	out, err := json.Marshal(redactValue(v))
+	if err != nil {
+		return json.RawMessage(`"REDACTED"`)
+	}
+	return out
+}
+
+func redactValue(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = redactValue(e)
+		}
+		return x
+	case []any:
+		for i, e := range x {
+			x[i] = redactValue(e)
+		}
+		return x
+	case nil:
+		return nil
+	}
+	return "REDACTED"
+}
+
+// ConfigSHA256 returns the hex SHA-256 of Config's compact bytes; "" for
+// none.
+func (p Policy) ConfigSHA256() string {
+	if p.Config == nil {
+		return ""
+	}
+	sum := sha256.Sum256(p.Config)
+	return hex.EncodeToString(sum[:])
 }
 
 // MemoryLimitBytes returns MemoryMiB in bytes.

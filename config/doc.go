@@ -26,9 +26,11 @@
 // API is disabled. "policy" names the policy plugin: "path" (absent means
 // the embedded default policy), "sha256" (optional digest pin, 64 hex
 // digits), "memoryMiB" (1 to 4096, default 256), "timeoutMs" (1 to
-// 600000, default 2000) and "compileTimeoutMs" (1 to 3600000, default
+// 600000, default 2000), "compileTimeoutMs" (1 to 3600000, default
 // 300000: how long compiling the plugin at load may take, past the module
-// limits abi/SPEC.md lists, which are checked before compiling).
+// limits abi/SPEC.md lists, which are checked before compiling) and "config" (any JSON: the plugin's
+// own configuration, the input of its handshake; shown only through
+// [Policy.RedactedConfig]).
 //
 // "mcpServers" takes the server entries gemini-cli and qwen-code users
 // already have, so theirs can be pasted: exactly one of "command" (with
@@ -123,8 +125,10 @@
 // known key an unknown one is likely a misspelling of. Only the gemini-cli
 // keys above are [Warning]s, as are settings that have no effect. A caller
 // may declare more keys a server entry and an override accept
-// ([Options.ServerKeys]); their raw values are kept in [Server.Extra] and
-// [Override.Extra]. The metadata settings are type-checked here, with
+// ([Options.ServerKeys]: the daemon passes the keys its policy plugin
+// declares, having read the policy block first with [PeekPolicy]); their
+// raw values are kept in [Settings.Extra] and are part of the settings
+// object the plugin sees ([Settings.JSON]). The metadata settings are type-checked here, with
 // their exact paths, and their raw values are still what reaches the
 // policy plugin, which decides what they mean.
 //

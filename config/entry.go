@@ -92,8 +92,8 @@ func (s *Server) Entry() json.RawMessage {
 			field(f.key, f.v)
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.Extra)) {
-		field(k, s.Extra[k])
+	for _, k := range slices.Sorted(maps.Keys(s.Settings.Extra)) {
+		field(k, s.Settings.Extra[k])
 	}
 	b.WriteByte('}')
 	return b.Bytes()

@@ -60,7 +60,7 @@ func TestServerEntryRoundTrip(t *testing.T) {
 			t.Errorf("%s: round trip mismatch (-want +got):\n%s", name, diff)
 		}
 	}
-	srv := &Server{Name: "x", Command: "c", Extra: map[string]json.RawMessage{"maxRows": json.RawMessage(`3`)}}
+	srv := &Server{Name: "x", Command: "c", Settings: Settings{Extra: map[string]json.RawMessage{"maxRows": json.RawMessage(`3`)}}}
 	assert.JSONEq(t, `{"command":"c","pooled":false,"maxRows":3}`, string(srv.Entry()))
 }
 

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -11,7 +12,7 @@ import (
 // see every tool.
 var (
 	topKeys      = []string{"mcpServers", "sessions", "policy", "listen", "admin"}
-	policyKeys   = []string{"path", "sha256", "memoryMiB", "timeoutMs", "compileTimeoutMs"}
+	policyKeys   = []string{"path", "sha256", "memoryMiB", "timeoutMs", "compileTimeoutMs", "config"}
 	tokenKeys    = []string{"token", "tokenFile", "tokenEnv"}
 	sessionKeys  = []string{"token", "tokenFile", "tokenEnv", "servers", "overrides", "description", "names"}
 	metadataKeys = []string{"trust", "alwaysLoadTools", "includeTools", "excludeTools"}
@@ -45,7 +46,19 @@ func (l *loader) unknownKey(off int, path, key string, known []string) {
 		l.errorAt(off, path, "unknown key; did you mean %q?", s)
 		return
 	}
-	l.errorAt(off, path, "unknown key (expected one of %s)", quoteList(known))
+	l.errorAt(off, path, "unknown key (expected one of %s)%s", quoteList(known), l.ownerHint())
+}
+
+// ownerHint is the end of an unknown server or override key's error: who
+// would have to declare the key for wasmhost to accept it.
+func (l *loader) ownerHint() string {
+	if !l.inSettings {
+		return ""
+	}
+	if l.owner == "" {
+		return "; a policy plugin's own key is accepted only when the plugin declares it in its handshake's settingsKeys"
+	}
+	return fmt.Sprintf("; %s would have to declare it in its handshake's settingsKeys", l.owner)
 }
 
 // suggest returns the key of known nearest to key when it is near enough

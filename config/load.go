@@ -60,9 +60,30 @@ type Options struct {
 	ReadFile func(string) ([]byte, error)
 	// ServerKeys are keys that a server entry and a session override may
 	// hold besides the loader's own, such as settings a plugin declares.
-	// Their values are kept, unchecked, in Server.Extra and
-	// Override.Extra. A key the loader knows already is not affected.
+	// Their values are kept, unchecked, in Settings.Extra, and are part
+	// of the settings object the policy plugin sees. A key the loader
+	// knows already is an error.
 	ServerKeys []string
+	// ServerKeysOwner names who declares ServerKeys, e.g. `policy plugin
+	// "readonly-policy"`, for the error about a key that is neither the
+	// loader's nor in ServerKeys: it says who would have to declare it.
+	ServerKeysOwner string
+
+	policyOnly bool // PeekPolicy: read the policy block and nothing else
+}
+
+// PeekPolicy reads only the "policy" block of the config file contents
+// data, so that the plugin it names can be loaded, and the settings keys
+// the plugin declares passed to ParseWith (Options.ServerKeys): the config
+// names the plugin that decides which keys the rest of it may hold. The
+// error reports the policy block's problems (or the file's syntax), as
+// ParseWith would.
+func PeekPolicy(name string, data []byte) (Policy, error) {
+	cfg, _, err := ParseWith(name, data, Options{policyOnly: true})
+	if err != nil {
+		return Policy{}, err
+	}
+	return cfg.Policy, nil
 }
 
 // ParseWith is Parse with Options.
@@ -81,13 +102,25 @@ func ParseWith(name string, data []byte, opts Options) (*Config, []Warning, erro
 		lookupEnv: opts.LookupEnv,
 		readFile:  opts.ReadFile,
 		extra:     make(map[string]bool),
+		owner:     opts.ServerKeysOwner,
+		only:      opts.policyOnly,
 		known:     make(map[string]bool),
 		tokens:    make(map[string]string),
 	}
+	var clash []error
 	for _, k := range opts.ServerKeys {
-		if !slices.Contains(serverKeys, k) && !slices.Contains(IgnoredServerKeys, k) {
-			l.extra[k] = true
+		if slices.Contains(serverKeys, k) || slices.Contains(overrideKeys, k) || slices.Contains(IgnoredServerKeys, k) {
+			owner := opts.ServerKeysOwner
+			if owner == "" {
+				owner = "the policy plugin"
+			}
+			clash = append(clash, &Error{File: name, Path: "policy", Msg: fmt.Sprintf("%s declares the settings key %q, which is wasmhost's own", owner, k)})
+			continue
 		}
+		l.extra[k] = true
+	}
+	if len(clash) > 0 {
+		return nil, nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(clash...))
 	}
 	cfg := l.parse(data)
 	warnings := l.warnings()
@@ -105,6 +138,10 @@ type loader struct {
 	lookupEnv func(string) (string, bool)
 	readFile  func(string) ([]byte, error)
 	extra     map[string]bool // Options.ServerKeys
+	owner     string          // Options.ServerKeysOwner
+	only      bool            // Options.policyOnly
+
+	inSettings bool // parsing a server entry or an override, for ownerHint
 
 	errs   []located[*Error]
 	warns  []located[Warning]
@@ -217,6 +254,12 @@ func (l *loader) config(root *node) *Config {
 		default:
 			l.unknownKey(m.keyOff, joinKey("", m.key), m.key, topKeys)
 		}
+	}
+	if l.only {
+		if n := top["policy"]; n != nil {
+			l.policy(cfg, n)
+		}
+		return cfg
 	}
 	// Servers first: sessions refer to them.
 	if n := top["mcpServers"]; n != nil {
@@ -544,12 +587,14 @@ func (l *loader) server(name string, n *node, path string) *Server {
 			case slices.Contains(IgnoredServerKeys, m.key):
 				l.warnAt(m.keyOff, p, "not supported by wasmhost, ignored")
 			case l.extra[m.key]:
-				if s.Extra == nil {
-					s.Extra = make(map[string]json.RawMessage)
+				if s.Settings.Extra == nil {
+					s.Settings.Extra = make(map[string]json.RawMessage)
 				}
-				s.Extra[m.key] = l.raw(v)
+				s.Settings.Extra[m.key] = l.raw(v)
 			default:
+				l.inSettings = true
 				l.unknownKey(m.keyOff, p, m.key, l.withExtra(serverKeys))
+				l.inSettings = false
 			}
 		}
 	}
@@ -712,6 +757,8 @@ func (l *loader) policy(cfg *Config, n *node) {
 			if v, ok := l.integer(v, p, 1, MaxPolicyCompileTimeoutMs, " (milliseconds)"); ok {
 				cfg.Policy.CompileTimeout = time.Duration(v) * time.Millisecond
 			}
+		case "config":
+			cfg.Policy.Config = l.raw(v)
 		default:
 			l.unknownKey(m.keyOff, p, m.key, policyKeys)
 		}
@@ -902,12 +949,14 @@ func (l *loader) override(n *node, path string) (Override, bool) {
 		case transportKeys[m.key]:
 			l.errorAt(m.keyOff, p, "a session override may only set trust, includeTools, excludeTools, alwaysLoadTools, disabled, prefix and instructions; transport settings are shared by all sessions")
 		case l.extra[m.key]:
-			if o.Extra == nil {
-				o.Extra = make(map[string]json.RawMessage)
+			if o.Settings.Extra == nil {
+				o.Settings.Extra = make(map[string]json.RawMessage)
 			}
-			o.Extra[m.key] = l.raw(m.val)
+			o.Settings.Extra[m.key] = l.raw(m.val)
 		default:
+			l.inSettings = true
 			l.unknownKey(m.keyOff, p, m.key, l.withExtra(overrideKeys))
+			l.inSettings = false
 		}
 	}
 	return o, true

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -493,15 +494,15 @@ func TestUnknownKeysRefused(t *testing.T) {
 		`c.json: mcp: unknown key (expected one of "mcpServers", "sessions", "policy", "listen" and "admin")`,
 		`c.json: polcy: unknown key; did you mean "policy"?`,
 		`c.json: policy.memoryMB: unknown key; did you mean "memoryMiB"?`,
-		`c.json: policy.cache: unknown key (expected one of "path", "sha256", "memoryMiB", "timeoutMs" and "compileTimeoutMs")`,
+		`c.json: policy.cache: unknown key (expected one of "path", "sha256", "memoryMiB", "timeoutMs", "compileTimeoutMs" and "config")`,
 		`c.json: admin.port: unknown key (expected one of "token", "tokenFile" and "tokenEnv")`,
 		`c.json: mcpServers.fs.includeTool: unknown key; did you mean "includeTools"?`,
 		`c.json: mcpServers.fs.IncludeTools: unknown key; did you mean "includeTools"?`,
-		`c.json: mcpServers.fs.colour: unknown key (expected one of "trust", "alwaysLoadTools", "includeTools", "excludeTools", "command", "args", "env", "cwd", "url", "httpUrl", "headers", "timeout", "pooled", "bridgeInference", "protocolVersion", "maxListingBytes", "disabled", "description", "prefix" and "instructions")`,
+		`c.json: mcpServers.fs.colour: unknown key (expected one of "trust", "alwaysLoadTools", "includeTools", "excludeTools", "command", "args", "env", "cwd", "url", "httpUrl", "headers", "timeout", "pooled", "bridgeInference", "protocolVersion", "maxListingBytes", "disabled", "description", "prefix" and "instructions"); a policy plugin's own key is accepted only when the plugin declares it in its handshake's settingsKeys`,
 		`c.json: mcpServers.fs.maxListingByte: unknown key; did you mean "maxListingBytes"?`,
 		`c.json: sessions.reader.overides: unknown key; did you mean "overrides"?`,
 		`c.json: sessions.reader.overrides.fs.excludeTool: unknown key; did you mean "excludeTools"?`,
-		`c.json: sessions.reader.overrides.fs.note: unknown key (expected one of "trust", "alwaysLoadTools", "includeTools", "excludeTools", "disabled", "prefix" and "instructions")`,
+		`c.json: sessions.reader.overrides.fs.note: unknown key (expected one of "trust", "alwaysLoadTools", "includeTools", "excludeTools", "disabled", "prefix" and "instructions"); a policy plugin's own key is accepted only when the plugin declares it in its handshake's settingsKeys`,
 		`c.json: sessions.writer.sever: unknown key; did you mean "servers"?`,
 	}
 	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {
@@ -524,13 +525,84 @@ func TestExtraServerKeys(t *testing.T) {
 	cfg, ws, err := ParseWith("c.json", input, Options{LookupEnv: fakeEnv(nil), ReadFile: failRead, ServerKeys: []string{"maxRows"}})
 	require.NoError(t, err)
 	assert.Empty(t, ws)
-	assert.Equal(t, `10`, string(cfg.Servers["fs"].Extra["maxRows"]))
-	assert.Equal(t, `[1,2]`, string(cfg.Sessions["a"].Overrides["fs"].Extra["maxRows"]))
-	assert.Equal(t, `10`, string(cfg.Servers["fs"].Clone().Extra["maxRows"]))
+	assert.Equal(t, `10`, string(cfg.Servers["fs"].Settings.Extra["maxRows"]))
+	assert.Equal(t, `[1,2]`, string(cfg.Sessions["a"].Overrides["fs"].Settings.Extra["maxRows"]))
+	assert.Equal(t, `10`, string(cfg.Servers["fs"].Clone().Settings.Extra["maxRows"]))
 
 	_, _, err = ParseWith("c.json", []byte(`{"mcpServers": {"fs": {"command": "c", "maxRow": 1}}}`), Options{ServerKeys: []string{"maxRows"}})
 	require.Error(t, err)
 	assert.Equal(t, `c.json: mcpServers.fs.maxRow: unknown key; did you mean "maxRows"?`, err.Error())
+}
+
+// TestPluginKeysInSettings: a declared key reaches the settings object the
+// plugin sees, sorted after wasmhost's own keys, and a session override
+// replaces it; the server's transport is untouched.
+func TestPluginKeysInSettings(t *testing.T) {
+	input := []byte(`{
+  "mcpServers": {"fs": {"command": "c", "readOnlyOnly": true, "trust": false, "aLimit": 3}},
+  "sessions": {
+    "a": {"token": "a-token-0123456789abc"},
+    "b": {"token": "b-token-0123456789abc", "overrides": {"fs": {"readOnlyOnly": false}}}
+  }
+}`)
+	cfg, _, err := ParseWith("c.json", input, Options{LookupEnv: fakeEnv(nil), ReadFile: failRead, ServerKeys: []string{"readOnlyOnly", "aLimit"}})
+	require.NoError(t, err)
+	got, enabled := cfg.Sessions["a"].EffectiveSettings("fs")
+	require.True(t, enabled)
+	assert.Equal(t, `{"trust":false,"aLimit":3,"readOnlyOnly":true}`, string(got))
+	got, _ = cfg.Sessions["b"].EffectiveSettings("fs")
+	assert.Equal(t, `{"trust":false,"aLimit":3,"readOnlyOnly":false}`, string(got))
+	_, effective, _ := cfg.Sessions["b"].Effective("fs")
+	assert.Equal(t, string(got), string(effective))
+	assert.Equal(t, `true`, string(cfg.Servers["fs"].Settings.Extra["readOnlyOnly"]), "the override does not touch the base entry")
+}
+
+// TestUndeclaredKeyNamesPlugin: a key the plugin does not declare is
+// refused, and the error names the plugin that would have to declare it.
+func TestUndeclaredKeyNamesPlugin(t *testing.T) {
+	input := []byte(`{
+  "mcpServers": {"fs": {"command": "c"}},
+  "sessions": {"a": {"token": "a-token-0123456789abc", "overrides": {"fs": {"readOnlyOnly": true}}}}
+}`)
+	_, _, err := ParseWith("c.json", input, Options{LookupEnv: fakeEnv(nil), ReadFile: failRead, ServerKeysOwner: `policy plugin "policy-default"`})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `sessions.a.overrides.fs.readOnlyOnly: unknown key`)
+	assert.Contains(t, err.Error(), `policy plugin "policy-default" would have to declare it in its handshake's settingsKeys`)
+
+	_, _, err = ParseWith("c.json", []byte(`{"mcpServers": {"fs": {"command": "c"}}}`), Options{ServerKeys: []string{"prefix"}, ServerKeysOwner: `policy plugin "x"`})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `policy plugin "x" declares the settings key "prefix", which is wasmhost's own`)
+}
+
+// TestPolicyConfig: policy.config takes any JSON, compacted; PeekPolicy
+// reads it without the rest of the file; its shown form hides every value.
+func TestPolicyConfig(t *testing.T) {
+	input := []byte(`{
+  "policy": {"config": {"apiKey": "sk-secret-123", "hide": ["write_file"], "limit": 7, "on": true, "none": null}},
+  "mcpServers": {"fs": {"command": "c", "readOnlyOnly": true}},
+  "sessions": {"a": {"tokenEnv": "UNSET_TOKEN"}}
+}`)
+	pol, err := PeekPolicy("c.json", input)
+	require.NoError(t, err, "PeekPolicy reads the policy block only: the plugin's key and the token are not its business")
+	assert.Equal(t, `{"apiKey":"sk-secret-123","hide":["write_file"],"limit":7,"on":true,"none":null}`, string(pol.Config))
+	assert.JSONEq(t, `{"apiKey":"REDACTED","hide":["REDACTED"],"limit":"REDACTED","on":"REDACTED","none":null}`, string(pol.RedactedConfig()))
+	assert.Len(t, pol.ConfigSHA256(), 64)
+	var b strings.Builder
+	slog.New(slog.NewTextHandler(&b, nil)).Info("x", "policy", pol)
+	assert.NotContains(t, b.String(), "sk-secret-123")
+	assert.NotContains(t, b.String(), "write_file")
+
+	other := pol
+	other.Config = json.RawMessage(`{"hide":[]}`)
+	assert.False(t, pol.Equal(other))
+	assert.True(t, pol.Equal(pol))
+	none := pol
+	none.Config = nil
+	assert.Nil(t, none.RedactedConfig())
+
+	_, err = PeekPolicy("c.json", []byte(`{"policy": {"config": 1, "path": 3}}`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "policy.path")
 }
 
 func TestSuggest(t *testing.T) {

@@ -34,6 +34,10 @@ type Result struct {
 	// policy gave, usually as compact JSON.
 	Want string `json:"want,omitempty"`
 	Got  string `json:"got,omitempty"`
+	// Warnings name inputs the case gives that the policy does not ask
+	// for, so that it never sees them (see [wantsWarnings]); they do not
+	// fail the case.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // String returns the result as one report line:
@@ -73,14 +77,18 @@ func (r *Report) Summary() string {
 	return fmt.Sprintf("%d passed, %d failed", r.Passed, r.Failed)
 }
 
-// WriteText writes one line per failing case (per case when verbose) and
-// then the summary line alone.
+// WriteText writes one line per failing case (per case when verbose), a
+// "WARN FILE: CASE: MESSAGE" line per warning of any case, and then the
+// summary line alone.
 func (r *Report) WriteText(w io.Writer, verbose bool) error {
 	var b bytes.Buffer
 	for _, res := range r.Results {
 		if verbose || !res.Passed {
 			b.WriteString(res.String())
 			b.WriteByte('\n')
+		}
+		for _, warn := range res.Warnings {
+			fmt.Fprintf(&b, "WARN %s: %s: %s\n", label(res.File), label(res.Case), oneLine(warn))
 		}
 	}
 	b.WriteString(r.Summary())
@@ -266,6 +274,7 @@ func RunCase(ctx context.Context, p abi.Policy, s *Suite, c *Case) Result {
 // the case has passed otherwise, and records what p answered in ans.
 func runCase(ctx context.Context, p abi.Policy, s *Suite, c *Case, sb *suiteBatch, ans *answers) (res Result) {
 	res = Result{File: s.File, Suite: s.Name, Case: c.Name, Kind: c.Kind}
+	res.Warnings = wantsWarnings(handshake(p), c)
 	defer func() {
 		if v := recover(); v != nil {
 			res.Passed, res.Message, res.Want, res.Got = false, fmt.Sprintf("the policy panicked: %v", v), "", ""
@@ -299,6 +308,26 @@ func runCase(ctx context.Context, p abi.Policy, s *Suite, c *Case, sb *suiteBatc
 	}
 	res.Message, res.Want, res.Got = f.msg, f.want, f.got
 	return res
+}
+
+// wantsWarnings names the inputs case c gives that a policy with
+// handshake h never sees: tool annotations in the snapshot without
+// wants ["toolAnnotations"]. The host then sends names only, so a case
+// whose outcome depends on annotations passes or fails for the wrong
+// reason.
+func wantsWarnings(h abi.Handshake, c *Case) []string {
+	var out []string
+	if c.Snapshot != nil && !slices.Contains(h.Wants, abi.WantToolAnnotations) {
+		if snap, err := DecodeSnapshot(c.Snapshot); err == nil {
+			for i, t := range snap.Tools {
+				if t.Annotations != nil {
+					out = append(out, fmt.Sprintf("snapshot.tools[%d] %q has annotations, but the plugin's handshake does not want %q, so project never sees them", i, t.Name, abi.WantToolAnnotations))
+					break
+				}
+			}
+		}
+	}
+	return out
 }
 
 // projectFunc is view.Project; tests replace it to check that the runner

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/view"
@@ -39,27 +38,22 @@ func (r *CheckResult) OK() bool { return len(r.Errors) == 0 }
 func (d *Daemon) Check(ctx context.Context) (*CheckResult, error) {
 	res := &CheckResult{}
 	addErr := func(err error) { res.Errors = append(res.Errors, errLines(err)...) }
-	cfg, warnings, err := config.Load(d.file)
-	for _, w := range warnings {
+	ld, _, err := d.loadConfigPolicy(ctx, nil, nil)
+	for _, w := range ld.warnings {
 		res.Warnings = append(res.Warnings, w.String())
 	}
 	if err != nil {
 		addErr(err)
 		return res, ctx.Err()
 	}
+	cfg, pol := ld.cfg, ld.next
+	defer func() { _ = pol.close(context.Background()) }()
 	d.secrets.AddConfig(cfg)
 	cmdWarnings, _ := d.checkCommands(cfg) // d.cfg is nil: each server is new, a warning at most
 	res.Warnings = append(res.Warnings, cmdWarnings...)
 	if err := checkListen(cfg.Listen, d.opts.AllowRemote); err != nil {
 		addErr(fmt.Errorf("%s: listen: %q: %w", d.file, cfg.Listen, err))
 	}
-
-	pol, err := d.loadPolicy(ctx, cfg)
-	if err != nil {
-		addErr(d.policyError(cfg.Policy, err))
-		return res, ctx.Err()
-	}
-	defer func() { _ = pol.close(context.Background()) }()
 
 	// The trial calls a reload makes: the reconciler asks the plugin for
 	// the keys of the settings of every binding the config makes. It has

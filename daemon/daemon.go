@@ -395,11 +395,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	// Warnings are logged even when the config is refused: an unknown key
 	// may be the typo behind the error.
-	cfg, warnings, err := d.loadConfig(make(map[string]string))
-	d.logWarnings(warnings)
+	// The policy block is read, and its plugin loaded, before the rest of
+	// the file: the plugin decides which settings keys it may hold.
+	ld, kind, err := d.loadConfigPolicy(ctx, nil, nil)
+	d.logWarnings(ld.warnings)
 	if err != nil {
-		return fmt.Errorf("daemon: %w: %w", ErrConfigInvalid, err)
+		return fmt.Errorf("daemon: %w: %w", kind, err)
 	}
+	cfg, pol := ld.cfg, ld.next
 	d.secrets.AddConfig(cfg)
 	d.hideTokenEnvs(cfg)
 	cmdWarnings, _ := d.checkCommands(cfg) // nothing runs yet: warnings only
@@ -414,12 +417,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		listen, where = d.opts.Listen, fmt.Sprintf("listen %q", d.opts.Listen)
 	}
 	if err := checkListen(listen, d.opts.AllowRemote); err != nil {
+		_ = pol.close(context.Background())
 		return fmt.Errorf("daemon: %s: %w", where, err)
-	}
-
-	pol, err := d.loadPolicy(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("daemon: %w: %w", ErrPolicyRefused, d.policyError(cfg.Policy, err))
 	}
 	d.policy.Store(pol)
 

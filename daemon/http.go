@@ -326,7 +326,13 @@ func (d *Daemon) parseServerEntry(name string, body []byte) (*config.Server, []s
 	key, _ := json.Marshal(name)
 	doc := append(append(append([]byte(`{"mcpServers":{`), key...), ':'), body...)
 	doc = append(doc, "}}"...)
-	cfg, ws, err := config.Parse(file, doc, nil, nil)
+	// The running plugin's own settings keys are accepted, as in the file.
+	var opts config.Options
+	if pol := d.policy.Load(); pol != nil {
+		hs := pol.policy.Handshake()
+		opts.ServerKeys, opts.ServerKeysOwner = hs.SettingsKeys, fmt.Sprintf("policy plugin %q", hs.Name)
+	}
+	cfg, ws, err := config.ParseWith(file, doc, opts)
 	// Paths are given in the body, not in the document wrapped around it:
 	// "trust", not "mcpServers.NAME.trust".
 	entry := config.JoinPath("mcpServers", name)

@@ -3,9 +3,13 @@ package daemon
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/pool"
@@ -122,4 +126,31 @@ func (d *Daemon) pruneOverlays(cfg *config.Config) {
 			delete(d.overlays, name)
 		}
 	}
+}
+
+// overlayKeysDropped refuses a swap to next while a runtime overlay of a
+// session cfg keeps holds a plugin settings key next does not declare:
+// next would get a key it does not know, and might ignore a narrowing
+// one. It names the sessions. d.reloadMu is held.
+func (d *Daemon) overlayKeysDropped(cfg *config.Config, next *loadedPolicy) error {
+	hs := next.policy.Handshake()
+	users := make(map[string][]string) // key -> sessions
+	for _, sname := range slices.Sorted(maps.Keys(d.overlays)) {
+		if cfg.Sessions[sname] == nil {
+			continue // Apply drops the overlays of a removed session
+		}
+		for _, srv := range d.overlays[sname] {
+			for k := range srv.Settings.Extra {
+				if !slices.Contains(hs.SettingsKeys, k) && !slices.Contains(users[k], sname) {
+					users[k] = append(users[k], sname)
+				}
+			}
+		}
+	}
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(users)) {
+		errs = append(errs, fmt.Errorf("plugin %q does not declare the settings key %q, which the runtime overlays of sessions %s use",
+			hs.Name, k, strings.Join(users[k], ", ")))
+	}
+	return errors.Join(errs...)
 }

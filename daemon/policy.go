@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/wasmhost/wasmhost/abi"
@@ -19,8 +21,14 @@ import (
 // A policySource is everything that decides which plugin runs and how: a
 // change of any field means loading a new plugin.
 type policySource struct {
-	config.Policy        // the config's plugin path, pin and limits
+	config.Policy        // the config's plugin path, pin, limits and config
 	digest        string // SHA-256 of the wasm bytes
+}
+
+// same reports whether s and o would load the same plugin the same way: a
+// change of the plugin's configuration alone is a swap too.
+func (s policySource) same(o policySource) bool {
+	return s.digest == o.digest && s.Policy.Equal(o.Policy)
 }
 
 // A loadedPolicy is a checked plugin, instrumented as the views use it.
@@ -43,10 +51,10 @@ func (p *loadedPolicy) describe() string {
 	return fmt.Sprintf("%s %s (%s, sha256 %.12s…)", hs.Name, hs.Version, p.policy.Name(), p.policy.Digest())
 }
 
-// readPolicy reads the plugin bytes cfg names and returns them with their
+// readPolicy reads the plugin bytes pol names and returns them with their
 // source description.
-func readPolicy(cfg *config.Config) (name string, wasm []byte, src policySource, err error) {
-	src = policySource{Policy: cfg.Policy}
+func readPolicy(pol config.Policy) (name string, wasm []byte, src policySource, err error) {
+	src = policySource{Policy: pol}
 	if src.Path == "" {
 		name, wasm = host.DefaultName, policydefault.Wasm
 	} else {
@@ -98,17 +106,9 @@ func PolicyField(p config.Policy, err error) string {
 	return "policy"
 }
 
-// loadPolicy loads and checks the plugin cfg names: the host checks the
-// pin, the imports and exports and the handshake; then a smoke run
-// (view.Smoke) canonicalizes {} and projects a tiny snapshot.
-func (d *Daemon) loadPolicy(ctx context.Context, cfg *config.Config) (*loadedPolicy, error) {
-	name, wasm, src, err := readPolicy(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return d.loadPolicyBytes(ctx, name, wasm, src)
-}
-
+// loadPolicyBytes loads and checks a plugin: the host checks the pin, the
+// imports and exports and the handshake (given src's config); then a
+// smoke run (view.Smoke) canonicalizes {} and projects a tiny snapshot.
 func (d *Daemon) loadPolicyBytes(ctx context.Context, name string, wasm []byte, src policySource) (*loadedPolicy, error) {
 	start := time.Now()
 	p, err := host.Load(ctx, name, wasm, host.Options{
@@ -118,6 +118,7 @@ func (d *Daemon) loadPolicyBytes(ctx context.Context, name string, wasm []byte, 
 		PinSHA256:        src.SHA256,
 		CacheDir:         d.opts.CacheDir,
 		Logger:           d.log.With("component", "plugin"),
+		Config:           string(src.Config),
 	})
 	if err != nil {
 		return nil, err
@@ -129,6 +130,122 @@ func (d *Daemon) loadPolicyBytes(ctx context.Context, name string, wasm []byte, 
 	}
 	d.log.Debug("policy plugin loaded", "plugin", name, "took", time.Since(start))
 	return &loadedPolicy{src: src, policy: timed}, nil
+}
+
+// A configLoad is what loadConfigPolicy found: the config, its warnings,
+// and the plugin it names when that is not the running one.
+type configLoad struct {
+	cfg      *config.Config
+	warnings []config.Warning
+	// next is the plugin the config names, loaded and checked, when the
+	// running one (if any) is not it; the caller owns it.
+	next *loadedPolicy
+}
+
+// loadConfigPolicy reads the config file and the policy plugin it names,
+// in the order the plugin's own settings keys need (abi/SPEC.md section
+// 3): the policy block first (config.PeekPolicy); then the plugin it
+// names, loaded unless running is it; then the whole file, with the
+// settings keys that plugin declares. read collects the files read. On
+// error, kind is ErrConfigInvalid or ErrPolicyRefused and no plugin is
+// left loaded. A plugin that no longer declares a key that a session
+// uses is refused (ErrPolicyRefused), naming the sessions.
+func (d *Daemon) loadConfigPolicy(ctx context.Context, read map[string]string, running *loadedPolicy) (_ *configLoad, kind, err error) {
+	out := &configLoad{}
+	data := d.opts.ConfigData
+	if data == nil {
+		if data, err = os.ReadFile(d.file); err != nil {
+			return out, ErrConfigInvalid, fmt.Errorf("config: %w", err)
+		}
+	}
+	opts := config.Options{ReadFile: func(name string) ([]byte, error) {
+		if read != nil {
+			read[name] = "token file"
+		}
+		return os.ReadFile(name)
+	}}
+	pol, err := config.PeekPolicy(d.file, data)
+	if err != nil {
+		// The whole file, for every problem and warning it has.
+		_, ws, perr := config.ParseWith(d.file, data, opts)
+		out.warnings = ws
+		if perr == nil {
+			perr = err
+		}
+		return out, ErrConfigInvalid, perr
+	}
+	if pol.Path != "" && read != nil {
+		read[pol.Path] = "policy"
+	}
+	name, wasm, src, err := readPolicy(pol)
+	if err != nil {
+		return out, ErrPolicyRefused, d.policyError(pol, err)
+	}
+	active := running
+	if running == nil || !src.same(running.src) {
+		if out.next, err = d.loadPolicyBytes(ctx, name, wasm, src); err != nil {
+			return out, ErrPolicyRefused, d.policyError(pol, err)
+		}
+		active = out.next
+	}
+	hs := active.policy.Handshake()
+	opts.ServerKeys = hs.SettingsKeys
+	opts.ServerKeysOwner = fmt.Sprintf("policy plugin %q", hs.Name)
+	out.cfg, out.warnings, err = config.ParseWith(d.file, data, opts)
+	if err == nil {
+		return out, nil, nil
+	}
+	if out.next != nil && running != nil {
+		if why := droppedKeysInUse(d.file, data, running, out.next); why != nil {
+			_ = out.next.close(context.Background())
+			out.next = nil
+			return out, ErrPolicyRefused, d.policyError(pol, why)
+		}
+	}
+	_ = out.next.close(context.Background())
+	out.next = nil
+	return out, ErrConfigInvalid, err
+}
+
+// droppedKeysInUse reports, for a config (data) that the plugin next
+// refuses, the settings keys the running plugin declares and next does
+// not that sessions use, naming the sessions; nil when there are none
+// (the config is then wrong for another reason).
+func droppedKeysInUse(file string, data []byte, running, next *loadedPolicy) error {
+	have := next.policy.Handshake().SettingsKeys
+	var dropped []string
+	for _, k := range running.policy.Handshake().SettingsKeys {
+		if !slices.Contains(have, k) {
+			dropped = append(dropped, k)
+		}
+	}
+	if len(dropped) == 0 {
+		return nil
+	}
+	cfg, _, err := config.ParseWith(file, data, config.Options{ServerKeys: append(slices.Clone(have), dropped...)})
+	if err != nil {
+		return nil
+	}
+	users := make(map[string][]string) // key -> sessions
+	for _, sname := range cfg.SessionNames() {
+		sess := cfg.Sessions[sname]
+		for _, server := range sess.Enabled() {
+			srv, _, _ := sess.Effective(server)
+			for _, k := range dropped {
+				if _, ok := srv.Settings.Extra[k]; ok && !slices.Contains(users[k], sname) {
+					users[k] = append(users[k], sname)
+				}
+			}
+		}
+	}
+	var errs []error
+	for _, k := range dropped {
+		if len(users[k]) > 0 {
+			errs = append(errs, fmt.Errorf("plugin %q does not declare the settings key %q, which the running plugin %q declares and sessions %s use",
+				next.policy.Handshake().Name, k, running.policy.Handshake().Name, strings.Join(users[k], ", ")))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // A timedPolicy records each call's duration in the metrics. It forwards

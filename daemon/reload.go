@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -118,44 +117,41 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 	}
 
 	// Warnings come with errors too (an unknown key may be the typo behind
-	// them), so they are logged first, whatever the outcome.
-	cfg, warnings, err := d.loadConfig(read)
-	d.logWarnings(warnings)
-	for _, w := range warnings {
+	// them), so they are logged first, whatever the outcome. The policy
+	// block is read first: the plugin it names decides which settings keys
+	// the rest may hold (loadConfigPolicy). A changed policy (its plugin,
+	// limits or config) is loaded and checked before anything is touched.
+	ld, kind, err := d.loadConfigPolicy(ctx, read, d.policy.Load())
+	d.logWarnings(ld.warnings)
+	for _, w := range ld.warnings {
 		res.Warnings = append(res.Warnings, w.String())
 	}
 	if err != nil {
-		return refuse(ErrConfigInvalid, err)
+		if kind == ErrPolicyRefused {
+			d.metrics.swaps.WithLabelValues("refused").Inc()
+		}
+		return refuse(kind, err)
+	}
+	cfg, next := ld.cfg, ld.next
+	if next != nil {
+		if err := d.overlayKeysDropped(cfg, next); err != nil {
+			_ = next.close(context.Background())
+			d.metrics.swaps.WithLabelValues("refused").Inc()
+			return refuse(ErrPolicyRefused, d.policyError(cfg.Policy, err))
+		}
 	}
 	d.secrets.AddConfig(cfg)
 	d.hideTokenEnvs(cfg)
 
-	// A command that cannot start is refused before a changed policy is
-	// loaded for nothing.
+	// A command that cannot start is refused before anything is touched.
 	cmdWarnings, err := d.checkCommands(cfg)
 	for _, w := range cmdWarnings {
 		d.log.Warn("config: " + w)
 	}
 	res.Warnings = append(res.Warnings, cmdWarnings...)
 	if err != nil {
+		_ = next.close(context.Background())
 		return refuse(ErrConfigInvalid, err)
-	}
-
-	// A changed policy is loaded and checked before anything is touched.
-	var next *loadedPolicy
-	if cfg.Policy.Path != "" {
-		read[cfg.Policy.Path] = "policy"
-	}
-	name, wasm, src, err := readPolicy(cfg)
-	if err != nil {
-		d.metrics.swaps.WithLabelValues("refused").Inc()
-		return refuse(ErrPolicyRefused, d.policyError(cfg.Policy, err))
-	}
-	if src != d.policy.Load().src {
-		if next, err = d.loadPolicyBytes(ctx, name, wasm, src); err != nil {
-			d.metrics.swaps.WithLabelValues("refused").Inc()
-			return refuse(ErrPolicyRefused, d.policyError(cfg.Policy, err))
-		}
 	}
 
 	// Settings the policy would refuse fail their views closed: a
@@ -410,19 +406,6 @@ func (d *Daemon) debounceLoop(ctx context.Context) {
 			_, _ = d.Reload(ctx, trigger)
 		}
 	}
-}
-
-// loadConfig loads the config file (or Options.ConfigData), adding to read
-// the token files it reads or tries to read.
-func (d *Daemon) loadConfig(read map[string]string) (*config.Config, []config.Warning, error) {
-	readFile := func(name string) ([]byte, error) {
-		read[name] = "token file"
-		return os.ReadFile(name)
-	}
-	if d.opts.ConfigData != nil {
-		return config.Parse(d.file, d.opts.ConfigData, nil, readFile)
-	}
-	return config.LoadWith(d.file, readFile)
 }
 
 // setRefusedFiles records the files a refused reload read (nil: the reload

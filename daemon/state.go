@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"encoding/json"
 	"maps"
 	"strings"
 
@@ -28,6 +29,13 @@ type PolicyState struct {
 	// Source is the plugin file, or "embedded:policy-default".
 	Source string `json:"source"`
 	SHA256 string `json:"sha256"`
+	// SettingsKeys are the per-server settings keys the plugin declares.
+	SettingsKeys []string `json:"settingsKeys,omitempty"`
+	// Config is the plugin's "policy.config" with every value replaced by
+	// "REDACTED" (config.Policy.RedactedConfig), and ConfigSHA256 the
+	// digest of its compact bytes, to tell two configurations apart.
+	Config       json.RawMessage `json:"config,omitempty"`
+	ConfigSHA256 string          `json:"configSha256,omitempty"`
 }
 
 // An EntryState describes one upstream connection of the pool, or a server
@@ -76,7 +84,8 @@ func (d *Daemon) State() State {
 	}
 	if pol != nil {
 		hs := pol.policy.Handshake()
-		st.Policy = PolicyState{Name: hs.Name, Version: hs.Version, Source: pol.policy.Name(), SHA256: pol.policy.Digest()}
+		st.Policy = PolicyState{Name: hs.Name, Version: hs.Version, Source: pol.policy.Name(), SHA256: pol.policy.Digest(),
+			SettingsKeys: hs.SettingsKeys, Config: pol.src.RedactedConfig(), ConfigSHA256: pol.src.ConfigSHA256()}
 	}
 	rs := d.rec.State()
 	st.Pool = d.poolEntries(rs)

@@ -1,8 +1,11 @@
 package host
 
 import (
+	"context"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -93,4 +96,75 @@ func TestDecodeHandshakeAccepted(t *testing.T) {
 		require.NoError(t, err, out)
 		assert.Equal(t, abi.Handshake{ABI: 1, Name: "x", Version: "1.0.0"}, h)
 	}
+}
+
+// TestDecodeHandshakeSettingsKeys checks the settingsKeys rules of
+// abi/SPEC.md section 3: declared keys are kept; a key that is not a
+// name, one of wasmhost's own, or declared twice refuses the plugin.
+func TestDecodeHandshakeSettingsKeys(t *testing.T) {
+	h, err := decodeHandshake([]byte(`{"abi":1,"name":"x","version":"1","settingsKeys":["readOnlyOnly","max-rows"]}`), nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"readOnlyOnly", "max-rows"}, h.SettingsKeys)
+	for _, tc := range []struct{ keys, msg string }{
+		{`[""]`, `settingsKeys[0]: "" is not a settings key`},
+		{`["a.b"]`, `"a.b" is not a settings key`},
+		{`["1x"]`, `"1x" is not a settings key`},
+		{`["trust"]`, `"trust" is one of wasmhost's own settings keys`},
+		{`["a","a"]`, `settingsKeys[1]: "a" is declared twice`},
+		{`"a"`, `cannot unmarshal`},
+	} {
+		_, err := decodeHandshake([]byte(`{"abi":1,"name":"x","version":"1","settingsKeys":`+tc.keys+`}`), nil)
+		require.ErrorIs(t, err, ErrHandshake, tc.keys)
+		assert.Contains(t, err.Error(), tc.msg)
+	}
+}
+
+// TestHandshakeConfigReachesEveryInstance: Options.Config is the input of
+// the handshake of every instance, not only the one Load makes, so calls
+// served by any instance see it (testplugins/readonly-policy hides the
+// tools its config names).
+func TestHandshakeConfigReachesEveryInstance(t *testing.T) {
+	wasm, err := os.ReadFile("../testplugins/readonly-policy/readonly-policy.wasm")
+	require.NoError(t, err)
+	const instances = 3
+	p, err := Load(context.Background(), "readonly-policy.wasm", wasm, Options{
+		Config: `{"hide":["b"]}`, MaxInstances: instances, CacheDir: testCacheDir, CallTimeout: time.Minute,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close(context.Background())) })
+	assert.Equal(t, []string{"readOnlyOnly"}, p.Handshake().SettingsKeys)
+
+	// Hold every instance at once, so that all but the load's are new, and
+	// ask each one.
+	ctx := context.Background()
+	var held []*instance
+	for range instances {
+		inst, err := p.acquire(ctx)
+		if !assert.NoError(t, err) {
+			break
+		}
+		held = append(held, inst)
+	}
+	in := []byte(`{"settings":{},"tools":["a","b","c"],"prompts":[],"resources":[]}`)
+	for i, inst := range held {
+		out, healthy, err := p.invoke(ctx, inst, abi.ExportProject, in)
+		p.release(inst, healthy, abi.ExportProject, nil)
+		if assert.NoError(t, err, "instance %d", i) {
+			assert.JSONEq(t, `{"tools":[{"i":0,"trust":false,"alwaysLoad":false},{"i":2,"trust":false,"alwaysLoad":false}],"prompts":[],"resources":[]}`, string(out), "instance %d", i)
+		}
+	}
+	assert.Equal(t, int64(instances), p.stats.created.Load())
+
+	bad, err := Load(context.Background(), "readonly-policy.wasm", wasm, Options{Config: `{"hide":"b"}`, CacheDir: testCacheDir, CallTimeout: time.Minute})
+	require.ErrorIs(t, err, ErrHandshake, "the plugin refuses a config it cannot read")
+	assert.Nil(t, bad)
+}
+
+// TestHandshakeConfigV1Plugin: a plugin built before plugin configuration
+// ignores its handshake input and loads and works with a config as without.
+func TestHandshakeConfigV1Plugin(t *testing.T) {
+	p := loadDefault(t, Options{Config: `{"anything":[1,2]}`})
+	resp, err := p.Project(context.Background(), &abi.ProjectRequest{Settings: []byte(`{}`), Tools: []string{"a"}, Prompts: []string{}, Resources: []string{}})
+	require.NoError(t, err)
+	assert.Len(t, resp.Tools, 1)
 }

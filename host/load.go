@@ -222,7 +222,7 @@ func load(ctx context.Context, name string, wasm []byte, digest string, opts Opt
 	if err != nil {
 		return nil, fail("instantiate: %w", err)
 	}
-	out, _, callErr := p.invoke(ctx, inst, abi.ExportHandshake, nil)
+	out, _, callErr := p.invoke(ctx, inst, abi.ExportHandshake, cfg.hsInput)
 	var h abi.Handshake
 	switch {
 	case callErr != nil && ctx.Err() != nil:

@@ -2,6 +2,7 @@ package host
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -54,6 +55,12 @@ type Options struct {
 	// a plugin with direct exports (abi/SPEC.md section 5.2). The
 	// conformance runner uses it to check that both forms agree.
 	NoDirect bool
+	// Config is the plugin-wide configuration ("policy.config"), one JSON
+	// value, sent to every instance as the input of its handshake (an
+	// abi.HandshakeRequest; abi/SPEC.md section 3). "" sends the empty
+	// input of plugins built before plugin configuration existed. (A
+	// string keeps Options comparable.)
+	Config string
 	// noMeter compiles the module as it is, with wazero's termination
 	// checks, for the host's own comparisons of the two.
 	noMeter bool
@@ -73,6 +80,8 @@ type settings struct {
 	noDirect       bool
 	noMeter        bool
 	log            *slog.Logger
+	// hsInput is the handshake input: nil, or an abi.HandshakeRequest.
+	hsInput []byte
 }
 
 // DefaultCompileTimeout is the compile timeout of Options.CompileTimeout 0:
@@ -107,6 +116,15 @@ func (o Options) resolve() (settings, error) {
 		return s, fmt.Errorf("memory limit %d bytes is over the 4 GiB a wasm memory can address", mem)
 	}
 	s.pages = uint32(mem / pageSize)
+	if o.Config != "" {
+		in, err := json.Marshal(abi.HandshakeRequest{ABI: abi.Version, Config: json.RawMessage(o.Config)})
+		if err != nil {
+			return s, fmt.Errorf("plugin config: %w", err)
+		}
+		// Capacity clipped: padInput appends to a call's input, and must
+		// not write into the bytes every instance's handshake shares.
+		s.hsInput = in[:len(in):len(in)]
+	}
 	if s.timeout <= 0 {
 		s.timeout = abi.DefaultCallTimeoutMillis * time.Millisecond
 	}

@@ -541,6 +541,13 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 			_ = ext.Close(context.Background())
 			return nil, err
 		}
+	} else if p.cfg.hsInput != nil && p.handshake.Name != "" {
+		// Every instance but the load's (whose handshake Load makes) gets
+		// the plugin's configuration the same way.
+		if err := p.configure(ctx, inst); err != nil {
+			_ = ext.Close(context.Background())
+			return nil, err
+		}
 	}
 	p.stats.created.Add(1)
 	live := p.stats.live.Add(1)
@@ -567,10 +574,25 @@ func (p *Plugin) prepareDirect(ctx context.Context, inst *instance) error {
 	}
 	callCtx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
 	defer cancel()
-	if _, _, err := inst.callSafe(callCtx, abi.ExportHandshake, nil); err != nil {
+	if _, _, err := inst.callSafe(callCtx, abi.ExportHandshake, p.cfg.hsInput); err != nil {
 		return fmt.Errorf("initializing the guest for direct calls: %w%s", err, inst.trapReason(""))
 	}
 	inst.direct = d
+	return nil
+}
+
+// configure hands a new instance the plugin's configuration through a
+// handshake, as Load handed it to the first (abi/SPEC.md section 3).
+func (p *Plugin) configure(ctx context.Context, inst *instance) error {
+	callCtx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
+	defer cancel()
+	rc, _, err := inst.callSafe(callCtx, abi.ExportHandshake, p.cfg.hsInput)
+	if err != nil {
+		return fmt.Errorf("handing the instance its configuration: %w%s", err, inst.trapReason(""))
+	}
+	if rc != 0 {
+		return fmt.Errorf("handing the instance its configuration: the handshake refused: %s", inst.errorMessage())
+	}
 	return nil
 }
 

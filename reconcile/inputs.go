@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"maps"
 	"slices"
 
 	"github.com/wasmhost/wasmhost/config"
@@ -131,7 +132,22 @@ func sameSettings(a, b config.Settings) bool {
 	return sameRaw(a.Trust, b.Trust) &&
 		sameRaw(a.AlwaysLoadTools, b.AlwaysLoadTools) &&
 		sameRaw(a.IncludeTools, b.IncludeTools) &&
-		sameRaw(a.ExcludeTools, b.ExcludeTools)
+		sameRaw(a.ExcludeTools, b.ExcludeTools) &&
+		sameExtra(a.Extra, b.Extra)
+}
+
+// sameExtra compares the policy plugin's own settings (config.Settings.Extra).
+func sameExtra(a, b map[string]json.RawMessage) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		w, ok := b[k]
+		if !ok || !sameRaw(v, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // sameRaw compares two raw settings values, telling an absent value (nil)
@@ -363,6 +379,12 @@ func (b *builder) intern(o config.Override) *config.Override {
 		IncludeTools:    keep(s.IncludeTools),
 		ExcludeTools:    keep(s.ExcludeTools),
 	}}
+	if s.Extra != nil {
+		c.Settings.Extra = make(map[string]json.RawMessage, len(s.Extra))
+		for k, v := range s.Extra {
+			c.Settings.Extra[k] = bytes.Clone(v)
+		}
+	}
 	if o.Disabled != nil {
 		d := *o.Disabled
 		c.Disabled = &d
@@ -389,6 +411,15 @@ func encode(buf []byte, o config.Override) []byte {
 			continue
 		}
 		buf = binary.AppendUvarint(buf, uint64(len(v))+1)
+		buf = append(buf, v...)
+	}
+	// The plugin's own keys, sorted, each length-prefixed with its value.
+	buf = binary.AppendUvarint(buf, uint64(len(o.Settings.Extra)))
+	for _, k := range slices.Sorted(maps.Keys(o.Settings.Extra)) {
+		v := o.Settings.Extra[k]
+		buf = binary.AppendUvarint(buf, uint64(len(k)))
+		buf = append(buf, k...)
+		buf = binary.AppendUvarint(buf, uint64(len(v)))
 		buf = append(buf, v...)
 	}
 	return buf

@@ -24,6 +24,7 @@ type pluginFlags struct {
 	compile   time.Duration
 	cacheDir  string
 	logLevel  slog.Level
+	config    string
 }
 
 func (pf *pluginFlags) register(fs *flag.FlagSet) {
@@ -33,6 +34,7 @@ func (pf *pluginFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&pf.compile, "compile-timeout", 0, "time limit for compiling the plugin at load, e.g. 30s (0: the host default, "+host.DefaultCompileTimeout.String()+")")
 	fs.StringVar(&pf.pin, "pin", "", "refuse the plugin unless its SHA-256 is this hex `DIGEST`")
 	fs.StringVar(&pf.cacheDir, "cache-dir", host.DefaultCacheDir(), "compilation cache `DIR`, so a later run does not recompile the plugin (empty: none)")
+	fs.StringVar(&pf.config, "plugin-config", "", "the plugin's own configuration, a `JSON` value, as policy.config in a config file: the input of its handshake")
 	fs.TextVar(&pf.logLevel, "log-level", slog.LevelWarn, "log `LEVEL` (to standard error): debug, info, warn or error; debug shows what the plugin writes to standard output and error")
 }
 
@@ -43,6 +45,7 @@ func (pf *pluginFlags) options(stderr io.Writer) host.Options {
 		CompileTimeout:   pf.compile,
 		PinSHA256:        pf.pin,
 		CacheDir:         pf.cacheDir,
+		Config:           pf.config,
 		Logger:           slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: pf.logLevel})),
 	}
 }

@@ -640,3 +640,41 @@ func runUntil(t *testing.T, until string, args ...string) (out, errOut string) {
 	}
 	return o.String(), e.String()
 }
+
+// TestStdioPluginConfigAndSettingsKeys: stdio mode reads the policy block
+// first, hands policy.config to the plugin and accepts the settings keys
+// the plugin declares (testplugins/readonly-policy: config "hide" hides
+// tools, "readOnlyOnly" keeps the read-only ones).
+func TestStdioPluginConfigAndSettingsKeys(t *testing.T) {
+	plugin, err := filepath.Abs("../../testplugins/readonly-policy/readonly-policy.wasm")
+	require.NoError(t, err)
+	path := demoConfigWith(t, func(cfg map[string]any) {
+		cfg["policy"] = map[string]any{"path": plugin, "config": map[string]any{"hide": []string{"pid"}}}
+		cfg["sessions"].(map[string]any)["alice"].(map[string]any)["overrides"] = map[string]any{"demo": map[string]any{"readOnlyOnly": true}}
+		cfg["sessions"].(map[string]any)["bob"].(map[string]any)["overrides"] = map[string]any{}
+	})
+	cs, finish := pipeClient(t, "stdio", "--config", path, "--session", "alice")
+	want := []string{"add", "echo", "read_note"}
+	require.Eventually(t, func() bool { return len(toolNames(t, cs)) == len(want) }, 20*time.Second, 20*time.Millisecond)
+	assert.Equal(t, want, toolNames(t, cs))
+	code, stderr := finish()
+	assert.Equal(t, exitOK, code, stderr)
+}
+
+// TestConformancePluginConfig: --plugin-config hands the plugin its
+// configuration, as policy.config does in a config file, so a plugin that
+// reads one can be tested (testplugins/readonly-policy hides the tools its
+// config names).
+func TestConformancePluginConfig(t *testing.T) {
+	dir := t.TempDir()
+	suite := `{"suite": "config", "cases": [{"name": "hidden by config", "settings": {"readOnlyOnly": false},
+  "snapshot": {"tools": [{"name": "a", "inputSchema": {"type": "object"}}, {"name": "b", "inputSchema": {"type": "object"}}]},
+  "project": {"tools": [{"name": "a", "trust": false, "alwaysLoad": false}]}}]}`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(suite), 0o600))
+	plugin := "../../testplugins/readonly-policy/readonly-policy.wasm"
+	r := runCLI(t, "", "conformance", "--plugin", plugin, "--plugin-config", `{"hide": ["b"]}`, dir)
+	assert.Equal(t, exitOK, r.code, r.out+r.errOut)
+	assert.Equal(t, "1 passed, 0 failed\n", r.out)
+	r = runCLI(t, "", "conformance", "--plugin", plugin, dir)
+	assert.Equal(t, exitFail, r.code, r.out+r.errOut)
+}

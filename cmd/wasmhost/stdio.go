@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -66,7 +67,42 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 	secrets := &redact.Set{}
 	log := slog.New(secrets.Handler(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level})))
 
-	cfg, warnings, err := config.Load(*configPath)
+	// The policy block first: the plugin it names declares the settings
+	// keys the rest of the file may hold (abi/SPEC.md section 3).
+	data, err := os.ReadFile(*configPath)
+	if err != nil {
+		s.errorf("stdio", "config: %v", err)
+		return exitUsage
+	}
+	pol, err := config.PeekPolicy(*configPath, data)
+	if err != nil {
+		s.errorf("stdio", "%v", err)
+		return exitUsage
+	}
+	opts := host.Options{
+		MemoryLimitBytes: pol.MemoryLimitBytes(),
+		CallTimeout:      pol.Timeout,
+		PinSHA256:        pol.SHA256,
+		CacheDir:         *cacheDir,
+		Logger:           log.With("component", "plugin"),
+		Config:           string(pol.Config),
+	}
+	var plugin *host.Plugin
+	if pol.Path == "" {
+		plugin, err = host.LoadDefault(ctx, opts)
+	} else {
+		plugin, err = host.LoadFile(ctx, pol.Path, opts)
+	}
+	if err != nil {
+		s.errorf("stdio", "%v", daemon.PolicyError(*configPath, pol, err))
+		cacheDirHint(s, "stdio", err)
+		return exitUsage
+	}
+	defer plugin.Close(context.Background())
+
+	hs := plugin.Handshake()
+	cfg, warnings, err := config.ParseWith(*configPath, data, config.Options{
+		ServerKeys: hs.SettingsKeys, ServerKeysOwner: fmt.Sprintf("policy plugin %q", hs.Name)})
 	if err != nil {
 		s.errorf("stdio", "%v", err)
 		return exitUsage
@@ -92,25 +128,6 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 			log.Warn(fmt.Sprintf("config: %s: %s: server %q cannot start; retried with backoff: %v", *configPath, config.JoinPath("mcpServers", name, pool.CommandField(err)), name, err))
 		}
 	}
-	opts := host.Options{
-		MemoryLimitBytes: cfg.Policy.MemoryLimitBytes(),
-		CallTimeout:      cfg.Policy.Timeout,
-		PinSHA256:        cfg.Policy.SHA256,
-		CacheDir:         *cacheDir,
-		Logger:           log.With("component", "plugin"),
-	}
-	var plugin *host.Plugin
-	if cfg.Policy.Path == "" {
-		plugin, err = host.LoadDefault(ctx, opts)
-	} else {
-		plugin, err = host.LoadFile(ctx, cfg.Policy.Path, opts)
-	}
-	if err != nil {
-		s.errorf("stdio", "%v", daemon.PolicyError(*configPath, cfg.Policy, err))
-		cacheDirHint(s, "stdio", err)
-		return exitUsage
-	}
-	defer plugin.Close(context.Background())
 
 	// A signal (SIGTERM or SIGHUP here, or the interrupt that ends ctx)
 	// starts the drain; serving goes on, under its own context, until the
