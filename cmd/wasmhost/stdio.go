@@ -82,6 +82,7 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 	opts := host.Options{
 		MemoryLimitBytes: pol.MemoryLimitBytes(),
 		CallTimeout:      pol.Timeout,
+		CompileTimeout:   pol.CompileTimeout,
 		PinSHA256:        pol.SHA256,
 		CacheDir:         *cacheDir,
 		Logger:           log.With("component", "plugin"),
