@@ -191,6 +191,7 @@ func (fw *fileWatch) refresh(reload bool, named string) {
 		}
 		fw.dirs[dir] = true
 		delete(fw.failed, dir)
+		fw.d.log.Debug("watching directory", "dir", dir)
 	}
 	if reload && len(changed) > 0 {
 		slices.Sort(changed)
