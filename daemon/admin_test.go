@@ -149,7 +149,7 @@ func TestAdminHammer(t *testing.T) {
 			assert.Equal(c, lastOverlay[s.Name] != nil, s.Servers[0].Overlay, s.Name)
 			assert.Empty(c, s.Servers[0].Error, s.Name)
 		}
-	}, 10*time.Second, 50*time.Millisecond, "the final state")
+	}, eventWithin, 50*time.Millisecond, "the final state")
 	for _, s := range []struct{ name, token string }{{"alice", aliceToken}, {"bob", bobToken}} {
 		c := r.connect(s.name, s.token)
 		assert.Equal(t, expected(s.name), c.tools(t), "%s lists what /v1/state says", s.name)
@@ -253,7 +253,7 @@ func TestAdminChangeOutlivesItsClient(t *testing.T) {
 		require.NoError(c, json.Unmarshal([]byte(body), &st))
 		require.NotNil(c, st.LastReload)
 		assert.True(c, st.LastReload.OK, st.LastReload.Error)
-	}, 10*time.Second, 20*time.Millisecond, "the reload is applied")
+	}, eventWithin, 20*time.Millisecond, "the reload is applied")
 	assert.Equal(t, []string{"demo__add", "demo__echo", "demo__pid", "demo__read_note"}, alice.tools(t))
 
 	release = hold("slow-2")
@@ -263,7 +263,7 @@ func TestAdminChangeOutlivesItsClient(t *testing.T) {
 		mustJSON(t, map[string]any{"command": self, "env": map[string]any{demoserver.ChildEnv: "1"}, "includeTools": []string{"echo", "pid"}}))
 	release()
 	require.Eventually(t, func() bool { return slices.Equal([]string{"demo__echo", "demo__pid"}, alice.tools(t)) },
-		10*time.Second, 20*time.Millisecond, "the overlay is applied")
+		eventWithin, 20*time.Millisecond, "the overlay is applied")
 	for _, s := range r.state().Sessions {
 		for _, b := range s.Servers {
 			assert.Empty(t, b.Error, "%s: %s", s.Name, b.Server)

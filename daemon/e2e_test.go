@@ -151,7 +151,7 @@ func TestConfigEditNotifiesOnlyTheAffectedSession(t *testing.T) {
 	r.waitLog("reload refused, the running config keeps serving")
 	assert.Contains(t, r.logs.String(), r.path+": sessions.alice.overrides.demo.includeTools[0]: expected a string")
 	writeConfig(t, r.path, "{ not json")
-	require.Eventually(t, func() bool { return r.countLog("reload refused") >= 2 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return r.countLog("reload refused") >= 2 }, eventWithin, 20*time.Millisecond)
 	assert.Equal(t, []string{"demo__add", "demo__echo", "demo__pid", "demo__read_note"}, alice.tools(t))
 	out, err := alice.call(t, "demo__read_note", map[string]any{"name": "welcome"})
 	require.NoError(t, err)
@@ -317,11 +317,11 @@ func TestPolicySwapRekeysViewsWithoutReconnect(t *testing.T) {
 	require.NoError(t, os.WriteFile(good, policydefault.Wasm, 0o644))
 	writeConfig(t, r.path, set(cfg, "policy", map[string]any{"path": good, "sha256": r.state().Policy.SHA256}))
 	// A pin that does not match is refused.
-	require.Eventually(t, func() bool { return r.countLog("policy plugin refused") >= 2 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return r.countLog("policy plugin refused") >= 2 }, eventWithin, 20*time.Millisecond)
 	assert.Equal(t, "prefix-policy", r.state().Policy.Name)
 	writeConfig(t, r.path, set(cfg, "policy", map[string]any{"path": good}))
 	r.waitLog("policy swapped to policy-default 1.0.0")
-	require.Eventually(t, func() bool { return len(bob.tools(t)) == 4 }, 5*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(bob.tools(t)) == 4 }, eventWithin, 20*time.Millisecond)
 	assert.Equal(t, []string{"demo__add", "demo__echo", "demo__pid"}, alice.tools(t))
 	assert.Equal(t, pid, bob.pid(t), "no transport was touched")
 }
@@ -342,7 +342,7 @@ func TestKilledUpstreamIsRestarted(t *testing.T) {
 		}
 		next = alice.pid(t)
 		return true
-	}, 15*time.Second, 50*time.Millisecond)
+	}, eventWithin, 50*time.Millisecond)
 	assert.NotEqual(t, pid, next)
 	assert.Equal(t, next, bob.pid(t), "both sessions share the restarted upstream")
 	assert.Equal(t, before, alice.tools(t), "no duplicate or missing registrations")
@@ -379,7 +379,7 @@ func TestUnreachableUpstreamIsRetried(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.Symlink(self, missing))
 	alice.waitChanged(t)
-	require.Eventually(t, func() bool { return len(alice.tools(t)) == 3 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(alice.tools(t)) == 3 }, eventWithin, 20*time.Millisecond)
 	alice.pid(t)
 }
 
@@ -539,7 +539,7 @@ func TestThirdPartyUpstreamServerEverything(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(progress) >= 3
-	}, 5*time.Second, 10*time.Millisecond)
+	}, eventWithin, 10*time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, []string{"e2e-progress 1", "e2e-progress 2", "e2e-progress 3"}, progress)
@@ -564,12 +564,10 @@ func TestIdleClientSessionsClose(t *testing.T) {
 		return out
 	}
 	require.GreaterOrEqual(t, clients()["alice"], 1, "the idle client is counted until it is closed")
-	deadline := time.Now().Add(10 * time.Second)
-	for clients()["alice"] != 0 {
-		require.True(t, time.Now().Before(deadline), "the idle client was not closed: %v", clients())
+	waitFor(t, eventWithin, func() bool {
 		busy.tools(t) // bob keeps his session busy
-		time.Sleep(50 * time.Millisecond)
-	}
+		return clients()["alice"] == 0
+	}, r.logs.String, "the idle client closed (clients: %v)", lazy(func() string { return fmt.Sprint(clients()) }))
 	assert.Equal(t, 1, clients()["bob"], "a client making requests stays")
 }
 
@@ -661,10 +659,11 @@ func TestSubscriptionThroughDaemon(t *testing.T) {
 		writeConfig(t, r.path, set(cfg, "mcpServers.demo.env.ROUND", fmt.Sprint(round)))
 		code, body := r.do("POST", "/v1/reload", adminToken, nil, nil)
 		require.Equal(t, http.StatusOK, code, body)
-		require.Eventually(t, func() bool {
-			st := r.state()
-			return len(st.Pool) == 1 && slices.Equal(st.Pool[0].Subscriptions, []string{"demo://notes/welcome"})
-		}, 10*time.Second, 5*time.Millisecond, "round %d: %+v", round, r.state().Pool)
+		var pool []daemon.EntryState
+		waitFor(t, eventWithin, func() bool {
+			pool = r.state().Pool
+			return len(pool) == 1 && slices.Equal(pool[0].Subscriptions, []string{"demo://notes/welcome"})
+		}, r.logs.String, "round %d: %+v", round, lazy(func() string { return fmt.Sprintf("%+v", pool) }))
 		for len(updated) > 0 {
 			<-updated
 		}

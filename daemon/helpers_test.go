@@ -164,9 +164,11 @@ func start(t *testing.T, cfg map[string]any, opts ...func(*daemon.Options)) *run
 	case err := <-done:
 		cancel()
 		t.Fatalf("daemon did not start: %v\nlogs:\n%s", err, logs)
-	case <-time.After(30 * time.Second):
+	case <-time.After(within(t, readyWithin)):
+		// The goroutines' stacks say where the start is stuck.
+		st := stacks()
 		cancel()
-		t.Fatalf("daemon not ready in 30s; logs:\n%s", logs)
+		t.Fatalf("daemon not ready within %v; logs:\n%s\ngoroutines:\n%s", readyWithin, logs, st)
 	}
 	r := &running{t: t, d: d, path: path, logs: logs, http: &http.Client{Transport: &http.Transport{}}}
 	var once sync.Once
@@ -178,8 +180,8 @@ func start(t *testing.T, cfg map[string]any, opts ...func(*daemon.Options)) *run
 				if err != nil {
 					t.Errorf("Run: %v", err)
 				}
-			case <-time.After(30 * time.Second): // shutdown grace plus the upstream close grace
-				t.Errorf("daemon did not stop in 30s")
+			case <-time.After(within(t, readyWithin)): // shutdown grace plus the upstream close grace, loaded
+				t.Errorf("daemon did not stop within %v; logs:\n%s\ngoroutines:\n%s", readyWithin, logs, stacks())
 			}
 		})
 	}
@@ -228,7 +230,7 @@ func (r *running) dial(session, token string, opts ...func(*mcp.ClientOptions)) 
 		f(o)
 	}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "e2e-" + session, Version: "1"}, o)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), within(r.t, eventWithin))
 	defer cancel()
 	cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   r.d.URL() + "/mcp/" + session,
@@ -282,8 +284,8 @@ func (c *client) waitChanged(t *testing.T) {
 	t.Helper()
 	select {
 	case <-c.changed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no tools/list_changed within 10s")
+	case <-time.After(within(t, eventWithin)):
+		t.Fatalf("no tools/list_changed within %v", eventWithin)
 	}
 }
 
@@ -336,7 +338,7 @@ func (r *running) state() daemon.State {
 // waitLog waits until the logs contain s.
 func (r *running) waitLog(s string) {
 	r.t.Helper()
-	require.Eventually(r.t, func() bool { return strings.Contains(r.logs.String(), s) }, 10*time.Second, 20*time.Millisecond, "log %q", s)
+	waitFor(r.t, eventWithin, func() bool { return strings.Contains(r.logs.String(), s) }, r.logs.String, "log %q", s)
 }
 
 // countLog counts the log lines containing s.

@@ -325,7 +325,7 @@ func (s *leakSoak) startSlow(ctx context.Context, session, token string, vanish 
 	require.Eventually(s.t, func() bool {
 		_, err := os.Stat(mark)
 		return err == nil
-	}, 15*time.Second, 5*time.Millisecond, "the slow call did not reach the upstream")
+	}, eventWithin, 5*time.Millisecond, "the slow call did not reach the upstream")
 	return call
 }
 
@@ -411,7 +411,7 @@ func (s *leakSoak) demoPID() int {
 			}
 		}
 		return false
-	}, 15*time.Second, 20*time.Millisecond, "the demo upstream is not ready")
+	}, eventWithin, 20*time.Millisecond, "the demo upstream is not ready")
 	return pid
 }
 
@@ -421,7 +421,7 @@ func (s *leakSoak) kill() {
 	s.t.Helper()
 	pid := s.demoPID()
 	require.NoError(s.t, syscall.Kill(pid, syscall.SIGKILL))
-	require.Eventually(s.t, func() bool { return s.demoPID() != pid }, 15*time.Second, 20*time.Millisecond,
+	require.Eventually(s.t, func() bool { return s.demoPID() != pid }, eventWithin, 20*time.Millisecond,
 		"the demo upstream %d was not restarted", pid)
 	s.client("alice", aliceToken, "demo__pid", false, false)
 	s.kills++
@@ -494,7 +494,7 @@ func TestLeakCallsOfGoneClients(t *testing.T) {
 	gone := s.startSlow(t.Context(), "alice", aliceToken, true)
 	gone.c.leave()
 	require.Error(t, <-gone.ended)
-	assert.Eventually(t, func() bool { return s.clientCounts()["alice"] == 0 }, 5*time.Second, 20*time.Millisecond, "the client gone is still counted")
+	assert.Eventually(t, func() bool { return s.clientCounts()["alice"] == 0 }, eventWithin, 20*time.Millisecond, "the client gone is still counted")
 
 	// DELETE (the go-sdk client sends its own only once its calls have
 	// returned; another client of the session may send it meanwhile).

@@ -39,5 +39,5 @@ func TestMaxClientsPerSession(t *testing.T) {
 			_ = c.cs.Close()
 		}
 		return err == nil
-	}, 10*time.Second, 50*time.Millisecond, "a place freed is taken")
+	}, eventWithin, 50*time.Millisecond, "a place freed is taken")
 }

@@ -111,7 +111,7 @@ func startHTTPUpstream(t *testing.T, bin string) string {
 			_ = c.Close()
 		}
 		return err == nil
-	}, 30*time.Second, 20*time.Millisecond, "the conformance server did not listen on %s", addr)
+	}, eventWithin, 20*time.Millisecond, "the conformance server did not listen on %s", addr)
 	return "http://" + addr
 }
 

@@ -240,14 +240,14 @@ func TestOperatorServerExitingAtStartSaysHow(t *testing.T) {
 			}
 		}
 		return n == 2
-	}, 10*time.Second, 20*time.Millisecond, "alice's and bob's bindings of quitter show how it ended")
+	}, eventWithin, 20*time.Millisecond, "alice's and bob's bindings of quitter show how it ended")
 	// /metrics shows them failed, though the pool holds no entry for
 	// quitter: its connection was never made.
 	var metrics string
-	require.Eventually(t, func() bool {
+	waitFor(t, eventWithin, func() bool {
 		_, metrics = r.do("GET", "/metrics", adminToken, nil, nil)
 		return strings.Contains(metrics, `wasmhost_bindings{state="failed"} 2`)
-	}, 10*time.Second, 20*time.Millisecond, "bindings in /metrics:\n%s", metrics)
+	}, r.logs.String, "bindings in /metrics:\n%s", lazy(func() string { return metrics }))
 	assert.Contains(t, metrics, `wasmhost_bindings{state="healthy"} 2`, "alice's and bob's demo")
 	// The pool lists quitter as one failed entry (both sessions would
 	// share its connection) with its last error, in /v1/state and in

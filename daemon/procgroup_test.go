@@ -83,7 +83,7 @@ func waitChildPID(t *testing.T, pidFile string) int {
 		}
 		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil
-	}, 15*time.Second, 20*time.Millisecond, "the wrapper script did not start")
+	}, eventWithin, 20*time.Millisecond, "the wrapper script did not start")
 	t.Cleanup(func() {
 		if !procgroup.Ended(pid) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)

@@ -56,7 +56,7 @@ func TestCallFailureDoesNotLeakUpstreamURL(t *testing.T) {
 	set(cfg, "mcpServers.demo", map[string]any{"httpUrl": ts.URL + "/mcp?api_key=" + secret})
 	r := start(t, cfg)
 	alice := r.connect("alice", aliceToken)
-	require.Eventually(t, func() bool { return len(alice.tools(t)) == 3 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(alice.tools(t)) == 3 }, eventWithin, 20*time.Millisecond)
 
 	ts.Listener.Close()
 	ts.CloseClientConnections()

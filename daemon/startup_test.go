@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -61,14 +63,16 @@ func TestWhileStarting(t *testing.T) {
 		select {
 		case err := <-done:
 			assert.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Error("daemon did not stop")
+		case <-time.After(within(t, readyWithin)):
+			t.Errorf("daemon did not stop within %v; logs:\n%s", readyWithin, logs)
 		}
 	}()
 	select {
 	case <-entered:
 	case err := <-done:
 		t.Fatalf("Run: %v\n%s", err, logs)
+	case <-time.After(within(t, readyWithin)):
+		t.Fatalf("the upstream's dial not reached within %v; logs:\n%s\ngoroutines:\n%s", readyWithin, logs, stacks())
 	}
 
 	req, err := http.NewRequest("POST", "http://"+addr+"/v1/reload", nil)
@@ -82,14 +86,27 @@ func TestWhileStarting(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	assert.Contains(t, body["error"], "still starting")
 
+	// The test's own channel says when the signal has arrived: the
+	// runtime delivers it to every channel notified of it at once. The
+	// test's channel keeps the process alive whatever the daemon does,
+	// so a daemon that missed it is caught by its not reloading below.
+	arrived := make(chan os.Signal, 1)
+	signal.Notify(arrived, syscall.SIGHUP)
+	defer signal.Stop(arrived)
 	require.NoError(t, syscall.Kill(syscall.Getpid(), syscall.SIGHUP))
-	time.Sleep(100 * time.Millisecond) // the default action would end the process here
+	select {
+	case <-arrived:
+	case <-time.After(within(t, eventWithin)):
+		t.Fatal("the SIGHUP did not arrive")
+	}
 	close(release)
 	select {
 	case <-d.Ready():
 	case err := <-done:
 		t.Fatalf("Run: %v\n%s", err, logs)
+	case <-time.After(within(t, readyWithin)):
+		t.Fatalf("daemon not ready within %v; logs:\n%s\ngoroutines:\n%s", readyWithin, logs, stacks())
 	}
-	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "reload (SIGHUP)") },
-		10*time.Second, 20*time.Millisecond, "the SIGHUP reloads once the daemon serves")
+	waitFor(t, eventWithin, func() bool { return strings.Contains(logs.String(), "reload (SIGHUP)") },
+		logs.String, "the SIGHUP reloading once the daemon serves")
 }

@@ -36,7 +36,7 @@ func TestTokenEnvsNotInUpstreamEnv(t *testing.T) {
 	c := r.connect("bob", bobSecret)
 	_ = c.tools(t)
 	var env []byte
-	require.Eventually(t, func() bool { env, _ = os.ReadFile(out); return len(env) > 0 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { env, _ = os.ReadFile(out); return len(env) > 0 }, eventWithin, 20*time.Millisecond)
 	s := "\n" + string(env)
 	require.NotContains(t, s, adminSecret, "the admin token reached the upstream's environment")
 	require.NotContains(t, s, bobSecret, "a session token reached the upstream's environment")

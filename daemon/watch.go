@@ -135,32 +135,14 @@ func (fw *fileWatch) targets() map[string]string {
 func (fw *fileWatch) refresh(reload bool, named string) {
 	targets := fw.targets()
 	want := make(map[string]bool)
-	var changed []string
-	for name, what := range targets {
+	resolved := make(map[string]string) // by target, what it resolves to ("" when it does not)
+	for name := range targets {
 		for _, dir := range linkDirs(name) {
 			want[dir] = true
 		}
-		resolved, err := filepath.EvalSymlinks(name)
-		if err == nil {
-			want[filepath.Dir(resolved)] = true
-		}
-		st, err := os.Stat(name)
-		if err != nil {
-			st = nil
-		}
-		// named and resolved are both "" for a chmod event and a missing
-		// file: that is no match.
-		if old, ok := fw.seen[name]; ok && (!sameStamp(old, st) || named != "" && (named == name || named == resolved)) {
-			fw.d.log.Debug("file changed", "file", name)
-			if source := "watch " + what; !slices.Contains(changed, source) {
-				changed = append(changed, source)
-			}
-		}
-		fw.seen[name] = st
-	}
-	for name := range fw.seen {
-		if _, ok := targets[name]; !ok {
-			delete(fw.seen, name)
+		if r, err := filepath.EvalSymlinks(name); err == nil {
+			want[filepath.Dir(r)] = true
+			resolved[name] = r
 		}
 	}
 	// A directory that does not exist (removed, or not made yet) cannot
@@ -191,6 +173,33 @@ func (fw *fileWatch) refresh(reload bool, named string) {
 		}
 		fw.dirs[dir] = true
 		delete(fw.failed, dir)
+		fw.d.log.Debug("watching directory", "dir", dir)
+	}
+	// The files are stamped once their directories are watched: a file
+	// made after its stamp has an event coming, one made before is seen
+	// by the stamp. (Stamped first, a token file written into a directory
+	// just made, between its stamp and its directory's watch, was never
+	// reloaded.)
+	var changed []string
+	for name, what := range targets {
+		st, err := os.Stat(name)
+		if err != nil {
+			st = nil
+		}
+		// named and resolved are both "" for a chmod event and a missing
+		// file: that is no match.
+		if old, ok := fw.seen[name]; ok && (!sameStamp(old, st) || named != "" && (named == name || named == resolved[name])) {
+			fw.d.log.Debug("file changed", "file", name)
+			if source := "watch " + what; !slices.Contains(changed, source) {
+				changed = append(changed, source)
+			}
+		}
+		fw.seen[name] = st
+	}
+	for name := range fw.seen {
+		if _, ok := targets[name]; !ok {
+			delete(fw.seen, name)
+		}
 	}
 	if reload && len(changed) > 0 {
 		slices.Sort(changed)

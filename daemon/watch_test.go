@@ -3,6 +3,8 @@ package daemon_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +43,19 @@ func configMapSwap(t *testing.T, dir, version string, files map[string]string) {
 	}
 }
 
+// waitWatching waits until the daemon's watcher watches dir (its debug
+// log says so once the watch is in place): an event in dir from then on
+// reaches it.
+func (r *running) waitWatching(dir string) {
+	r.t.Helper()
+	// slog quotes a value with spaces, quotes or '=' in it.
+	plain, quoted := `msg="watching directory" dir=`+dir+"\n", `msg="watching directory" dir=`+strconv.Quote(dir)+"\n"
+	waitFor(r.t, eventWithin, func() bool {
+		logs := r.logs.String()
+		return strings.Contains(logs, plain) || strings.Contains(logs, quoted)
+	}, r.logs.String, "the watcher watching %s", dir)
+}
+
 func TestWatchConfigMapSwap(t *testing.T) {
 	dir := t.TempDir()
 	cfg := set(baseConfig(), "sessions.alice", map[string]any{"tokenFile": "alice.token"})
@@ -65,7 +80,7 @@ func TestWatchConfigMapSwap(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := r.dial("alice", aliceToken)
 		return err != nil
-	}, 10*time.Second, 20*time.Millisecond, "the old token still works")
+	}, eventWithin, 20*time.Millisecond, "the old token still works")
 	r.connect("alice", rotated)
 }
 
@@ -109,14 +124,23 @@ func TestWatchTokenFileRewrittenInPlace(t *testing.T) {
 }
 
 func TestWatchIgnoresOtherFiles(t *testing.T) {
-	r := start(t, baseConfig())
+	// A token file in a directory of its own: touching it, after the
+	// other files, marks the point by which the watcher has taken in
+	// their events (it reads them in order), and its reload names it
+	// alone unless they asked for one too.
+	tokenFile := filepath.Join(t.TempDir(), "alice.token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(aliceToken+"\n"), 0o600))
+	r := start(t, set(baseConfig(), "sessions.alice", map[string]any{"tokenFile": tokenFile}))
 	dir := filepath.Dir(r.path)
 	for i := range 5 {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte{byte(i)}, 0o600))
 		require.NoError(t, os.Rename(filepath.Join(dir, "notes.txt"), filepath.Join(dir, "notes.bak")))
 	}
-	time.Sleep(300 * time.Millisecond) // six debounce periods
-	require.Zero(t, r.countLog("reload ("), "reloads in the logs:\n%s", r.logs)
+	later := time.Now().Add(time.Second)
+	require.NoError(t, os.Chtimes(tokenFile, later, later))
+	r.waitLog("watch token file") // its reload, alone or not
+	require.Equal(t, 1, r.countLog("reload ("), "reloads in the logs:\n%s", r.logs)
+	require.Equal(t, 1, r.countLog("reload (watch token file): no session changed"), "reloads in the logs:\n%s", r.logs)
 
 	// Touching the config counts as a change.
 	now := time.Now().Add(time.Second)
@@ -177,7 +201,7 @@ func TestWatchRecreatedDirectory(t *testing.T) {
 
 	require.NoError(t, os.RemoveAll(dir))
 	r.waitLog("reload refused") // the token file is missing
-	time.Sleep(100 * time.Millisecond)
+	r.waitWatching(filepath.Dir(dir))
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	rotated := "alice-rotated-0123456789abcdef"
 	require.NoError(t, os.WriteFile(tokenFile, []byte(rotated+"\n"), 0o600))
@@ -198,13 +222,20 @@ func TestWatchMissingFileIgnoresOtherEvents(t *testing.T) {
 
 	require.NoError(t, os.Remove(tokenFile))
 	r.waitLog("reload refused")
-	time.Sleep(200 * time.Millisecond)
-	refused := r.countLog("reload refused")
+	require.Equal(t, 1, r.countLog("reload refused"), "logs:\n%s", r.logs)
 	for i := range 3 {
 		require.NoError(t, os.Chmod(other, os.FileMode(0o600|i<<3)))
 	}
-	time.Sleep(300 * time.Millisecond) // six debounce periods
-	require.Equal(t, refused, r.countLog("reload refused"), "reloads after a chmod of another file:\n%s", r.logs)
+	// Touching the config marks the point by which the watcher has taken
+	// in the chmods (it reads events in order): the one reload refused
+	// since is the config's alone, not one of the token file's, nor one
+	// naming both.
+	later := time.Now().Add(time.Second)
+	require.NoError(t, os.Chtimes(r.path, later, later))
+	r.waitLog("watch config") // its reload, alone or not
+	require.Equal(t, 2, r.countLog("reload refused"), "reloads after a chmod of another file:\n%s", r.logs)
+	require.Equal(t, 1, r.countLog(`trigger="watch token file"`), "reloads after a chmod of another file:\n%s", r.logs)
+	require.Equal(t, 1, r.countLog(`trigger="watch config"`), "reloads after a chmod of another file:\n%s", r.logs)
 }
 
 // TestWatchFileARefusedReloadWaitsFor: a reload refused because a token
@@ -219,7 +250,7 @@ func TestWatchFileARefusedReloadWaitsFor(t *testing.T) {
 	tokenFile := filepath.Join(secrets, "alice.token")
 	writeConfig(t, r.path, set(cfg, "sessions.alice", map[string]any{"tokenFile": tokenFile}))
 	r.waitLog("reload refused")
-	time.Sleep(100 * time.Millisecond) // the watcher takes in the refused reload's files
+	r.waitWatching(filepath.Dir(secrets)) // the nearest directory of the missing file's that exists
 
 	rotated := "alice-rotated-0123456789abcdef"
 	require.NoError(t, os.MkdirAll(secrets, 0o700))

@@ -93,13 +93,18 @@ func pipeClientCtx(t *testing.T, runCtx context.Context, args ...string) (*mcp.C
 		outW.Close()
 		done <- code
 	}()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%v: stderr:\n%s", args, errOut.String())
+		}
+	})
 	cl := mcp.NewClient(&mcp.Implementation{Name: "cli-test", Version: "1"}, &mcp.ClientOptions{
 		Logger: slog.New(slog.DiscardHandler),
 		// A client that listens for list changes, as desktop clients do,
 		// keeps a subscriptions/listen request open (protocol 2026-07-28).
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {},
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), within(t, readyWithin))
 	defer cancel()
 	cs, err := cl.Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
 	require.NoError(t, err, "stderr:\n%s", errOut.String())
@@ -109,8 +114,8 @@ func pipeClientCtx(t *testing.T, runCtx context.Context, args ...string) (*mcp.C
 		select {
 		case code := <-done:
 			return code, errOut.String()
-		case <-time.After(20 * time.Second):
-			t.Fatalf("%v did not exit; stderr:\n%s", args, errOut.String())
+		case <-time.After(within(t, readyWithin)):
+			t.Fatalf("%v did not exit within %v; stderr:\n%s\ngoroutines:\n%s", args, readyWithin, errOut.String(), stacks())
 			return -1, ""
 		}
 	}
@@ -146,7 +151,7 @@ func TestDemoServerRefusesArguments(t *testing.T) {
 func TestStdioServesOneSessionWithoutPool(t *testing.T) {
 	path := demoConfig(t)
 	cs, finish := pipeClient(t, "stdio", "--config", path, "--session", "alice", "--log-level", "info")
-	require.Eventually(t, func() bool { return len(toolNames(t, cs)) == 3 }, 20*time.Second, 20*time.Millisecond)
+	waitFor(t, eventWithin, func() bool { return len(toolNames(t, cs)) == 3 }, noLogs, "alice's three tools")
 	assert.Equal(t, []string{"add", "echo", "pid"}, toolNames(t, cs))
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 1, "b": 2}})
 	require.NoError(t, err)
@@ -243,10 +248,10 @@ func slowStdioWith(t *testing.T, entry map[string]any) (*mcp.ClientSession, cont
 	runCtx, interrupt := context.WithCancel(t.Context())
 	t.Cleanup(interrupt)
 	cs, finish := pipeClientCtx(t, runCtx, "stdio", "--config", path, "--session", "alice", "--log-level", "info")
-	require.Eventually(t, func() bool {
+	waitFor(t, eventWithin, func() bool {
 		names, err := mcptest.ToolNames(t.Context(), cs)
 		return err == nil && slices.Contains(names, "slow")
-	}, 20*time.Second, 20*time.Millisecond)
+	}, noLogs, "the slow tool listed")
 	return cs, interrupt, finish
 }
 
@@ -531,13 +536,13 @@ func TestRunConnectionFlags(t *testing.T) {
 		go func() {
 			done <- run(ctx, []string{"run", "--config", path, "--listen", "127.0.0.1:0", flag, "1"}, strings.NewReader(""), &o, &e)
 		}()
-		require.Eventually(t, func() bool { return strings.Contains(o.String(), "Ctrl-C stops") }, 30*time.Second, 20*time.Millisecond, "stderr:\n%s", e.String())
+		waitFor(t, readyWithin, func() bool { return strings.Contains(o.String(), "Ctrl-C stops") }, e.String, "the banner")
 		addr := strings.TrimPrefix(strings.Fields(o.String())[3], "http://") // "wasmhost listening on http://ADDR"
 		first, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
 		second, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
-		require.NoError(t, second.SetReadDeadline(time.Now().Add(30*time.Second)))
+		require.NoError(t, second.SetReadDeadline(time.Now().Add(within(t, eventWithin))))
 		answer, _ := io.ReadAll(second)
 		assert.True(t, strings.HasPrefix(string(answer), "HTTP/1.1 503 Service Unavailable\r\n"), "%s 1: %q", flag, answer)
 		first.Close()
@@ -546,8 +551,8 @@ func TestRunConnectionFlags(t *testing.T) {
 		select {
 		case code := <-done:
 			assert.Equal(t, exitOK, code, e.String())
-		case <-time.After(30 * time.Second):
-			t.Fatal("run did not stop")
+		case <-time.After(within(t, readyWithin)):
+			t.Fatalf("run did not stop within %v; stderr:\n%s\ngoroutines:\n%s", readyWithin, e.String(), stacks())
 		}
 	}
 }
@@ -630,13 +635,13 @@ func runUntil(t *testing.T, until string, args ...string) (out, errOut string) {
 	var o, e mcptest.LogBuffer
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, args, strings.NewReader(""), &o, &e) }()
-	require.Eventually(t, func() bool { return strings.Contains(o.String(), until) }, 30*time.Second, 20*time.Millisecond, "stderr:\n%s", e.String())
+	waitFor(t, readyWithin, func() bool { return strings.Contains(o.String(), until) }, e.String, "%q on standard output (it has %q)", until, &o)
 	cancel()
 	select {
 	case code := <-done:
 		assert.Equal(t, exitOK, code, e.String())
-	case <-time.After(20 * time.Second):
-		t.Fatal("run did not stop")
+	case <-time.After(within(t, readyWithin)):
+		t.Fatalf("run did not stop within %v; stderr:\n%s\ngoroutines:\n%s", readyWithin, e.String(), stacks())
 	}
 	return o.String(), e.String()
 }

@@ -112,7 +112,7 @@ func readPID(t *testing.T, file string) int {
 		}
 		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil
-	}, 15*time.Second, 10*time.Millisecond, "no pid in %s", file)
+	}, within(t, eventWithin), 10*time.Millisecond, "no pid in %s", file)
 	t.Cleanup(func() {
 		if !procgroup.Ended(pid) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -169,14 +169,14 @@ func startStdioProcess(t *testing.T, entry map[string]any, grace time.Duration, 
 	})
 
 	cl := mcp.NewClient(&mcp.Implementation{Name: "process-test", Version: "1"}, &mcp.ClientOptions{Logger: slog.New(slog.DiscardHandler)})
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), within(t, readyWithin))
 	defer cancel()
 	p.cs, err = cl.Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
 	require.NoError(t, err, "stderr:\n%s", p.stderr.String())
-	require.Eventually(t, func() bool {
+	waitFor(t, eventWithin, func() bool {
 		names, err := mcptest.ToolNames(t.Context(), p.cs)
 		return err == nil && slices.Contains(names, "slow")
-	}, 30*time.Second, 20*time.Millisecond, "stderr:\n%s", p.stderr.String())
+	}, p.stderr.String, "the slow tool listed")
 	return p
 }
 
@@ -191,10 +191,10 @@ func (p *stdioProcess) call(ms int) <-chan *mcp.CallToolResult {
 		res, _ := p.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"mark": mark, "ms": ms}})
 		answered <- res
 	}()
-	require.Eventually(p.t, func() bool {
+	waitFor(p.t, eventWithin, func() bool {
 		_, err := os.Stat(mark)
 		return err == nil
-	}, 10*time.Second, 5*time.Millisecond, "the call did not reach the upstream")
+	}, p.stderr.String, "the call reaching the upstream")
 	return answered
 }
 
@@ -259,7 +259,7 @@ func TestStdioProcessEndsUpstreamsOnEveryStop(t *testing.T) {
 						assert.True(t, res.IsError, "cut short by the drain: %s", mcptest.Text(res))
 					}
 				case <-time.After(5 * time.Second):
-					t.Error("the call under way got no answer")
+					t.Errorf("the call under way got no answer; stderr:\n%s", p.stderr.String())
 				}
 			}
 			took := time.Since(start)

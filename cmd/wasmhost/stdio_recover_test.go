@@ -50,7 +50,7 @@ func TestStdioRecoversCrashedUpstream(t *testing.T) {
 	})
 	cs, err := cl.Connect(t.Context(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
 	require.NoError(t, err, "stderr:\n%s", errOut.String())
-	require.Eventually(t, func() bool { return slices.Contains(toolNames(t, cs), "pid") }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return slices.Contains(toolNames(t, cs), "pid") }, eventWithin, 20*time.Millisecond)
 	require.NoError(t, cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: note}))
 
 	pid := func() (int, bool) {
@@ -68,12 +68,12 @@ func TestStdioRecoversCrashedUpstream(t *testing.T) {
 	require.Eventually(t, func() bool {
 		names, err := mcptest.ToolNames(t.Context(), cs)
 		return err == nil && !slices.Contains(names, "pid")
-	}, 10*time.Second, 5*time.Millisecond, "the crashed upstream's tools were withdrawn")
+	}, eventWithin, 5*time.Millisecond, "the crashed upstream's tools were withdrawn")
 	var second int
 	require.Eventually(t, func() bool {
 		second, ok = pid()
 		return ok
-	}, 20*time.Second, 20*time.Millisecond, "the upstream was reconnected")
+	}, eventWithin, 20*time.Millisecond, "the upstream was reconnected")
 	assert.NotEqual(t, first, second, "a new process")
 
 	// The subscription is made again asynchronously: write until the
@@ -89,7 +89,7 @@ func TestStdioRecoversCrashedUpstream(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 			return false
 		}
-	}, 10*time.Second, 10*time.Millisecond, "no update from the new process")
+	}, eventWithin, 10*time.Millisecond, "no update from the new process")
 
 	require.NoError(t, cs.Close())
 	require.NoError(t, inW.Close())

@@ -70,7 +70,7 @@ func TestSuperviseLegacyRepairsFailedView(t *testing.T) {
 
 	down.Store(false)
 	go superviseLegacy(ctx, leg, quiet)
-	require.Eventually(t, func() bool { return len(reg.ToolNames("fs")) == 1 }, 10*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return len(reg.ToolNames("fs")) == 1 }, eventWithin, 20*time.Millisecond,
 		"the supervisor retried the server whose view failed closed")
 	assert.Same(t, conn, leg.Session("fs"), "repaired on the same connection, not reconnected")
 }
