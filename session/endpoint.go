@@ -333,11 +333,18 @@ func (e *Endpoint) Changes() uint64 {
 	return e.changes
 }
 
-// Clients returns how many client sessions are connected.
+// Clients returns how many client sessions are connected: those that have
+// initialized, or, at protocol 2026-07-28, carry a request's initialize
+// parameters. The short-lived session go-sdk opens to answer a client's
+// server/discover probe is not one: counting it refused the same client's
+// initialize, sent while the probe's session was still being closed, once
+// the endpoint had one place left.
 func (e *Endpoint) Clients() int {
 	n := 0
-	for range e.srv.Sessions() {
-		n++
+	for ss := range e.srv.Sessions() {
+		if ss.InitializeParams() != nil {
+			n++
+		}
 	}
 	return n
 }

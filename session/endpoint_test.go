@@ -554,3 +554,25 @@ func TestCallAfterCutShortNeverReachesUpstream(t *testing.T) {
 	assert.Contains(t, text(res), session.ErrDraining.Error())
 	assert.Nil(t, up.lastMeta(), "the call reached the upstream")
 }
+
+// TestClientsCountsInitializedSessions: a connection that has not
+// initialized (go-sdk's answer to a client's server/discover probe opens
+// one) is not a client. Counted, it made the daemon refuse the same
+// client's initialize under --max-clients once one place was left.
+func TestClientsCountsInitializedSessions(t *testing.T) {
+	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target { return session.Target{} }})
+	probe, _ := mcp.NewInMemoryTransports()
+	ss, err := ep.Server().Connect(t.Context(), probe, nil)
+	require.NoError(t, err)
+	defer ss.Close()
+	assert.Equal(t, 0, ep.Clients(), "a connection that has not initialized")
+
+	st, ct := mcp.NewInMemoryTransports()
+	ss2, err := ep.Server().Connect(t.Context(), st, nil)
+	require.NoError(t, err)
+	defer ss2.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(t.Context(), ct, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	assert.Equal(t, 1, ep.Clients(), "an initialized client")
+}
