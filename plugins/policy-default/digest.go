@@ -6,4 +6,4 @@ package policydefault
 
 // SHA256 is the hex SHA-256 of Wasm, so that a process loading the embedded
 // plugin need not hash it (TestDigest checks it).
-const SHA256 = "e82be5492d3cbdb26033cc873eb7c9c316ce40e4d1f3c43daa30dcd759eadda8"
+const SHA256 = "a7d0a10d89722feb62cc8295bcbe50610be458a8286942aa521108d17f4fd01c"
