@@ -1,62 +1,19 @@
 package main
 
-import (
-	"fmt"
-	"runtime"
-	"testing"
-	"time"
-)
+import "github.com/wasmhost/wasmhost/internal/mcptest"
 
-// Bounds of the tests' waits. Each wait ends as soon as what it waits for
-// happens; the bound only stops a test that would otherwise hang, so it is
-// one a loaded 2-core machine running -race cannot miss.
+// The waits of these tests, shared with the other packages' (see
+// internal/mcptest/wait.go).
 const (
-	// readyWithin bounds a start (of the daemon or of stdio mode): loading
-	// the policy plugin and starting the upstreams (this test binary, built
-	// with -race); and a stop, which may wait for upstreams to end.
-	readyWithin = 2 * time.Minute
-	// eventWithin bounds the wait for anything else: a log line, a
-	// notification, a reload, a client's connect.
-	eventWithin = time.Minute
+	readyWithin = mcptest.ReadyWithin
+	eventWithin = mcptest.EventWithin
 )
 
-// within returns d, cut so that a wait ends a little before the test
-// binary's own deadline (go test -timeout): a test that fails then says
-// what it waited for and prints its logs, rather than being killed with
-// nothing but stacks.
-func within(t testing.TB, d time.Duration) time.Duration {
-	if tt, ok := t.(*testing.T); ok {
-		if deadline, ok := tt.Deadline(); ok {
-			if left := time.Until(deadline) - 10*time.Second; left < d {
-				return max(left, time.Second)
-			}
-		}
-	}
-	return d
-}
-
-// waitFor polls cond every 20 ms until it holds, for at most d. On
-// failure it prints what it waited for and logs() as they are then (not as
-// they were when the wait began).
-func waitFor(t testing.TB, d time.Duration, cond func() bool, logs func() string, format string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(within(t, d))
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v\nlogs:\n%s", fmt.Sprintf(format, args...), d, logs())
-		}
-		<-tick.C
-	}
-}
-
-// stacks returns every goroutine's stack, to print with a wait that
-// timed out: it shows where the daemon is stuck.
-func stacks() string {
-	buf := make([]byte, 1<<20)
-	return string(buf[:runtime.Stack(buf, true)])
-}
+var (
+	within  = mcptest.Within
+	waitFor = mcptest.WaitFor
+	stacks  = mcptest.Stacks
+)
 
 // noLogs is waitFor's logs for a wait whose logs the test prints itself
 // when it fails (pipeClient's cleanup prints the command's standard
