@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -99,6 +100,11 @@ type Options struct {
 	// request for this long (an open event stream does not count); 0 means
 	// DefaultClientIdleTimeout, negative means never.
 	ClientIdleTimeout time.Duration
+	// ClientGoneAfter closes the client session of a client that closed
+	// its event stream (GET) and sent nothing, and opened no other stream,
+	// for this long: one-shot clients leave so, without a DELETE. 0 means
+	// DefaultClientGoneAfter.
+	ClientGoneAfter time.Duration
 	// MaxClients is how many MCP client sessions one session endpoint
 	// holds at once; a client starting one more is answered 503 until
 	// another ends or idles out (ClientIdleTimeout). 0 means
@@ -608,7 +614,7 @@ func (d *Daemon) registry(name string) view.Registry {
 	})
 	// One-shot clients (each MCP Inspector CLI call) close their event
 	// stream without a DELETE: their client sessions end soon after.
-	gone := newGoneClients(h, ep.Server(), goneGrace, d.log.With("component", "http", "session", name))
+	gone := newGoneClients(h, ep.Server(), cmp.Or(d.opts.ClientGoneAfter, DefaultClientGoneAfter), d.log.With("component", "http", "session", name))
 	handler := ep.HTTPHandler(gone)
 	if d.opts.PerRequestHTTP {
 		// Requests of the per-request protocol (2026-07-28) carry no

@@ -73,7 +73,7 @@
 // starting one more is answered 503 with Retry-After until another ends
 // or has been idle for [Options.ClientIdleTimeout] (an hour by default;
 // `wasmhost run --client-idle-timeout`). A client session ends at once on
-// the client's DELETE, and five seconds after a client closed its event
+// the client's DELETE, and a minute ([Options.ClientGoneAfter]) after a client closed its event
 // stream (GET) if it sent nothing and opened no other stream meanwhile:
 // one-shot clients such as the MCP Inspector CLI leave that way.
 // Any request the daemon answers without reading the whole body it

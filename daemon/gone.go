@@ -9,15 +9,19 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// goneGrace is how long a client that closed its event stream (GET) has to
-// open another or send a request before its client session is closed. It
-// covers the reconnection the go-sdk and TypeScript SDK clients make one
-// second after a stream breaks.
-const goneGrace = 5 * time.Second
+// DefaultClientGoneAfter is how long a client that closed its event stream
+// (GET) has to open another or send a request before its client session is
+// closed (Options.ClientGoneAfter). It covers the reconnection the go-sdk
+// and TypeScript SDK clients make a second after a stream breaks, and the
+// pauses of a client that closes its stream between requests (the MCP
+// conformance suite's clients do, and five seconds failed them on a loaded
+// machine), while one-shot clients still go within a minute, not at the
+// hour of the idle timeout.
+const DefaultClientGoneAfter = time.Minute
 
 // goneClients ends the client sessions of clients that left without a
 // DELETE: a client that held an event stream (a GET) and closed it, with
-// no request under way and none and no new stream within goneGrace, is
+// no request under way and none and no new stream within Options.ClientGoneAfter, is
 // gone, and its client session is closed then, not at the idle timeout.
 // One-shot clients such as the MCP Inspector CLI leave this way; before,
 // each was kept, counted and notified of every change for an hour. A

@@ -75,7 +75,7 @@ func aliceClients(r *running) int {
 // timeout (an hour here); one that sends DELETE is gone at once; one that
 // keeps its stream stays.
 func TestOneShotClientsAreGoneAtOnce(t *testing.T) {
-	r := start(t, baseConfig(), func(o *daemon.Options) { o.ClientIdleTimeout = time.Hour })
+	r := start(t, baseConfig(), func(o *daemon.Options) { o.ClientIdleTimeout = time.Hour; o.ClientGoneAfter = 5 * time.Second })
 	stays := r.connect("alice", aliceToken)
 	var leaves []func()
 	for range 3 {
