@@ -240,19 +240,7 @@ func (p *Pool) Acquire(ctx context.Context, spec Spec, v *view.View) (*Handle, e
 		p.mu.Unlock()
 		return nil, fmt.Errorf("pool: acquire %s for session %q: %w", spec.Name, v.Session(), ErrClosed)
 	}
-	e, created := p.entryFor(spec, identity)
-	e.mu.Lock()
-	e.refs++
-	e.mu.Unlock()
-	if created {
-		// Counted before p.mu is let go, so a Close that follows waits
-		// for the attempt (which the entry's close cuts short).
-		done := p.track()
-		go func() {
-			defer done()
-			e.connect()
-		}()
-	}
+	e := p.refEntry(spec, identity)
 	p.mu.Unlock()
 
 	att, err := v.Attach(e.memo)
@@ -428,4 +416,23 @@ func (p *Pool) startClose(cs *mcp.ClientSession) <-chan error {
 		done <- err
 	}()
 	return done
+}
+
+// refEntry returns the entry of spec's identity with one more reference,
+// making it, and starting its connection, if there was none. p.mu is held.
+func (p *Pool) refEntry(spec Spec, identity string) *Entry {
+	e, created := p.entryFor(spec, identity)
+	e.mu.Lock()
+	e.refs++
+	e.mu.Unlock()
+	if created {
+		// Counted before p.mu is let go, so a Close that follows waits
+		// for the attempt (which the entry's close cuts short).
+		done := p.track()
+		go func() {
+			defer done()
+			e.connect()
+		}()
+	}
+	return e
 }

@@ -36,17 +36,7 @@ func (p *Pool) Standby(ctx context.Context, spec Spec) (*Standby, error) {
 		p.mu.Unlock()
 		return nil, fmt.Errorf("pool: standby %s: %w", spec.Name, ErrClosed)
 	}
-	e, created := p.entryFor(spec, identity)
-	e.mu.Lock()
-	e.refs++
-	e.mu.Unlock()
-	if created {
-		done := p.track()
-		go func() {
-			defer done()
-			e.connect()
-		}()
-	}
+	e := p.refEntry(spec, identity)
 	p.mu.Unlock()
 	if err := e.waitReady(ctx); err != nil {
 		p.unref(ctx, e)
