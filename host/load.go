@@ -274,10 +274,10 @@ const tableEntryBytes = 16
 func memoryPages(info *moduleInfo, limit uint32) (uint32, error) {
 	var entries uint64
 	for _, t := range info.tables {
-		if t.hasMax {
-			entries += t.max
+		if t.HasMax {
+			entries += t.Max
 		} else {
-			entries += t.min
+			entries += t.Min
 		}
 	}
 	bytes := entries * tableEntryBytes
