@@ -9,7 +9,7 @@ import (
 // 5 bytes, no bits past the 32nd) and returns it with its width, or a width
 // of 0 if it is truncated or malformed.
 func U32(b []byte, p int) (uint32, int) {
-	if p >= 0 && p < len(b) && b[p] < 0x80 {
+	if uint(p) < uint(len(b)) && b[p] < 0x80 {
 		return uint32(b[p]), 1
 	}
 	return u32Slow(b, p)
