@@ -137,7 +137,7 @@ func TestTracesOfAToolCall(t *testing.T) {
 	for _, s := range []tracetest.SpanStub{srv, cl} {
 		ra := make(map[string]string)
 		for _, kv := range s.Resource.Attributes() {
-			ra[string(kv.Key)] = kv.Value.Emit()
+			ra[string(kv.Key)] = kv.Value.String()
 		}
 		assert.Equal(t, "wasmhost", ra["service.name"])
 		assert.Equal(t, "v-test", ra["service.version"])

@@ -198,7 +198,8 @@ func params(req mcp.Request) mcp.Params {
 // describe returns the span name of a request for method with params p, and
 // the attributes naming its target.
 func describe(method string, p mcp.Params) (string, []attribute.KeyValue) {
-	attrs := []attribute.KeyValue{attribute.String("mcp.method.name", method)}
+	attrs := make([]attribute.KeyValue, 1, 10) // room for what Server and Client add
+	attrs[0] = attribute.String("mcp.method.name", method)
 	switch v := p.(type) {
 	case *mcp.CallToolParams:
 		if v != nil {

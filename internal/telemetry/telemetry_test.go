@@ -120,3 +120,25 @@ func TestClientCopiesMeta(t *testing.T) {
 	assert.Equal(t, "p", sent["progressToken"])
 	assert.Equal(t, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", callerMeta["traceparent"], "the caller's map is not changed")
 }
+
+// BenchmarkServer measures the SERVER middleware around a tools/call
+// handler that does nothing, with traces off and on.
+func BenchmarkServer(b *testing.B) {
+	res := &mcp.CallToolResult{}
+	next := func(context.Context, string, mcp.Request) (mcp.Result, error) { return res, nil }
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "x", Meta: mcp.Meta{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}}
+	h := Server("sess")(next)
+	b.Run("off", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = h(b.Context(), "tools/call", req)
+		}
+	})
+	b.Run("on", func(b *testing.B) {
+		stop, err := Start(b.Context(), Config{Exporter: tracetest.NewNoopExporter()})
+		require.NoError(b, err)
+		defer func() { _ = stop(context.Background()) }()
+		for b.Loop() {
+			_, _ = h(b.Context(), "tools/call", req)
+		}
+	})
+}
