@@ -8,9 +8,9 @@
 // client limits, drains), reloads (file watching, SIGHUP, POST /v1/reload,
 // policy swaps, runtime overlays) and supervision (retrying bindings whose
 // upstream failed). It drives config, host, reconcile, pool, view and
-// session, and is driven only by cmd/wasmhost. Every refusal answers the
-// same 401 and logs its reason at info, rate-limited; tokens are never
-// logged.
+// session, and is driven only by cmd/wasmhost. Every token refusal
+// answers the same 401 and logs its reason at info, rate-limited; tokens
+// are never logged.
 //
 // Routes, limits, reloads and stopping are described in docs/daemon.md;
 // the reasons in docs/design.md.
