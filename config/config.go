@@ -13,8 +13,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/wasmhost/wasmhost/abi"
 )
 
 // The values of a session's "names" (see the package documentation).
@@ -34,10 +32,12 @@ const MaxPrefixLen = 32
 const DefaultListen = "127.0.0.1:8750"
 
 // Default policy limits, used when the policy block leaves them out. They
-// are the ABI defaults.
+// are the ABI's defaults (abi.DefaultMemoryLimitBytes,
+// abi.DefaultCallTimeoutMillis), written out so that config stays plain
+// data that imports no other layer; TestDefaultsAreTheABIs keeps them equal.
 const (
-	DefaultPolicyMemoryMiB = abi.DefaultMemoryLimitBytes >> 20
-	DefaultPolicyTimeout   = abi.DefaultCallTimeoutMillis * time.Millisecond
+	DefaultPolicyMemoryMiB = 256
+	DefaultPolicyTimeout   = 2000 * time.Millisecond
 )
 
 // Bounds the loader enforces on numeric settings.

@@ -56,7 +56,7 @@ func (p *loadedPolicy) describe() string {
 func readPolicy(pol config.Policy) (name string, wasm []byte, src policySource, err error) {
 	src = policySource{Policy: pol}
 	if src.Path == "" {
-		name, wasm = host.DefaultName, policydefault.Wasm
+		name, wasm = policydefault.Name, policydefault.Wasm
 	} else {
 		name = src.Path
 		if wasm, err = os.ReadFile(src.Path); err != nil {
