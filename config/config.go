@@ -246,8 +246,8 @@ type Server struct {
 	// NoBridgeInference is true when the entry says "bridgeInference":
 	// false: a request the server sends on its own then never goes to a
 	// client on the inference that it is the one client with calls in
-	// flight on the connection (see "What a session passes on" in
-	// README.md). It belongs to the transport, so sessions cannot
+	// flight on the connection (see docs/protocol.md, "Requests an
+	// upstream sends on its own"). It belongs to the transport, so sessions cannot
 	// override it.
 	NoBridgeInference bool
 	// ProtocolVersion is the MCP protocol version wasmhost's client asks

@@ -1,121 +1,22 @@
 // Package wasmmeter rewrites a WebAssembly module so that it counts down a
 // budget of fuel and calls back into the host whenever the budget runs out.
 //
-// # Why
+// [Instrument] adds a mutable i32 global, the fuel, and an import
+// ImportModule.ImportName ("wasmhost:meter" "tick"). Each function entry
+// and each loop body decrements the fuel, and calls tick once it is spent;
+// tick checks the call's context and returns the next budget. Bulk memory
+// and table instructions are charged before they run, one unit per 16
+// bytes or 2 elements. Every reference to a defined function is
+// renumbered for the new import; other sections are copied byte for byte.
 //
-// wasmhost runs untrusted plugins. A plugin that never returns must still be
-// stopped when its call's context is done. wazero offers that through
-// RuntimeConfig.WithCloseOnContextDone(true), which makes its compiler emit,
-// at every function entry and every loop header, an exit from the compiled
-// code to Go that asks whether the module has been closed. Go-compiled guests
-// reach a loop header on every function entry and on every taken jump (Go's
-// wasm backend lowers its control flow to a loop around a br_table), so these
-// exits cost most of a plugin call.
-//
-// Instrument makes the same guarantee far cheaper. It gives the module a
-// mutable i32 global, the fuel, and places at each function entry and at the
-// top of each loop body a short sequence of plain wasm instructions that
-// decrements it. Only when the fuel is spent (below 1) does the sequence call
-// the injected import ImportModule.ImportName ("wasmhost:meter" "tick"), a
-// host function that checks the call's context (and panics, ending the call,
-// when it is done) and returns the next budget. A run that never ends either
-// turns some loop forever or makes calls forever (its call depth is bounded,
-// so it makes an unbounded number of them; that includes exponential
-// recursion without any loop), and each of those passes a check: the module
-// reaches tick at least once every budget checks. A host that runs only
-// instrumented modules can therefore turn CloseOnContextDone off for them.
-//
-// # Bulk instructions
-//
-// One instruction can do an unbounded amount of work: memory.fill,
-// memory.copy and memory.init touch as many bytes, and table.fill,
-// table.copy and table.init as many elements, as their length operand (the
-// i32 on top of the stack) says, up to the whole 4 GiB memory. A loop
-// around a 64 MiB fill would turn only once every few milliseconds, and
-// reach tick once every few minutes. So each of them is preceded by a
-// charge of one unit of fuel per 16 bytes (bulkMemShift) or per 2 table
-// elements (bulkTableShift; an element is an 8-byte reference in wazero,
-// so 16 bytes too): when the charge is as large as the fuel left, the
-// charge calls tick instead, before the instruction runs, so that a single
-// huge instruction is preceded by a check and a loop of them reaches tick
-// about as often, in time, as a loop of plain instructions.
-//
-// Why 16 bytes: a function entry or loop turn, the unit of the other
-// checks, costs a nanosecond or more (1.1 ns for the tightest loop under
-// wazero's compiler on an x86-64 server), and wazero's bulk instructions
-// move from 16 bytes a nanosecond (a fill far larger than the caches, on a
-// loaded machine) to 100 or more (in the caches). At 16 bytes a unit, a
-// unit of bulk work thus costs at most about as much as one of the others,
-// so a budget of fuel lasts no longer in bulk work than elsewhere; when
-// the bytes are in the caches it lasts shorter, but a tick still pays for
-// at least budget*16 bytes of work (1 MiB for the host's budget, 10 µs or
-// more), so its cost stays small. A charge is a power-of-two shift, and
-// never reaches 2^31 (the length is a u32 and memory64 and table64 are
-// refused), so the charge compares with the fuel without overflowing.
-//
-// A length pushed by the i32.const just before the instruction (the
-// commonest case: Go copies and clears fixed-size values so) is charged as
-// a constant, and not at all below one unit. Any other length is saved in
-// an i32 local the rewriter adds to the function (after its declared
-// locals, so no other local moves) to compute the charge from.
-//
-// The entry check goes after the straight-line instructions that may open a
-// function (local and global access, constants, nop, block), before anything
-// that can branch, call or trap; when a loop opens the function, as in every
-// Go-compiled function, the loop's check serves as the entry check too.
-//
-// The fuel belongs to the module instance and carries over from one call to
-// the next, so the first tick of a call may come early; the host's tick
-// decides from the call's context, not from the count.
-//
-// # The rewrite
-//
-// The new import is a function, and imported functions are numbered before
-// defined ones, so it takes index N, the number of functions the module
-// imported, and every defined function moves up by one. Instrument renumbers
-// every reference to a defined function: call and return_call in code,
-// ref.func in code and in constant expressions (global initialisers and
-// element segments), function-index vectors of element segments, function
-// exports, the start function and the function-indexed subsections of the
-// "name" custom section. The fuel global is appended after the module's own
-// globals and the tick type after (or, when the module already has one,
-// reused from) its types, so no other index moves. All other sections are
-// copied byte for byte.
-//
-// The rewriter refuses (as malformed) a global, type or function index that
-// is out of range in the input: in the output such an index could name the
-// fuel global or the tick type, and turn an invalid module into a valid one
-// that resets its own meter.
-//
-// The instruction scanner follows wazero's decoder: it knows every opcode
-// that wazero v1 accepts with its default features (WebAssembly 2.0: bulk
-// memory, reference types, multi-value, SIMD, sign extension, saturating
-// truncation), tail calls and atomics, and decodes them exactly as wazero
-// does (a SIMD opcode, for one, is read as a single byte), so the two always
-// agree on where each instruction starts: a byte that wazero runs as a loop
-// is always seen as one here. Anything
-// else (exception handling, typed function references, GC types, multiple
-// memories, tables with an initialiser expression, unknown opcodes) is
-// refused with ErrUnsupported.
-//
-// # Counts
-//
-// wazero's decoder allocates what a module's counts ask for before it reads
-// the items (a vector of 4,294,967,295 element segment entries, a data
-// segment of 4 GiB, 4 billion locals), and wazero only ever sees what
-// Instrument wrote. So Instrument reads every section wazero decodes (all
-// but custom sections other than "name") and refuses as malformed any count
-// larger than the bytes left to hold its items, and any function past the
-// limits MaxBodyBytes, MaxNesting, MaxBlocks, MaxCompileWork and MaxLocals
-// (ErrLimit).
-//
-// # Tables
-//
-// A table without a maximum may grow without bound (table.grow, which is
-// charged as table.fill is). Instrument refuses (ErrLimit) a module that
-// has both, and writes each table without a maximum with its minimum as
-// maximum (Go declares its one table so, and never grows it), so that
-// every table of the output has a maximum a host can count.
+// The rewriter refuses (ErrUnsupported, ErrLimit, malformed) what it
+// cannot meter or prove harmless: opcodes wazero v1 does not accept with
+// its default features plus tail calls and atomics, out-of-range indexes,
+// counts larger than the bytes that hold them, functions past MaxBodyBytes,
+// MaxNesting, MaxBlocks, MaxCompileWork and MaxLocals, and growable tables
+// without a maximum. A host that runs only instrumented modules can turn
+// wazero's CloseOnContextDone off. It reads and writes bytes only
+// (internal/wasmbin). Why it works this way: docs/design.md.
 package wasmmeter
 
 import (
