@@ -101,6 +101,13 @@ type Entry struct {
 	idle        chan struct{} // closed when the refresh loop stops
 	restart     *call         // restart in flight
 	crashes     int
+
+	// restarts counts the restarts begun (crash and explicit), lastErr is
+	// the latest reason the connection went away or failed (kept once
+	// the entry is ready again; see EntryInfo).
+	restarts int
+	lastErr  error
+
 	connectedAt time.Time
 	// subs are the handles subscribed to each resource URI, with what they
 	// receive its updates with (subscribe.go).
@@ -210,6 +217,8 @@ func (e *Entry) Info() EntryInfo {
 		Views:    len(e.handles),
 		Version:  e.version,
 		Err:      e.err,
+		Restarts: e.restarts,
+		LastErr:  e.lastErr,
 	}
 	if e.state == StateReady {
 		info.Subscriptions = e.subscriptionsLocked()
@@ -655,6 +664,7 @@ func (e *Entry) finishConnect(gen uint64, cs *mcp.ClientSession, snap *view.Snap
 	handles := e.handleList()
 	if err != nil {
 		e.err = err
+		e.lastErr = err
 		e.session = nil
 		e.conn++
 		e.setState(StateFailed)
@@ -734,6 +744,10 @@ func (e *Entry) streamLost(gen uint64) {
 	}
 }
 
+// errWentAway is the last error recorded when a connection ends by
+// itself without a cause (see EntryInfo.LastErr).
+var errWentAway = errors.New("the upstream ended the connection")
+
 // wentAway handles the end, which the pool did not cause, of session cs of
 // generation gen (see watch).
 func (e *Entry) wentAway(gen uint64, cs *mcp.ClientSession, err error) {
@@ -744,6 +758,10 @@ func (e *Entry) wentAway(gen uint64, cs *mcp.ClientSession, err error) {
 	}
 	if time.Since(e.connectedAt) > time.Minute {
 		e.crashes = 0
+	}
+	e.lastErr = err
+	if err == nil {
+		e.lastErr = errWentAway
 	}
 	if e.crashes < e.pool.crashes {
 		e.crashes++
@@ -851,6 +869,7 @@ func (e *Entry) doRestart(ctx context.Context, explicit bool, gen uint64) error 
 	e.conn++
 	gen = e.conn
 	e.dirty = 0 // the restart rediscovers everything
+	e.restarts++
 	e.setState(StateRestarting)
 	// Counted while e.mu is held: a pool Close either saw this entry
 	// terminal above or waits for the attempt.
