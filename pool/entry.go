@@ -101,13 +101,6 @@ type Entry struct {
 	idle        chan struct{} // closed when the refresh loop stops
 	restart     *call         // restart in flight
 	crashes     int
-
-	// restarts counts the restarts begun (crash and explicit), lastErr is
-	// the latest reason the connection went away or failed (kept once
-	// the entry is ready again; see EntryInfo).
-	restarts int
-	lastErr  error
-
 	connectedAt time.Time
 	// subs are the handles subscribed to each resource URI, with what they
 	// receive its updates with (subscribe.go).
@@ -120,6 +113,12 @@ type Entry struct {
 	// keepListening).
 	kept   map[string]struct{}
 	keptOn uint64
+
+	// restarts counts the restarts begun (crash and explicit), lastErr is
+	// the latest reason the connection went away or failed (kept once
+	// the entry is ready again; see EntryInfo). Guarded by mu.
+	restarts int
+	lastErr  error
 }
 
 // A call is an operation others can wait for.
