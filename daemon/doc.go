@@ -21,6 +21,11 @@
 //	                                    (RFC 7386) over the session's entry (admin token)
 //	DELETE /v1/sessions/{session}/servers/{server}   remove that overlay (admin token)
 //	POST   /v1/servers/{server}/restart restart the server's connections (admin token)
+//	GET    /v1/sessions/{session}/servers/{server}/tools   the tools the session sees of
+//	                                    the server, with their trust flags (admin token)
+//	GET    /ui/                         the operator page: HTML, script and style only (no
+//	                                    authentication); it reads the two above with the admin
+//	                                    token it asks for (docs/operations.md)
 //
 // /metrics counts reloads, policy swaps and retries, times policy calls,
 // shows the pool's entries (a server whose connection could not be made
