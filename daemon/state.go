@@ -17,12 +17,13 @@ type State struct {
 	Listen     string        `json:"listen"`
 	Policy     PolicyState   `json:"policy"`
 	LastReload *ReloadResult `json:"lastReload,omitempty"`
+	Pool       []EntryState  `json:"pool"`
+	Sessions   []SessionView `json:"sessions"`
+	Counters   churn.Values  `json:"counters"`
+
 	// Reloads are the latest reloads (at most 20), newest first; the
 	// first is LastReload.
-	Reloads  []*ReloadResult `json:"reloads"`
-	Pool     []EntryState    `json:"pool"`
-	Sessions []SessionView   `json:"sessions"`
-	Counters churn.Values    `json:"counters"`
+	Reloads []*ReloadResult `json:"reloads"`
 }
 
 // A PolicyState describes the running policy plugin.
@@ -53,7 +54,16 @@ type EntryState struct {
 	State    string `json:"state"`
 	// PID is the upstream process id of a pooled stdio upstream (its
 	// newest process); 0 when unknown or not a process.
-	PID int `json:"pid,omitempty"`
+	PID     int    `json:"pid,omitempty"`
+	Refs    int    `json:"refcount"`
+	Views   int    `json:"views"`
+	Version uint64 `json:"snapshotVersion"`
+	Error   string `json:"error,omitempty"`
+	// Subscriptions are the resource URIs the sessions' clients hold
+	// through this connection; each is subscribed to upstream once (a new
+	// connection's, after a restart, in the background).
+	Subscriptions []string `json:"subscriptions,omitempty"`
+
 	// Restarts counts the restarts of this connection (after its upstream
 	// went away, or asked for); a connection that failed for good is
 	// replaced by a new entry, counting from 0.
@@ -61,29 +71,22 @@ type EntryState struct {
 	// LastError is the latest reason the connection went away or could
 	// not be made, kept after a restart succeeds.
 	LastError string `json:"lastError,omitempty"`
-	Refs      int    `json:"refcount"`
-	Views     int    `json:"views"`
-	Version   uint64 `json:"snapshotVersion"`
-	Error     string `json:"error,omitempty"`
-	// Subscriptions are the resource URIs the sessions' clients hold
-	// through this connection; each is subscribed to upstream once (a new
-	// connection's, after a restart, in the background).
-	Subscriptions []string `json:"subscriptions,omitempty"`
 }
 
 // A SessionView describes one session: its endpoint and its bindings.
 type SessionView struct {
-	Name        string `json:"name"`
-	URL         string `json:"url"`
-	TokenSource string `json:"tokenSource"`
-	Clients     int    `json:"clients"`
+	Name        string                   `json:"name"`
+	URL         string                   `json:"url"`
+	TokenSource string                   `json:"tokenSource"`
+	Clients     int                      `json:"clients"`
+	Tools       []string                 `json:"tools"`
+	Prompts     []string                 `json:"prompts"`
+	Resources   []string                 `json:"resources"`
+	Servers     []reconcile.BindingState `json:"servers"`
+
 	// ClientList describes each connected client as its initialize
 	// request did.
-	ClientList []session.ClientInfo     `json:"clientList"`
-	Tools      []string                 `json:"tools"`
-	Prompts    []string                 `json:"prompts"`
-	Resources  []string                 `json:"resources"`
-	Servers    []reconcile.BindingState `json:"servers"`
+	ClientList []session.ClientInfo `json:"clientList"`
 }
 
 // State describes the daemon at one instant.
