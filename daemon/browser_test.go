@@ -46,10 +46,10 @@ type tab struct {
 	urls    []string // every request the page made
 }
 
-// newTab opens a tab in the shared headless browser: Debian's chromium
-// (make tools installs it). Without it the test is skipped, unless the
-// environment has CI set: there it fails.
-func newTab(t *testing.T, r *running) *tab {
+// chromium returns the path of Debian's chromium (make tools installs
+// it). Without it the test is skipped, unless the environment has CI set:
+// there it fails.
+func chromium(t *testing.T) string {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
@@ -58,6 +58,13 @@ func newTab(t *testing.T, r *running) *tab {
 		}
 		t.Skip("chromium is not installed (make tools installs it); the page's browser tests skip")
 	}
+	return path
+}
+
+// newTab opens a tab in the shared headless browser.
+func newTab(t *testing.T, r *running) *tab {
+	t.Helper()
+	path := chromium(t)
 	browser.once.Do(func() {
 		opts := append(chromedp.DefaultExecAllocatorOptions[:],
 			chromedp.ExecPath(path),
@@ -181,6 +188,7 @@ const toolsExpr = `[...document.querySelectorAll('#detail-tools [data-field=tool
 // page, in the matrix, the open cell and the reload history, while it
 // stays open. The token is never in a URL the page requests.
 func TestUIBrowser(t *testing.T) {
+	chromium(t)
 	r := start(t, baseConfig())
 	r.connect("alice", aliceToken)
 	st := r.state()
@@ -251,6 +259,7 @@ func TestUIBrowser(t *testing.T) {
 // names below would run script if they were). The token comes in the
 // URL's fragment, which the page then takes out of the address bar.
 func TestUIBrowserEscapes(t *testing.T) {
+	chromium(t)
 	const (
 		hostileTool   = `<img src=x onerror="window.__xss='tool'">`
 		hostileTool2  = `</td><script>window.__xss='script'</script>`
