@@ -57,7 +57,7 @@ as-plugins:
 # of wasmhost's dependencies.
 VALIDATE := deploy/kubernetes/validate
 
-tools: ## install the build tools a fresh machine lacks (wat2wasm, haproxy, staticcheck)
+tools: ## install the build tools a fresh machine lacks (wat2wasm, haproxy, chromium, staticcheck)
 	@command -v wat2wasm >/dev/null || { \
 	  echo "installing wabt (wat2wasm)"; \
 	  (apt-get update -qq && apt-get install -y -qq wabt) >/dev/null || \
@@ -66,6 +66,10 @@ tools: ## install the build tools a fresh machine lacks (wat2wasm, haproxy, stat
 	  echo "installing haproxy (the load-balancer test of deploy/haproxy)"; \
 	  (apt-get update -qq && apt-get install -y -qq haproxy) >/dev/null || \
 	  (sudo apt-get update -qq && sudo apt-get install -y -qq haproxy) >/dev/null; }
+	@command -v chromium >/dev/null || { \
+	  echo "installing chromium (the operator page's headless browser tests)"; \
+	  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null || \
+	  (sudo apt-get update -qq && sudo apt-get install -y -qq chromium) >/dev/null; }
 	@[ -x "$(STATICCHECK)" ] || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
 
 test: gotest deploy-check fuzz conformance ## go test -race ./..., the Kubernetes manifests, a bounded run of each fuzz target, the golden suites

@@ -235,6 +235,10 @@ type Daemon struct {
 	endpoints    map[string]*endpoint
 	lastReload   *ReloadResult
 	running      bool
+
+	// reloads are the latest reloads, oldest first, at most maxReloads
+	// (State.Reloads); guarded by mu.
+	reloads []*ReloadResult
 }
 
 // An endpoint is one session's MCP endpoint and its HTTP handler.

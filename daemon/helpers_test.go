@@ -33,7 +33,16 @@ func TestMain(m *testing.M) {
 	procgroup.Main() // this binary supervises the upstreams it runs, as wasmhost does
 	demoserver.RunIfChild()
 	mcptest.RunSlowIfChild()
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(closingBrowser{m})
+}
+
+// closingBrowser runs the tests, then closes the headless browser they
+// shared (browser_test.go), before goleak looks for leaked goroutines.
+type closingBrowser struct{ m *testing.M }
+
+func (c closingBrowser) Run() int {
+	defer closeBrowser()
+	return c.m.Run()
 }
 
 // cacheDir is the compilation cache the tests share with the CLI.

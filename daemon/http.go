@@ -40,6 +40,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.Handle("PATCH /v1/sessions/{session}/servers/{server}", d.adminOnly(http.HandlerFunc(d.servePatchOverlay)))
 	mux.Handle("DELETE /v1/sessions/{session}/servers/{server}", d.adminOnly(http.HandlerFunc(d.serveDeleteOverlay)))
 	mux.Handle("POST /v1/servers/{server}/restart", d.adminOnly(http.HandlerFunc(d.serveRestart)))
+	d.uiRoutes(mux)
 	return closeUnread(d.checkHostOrigin(d.refuseWhileDraining(mux)))
 }
 

@@ -101,9 +101,18 @@ func (d *Daemon) Reload(ctx context.Context, trigger string) (*ReloadResult, err
 	endSpan(err)
 	d.mu.Lock()
 	d.lastReload = res
+	if res != nil {
+		d.reloads = append(d.reloads, res)
+		if len(d.reloads) > maxReloads {
+			d.reloads = slices.Delete(d.reloads, 0, len(d.reloads)-maxReloads)
+		}
+	}
 	d.mu.Unlock()
 	return res, err
 }
+
+// maxReloads is how many reloads the daemon remembers (State.Reloads).
+const maxReloads = 20
 
 // reload does one reload. d.reloadMu is held.
 func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, error) {

@@ -8,6 +8,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
+	"github.com/wasmhost/wasmhost/session"
 )
 
 // A State is what GET /v1/state returns.
@@ -19,6 +20,10 @@ type State struct {
 	Pool       []EntryState  `json:"pool"`
 	Sessions   []SessionView `json:"sessions"`
 	Counters   churn.Values  `json:"counters"`
+
+	// Reloads are the latest reloads (at most 20), newest first; the
+	// first is LastReload.
+	Reloads []*ReloadResult `json:"reloads"`
 }
 
 // A PolicyState describes the running policy plugin.
@@ -58,6 +63,14 @@ type EntryState struct {
 	// through this connection; each is subscribed to upstream once (a new
 	// connection's, after a restart, in the background).
 	Subscriptions []string `json:"subscriptions,omitempty"`
+
+	// Restarts counts the restarts of this connection (after its upstream
+	// went away, or asked for); a connection that failed for good is
+	// replaced by a new entry, counting from 0.
+	Restarts int `json:"restarts"`
+	// LastError is the latest reason the connection went away or could
+	// not be made, kept after a restart succeeds.
+	LastError string `json:"lastError,omitempty"`
 }
 
 // A SessionView describes one session: its endpoint and its bindings.
@@ -70,6 +83,10 @@ type SessionView struct {
 	Prompts     []string                 `json:"prompts"`
 	Resources   []string                 `json:"resources"`
 	Servers     []reconcile.BindingState `json:"servers"`
+
+	// ClientList describes each connected client as its initialize
+	// request did.
+	ClientList []session.ClientInfo `json:"clientList"`
 }
 
 // State describes the daemon at one instant.
@@ -91,17 +108,23 @@ func (d *Daemon) State() State {
 	st.Pool = d.poolEntries(rs)
 	d.mu.Lock()
 	st.LastReload = d.lastReload
+	st.Reloads = make([]*ReloadResult, 0, len(d.reloads))
+	for i := len(d.reloads) - 1; i >= 0; i-- {
+		st.Reloads = append(st.Reloads, d.reloads[i])
+	}
 	cfg := d.cfg
 	eps := maps.Clone(d.endpoints)
 	d.mu.Unlock()
 	base := d.URL()
 	for _, s := range rs.Sessions { // sorted by name
-		sv := SessionView{Name: s.Name, URL: base + "/mcp/" + s.Name, Servers: s.Servers, Tools: []string{}, Prompts: []string{}, Resources: []string{}}
+		sv := SessionView{Name: s.Name, URL: base + "/mcp/" + s.Name, Servers: s.Servers, ClientList: []session.ClientInfo{},
+			Tools: []string{}, Prompts: []string{}, Resources: []string{}}
 		if cs := cfg.Sessions[s.Name]; cs != nil {
 			sv.TokenSource = cs.TokenSource
 		}
 		if e := eps[s.Name]; e != nil {
 			sv.Clients = e.ep.Clients()
+			sv.ClientList = e.ep.ClientInfos()
 			sv.Tools = nonNil(e.ep.Tools())
 			sv.Prompts = nonNil(e.ep.Prompts())
 			sv.Resources = nonNil(e.ep.Resources())
@@ -123,13 +146,16 @@ func (d *Daemon) poolEntries(rs reconcile.State) []EntryState {
 	for _, e := range d.pool.Entries() {
 		es := EntryState{
 			ID: e.ID, Identity: e.Identity, Server: e.Server, Pooled: e.Pooled, State: e.State.String(),
-			Refs: e.Refs, Views: e.Views, Version: e.Version, Subscriptions: e.Subscriptions,
+			Refs: e.Refs, Views: e.Views, Version: e.Version, Subscriptions: e.Subscriptions, Restarts: e.Restarts,
 		}
 		if e.Pooled {
 			es.PID = d.pids.get(e.Identity)
 		}
 		if e.Err != nil {
 			es.Error = e.Err.Error()
+		}
+		if e.LastErr != nil {
+			es.LastError = e.LastErr.Error()
 		}
 		held[e.Identity] = true
 		out = append(out, es)
@@ -144,7 +170,7 @@ func (d *Daemon) poolEntries(rs reconcile.State) []EntryState {
 				continue // an entry for it is connecting (or listed already)
 			}
 			held[identity] = true
-			out = append(out, EntryState{Identity: identity, Server: b.Server, State: pool.StateFailed.String(), Error: b.Error})
+			out = append(out, EntryState{Identity: identity, Server: b.Server, State: pool.StateFailed.String(), Error: b.Error, LastError: b.Error})
 		}
 	}
 	return out

@@ -114,6 +114,12 @@ type Entry struct {
 	// keepListening).
 	kept   map[string]struct{}
 	keptOn uint64
+
+	// restarts counts the restarts begun (crash and explicit), lastErr is
+	// the latest reason the connection went away or failed (kept once
+	// the entry is ready again; see EntryInfo). Guarded by mu.
+	restarts int
+	lastErr  error
 }
 
 // A call is an operation others can wait for.
@@ -211,6 +217,8 @@ func (e *Entry) Info() EntryInfo {
 		Views:    len(e.handles),
 		Version:  e.version,
 		Err:      e.err,
+		Restarts: e.restarts,
+		LastErr:  e.lastErr,
 	}
 	if e.state == StateReady {
 		info.Subscriptions = e.subscriptionsLocked()
@@ -657,6 +665,7 @@ func (e *Entry) finishConnect(gen uint64, cs *mcp.ClientSession, snap *view.Snap
 	handles := e.handleList()
 	if err != nil {
 		e.err = err
+		e.lastErr = err
 		e.session = nil
 		e.conn++
 		e.setState(StateFailed)
@@ -736,6 +745,10 @@ func (e *Entry) streamLost(gen uint64) {
 	}
 }
 
+// errWentAway is the last error recorded when a connection ends by
+// itself without a cause (see EntryInfo.LastErr).
+var errWentAway = errors.New("the upstream ended the connection")
+
 // wentAway handles the end, which the pool did not cause, of session cs of
 // generation gen (see watch).
 func (e *Entry) wentAway(gen uint64, cs *mcp.ClientSession, err error) {
@@ -746,6 +759,10 @@ func (e *Entry) wentAway(gen uint64, cs *mcp.ClientSession, err error) {
 	}
 	if time.Since(e.connectedAt) > time.Minute {
 		e.crashes = 0
+	}
+	e.lastErr = err
+	if err == nil {
+		e.lastErr = errWentAway
 	}
 	if e.crashes < e.pool.crashes {
 		e.crashes++
@@ -853,6 +870,7 @@ func (e *Entry) doRestart(ctx context.Context, explicit bool, gen uint64) error 
 	e.conn++
 	gen = e.conn
 	e.dirty = 0 // the restart rediscovers everything
+	e.restarts++
 	e.setState(StateRestarting)
 	// Counted while e.mu is held: a pool Close either saw this entry
 	// terminal above or waits for the attempt.

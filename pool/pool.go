@@ -280,6 +280,12 @@ type EntryInfo struct {
 	Version uint64
 	// Err is why the entry failed, if it did.
 	Err error
+	// Restarts counts the restarts the entry has begun: after its upstream
+	// went away (Options.CrashRestarts) and explicit ones (Entry.Restart).
+	Restarts int
+	// LastErr is the latest reason the entry's connection went away or
+	// could not be made, kept after a restart succeeds; nil if none.
+	LastErr error
 	// Subscriptions are the resource URIs the entry's handles hold, sorted,
 	// while the entry is ready (see Entry.Subscriptions).
 	Subscriptions []string

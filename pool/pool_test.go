@@ -537,6 +537,30 @@ func TestCrashRestart(t *testing.T) {
 	assert.Equal(t, int64(1), e.counters.Snapshot().Disconnects)
 }
 
+// TestEntryInfoCountsRestarts: EntryInfo counts the restarts an entry
+// began, crash and explicit, and keeps the reason its connection last went
+// away once it is ready again.
+func TestEntryInfoCountsRestarts(t *testing.T) {
+	up := newUpstream(t, "fs", "read")
+	e := newEnv(t, pool.Options{CrashRestarts: 1}, up)
+	h := e.acquire(stdioSpec("fs"), "s1", `{}`, viewtest.NewRegistry())
+	info := h.Entry().Info()
+	assert.Zero(t, info.Restarts)
+	assert.NoError(t, info.LastErr)
+
+	up.kill()
+	require.Eventually(t, func() bool { return up.dialCount() == 2 }, 5*time.Second, 5*time.Millisecond)
+	settle(t, h)
+	info = h.Entry().Info()
+	assert.Equal(t, pool.StateReady, info.State)
+	assert.Equal(t, 1, info.Restarts, "the crash restart")
+	assert.Error(t, info.LastErr, "why the connection went away, kept once ready again")
+	assert.NoError(t, info.Err)
+
+	require.NoError(t, h.Entry().Restart(t.Context()))
+	assert.Equal(t, 2, h.Entry().Info().Restarts, "the explicit restart")
+}
+
 // gate blocks dials after the first n until released.
 type gate struct {
 	n       atomic.Int64

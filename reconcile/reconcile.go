@@ -1175,7 +1175,51 @@ func describeView(st *BindingState, v *view.View) {
 	}
 	if p := v.Applied(); p != nil {
 		st.Tools, st.Prompts, st.Resources = len(p.Tools), len(p.Prompts), len(p.Resources)
+		for _, t := range p.Tools {
+			if t.Meta[view.MetaTrust] == true {
+				st.Trusted++
+			}
+		}
 	}
+}
+
+// A ToolState is one tool a session's view of a server shows, under the
+// upstream's name, with the flags the policy gave it for the session.
+type ToolState struct {
+	Name       string `json:"name"`
+	Trust      bool   `json:"trust"`
+	AlwaysLoad bool   `json:"alwaysLoad"`
+}
+
+// Tools returns the tools session's view of server shows, in the
+// upstream's order, under the upstream's names (the session may expose
+// them prefixed). It returns ErrUnknownSession or ErrNotBound when there
+// is no such session or binding, and an empty list while the binding
+// holds no connection.
+func (r *Reconciler) Tools(session, server string) ([]ToolState, error) {
+	r.smu.RLock()
+	s := r.sessions[session]
+	var b *binding
+	if s != nil {
+		b = s.bindings[server]
+	}
+	r.smu.RUnlock()
+	switch {
+	case s == nil:
+		return nil, fmt.Errorf("reconcile: session %q: %w", session, ErrUnknownSession)
+	case b == nil:
+		return nil, fmt.Errorf("reconcile: session %q: server %q: %w", session, server, ErrNotBound)
+	}
+	out := []ToolState{}
+	if b.handle == nil {
+		return out, nil
+	}
+	if p := b.handle.View().Applied(); p != nil {
+		for _, t := range p.Tools {
+			out = append(out, ToolState{Name: t.Name, Trust: t.Meta[view.MetaTrust] == true, AlwaysLoad: t.Meta[view.MetaAlwaysLoad] == true})
+		}
+	}
+	return out, nil
 }
 
 func policyName(p abi.Policy) string {

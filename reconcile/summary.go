@@ -220,4 +220,6 @@ type BindingState struct {
 	Tools     int `json:"tools"`
 	Prompts   int `json:"prompts"`
 	Resources int `json:"resources"`
+	// Trusted counts the tools the policy marked trusted for the session.
+	Trusted int `json:"trusted"`
 }

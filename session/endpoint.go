@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -350,6 +351,35 @@ func (e *Endpoint) Clients() int {
 		}
 	}
 	return n
+}
+
+// A ClientInfo describes one connected client session as its initialize
+// request did (the client's own words: display them as text).
+type ClientInfo struct {
+	Name            string `json:"name"`
+	Version         string `json:"version,omitempty"`
+	ProtocolVersion string `json:"protocolVersion,omitempty"`
+}
+
+// ClientInfos describes the client sessions Clients counts, sorted by
+// name, version and protocol version.
+func (e *Endpoint) ClientInfos() []ClientInfo {
+	out := []ClientInfo{}
+	for ss := range e.srv.Sessions() {
+		p := ss.InitializeParams()
+		if p == nil {
+			continue
+		}
+		ci := ClientInfo{ProtocolVersion: p.ProtocolVersion}
+		if p.ClientInfo != nil {
+			ci.Name, ci.Version = p.ClientInfo.Name, p.ClientInfo.Version
+		}
+		out = append(out, ci)
+	}
+	slices.SortFunc(out, func(a, b ClientInfo) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Version, b.Version), cmp.Compare(a.ProtocolVersion, b.ProtocolVersion))
+	})
+	return out
 }
 
 // Tools returns the exposed tool names, sorted.
