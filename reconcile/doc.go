@@ -69,9 +69,7 @@
 // Reconciling calls are serialised, and Apply waits for the connections
 // it makes: an Apply asked for during a transport change runs after it
 // and supersedes it, moving the server on, back, or removing it. The
-// same holds for overlays (PutOverlay, DeleteOverlay). [Legacy] changes a
-// transport the same way; there other metadata alone reconnects the same
-// transport as before.
+// same holds for overlays (PutOverlay, DeleteOverlay).
 //
 // # A reload's cost follows what changed
 //
@@ -143,16 +141,6 @@
 // [Reconciler.SetPolicy] re-keys every view with a new policy at once, on
 // its binding's desired settings ([view.View.SetPolicyWith]), with one
 // canonicalize call and batched projections; no transport is touched.
-//
-// # Legacy single-session mode
-//
-// [Legacy] serves one session without the pool: each server gets its own
-// go-sdk client session, dialed through a [pool.Dialer] and listed with
-// [pool.Discover], projected through a view like the pooled path. Its
-// connected-config identity is the transport fingerprint followed by "#"
-// and the metadata key ([view.CanonicalKey]), so a metadata change there
-// reconnects and rediscovers, while canonical-equivalent settings change
-// nothing. A transport change is made before break, as above.
 //
 // # Concurrency
 //
