@@ -190,7 +190,7 @@ func TestStdioReloadsTheConfigFile(t *testing.T) {
 	assert.Equal(t, before, pid(), "the same upstream process")
 	code, stderr := finish()
 	assert.Equal(t, exitOK, code, stderr)
-	assert.Contains(t, stderr, "reload (watch): 1 session changed (alice)")
+	assert.Contains(t, stderr, "reload (watch config): 1 session changed (alice)")
 }
 
 // TestStdioAnnouncesTheVersionItPrints: clients see the version
