@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -141,6 +142,9 @@ type Options struct {
 	// call). 0 or less means DefaultIdleTimeout and
 	// DefaultReadHeaderTimeout.
 	IdleTimeout, ReadHeaderTimeout time.Duration
+	// Stdio, when set, serves one session over a stream instead of HTTP
+	// (`wasmhost stdio`); see Stdio.
+	Stdio *Stdio
 }
 
 // DefaultMaxClients is how many client sessions a session endpoint holds
@@ -170,6 +174,9 @@ type Daemon struct {
 	metrics  *metrics
 	pids     *pidTable
 	stderr   *stderrlog.Budgets // of the stdio upstreams, by server
+	// stderrTo, when set (stdio mode), receives the stdio upstreams'
+	// standard error instead of the log (Stdio.Stderr).
+	stderrTo io.Writer
 	ready    chan struct{}
 	trigger  chan string // debounced reload requests (source name)
 	// retarget tells the file watcher that the running config changed,
@@ -314,6 +321,9 @@ func (d *Daemon) Ready() <-chan struct{} { return d.ready }
 func (d *Daemon) Addr() string {
 	select {
 	case <-d.ready:
+		if d.addr == nil {
+			return "" // stdio mode
+		}
 		return d.addr.String()
 	default:
 		return ""
@@ -399,9 +409,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// SIGHUP is caught from the start: its default action would end a
 	// daemon still starting and leave its upstreams behind. One that comes
 	// before the daemon is ready waits in the channel and reloads after.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	// In stdio mode it is the caller's (a hung-up terminal stops
+	// `wasmhost stdio`).
+	var hup chan os.Signal
+	if d.opts.Stdio == nil {
+		hup = make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+	}
 
 	// Warnings are logged even when the config is refused: an unknown key
 	// may be the typo behind the error.
@@ -413,42 +428,28 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("daemon: %w: %w", kind, err)
 	}
 	cfg, pol := ld.cfg, ld.next
-	d.secrets.AddConfig(cfg)
-	d.hideTokenEnvs(cfg)
+	d.secrets.AddConfig(ld.full)
+	d.hideTokenEnvs(ld.full)
 	cmdWarnings, _ := d.checkCommands(cfg) // nothing runs yet: warnings only
 	for _, w := range cmdWarnings {
 		d.log.Warn("config: " + w)
 	}
 
-	// where names the listen address in errors: the config's "listen",
-	// located like a config error, or Options.Listen.
-	listen, where := cfg.Listen, fmt.Sprintf("%s: listen: %q", d.file, cfg.Listen)
-	if d.opts.Listen != "" {
-		listen, where = d.opts.Listen, fmt.Sprintf("listen %q", d.opts.Listen)
-	}
-	if err := checkListen(listen, d.opts.AllowRemote); err != nil {
-		_ = pol.close(context.Background())
-		return fmt.Errorf("daemon: %s: %w", where, err)
+	var ln net.Listener
+	if d.opts.Stdio == nil {
+		if ln, err = d.listen(cfg); err != nil {
+			_ = pol.close(context.Background())
+			return err
+		}
 	}
 	d.policy.Store(pol)
-
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		_ = pol.close(context.Background())
-		var dnsErr *net.DNSError
-		var addrErr *net.AddrError
-		if errors.As(err, &dnsErr) || errors.As(err, &addrErr) {
-			return fmt.Errorf("daemon: %s: %w: %w", where, ErrBadListen, err)
-		}
-		return fmt.Errorf("daemon: %s: %w", where, err)
-	}
-	d.addr = ln.Addr()
-	d.listenAt = cfg.Listen
-	d.allowed = allowedHosts(listen, d.opts.AllowedHosts)
 
 	dialer := d.opts.Dialer
 	if dialer == nil {
 		dialer = pool.HidingDialer(d.hiddenEnv)
+	}
+	if d.opts.Stdio != nil && d.opts.Stdio.Stderr != nil {
+		d.stderrTo = d.opts.Stdio.Stderr
 	}
 	crashes := d.opts.CrashRestarts
 	if crashes < 0 {
@@ -487,16 +488,32 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 
-	d.conns = d.limitConns(ln)
-	srv := d.httpServer()
+	var srv *http.Server
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(d.conns) }()
+	if ln != nil {
+		d.conns = d.limitConns(ln)
+		srv = d.httpServer()
+		go func() { serveErr <- srv.Serve(d.conns) }()
+	}
 
 	sum, applyErr := d.rec.Apply(ctx, cfg)
-	d.log.Info("started: "+describeSummary(sum, d.clientsNotified(sum), "policy "+pol.describe()),
-		"config", d.file, "listen", d.addr.String())
+	where := []any{"config", d.file}
+	if d.addr != nil {
+		where = append(where, "listen", d.addr.String())
+	}
+	d.log.Info("started: "+describeSummary(sum, d.clientsNotified(sum), "policy "+pol.describe()), where...)
 	if applyErr != nil {
-		d.log.Warn("some bindings failed: servers that could not start are retried with backoff; views whose settings the policy refused or failed on stay closed until a reload or plugin swap", "err", applyErr)
+		d.log.Warn("some bindings failed: servers that could not start, and views the policy refused or failed on, are retried with backoff", "err", applyErr)
+	}
+	var stdio *stdioServer
+	if d.opts.Stdio != nil {
+		if stdio, err = d.serveStdio(); err != nil {
+			stopBG()
+			wg.Wait()
+			d.closeUpstreams()
+			return err
+		}
+		serveErr = stdio.served
 	}
 	close(d.ready)
 
@@ -517,10 +534,22 @@ func (d *Daemon) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		d.draining.Store(true)
+		if stdio != nil {
+			runErr = stdio.shutdown()
+			break
+		}
 		d.listens.endAll() // they carry no call: nothing to wait for
 		d.log.Info("stopping: answering the calls under way; not ready (/readyz 503), new MCP requests refused", "drain_timeout", d.drainTimeout())
 	case err := <-serveErr:
-		runErr = fmt.Errorf("daemon: serve: %w", err)
+		runErr = err
+		if stdio != nil {
+			stdio.stop() // the client closed its stream
+		}
+	}
+	if runErr != nil && !(stdio != nil && ServedToEnd(runErr)) {
+		runErr = fmt.Errorf("daemon: serve: %w", runErr)
+	} else {
+		runErr = nil
 	}
 
 	// Shutdown: stop triggers, let the calls under way be answered,
@@ -533,18 +562,60 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.mu.Lock()
 	eps := slices.Collect(maps.Values(d.endpoints))
 	d.mu.Unlock()
-	d.drain(eps)
+	if srv != nil {
+		d.drain(eps)
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	for _, e := range eps {
 		e.ep.Close()
 	}
-	if err := srv.Shutdown(sctx); err != nil {
-		_ = srv.Close()
+	if srv != nil {
+		if err := srv.Shutdown(sctx); err != nil {
+			_ = srv.Close()
+		}
+		if runErr == nil {
+			<-serveErr
+		}
 	}
-	if runErr == nil {
-		<-serveErr
+	d.closeUpstreams()
+	d.log.Info("stopped")
+	return runErr
+}
+
+// listen binds cfg's listen address (or Options.Listen), refusing a
+// malformed one (ErrBadListen) and one that is not loopback without
+// AllowRemote (ErrNotLoopback).
+func (d *Daemon) listen(cfg *config.Config) (net.Listener, error) {
+	// where names the listen address in errors: the config's "listen",
+	// located like a config error, or Options.Listen.
+	listen, where := cfg.Listen, fmt.Sprintf("%s: listen: %q", d.file, cfg.Listen)
+	if d.opts.Listen != "" {
+		listen, where = d.opts.Listen, fmt.Sprintf("listen %q", d.opts.Listen)
 	}
+	if err := checkListen(listen, d.opts.AllowRemote); err != nil {
+		return nil, fmt.Errorf("daemon: %s: %w", where, err)
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		var dnsErr *net.DNSError
+		var addrErr *net.AddrError
+		if errors.As(err, &dnsErr) || errors.As(err, &addrErr) {
+			return nil, fmt.Errorf("daemon: %s: %w: %w", where, ErrBadListen, err)
+		}
+		return nil, fmt.Errorf("daemon: %s: %w", where, err)
+	}
+	d.addr = ln.Addr()
+	d.listenAt = cfg.Listen
+	d.allowed = allowedHosts(listen, d.opts.AllowedHosts)
+	return ln, nil
+}
+
+// closeUpstreams, last at a stop, releases the sessions, closes the
+// upstream connections and the policy plugin.
+func (d *Daemon) closeUpstreams() {
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
 	if err := d.rec.Close(sctx); err != nil {
 		d.log.Warn("releasing sessions", "err", err)
 	}
@@ -558,8 +629,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.log.Warn("closing policy plugin", "err", err)
 	}
 	d.reloadMu.Unlock()
-	d.log.Info("stopped")
-	return runErr
 }
 
 // drain, at shutdown, makes every endpoint refuse new calls and waits, at
@@ -608,6 +677,23 @@ func (d *Daemon) registry(name string) view.Registry {
 		OnCall:         d.metrics.observeCall,
 		Unavailable:    func(server string) string { return d.rec.Down(name, server) },
 	})
+	var handler http.Handler
+	if d.opts.Stdio == nil {
+		handler = d.sessionHandler(name, ep)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var token string
+	if s := d.cfg.Sessions[name]; s != nil {
+		token = s.Token
+	}
+	ep.SetInstructions(instructed)
+	d.endpoints[name] = &endpoint{ep: ep, http: handler, token: token}
+	return ep
+}
+
+// sessionHandler returns the HTTP handler of session name's endpoint ep.
+func (d *Daemon) sessionHandler(name string, ep *session.Endpoint) http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.Server() }, &mcp.StreamableHTTPOptions{
 		Logger: d.log.With("component", "http", "session", name),
 		// checkHostOrigin already applies the same rule (and the operator's
@@ -632,15 +718,7 @@ func (d *Daemon) registry(name string) view.Registry {
 		})
 		handler = d.byProtocol(handler, ep.HTTPHandler(hs))
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var token string
-	if s := d.cfg.Sessions[name]; s != nil {
-		token = s.Token
-	}
-	ep.SetInstructions(instructed)
-	d.endpoints[name] = &endpoint{ep: ep, http: handler, token: token}
-	return ep
+	return handler
 }
 
 // SessionNaming returns how cfg's session name names its tools and prompts
@@ -722,7 +800,7 @@ func (d *Daemon) syncEndpoints(cfg *config.Config) {
 		case s == nil:
 			delete(d.endpoints, name)
 			drop = append(drop, dropped{e, name, "session removed"})
-		case s.Token != e.token:
+		case s.Token != e.token && d.opts.Stdio == nil: // stdio mode has no token
 			e.token = s.Token
 			drop = append(drop, dropped{e, name, "session token changed"})
 		}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -71,6 +72,9 @@ func (d *Daemon) dial(base pool.Dialer) pool.Dialer {
 		if ct.Command.Stderr == nil {
 			log := d.log.With("component", "upstream", "server", spec.Name)
 			emit := func(text string) { log.Info("upstream stderr: " + text) }
+			if w := d.stderrTo; w != nil {
+				emit = func(text string) { fmt.Fprintln(w, text) }
+			}
 			stderr = stderrlog.NewShared(emit, stderrlog.Options{}, d.stderr.Of(spec.Name, emit))
 			ct.Command.Stderr = stderr
 			if ct.Command.WaitDelay == 0 {

@@ -136,8 +136,10 @@ func (d *Daemon) loadPolicyBytes(ctx context.Context, name string, wasm []byte, 
 // A configLoad is what loadConfigPolicy found: the config, its warnings,
 // and the plugin it names when that is not the running one.
 type configLoad struct {
-	cfg      *config.Config
-	warnings []config.Warning
+	// cfg is the config to serve; full is the whole file, which differs
+	// in stdio mode only (see scope).
+	cfg, full *config.Config
+	warnings  []config.Warning
 	// next is the plugin the config names, loaded and checked, when the
 	// running one (if any) is not it; the caller owns it.
 	next *loadedPolicy
@@ -150,8 +152,20 @@ type configLoad struct {
 // settings keys that plugin declares. read collects the files read. On
 // error, kind is ErrConfigInvalid or ErrPolicyRefused and no plugin is
 // left loaded. A plugin that no longer declares a key that a session
-// uses is refused (ErrPolicyRefused), naming the sessions.
+// uses is refused (ErrPolicyRefused), naming the sessions. In stdio mode,
+// a config without its session is refused too (see scope).
 func (d *Daemon) loadConfigPolicy(ctx context.Context, read map[string]string, running *loadedPolicy) (_ *configLoad, kind, err error) {
+	out, kind, err := d.loadConfigPolicyAll(ctx, read, running)
+	if serr := d.scope(out); serr != nil && err == nil {
+		_ = out.next.close(context.Background())
+		out.next = nil
+		return out, ErrConfigInvalid, serr
+	}
+	return out, kind, err
+}
+
+// loadConfigPolicyAll is loadConfigPolicy of the whole file.
+func (d *Daemon) loadConfigPolicyAll(ctx context.Context, read map[string]string, running *loadedPolicy) (_ *configLoad, kind, err error) {
 	out := &configLoad{}
 	data := d.opts.ConfigData
 	if data == nil {

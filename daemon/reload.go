@@ -152,8 +152,8 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 			return refuse(ErrPolicyRefused, d.policyError(cfg.Policy, err))
 		}
 	}
-	d.secrets.AddConfig(cfg)
-	d.hideTokenEnvs(cfg)
+	d.secrets.AddConfig(ld.full)
+	d.hideTokenEnvs(ld.full)
 
 	// A command that cannot start is refused before anything is touched.
 	cmdWarnings, err := d.checkCommands(cfg)
@@ -188,10 +188,10 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 	}
 
 	// Validated: apply.
-	if cfg.Listen != d.listenAt {
+	if cfg.Listen != d.listenAt && d.opts.Stdio == nil {
 		d.log.Warn("config: listen changed; restart the daemon to apply it", "running", d.listenAt, "file", cfg.Listen)
 	}
-	if (cfg.Admin == nil) != (d.admin == nil) {
+	if (cfg.Admin == nil) != (d.admin == nil) && d.opts.Stdio == nil {
 		d.log.Warn("config: the admin block was added or removed; restart the daemon to apply it")
 	}
 	d.mu.Lock()

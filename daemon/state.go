@@ -3,7 +3,6 @@ package daemon
 import (
 	"encoding/json"
 	"maps"
-	"strings"
 
 	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/pool"
@@ -165,7 +164,7 @@ func (d *Daemon) poolEntries(rs reconcile.State) []EntryState {
 			if b.Pending || b.Identity != "" || b.Error == "" {
 				continue // holds a connection, or is being replaced
 			}
-			identity, _, _ := strings.Cut(b.Desired, "#") // Legacy: fingerprint "#" key
+			identity := b.Desired
 			if held[identity] {
 				continue // an entry for it is connecting (or listed already)
 			}

@@ -13,14 +13,16 @@ import (
 // brought it back before its backoff starts from RetryMin again.
 const backoffMemory = time.Minute
 
-// unhealthy reports whether a binding holds no live connection: its
-// acquire failed, or its entry failed or closed (the pool gave up
-// restarting it). A binding a reconciling call is replacing is not.
+// unhealthy reports whether a binding holds no live connection (its
+// acquire failed, or its entry failed or closed: the pool gave up
+// restarting it) or its view failed closed on a live one (a policy
+// failure, which may pass). A binding a reconciling call is replacing is
+// not.
 func unhealthy(b reconcile.BindingState) bool {
 	if b.Pending {
 		return false
 	}
-	if b.Identity == "" {
+	if b.Identity == "" || b.Error != "" {
 		return true
 	}
 	return b.EntryState == "failed" || b.EntryState == "closed"
@@ -84,7 +86,9 @@ func (d *Daemon) supervise(ctx context.Context) {
 					retries.Forget(k)
 				case err == nil:
 					d.metrics.retries.WithLabelValues("ok").Inc()
-					d.log.Info("upstream reconnected", "session", s.Name, "server", b.Server)
+					// Warn, as its going down was: an operator who was
+					// told it went down is told it is back.
+					d.log.Warn("upstream reconnected", "session", s.Name, "server", b.Server)
 					retries.Recovered(k)
 				case errors.Is(err, reconcile.ErrNotBound), errors.Is(err, reconcile.ErrUnknownSession), errors.Is(err, reconcile.ErrClosed), ctx.Err() != nil:
 					retries.Forget(k)

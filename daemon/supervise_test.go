@@ -25,6 +25,7 @@ func TestUnhealthy(t *testing.T) {
 		{"entry failed", reconcile.BindingState{Identity: "id", EntryState: "failed"}, true},
 		{"entry closed", reconcile.BindingState{Identity: "id", EntryState: "closed"}, true},
 		{"pending", reconcile.BindingState{Error: "reacquiring", Pending: true}, false},
+		{"view failed closed", reconcile.BindingState{Identity: "id", EntryState: "ready", Error: "policy down"}, true},
 	} {
 		assert.Equal(t, tc.want, unhealthy(tc.b), tc.name)
 	}

@@ -7,13 +7,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// A Closer is a transport that remembers the connection it made, so that
+// A closer is a transport that remembers the connection it made, so that
 // the connection can be closed beneath the client session using it.
 // mcp.ClientSession.Close waits until every request under way on the
 // session has its answer, however long the upstream takes, or for ever;
-// closing the connection first fails those requests at once. A restart, and
-// a Legacy reconnect, close their old connection this way.
-type Closer struct {
+// closing the connection first fails those requests at once. A restart
+// closes its old connection this way.
+type closer struct {
 	mcp.Transport
 
 	mu   sync.Mutex
@@ -21,7 +21,7 @@ type Closer struct {
 }
 
 // Connect connects the transport and remembers the connection.
-func (t *Closer) Connect(ctx context.Context) (mcp.Connection, error) {
+func (t *closer) Connect(ctx context.Context) (mcp.Connection, error) {
 	conn, err := t.Transport.Connect(ctx)
 	if err == nil {
 		t.mu.Lock()
@@ -34,7 +34,7 @@ func (t *Closer) Connect(ctx context.Context) (mcp.Connection, error) {
 // CloseConnection closes the connection made, if any. The client session's
 // own Close closes it again, which the connections of the go-sdk's
 // transports, and wasmhost's wrappers of them, take as a no-op.
-func (t *Closer) CloseConnection() {
+func (t *closer) CloseConnection() {
 	t.mu.Lock()
 	conn := t.conn
 	t.mu.Unlock()

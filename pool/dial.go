@@ -43,12 +43,12 @@ func CommandField(err error) string {
 	return "command"
 }
 
-// ConnectFailure returns err, the failure of a connection attempt over t
+// connectFailure returns err, the failure of a connection attempt over t
 // bounded by ctx (its connection closed), with what the go-sdk's error
 // leaves out: that timeout, the server's, ended the attempt ("context
 // deadline exceeded" alone does not say which limit that was), or else how
 // the server's process ended, when t can tell (see ExitReporter).
-func ConnectFailure(ctx context.Context, t mcp.Transport, timeout time.Duration, err error) error {
+func connectFailure(ctx context.Context, t mcp.Transport, timeout time.Duration, err error) error {
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return fmt.Errorf("%w (no answer within the server's timeout, %s)", err, timeout)

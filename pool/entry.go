@@ -318,13 +318,13 @@ func (e *Entry) closeSession(ctx context.Context, cs *mcp.ClientSession) {
 
 // closeSessionNow closes cs without waiting for the requests under way on
 // it, which fail: a restart replaces a connection that may be hung, and
-// mcp.ClientSession.Close alone would wait for their answers (see Closer).
+// mcp.ClientSession.Close alone would wait for their answers (see closer).
 func (e *Entry) closeSessionNow(cs *mcp.ClientSession) {
 	if cs == nil {
 		return
 	}
 	if c, ok := e.pool.closers.Load(cs); ok {
-		c.(*Closer).CloseConnection()
+		c.(*closer).CloseConnection()
 	}
 	e.closeSession(context.Background(), cs)
 }
@@ -339,7 +339,7 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial: %w", err)
 	}
-	t = WatchStreams(t, e.timeout, e.stop,
+	t = watchStreams(t, e.timeout, e.stop,
 		func() { e.markDirty(gen, kindAll) },
 		func() { go e.streamLost(gen) })
 	opts := mcp.ClientOptions{
@@ -358,10 +358,10 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 		client.AddReceivingMiddleware(bridge)
 	}
 	client.AddSendingMiddleware(telemetry.Client(e.spec.Name, e.spec.Transport())) // spans, when traced
-	closer := &Closer{Transport: t}
+	closer := &closer{Transport: t}
 	cs, err := client.Connect(context.WithValue(ctx, bridgingKey{}, e.spec.bridging()), closer, e.spec.SessionOptions())
 	if err != nil {
-		return nil, nil, ConnectFailure(ctx, t, e.timeout, fmt.Errorf("connect: %w", err))
+		return nil, nil, connectFailure(ctx, t, e.timeout, fmt.Errorf("connect: %w", err))
 	}
 	e.setUpstreamLevel(ctx, cs)
 	e.pool.closers.Store(cs, closer)
@@ -369,7 +369,7 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 	snap, err := e.discover(ctx, cs, kindAll, nil)
 	if err != nil {
 		e.closeSession(ctx, cs)
-		return nil, nil, ConnectFailure(ctx, t, e.timeout, err)
+		return nil, nil, connectFailure(ctx, t, e.timeout, err)
 	}
 	return cs, snap, nil
 }
@@ -395,15 +395,14 @@ func (e *Entry) discover(ctx context.Context, cs *mcp.ClientSession, which kinds
 // snapshot with Version 0 (the caller numbers its snapshots). Lists the
 // server declares no capability for are empty, and so are the templates of
 // a server that does not know resources/templates/list. The pool uses the
-// same listing; a caller running its own connection (a legacy
-// single-session mode) can use it with a view attached with a nil memo.
+// same listing.
 func Discover(ctx context.Context, cs *mcp.ClientSession) (*view.Snapshot, error) {
-	return DiscoverWithin(ctx, cs, DefaultMaxListingBytes)
+	return discoverWithin(ctx, cs, DefaultMaxListingBytes)
 }
 
-// DiscoverWithin is Discover with maxBytes as each listing's byte cap
+// discoverWithin is Discover with maxBytes as each listing's byte cap
 // (Spec.ListingCap) instead of DefaultMaxListingBytes.
-func DiscoverWithin(ctx context.Context, cs *mcp.ClientSession, maxBytes int64) (*view.Snapshot, error) {
+func discoverWithin(ctx context.Context, cs *mcp.ClientSession, maxBytes int64) (*view.Snapshot, error) {
 	d, err := discover(ctx, cs, kindAll, nil, maxBytes)
 	return d.Snapshot, err
 }

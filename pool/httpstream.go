@@ -23,11 +23,10 @@ const maxAnswerBytes = 16 << 20
 // errAnswerTooLarge is the read error of an answer over maxAnswerBytes.
 var errAnswerTooLarge = fmt.Errorf("upstream answer over %d MiB", maxAnswerBytes>>20)
 
-// WatchStreams returns t with its HTTP requests made through a streamWatch
+// watchStreams returns t with its HTTP requests made through a streamWatch
 // (below) with timeout, stop, reopened and ended, or t itself when it is
-// not reached over HTTP (see WithRoundTripper). The pool's entries and
-// stdio mode's connections (reconcile.Legacy) use it.
-func WatchStreams(t mcp.Transport, timeout time.Duration, stop context.Context, reopened, ended func()) mcp.Transport {
+// not reached over HTTP (see WithRoundTripper). The pool's entries use it.
+func watchStreams(t mcp.Transport, timeout time.Duration, stop context.Context, reopened, ended func()) mcp.Transport {
 	t, _ = WithRoundTripper(t, func(rt http.RoundTripper) http.RoundTripper {
 		return &streamWatch{base: rt, timeout: timeout, stop: stop, reopened: reopened, ended: ended}
 	})

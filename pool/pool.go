@@ -118,8 +118,8 @@ type Pool struct {
 	// not.
 	work inflight.Gate
 
-	// closers holds the Closer beneath each upstream session not yet
-	// closed (*mcp.ClientSession to *Closer), for a restart to close it
+	// closers holds the closer beneath each upstream session not yet
+	// closed (*mcp.ClientSession to *closer), for a restart to close it
 	// at once (Entry.closeSessionNow).
 	closers sync.Map
 }

@@ -233,12 +233,11 @@ func (s Spec) SessionOptions() *mcp.ClientSessionOptions {
 }
 
 // NewClient returns the go-sdk client an upstream is connected with, by the
-// pool and by reconcile.Legacy: opts, leaving multi round-trip results
+// pool: opts, leaving multi round-trip results
 // (SEP-2322) to its caller, and announcing opts.Capabilities, or none when
 // it is nil (the go-sdk's default would announce roots). The pool
 // announces roots, sampling and elicitation only to upstreams whose
-// requests its Bridge can pass on (see Bridging); reconcile.Legacy
-// announces none. An input-required result, which asks for the same things within
+// requests its Bridge can pass on (see Bridging). An input-required result, which asks for the same things within
 // one call, is what the session endpoint relays to the client that made
 // the call; the go-sdk's default would try to answer it on the shared
 // connection, which has no one to ask.

@@ -20,8 +20,7 @@ var ErrNoSubscriptions = errors.New("upstream offers no resource subscriptions")
 var ErrNotReady = errors.New("upstream not ready")
 
 // A Subscriber holds one session's resource subscriptions to a server on
-// an upstream connection; a *Handle is one, and so is the connection of a
-// reconcile.Legacy.
+// an upstream connection; a *Handle is one.
 type Subscriber interface {
 	// Subscribe asks for the upstream's updates of uri, passed to fn until
 	// Unsubscribe. It returns an error wrapping ErrNoSubscriptions when the
@@ -71,7 +70,7 @@ func (h *Handle) Subscribe(ctx context.Context, uri string, fn UpdateFunc) error
 		// trying again.
 	case cs == nil:
 		return fmt.Errorf("server %s: subscribe %q: %w", e.spec.Name, uri, ErrNotReady)
-	case !OffersSubscriptions(cs):
+	case !offersSubscriptions(cs):
 		return fmt.Errorf("server %s: subscribe %q: %w", e.spec.Name, uri, ErrNoSubscriptions)
 	default:
 		if err := e.subscribeOn(ctx, gen, cs, uri); err != nil {
@@ -101,7 +100,7 @@ func (e *Entry) subscribeOn(ctx context.Context, gen uint64, cs *mcp.ClientSessi
 	// From protocol 2026-07-28 on, the go-sdk's Subscribe opens a
 	// subscriptions/listen request and returns at once: an upstream's
 	// refusal then ends that request, and nobody hears of it.
-	if err := SubscribeWhile(ctx, cs, uri, func() bool { return e.current(cs) }); err != nil {
+	if err := subscribeWhile(ctx, cs, uri, func() bool { return e.current(cs) }); err != nil {
 		if !e.current(cs) {
 			return fmt.Errorf("%w (%v)", ErrNotReady, err)
 		}
@@ -170,7 +169,7 @@ func (e *Entry) leave(ctx context.Context, h *Handle, uri string) error {
 	cs, gen := e.session, e.conn
 	keep := last && cs != nil && e.keepListening(gen, cs, uri)
 	e.mu.Unlock()
-	if !last || keep || cs == nil || !OffersSubscriptions(cs) {
+	if !last || keep || cs == nil || !offersSubscriptions(cs) {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
@@ -236,21 +235,21 @@ func (e *Entry) subscriptionsLocked() []string {
 	return slices.Sorted(maps.Keys(e.subs))
 }
 
-// OffersSubscriptions reports whether the upstream of cs announces resource
+// offersSubscriptions reports whether the upstream of cs announces resource
 // subscriptions.
-func OffersSubscriptions(cs *mcp.ClientSession) bool {
+func offersSubscriptions(cs *mcp.ClientSession) bool {
 	r := cs.InitializeResult()
 	return r != nil && r.Capabilities != nil && r.Capabilities.Resources != nil && r.Capabilities.Resources.Subscribe
 }
 
-// SubscribeWhile subscribes cs to uri and, when current then reports that
+// subscribeWhile subscribes cs to uri and, when current then reports that
 // cs is no longer the connection in use (a restart or close replaced it
 // meanwhile), unsubscribes again. go-sdk v1.8.0's Subscribe, from protocol
 // 2026-07-28 on, leaves a goroutine waiting for an unsubscribe when it
 // runs after the session's Close; closing code swaps the connection out
 // before closing it, so a subscription made while current still holds is
 // ended by that Close.
-func SubscribeWhile(ctx context.Context, cs *mcp.ClientSession, uri string, current func() bool) error {
+func subscribeWhile(ctx context.Context, cs *mcp.ClientSession, uri string, current func() bool) error {
 	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 		return err
 	}
@@ -292,7 +291,7 @@ func (e *Entry) startResubscribe(gen uint64, cs *mcp.ClientSession, uris []strin
 // replaced or the entry closes. It takes e.subMu for one URI at a time, so
 // that a Release or a Subscribe waits for one request at most.
 func (e *Entry) resubscribe(gen uint64, cs *mcp.ClientSession, uris []string) {
-	if !OffersSubscriptions(cs) {
+	if !offersSubscriptions(cs) {
 		e.log.Warn("upstream no longer offers resource subscriptions; its subscribers get no updates", "uris", uris)
 		return
 	}

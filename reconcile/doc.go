@@ -9,8 +9,8 @@
 // reacquires a failed or closed entry, and releases what is no longer
 // wanted; one failing binding does not stop the others ([Summary]). It also
 // owns runtime overlays ([Reconciler.PutOverlay]), restarts, teardowns,
-// policy swaps ([Reconciler.SetPolicy]), pre-checks ([Reconciler.Check])
-// and the legacy single-session mode ([Legacy]).
+// policy swaps ([Reconciler.SetPolicy]), pre-checks ([Reconciler.Check]),
+// and in-place repairs of failed views ([Reconciler.Repair]).
 //
 // It reads config and drives pool and view; it touches no HTTP and no
 // session endpoint. A Reconciler is safe for concurrent use; reconciling

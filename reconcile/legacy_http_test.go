@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
@@ -37,12 +36,7 @@ func TestLegacyHTTPStreamThatNeverOpens(t *testing.T) {
 	// The stream never opens.
 	release := up.Hang(func(r *http.Request, _ string) bool { return r.Method == http.MethodGet })
 
-	leg := reconcile.NewLegacy(reconcile.LegacyOptions{Dialer: pool.DefaultDialer, Policy: ref, Registry: viewtest.NewRegistry(), Counters: &churn.Counters{}, Logger: quiet})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		assert.NoError(t, leg.Close(ctx))
-	})
+	leg := newOneSession(t, "s", pool.DefaultDialer, viewtest.NewRegistry())
 	t.Cleanup(release) // before the Close above: lets a failing test end
 	c := newCfg()
 	c.Servers["web"] = map[string]any{"httpUrl": up.URL(), "protocolVersion": "2025-11-25", "timeout": 300}

@@ -3,6 +3,8 @@ package reconcile_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -15,28 +17,36 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/session"
+	"github.com/wasmhost/wasmhost/view"
 )
 
-// A stdioRig is stdio mode's wiring in process: a Legacy whose registry is
-// a session.Endpoint that forwards through Legacy.Upstream, and a client of
-// that endpoint. Every dial makes a new upstream server, numbered from 1,
-// whose tools record the calls that reach them.
+// A stdioRig is stdio mode's wiring in process: a pool and a Reconciler
+// serving session alice, whose registry is a session.Endpoint that
+// forwards through the session's handles (as the daemon's does), and a
+// client of that endpoint. Every dial makes a new upstream server,
+// numbered from 1, whose tools record the calls that reach them by the
+// tag the call was sent with (see call).
 type stdioRig struct {
 	t      *testing.T
-	leg    *reconcile.Legacy
+	leg    *oneSession
+	pool   *pool.Pool
+	rec    *reconcile.Reconciler
 	ep     *session.Endpoint
 	client *mcp.ClientSession
 
 	mu      sync.Mutex
 	dials   int
-	conns   map[int]pipeEnd  // the server end of each dial's pipe
-	reached map[int][]string // dial number to the tools called on it
-	tag     map[int]string   // dial number to what the test was applying
-	current atomic.Pointer[string]
+	conns   map[int]pipeEnd     // the server end of each dial's pipe
+	reached map[string][]string // a call's tag to the tools it reached
+	// phase is held (read) by each call for as long as it lasts, and
+	// (write) by setTag: no call straddles a change of tag.
+	phase   sync.RWMutex
+	current string
 	hang    chan struct{} // the "hang" tool waits for it (or its call's end)
 	started chan string   // the "hang" tool says it started
 }
@@ -44,9 +54,9 @@ type stdioRig struct {
 // A pipeEnd is the server end of a dial's pipe.
 type pipeEnd interface{ Close() error }
 
-func newStdioRig(t *testing.T, opts reconcile.LegacyOptions) *stdioRig {
+func newStdioRig(t *testing.T) *stdioRig {
 	t.Helper()
-	r := &stdioRig{t: t, conns: make(map[int]pipeEnd), reached: make(map[int][]string), tag: make(map[int]string),
+	r := &stdioRig{t: t, conns: make(map[int]pipeEnd), reached: make(map[string][]string),
 		hang: make(chan struct{}), started: make(chan string, 16)}
 	r.setTag("")
 	r.ep = session.New(session.Options{
@@ -57,17 +67,17 @@ func newStdioRig(t *testing.T, opts reconcile.LegacyOptions) *stdioRig {
 			return session.Target{Session: cs, Timeout: timeout, Subscriptions: subs}
 		},
 	})
-	opts.Dialer = r.dial
-	opts.Registry = r.ep
-	if opts.Policy == nil {
-		opts.Policy = ref
-	}
-	opts.Logger = quiet
-	r.leg = reconcile.NewLegacy(opts)
+	e := &env{t: t, counters: &churn.Counters{}}
+	r.pool = pool.New(pool.Options{Dialer: r.dial, Counters: e.counters, Logger: quiet})
+	r.rec = reconcile.New(reconcile.Options{Pool: r.pool, Policy: ref, Counters: e.counters, Logger: quiet,
+		Registry: func(string) view.Registry { return r.ep }})
+	e.pool, e.rec = r.pool, r.rec
+	r.leg = &oneSession{e: e, session: "alice"}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		require.NoError(t, r.leg.Close(ctx))
+		require.NoError(t, r.rec.Close(ctx))
+		require.NoError(t, r.pool.Close(ctx))
 	})
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := r.ep.Server().Connect(t.Context(), st, nil)
@@ -80,21 +90,28 @@ func newStdioRig(t *testing.T, opts reconcile.LegacyOptions) *stdioRig {
 	return r
 }
 
-func (r *stdioRig) setTag(tag string) { r.current.Store(&tag) }
+// setTag tags the calls sent from now on, once the calls under way are
+// answered.
+func (r *stdioRig) setTag(tag string) {
+	r.phase.Lock()
+	defer r.phase.Unlock()
+	r.current = tag
+}
 
 // dial makes dial number n: a new server with tools "read", "wipe" and
-// "hang", each recording its calls under n.
+// "hang", each recording its calls under their tag.
 func (r *stdioRig) dial(ctx context.Context, _ pool.Spec) (mcp.Transport, error) {
 	r.mu.Lock()
 	r.dials++
 	n := r.dials
-	r.tag[n] = *r.current.Load()
 	r.mu.Unlock()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "fs", Version: "1"}, &mcp.ServerOptions{Logger: quiet})
 	for _, name := range []string{"read", "wipe", "hang"} {
-		srv.AddTool(&mcp.Tool{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		srv.AddTool(&mcp.Tool{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct{ Tag string }
+			_ = json.Unmarshal(req.Params.Arguments, &args)
 			r.mu.Lock()
-			r.reached[n] = append(r.reached[n], name)
+			r.reached[args.Tag] = append(r.reached[args.Tag], name)
 			r.mu.Unlock()
 			if name == "hang" {
 				r.started <- name
@@ -125,19 +142,14 @@ func (r *stdioRig) crash() {
 	require.NoError(r.t, conn.Close())
 }
 
-// reachedOn returns how many calls of tool reached dials tagged tag.
+// reachedOn returns how many calls of tool tagged tag reached an upstream.
 func (r *stdioRig) reachedOn(tag, tool string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
-	for d, tools := range r.reached {
-		if r.tag[d] != tag {
-			continue
-		}
-		for _, got := range tools {
-			if got == tool {
-				n++
-			}
+	for _, got := range r.reached[tag] {
+		if got == tool {
+			n++
 		}
 	}
 	return n
@@ -158,10 +170,12 @@ func (r *stdioRig) totalReached(tool string) int {
 	return n
 }
 
-// call calls the session's tool and reports whether it was answered
-// without an error.
+// call calls the session's tool, with the current tag, and reports
+// whether it was answered without an error.
 func (r *stdioRig) call(ctx context.Context, tool string) (bool, error) {
-	res, err := r.client.CallTool(ctx, &mcp.CallToolParams{Name: tool})
+	r.phase.RLock()
+	defer r.phase.RUnlock()
+	res, err := r.client.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"tag": r.current}})
 	if err != nil {
 		return false, err
 	}
@@ -182,10 +196,12 @@ func fsConfig(t *testing.T, settings string) *config.Config {
 // that hides a tool has returned, a call of it is refused and reaches no
 // upstream, including when the upstream was down (crashed, withdrawn) as
 // the Apply came, and once SetPolicy with a policy that hides it has
-// returned. Calls hammering the tool meanwhile never reach a connection
-// made for settings that hide it.
+// returned. Calls hammering the tool meanwhile never reach an upstream when
+// sent after an Apply that hid it returned (on the legacy reconciler,
+// which reconnected for each change of settings: never a connection made
+// for settings that hide it).
 func TestLegacyHideIsEnforcedAtOnce(t *testing.T) {
-	r := newStdioRig(t, reconcile.LegacyOptions{})
+	r := newStdioRig(t)
 	show, hide := fsConfig(t, `{}`), fsConfig(t, `{"excludeTools":["wipe"]}`)
 
 	r.setTag("show")
@@ -238,8 +254,8 @@ func TestLegacyHideIsEnforcedAtOnce(t *testing.T) {
 	}
 	for i := range 30 {
 		if i%2 == 0 {
-			r.setTag("hide")
 			r.apply(hide)
+			r.setTag("hide")
 			before := r.reachedOn("hide", "wipe")
 			_, err := r.call(t.Context(), "fs__wipe")
 			require.Error(t, err, "round %d: a call right after the Apply that hid it", i)
@@ -251,34 +267,52 @@ func TestLegacyHideIsEnforcedAtOnce(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	assert.Zero(t, r.reachedOn("hide", "wipe"), "calls reached a connection made for settings that hide the tool")
+	assert.Zero(t, r.reachedOn("hide", "wipe"), "calls sent once the tool was hidden reached an upstream")
 	assert.NotZero(t, r.reachedOn("show", "wipe"), "the hammer reached the tool where it was shown")
 }
 
 // TestLegacyReconnectEndsCallsUnderWay: closing a connection (a Restart,
-// an Apply that reconnects because the metadata changed, Close) ends the
-// calls under way on it, which fail, rather than waiting for an upstream
-// that may never answer them; the reconciler is not held up meanwhile.
+// an Apply that drops the server, a stop) ends the calls under way on it,
+// which fail, rather than waiting for an upstream that may never answer
+// them; the reconciler is not held up meanwhile.
+//
+// On the one path, an Apply releases a connection gracefully: the release
+// waits for the calls under way, as long as the server's "timeout" lets
+// them run (the server here has one, 1 s; without one it would wait for
+// ever). The legacy reconciler's Apply closed the connection at once on
+// any change of metadata, which on the one path refreshes the view in
+// place (TestLegacyReconnectKeys). A stop is the daemon's: the session's
+// Drain cuts the calls short, then the reconciler and the pool close.
 func TestLegacyReconnectEndsCallsUnderWay(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		do   func(r *stdioRig) error
+		name    string
+		timeout int // the server's "timeout", ms
+		do      func(r *stdioRig) error
 	}{
-		{"restart", func(r *stdioRig) error { return r.leg.Restart(context.Background(), "fs") }},
-		{"apply", func(r *stdioRig) error {
-			_, err := r.leg.Apply(context.Background(), fsConfig(r.t, `{"excludeTools":["hang"]}`), "alice")
+		{"restart", 0, func(r *stdioRig) error { return r.leg.Restart(context.Background(), "fs") }},
+		{"apply", 1000, func(r *stdioRig) error {
+			c := newCfg().server("fs", "disabled", true, "timeout", 1000).session("alice").build(r.t)
+			_, err := r.leg.Apply(context.Background(), c, "alice")
 			return err
 		}},
-		{"close", func(r *stdioRig) error {
+		{"close", 0, func(r *stdioRig) error {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			return r.leg.Close(ctx)
+			if err := r.ep.Drain(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("drain: %w, want the call cut short", err)
+			}
+			ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			if err := r.rec.Close(ctx); err != nil {
+				return err
+			}
+			return r.pool.Close(ctx)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newStdioRig(t, reconcile.LegacyOptions{})
+			r := newStdioRig(t)
 			defer close(r.hang)
-			r.apply(fsConfig(t, `{}`))
+			r.apply(newCfg().server("fs", "timeout", tc.timeout).session("alice").build(t))
 			answered := make(chan error, 1)
 			go func() {
 				ok, err := r.call(context.Background(), "fs__hang")
@@ -330,9 +364,8 @@ func TestLegacyCloseNotHeldByStuckRefresh(t *testing.T) {
 			return next(ctx, method, req)
 		}
 	})
-	e := newEnv(t, up)
-	leg := reconcile.NewLegacy(reconcile.LegacyOptions{Dialer: e.dial, Policy: ref, Registry: e.reg("alice"), Logger: quiet, Timeout: 20 * time.Second})
-	_, err := leg.Apply(t.Context(), newCfg().server("fs").session("alice").build(t), "alice")
+	e := newLegacyEnv(t, up)
+	_, err := e.leg.Apply(t.Context(), newCfg().server("fs", "timeout", 20_000).session("alice").build(t), "alice")
 	require.NoError(t, err)
 	stuck.Store(true)
 	up.addTool("late") // tools/list_changed: a rediscovery that hangs
@@ -344,6 +377,7 @@ func TestLegacyCloseNotHeldByStuckRefresh(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	start := time.Now()
-	_ = leg.Close(ctx)
+	_ = e.rec.Close(ctx)
+	_ = e.pool.Close(ctx)
 	assert.Less(t, time.Since(start), 5*time.Second, "Close waited for the stuck rediscovery")
 }

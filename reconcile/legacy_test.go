@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/pool"
@@ -20,27 +21,90 @@ import (
 	"github.com/wasmhost/wasmhost/view/viewtest"
 )
 
-// A legacyEnv is a Legacy reconciler over in-memory upstreams.
+// The TestLegacy tests hold the single-session semantics of stdio mode,
+// which once had its own reconciler (reconcile.Legacy), on the one path
+// stdio mode now takes: the pool and the Reconciler, serving one session
+// of the config (daemon.Stdio).
+
+// A legacyEnv is the one path serving one session over in-memory
+// upstreams: env's pool and Reconciler, applied one session at a time.
 type legacyEnv struct {
-	*env // for dial, failing and upstreams; its pool stays unused
-	leg  *reconcile.Legacy
-	lreg *viewtest.Registry
+	*env
+	leg  *oneSession
+	lreg *viewtest.Registry // alice's
 	lc   *churn.Counters
+}
+
+// A oneSession applies configs as stdio mode does: only the session it
+// serves (see scope).
+type oneSession struct {
+	e       *env
+	session string
 }
 
 func newLegacyEnv(t *testing.T, ups ...*upstream) *legacyEnv {
 	t.Helper()
-	e := &legacyEnv{env: newEnv(t, ups...), lreg: viewtest.NewRegistry(), lc: &churn.Counters{}}
-	e.leg = reconcile.NewLegacy(reconcile.LegacyOptions{
-		Dialer: e.dial, Policy: ref, Registry: e.lreg, Counters: e.lc, Logger: quiet,
-	})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, e.leg.Close(ctx))
-	})
-	return e
+	e := newEnv(t, ups...)
+	return &legacyEnv{env: e, leg: &oneSession{e: e, session: "alice"}, lreg: e.reg("alice"), lc: e.counters}
 }
+
+// newOneSession is the one path serving session over dial (the upstreams
+// are reached for real: pool.DefaultDialer), whose registry is reg.
+func newOneSession(t *testing.T, session string, dial pool.Dialer, reg view.Registry) *oneSession {
+	t.Helper()
+	counters := &churn.Counters{}
+	p := pool.New(pool.Options{Dialer: dial, Counters: counters, Logger: quiet})
+	rec := reconcile.New(reconcile.Options{Pool: p, Policy: ref, Counters: counters, Logger: quiet,
+		Registry: func(string) view.Registry { return reg }})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		assert.NoError(t, rec.Close(ctx))
+		assert.NoError(t, p.Close(ctx))
+	})
+	return &oneSession{e: &env{t: t, counters: counters, pool: p, rec: rec}, session: session}
+}
+
+// scope keeps, of c, only the session name, as stdio mode does.
+func scope(c *config.Config, name string) *config.Config {
+	scoped := *c
+	scoped.Sessions = map[string]*config.Session{name: c.Sessions[name]}
+	return &scoped
+}
+
+// Apply applies session of cfg, which must be the one served.
+func (o *oneSession) Apply(ctx context.Context, cfg *config.Config, session string) (reconcile.Summary, error) {
+	require.Equal(o.e.t, o.session, session)
+	return o.e.rec.Apply(ctx, scope(cfg, session))
+}
+
+// Session returns the upstream session serving server, nil when none.
+func (o *oneSession) Session(server string) *mcp.ClientSession {
+	if h := o.e.rec.Handle(o.session, server); h != nil {
+		return h.Session()
+	}
+	return nil
+}
+
+// Upstream is what the session endpoint forwards through (as
+// daemon.upstreamFor has it).
+func (o *oneSession) Upstream(server string) (*mcp.ClientSession, time.Duration, pool.Subscriber) {
+	h := o.e.rec.Handle(o.session, server)
+	if h == nil {
+		return nil, 0, nil
+	}
+	return h.Session(), h.CallTimeout(), h
+}
+
+func (o *oneSession) Restart(ctx context.Context, server string) error {
+	return o.e.rec.Restart(ctx, server)
+}
+
+func (o *oneSession) SetPolicy(ctx context.Context, p abi.Policy) (reconcile.Summary, error) {
+	return o.e.rec.SetPolicy(ctx, p)
+}
+
+func (o *oneSession) State() reconcile.State { return o.e.rec.State() }
 
 func (e *legacyEnv) apply(c *config.Config, session string) reconcile.Summary {
 	e.t.Helper()
@@ -58,12 +122,13 @@ func (e *legacyEnv) binding(server string) reconcile.BindingState {
 			return b
 		}
 	}
-	e.t.Fatalf("no legacy binding for %q in %+v", server, st)
+	e.t.Fatalf("no binding for %q in %+v", server, st)
 	return reconcile.BindingState{}
 }
 
-// legacyIdentity is what the legacy connection identity must be: the
-// fingerprint, "#", and the reference key of the session's settings.
+// legacyIdentity is what a binding's connection and view must be: the
+// fingerprint, "#", and the reference key of the session's settings (the
+// identity of a legacy connection joined the two).
 func legacyIdentity(t *testing.T, c *config.Config, session, server string) string {
 	t.Helper()
 	srv, settings, ok := c.Sessions[session].Effective(server)
@@ -72,6 +137,10 @@ func legacyIdentity(t *testing.T, c *config.Config, session, server string) stri
 	require.NoError(t, err)
 	return pool.FromConfig(srv).Fingerprint() + "#" + key
 }
+
+// identity joins b's connection identity (the fingerprint) and its view's
+// key as legacyIdentity does.
+func identity(b reconcile.BindingState) string { return b.Identity + "#" + b.Key }
 
 func callText(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) string {
 	t.Helper()
@@ -98,27 +167,33 @@ func TestLegacyReconnectKeys(t *testing.T) {
 	assert.Equal(t, 1, sum.Acquired)
 	assert.Equal(t, []string{"alice"}, sum.Changed)
 	b := e.binding("fs")
-	assert.Equal(t, legacyIdentity(t, c, "alice", "fs"), b.Identity, "fingerprint#key")
+	assert.Equal(t, legacyIdentity(t, c, "alice", "fs"), identity(b), "fingerprint#key")
 	assert.Equal(t, b.Desired, b.Identity)
-	assert.Equal(t, pool.FromConfig(c.Servers["fs"]).Fingerprint()+`#{"trust":null,"alwaysLoadTools":false,"includeTools":["read"],"excludeTools":[]}`, b.Identity)
+	assert.Equal(t, pool.FromConfig(c.Servers["fs"]).Fingerprint()+`#{"trust":null,"alwaysLoadTools":false,"includeTools":["read"],"excludeTools":[]}`, identity(b))
 	assert.Equal(t, []string{"read"}, e.lreg.ToolNames("fs"))
 	first := e.leg.Session("fs")
 	assert.Equal(t, "fs/read", callText(t, first, "read", nil))
 
-	t.Run("metadata change reconnects and rediscovers", func(t *testing.T) {
+	// The legacy reconciler reconnected and rediscovered here (the design
+	// note's rule for unpooled single-session discovery, whose identity
+	// held the key). On the one path a metadata change is the pooled
+	// rule's: the view is refreshed on the connection it has.
+	t.Run("metadata change refreshes in place", func(t *testing.T) {
 		c := mk(`{"includeTools":["read","write"],"trust":true}`)
 		before := e.lc.Snapshot()
 		dials := up.dialCount()
 		sum := e.apply(c, "alice")
 		d := e.lc.Snapshot().Sub(before)
-		assert.Equal(t, int64(1), d.Connects)
-		assert.Equal(t, int64(1), d.Disconnects)
-		assert.Equal(t, int64(1), d.Discoveries)
-		assert.Equal(t, dials+1, up.dialCount())
-		assert.Equal(t, 1, sum.Released)
-		assert.Equal(t, 1, sum.Acquired)
-		assert.Equal(t, legacyIdentity(t, c, "alice", "fs"), e.binding("fs").Identity)
-		assert.NotSame(t, first, e.leg.Session("fs"))
+		assert.Zero(t, d.Connects)
+		assert.Zero(t, d.Disconnects)
+		assert.Zero(t, d.Discoveries)
+		assert.Equal(t, dials, up.dialCount())
+		assert.Zero(t, sum.Released)
+		assert.Zero(t, sum.Acquired)
+		assert.Equal(t, 1, sum.Refreshed)
+		assert.Equal(t, []string{"alice"}, sum.Changed)
+		assert.Equal(t, legacyIdentity(t, c, "alice", "fs"), identity(e.binding("fs")))
+		assert.Same(t, first, e.leg.Session("fs"))
 		assert.Equal(t, []string{"read", "write"}, e.lreg.ToolNames("fs"))
 		assert.Equal(t, true, e.lreg.Tool("fs", "write").Meta[view.MetaTrust])
 	})
@@ -130,7 +205,10 @@ func TestLegacyReconnectKeys(t *testing.T) {
 		ops := e.lreg.OpCount()
 		sum := e.apply(c, "alice")
 		d := e.lc.Snapshot().Sub(before)
-		assert.Equal(t, churn.Values{PolicyCalls: 1}, d, "one key computation, nothing else")
+		// The legacy reconciler computed the key again (PolicyCalls 1);
+		// the one path has it memoized and refreshes the handle to the
+		// same key, which changes nothing.
+		assert.Equal(t, churn.Values{Refreshes: 1}, d, "one refresh to the same key, nothing else")
 		assert.Equal(t, ops, e.lreg.OpCount())
 		assert.Empty(t, sum.Changed)
 		assert.Equal(t, 1, sum.TransportsReused)
@@ -143,7 +221,7 @@ func TestLegacyReconnectKeys(t *testing.T) {
 		before := e.lc.Snapshot()
 		e.apply(c, "alice")
 		assert.Equal(t, int64(1), e.lc.Snapshot().Sub(before).Connects)
-		assert.Equal(t, legacyIdentity(t, c, "alice", "fs"), e.binding("fs").Identity)
+		assert.Equal(t, legacyIdentity(t, c, "alice", "fs"), identity(e.binding("fs")))
 	})
 
 	t.Run("disabled server disconnects", func(t *testing.T) {
@@ -176,8 +254,8 @@ func TestLegacyListChangedAndLoss(t *testing.T) {
 		return e.leg.Session("fs") == nil && len(e.lreg.Servers()) == 0 && e.binding("fs").Error != ""
 	}, 5*time.Second, 5*time.Millisecond, "disconnected, withdrawn, error shown")
 	b := e.binding("fs")
-	assert.Contains(t, b.Error, reconcile.ErrDisconnected.Error())
-	assert.Empty(t, b.Identity)
+	assert.Contains(t, b.Error, pool.ErrDisconnected.Error())
+	assert.Equal(t, "failed", b.EntryState, "no live connection (the legacy binding had no identity then)")
 
 	before := e.lc.Snapshot()
 	e.apply(c, "alice")
@@ -216,31 +294,34 @@ func TestLegacySetPolicyAndErrors(t *testing.T) {
 	_, settings, _ := c.Sessions["alice"].Effective("fs")
 	key, err := view.CanonicalKey(context.Background(), altPolicy{}, settings)
 	require.NoError(t, err)
-	assert.Equal(t, pool.FromConfig(c.Servers["fs"]).Fingerprint()+"#"+key, e.binding("fs").Identity)
+	assert.Equal(t, pool.FromConfig(c.Servers["fs"]).Fingerprint()+"#"+key, identity(e.binding("fs")))
 
 	// The re-keyed identity is what the next Apply compares against.
 	before = e.lc.Snapshot()
 	e.apply(c, "alice")
 	assert.Zero(t, e.lc.Snapshot().Sub(before).Connects)
-
-	_, err = e.leg.Apply(context.Background(), c, "zed")
-	require.ErrorIs(t, err, reconcile.ErrUnknownSession)
+	// A config without the session served is refused by the daemon in
+	// stdio mode (daemon.TestStdioRefusesAReloadWithoutItsSession).
 }
 
+// TestLegacyWithoutSessions: the legacy reconciler served a config
+// without sessions as every server that is not disabled, with its own
+// settings. The one path always serves a session: one without a "servers"
+// list (as `wasmhost run -- CMD` writes it) is that.
 func TestLegacyWithoutSessions(t *testing.T) {
 	e := newLegacyEnv(t, newUpstream("fs", "read", "write"), newUpstream("git", "log"))
 	data := []byte(`{"mcpServers": {
 		"fs": {"command": "fs-server", "includeTools": ["write"]},
 		"git": {"command": "git-server", "disabled": true}
-	}}`)
+	}, "sessions": {"alice": {"token": "alice-token-0123456789abcdef"}}}`)
 	c, _, err := config.Parse("nosessions.json", data, nil, nil)
 	require.NoError(t, err)
-	e.apply(c, "")
+	e.apply(c, "alice")
 	assert.Equal(t, []string{"fs"}, e.lreg.Servers())
 	assert.Equal(t, []string{"write"}, e.lreg.ToolNames("fs"))
 	key, err := view.CanonicalKey(context.Background(), ref, json.RawMessage(`{"includeTools":["write"]}`))
 	require.NoError(t, err)
-	assert.Equal(t, pool.FromConfig(c.Servers["fs"]).Fingerprint()+"#"+key, e.binding("fs").Identity)
+	assert.Equal(t, pool.FromConfig(c.Servers["fs"]).Fingerprint()+"#"+key, identity(e.binding("fs")))
 }
 
 // TestLegacyRepairsFailedView: a view that failed closed on a policy
@@ -287,7 +368,11 @@ func TestLegacySetPolicyFailureRepairsInPlace(t *testing.T) {
 	require.ErrorContains(t, err, "policy down")
 	assert.Empty(t, e.lreg.ToolNames("fs"), "the view failed closed")
 	b := e.binding("fs")
-	assert.Equal(t, legacyIdentity(t, c, "alice", "fs"), b.Identity, "fingerprint#key of the settings under the new policy")
+	// The legacy identity kept the key the new policy gives the settings;
+	// on the one path the view forgets its key when it fails closed, and
+	// the binding's desired settings (its want) are what the next Apply
+	// compares: it repairs the view in place (below).
+	assert.Equal(t, pool.FromConfig(c.Servers["fs"]).Fingerprint(), b.Identity, "the connection is kept")
 	assert.Equal(t, b.Desired, b.Identity)
 
 	fail.Store(false)
@@ -309,7 +394,10 @@ func TestLegacySetPolicyFailureRepairsInPlace(t *testing.T) {
 	require.ErrorIs(t, err, view.ErrRefused)
 	_, err = e.leg.Apply(context.Background(), c2, "alice")
 	require.ErrorIs(t, err, view.ErrRefused)
-	assert.Nil(t, e.leg.Session("fs"))
+	// The legacy reconciler closed that connection; the one path keeps
+	// it with the view failed closed: the session sees nothing of it.
+	assert.Empty(t, e.lreg.ToolNames("fs"))
+	assert.Contains(t, e.binding("fs").Error, view.ErrRefused.Error())
 }
 
 // TestLegacySetPolicyKeysDesiredSettings: settings that are new in bytes
@@ -332,7 +420,7 @@ func TestLegacySetPolicyKeysDesiredSettings(t *testing.T) {
 	require.True(t, ok)
 	key, err := view.CanonicalKey(context.Background(), bytesPolicy{}, settings)
 	require.NoError(t, err)
-	assert.Equal(t, pool.FromConfig(srv).Fingerprint()+"#"+key, e.binding("fs").Identity)
+	assert.Equal(t, pool.FromConfig(srv).Fingerprint()+"#"+key, identity(e.binding("fs")))
 	assert.Equal(t, key, e.binding("fs").Key)
 
 	before = e.lc.Snapshot()
@@ -371,7 +459,10 @@ func TestLegacyProtocolVersion(t *testing.T) {
 func TestLegacySubscriptions(t *testing.T) {
 	up := newUpstream("demo")
 	e := newLegacyEnv(t, up, newUpstream("fs", "read"))
-	e.apply(newCfg().server("demo").server("fs").session("alice").build(t), "alice")
+	// At protocol 2025-11-25, where an unsubscribe is passed upstream
+	// (from 2026-07-28 on the pool keeps the upstream's subscription
+	// until the connection closes).
+	e.apply(newCfg().server("demo", "protocolVersion", "2025-11-25").server("fs").session("alice").build(t), "alice")
 	cs, _, subs := e.leg.Upstream("demo")
 	require.NotNil(t, subs)
 	const uri = "demo://notes/welcome"

@@ -284,12 +284,7 @@ func TestLegacyTransportChangeIsMadeBeforeBreak(t *testing.T) {
 	defer cancel()
 	r := newSwitchRig(t) // for its scripts and configs
 	reg := r.regs["bob"]
-	leg := reconcile.NewLegacy(reconcile.LegacyOptions{Policy: metakey.Reference{}, Registry: reg, Logger: quiet, Timeout: time.Minute})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		require.NoError(t, leg.Close(ctx))
-	})
+	leg := newOneSession(t, "bob", pool.DefaultDialer, reg)
 	pid := func() int {
 		t.Helper()
 		n, err := strconv.Atoi(callText(t, leg.Session("demo"), "pid", nil))
@@ -302,7 +297,7 @@ func TestLegacyTransportChangeIsMadeBeforeBreak(t *testing.T) {
 	oldPID := pid()
 	all := []string{"add", "add_tool", "echo", "pid", "read_note", "write_note"}
 	require.Equal(t, all, reg.ToolNames("demo"))
-	running := leg.State().Sessions[0].Servers[0].Identity
+	running := identity(leg.State().Sessions[0].Servers[0])
 
 	bad := r.config(filepath.Join(r.dir, "missing", "server.sh"), `{"excludeTools":["add"]}`)
 	sum, err := leg.Apply(ctx, bad, "bob")
@@ -312,7 +307,7 @@ func TestLegacyTransportChangeIsMadeBeforeBreak(t *testing.T) {
 	assert.Equal(t, oldPID, pid(), "the running process serves")
 	assert.Equal(t, []string{"add_tool", "echo", "pid", "read_note", "write_note"}, reg.ToolNames("demo"), "the new settings apply")
 	b := leg.State().Sessions[0].Servers[0]
-	assert.NotEqual(t, running, b.Identity, "re-keyed by the new settings")
+	assert.NotEqual(t, running, identity(b), "re-keyed by the new settings")
 	assert.NotEqual(t, b.Identity, b.Desired)
 	assert.Contains(t, b.SwitchError, "transport change not made")
 	assert.Equal(t, "ready", b.EntryState)

@@ -27,8 +27,7 @@ var (
 	ErrClosed = errors.New("reconciler closed")
 	// ErrUnknownSession is returned by PutOverlay, DeleteOverlay and
 	// Teardown for a session that the last applied config does not have
-	// (or before the first Apply), and by Legacy.Apply for a session the
-	// config does not have.
+	// (or before the first Apply).
 	ErrUnknownSession = errors.New("unknown session")
 	// ErrNotBound is returned by Teardown for a server the session does
 	// not use, and by Restart for a server no session holds.
@@ -36,9 +35,6 @@ var (
 	// ErrNoOverlay is returned by DeleteOverlay when the session has no
 	// overlay for the server.
 	ErrNoOverlay = errors.New("no runtime overlay for server")
-	// ErrDisconnected is recorded (Legacy) when an upstream connection
-	// ended without the reconciler closing it; the next Apply reconnects.
-	ErrDisconnected = errors.New("upstream disconnected")
 	// ErrTransportNotChanged is recorded for a binding whose server's
 	// transport changed when the new connection could not be made: the
 	// binding keeps its running connection, and the next reconciling call
@@ -488,9 +484,12 @@ func (r *Reconciler) teardown(ctx context.Context, sessionName, server string) e
 
 // Repair is Teardown for a binding that is still unhealthy once the
 // reconciler is free: one whose last acquire failed, or whose entry failed
-// or closed. A binding that a reconciling call made healthy while Repair
-// waited for it (a reload that replaced its connection, say) is left as it
-// is, and Repair returns false. Otherwise it returns true and what Teardown
+// or closed. A binding whose connection is up but whose view failed closed
+// (a policy failure, which may have passed) is projected again in place,
+// as the next Apply would, without reconnecting. A binding that a
+// reconciling call made healthy while Repair waited for it (a reload that
+// replaced its connection, say) is left as it is, and Repair returns
+// false. Otherwise it returns true and what Teardown (or the projection)
 // returns. A supervisor retries through Repair, so that its retry never
 // tears down the connection a reload has just made.
 func (r *Reconciler) Repair(ctx context.Context, sessionName, server string) (bool, error) {
@@ -498,7 +497,14 @@ func (r *Reconciler) Repair(ctx context.Context, sessionName, server string) (bo
 	defer r.mu.Unlock()
 	if s := r.sessions[sessionName]; s != nil && !r.closed {
 		if b := s.bindings[server]; b != nil && b.handle != nil && !b.handle.Entry().State().Terminal() {
-			return false, nil
+			w := r.wantOf(sessionName, server)
+			if b.handle.View().Err() == nil || w == nil || b.handle.Identity() != w.identity {
+				return false, nil
+			}
+			o := r.begin()
+			r.run(ctx, o, []task{{s: s, server: server, cur: b, want: w}})
+			_, err := o.finish()
+			return true, err
 		}
 	}
 	return true, r.teardown(ctx, sessionName, server)

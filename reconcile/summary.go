@@ -184,7 +184,7 @@ type SessionState struct {
 type BindingState struct {
 	Server string `json:"server"`
 	// Desired is the transport identity the binding was last reconciled
-	// against (for Legacy: fingerprint "#" metadata key).
+	// against.
 	Desired string `json:"desired"`
 	// Identity is the identity captured by the held connection; "" when
 	// none is held (the last acquire failed).

@@ -143,7 +143,7 @@ func (r *ProgressRelay) deliver(p *mcp.ProgressNotificationParams, wire bool) bo
 }
 
 // Handle is a go-sdk ProgressNotificationHandler for upstream clients
-// (pool.Options.OnProgress, reconcile.LegacyOptions.OnProgress): it passes a
+// (pool.Options.OnProgress): it passes a
 // notification carrying one of the relay's tokens to the call still waiting
 // for it, for transports WrapTransport leaves alone. Wrapped connections
 // never reach it (their wrapper consumes the relay's notifications), and it

@@ -187,8 +187,7 @@ func (m *Memo) put(p abi.Policy, key string, snap *Snapshot, proj *Projection) {
 
 // Counted returns p wrapped so that each of its canonicalize and project
 // calls counts in c.PolicyCalls. Views count their own calls this way;
-// callers computing keys outside a view (the legacy reconciler) use it to
-// count theirs.
+// callers computing keys outside a view can use it to count theirs.
 func Counted(p abi.Policy, c *churn.Counters) abi.Policy { return counted{p, c} }
 
 // counted wraps a policy to count each call in PolicyCalls. It is built per

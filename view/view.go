@@ -436,9 +436,8 @@ func (v *View) canonicalize(ctx context.Context, p abi.Policy, settings json.Raw
 // CanonicalKey asks p for the metadata key of one raw settings object (nil
 // or empty means {}). A per-item refusal is returned as an error wrapping
 // ErrRefused; a failed or malformed call as an error wrapping the policy's.
-// Views use it for their keys; callers without a view (a legacy
-// single-session mode putting the key into its connection identity, say)
-// can use it directly. A key is only comparable with keys from the same
+// Views use it for their keys; callers without a view can use it
+// directly. A key is only comparable with keys from the same
 // policy.
 func CanonicalKey(ctx context.Context, p abi.Policy, settings json.RawMessage) (string, error) {
 	req := &abi.CanonicalizeRequest{Settings: []json.RawMessage{cloneSettings(settings)}}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/wasmhost/wasmhost/daemon"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
 )
 
@@ -23,9 +24,13 @@ func runDemoServer(ctx context.Context, args []string, s stdio) int {
 		return s.usageError(fs, "demo-server", "unexpected argument %q", rest[0])
 	}
 	t := &mcp.IOTransport{Reader: io.NopCloser(s.in), Writer: nopWriteCloser{s.out}}
-	if err := demoserver.New().MCP().Run(ctx, t); !servedToEnd(err) {
+	if err := demoserver.New().MCP().Run(ctx, t); !daemon.ServedToEnd(err) {
 		s.errorf("demo-server", "%v", err)
 		return exitFail
 	}
 	return exitOK
 }
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

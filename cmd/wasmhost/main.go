@@ -90,7 +90,7 @@ func init() {
 		{"new-plugin", "create a Go policy plugin project that builds and passes its own golden suite", runNewPlugin},
 		{"run", "run the daemon: serve each session of a config (or one server: -- CMD ARGS...) over streamable HTTP", runRun},
 		{"check", "validate a config as the daemon would load it, without serving (for CI and editors)", runCheck},
-		{"stdio", "serve one session of a config over standard input and output (no pool)", runStdio},
+		{"stdio", "serve one session of a config over standard input and output (the daemon without HTTP)", runStdio},
 		{"demo-server", "serve the built-in demo MCP server over standard input and output", runDemoServer},
 	}
 }

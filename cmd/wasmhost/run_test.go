@@ -148,7 +148,7 @@ func TestDemoServerRefusesArguments(t *testing.T) {
 	assert.Empty(t, r.out, "standard output is reserved for MCP")
 }
 
-func TestStdioServesOneSessionWithoutPool(t *testing.T) {
+func TestStdioServesOneSession(t *testing.T) {
 	path := demoConfig(t)
 	cs, finish := pipeClient(t, "stdio", "--config", path, "--session", "alice", "--log-level", "info")
 	waitFor(t, eventWithin, func() bool { return len(toolNames(t, cs)) == 3 }, noLogs, "alice's three tools")
@@ -161,6 +161,36 @@ func TestStdioServesOneSessionWithoutPool(t *testing.T) {
 	code, stderr := finish()
 	assert.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stderr, "started: 1 session changed", "logs go to standard error")
+}
+
+// TestStdioReloadsTheConfigFile: stdio mode watches its config file as the
+// daemon does: a change to its session's settings reaches its client
+// (list_changed, the new tool) on the same upstream process.
+func TestStdioReloadsTheConfigFile(t *testing.T) {
+	edit := func(tools ...string) func(cfg map[string]any) {
+		return func(cfg map[string]any) {
+			cfg["sessions"].(map[string]any)["alice"].(map[string]any)["overrides"] = map[string]any{"demo": map[string]any{"includeTools": tools}}
+		}
+	}
+	path := demoConfigWith(t, edit("echo", "add", "pid"))
+	cs, finish := pipeClient(t, "stdio", "--config", path, "--session", "alice", "--log-level", "info")
+	waitFor(t, eventWithin, func() bool { return len(toolNames(t, cs)) == 3 }, noLogs, "alice's three tools")
+	pid := func() string {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "pid"})
+		require.NoError(t, err)
+		return mcptest.Text(res)
+	}
+	before := pid()
+
+	again := demoConfigWith(t, edit("echo", "add", "pid", "read_note"))
+	b, err := os.ReadFile(again)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	waitFor(t, eventWithin, func() bool { return slices.Contains(toolNames(t, cs), "read_note") }, noLogs, "read_note after the reload")
+	assert.Equal(t, before, pid(), "the same upstream process")
+	code, stderr := finish()
+	assert.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stderr, "reload (watch config): 1 session changed (alice)")
 }
 
 // TestStdioAnnouncesTheVersionItPrints: clients see the version
@@ -205,7 +235,7 @@ func TestStdioLocatesACommandThatCannotStart(t *testing.T) {
 	assert.Empty(t, toolNames(t, cs))
 	code, stderr := finish()
 	assert.Equal(t, exitOK, code, stderr)
-	assert.Contains(t, stderr, `config: `+path+`: mcpServers.broken.command: server \"broken\" cannot start; retried with backoff: stat ./bin/missing: no such file or directory (a relative command is taken from the working directory, `+wd+`)`)
+	assert.Contains(t, stderr, `config: `+path+`: mcpServers.broken.command: server \"broken\" cannot start; its sessions retry it with backoff: stat ./bin/missing: no such file or directory (a relative command is taken from the working directory, `+wd+`)`)
 }
 
 // TestStdioSaysHowAServerExited: a server whose process exits during the

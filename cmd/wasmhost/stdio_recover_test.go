@@ -100,7 +100,7 @@ func TestStdioRecoversCrashedUpstream(t *testing.T) {
 		t.Fatalf("stdio did not exit; stderr:\n%s", errOut.String())
 	}
 	stderr := errOut.String()
-	assert.Contains(t, stderr, "legacy upstream went away")
+	assert.Contains(t, stderr, "upstream connection failed", "the operator is told it went away")
 	assert.Contains(t, stderr, "upstream down; retrying with backoff")
 	assert.Contains(t, stderr, "upstream reconnected", "the operator told it went away is told it is back")
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package daemon
 
 import (
 	"context"
@@ -19,19 +19,14 @@ import (
 	"testing"
 	"time"
 
-	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/host"
 	"github.com/wasmhost/wasmhost/internal/leakcheck"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/internal/procgroup"
-	"github.com/wasmhost/wasmhost/reconcile"
-	"github.com/wasmhost/wasmhost/session"
-	"github.com/wasmhost/wasmhost/view/viewtest"
 )
 
 const (
@@ -58,16 +53,16 @@ func grandchildren(t *testing.T, file string) []int {
 	return pids
 }
 
-// TestStdioLegacyLeakSoak drives stdio mode's reconciler (reconcile.Legacy
-// with stdio mode's dialer: process groups, the progress relay, standard
-// error) through churn with real upstream processes, each a shell script
-// that starts a background child and becomes the slow upstream: applies
-// whose metadata change reconnects the server (one with a call under way),
-// a second server coming and going, restarts, and upstreams killed and
-// repaired (stdio mode's supervisor runs throughout). Back on the starting config, the
-// goroutines, descriptors and child processes are what they were; after
-// Close there are no children, and no script's child outlived its
-// upstream.
+// TestStdioLegacyLeakSoak drives stdio mode (the daemon serving one
+// session over a stream, with its own dialer: process groups, the progress
+// relay, standard error) through churn with real upstream processes, each
+// a shell script that starts a background child and becomes the slow
+// upstream: reloads whose metadata changes, a second server coming and
+// going, restarts (one with a call under way, which ends with an error),
+// and upstreams killed and repaired (the supervisor runs throughout). Back
+// on the starting config, the goroutines, descriptors and child processes
+// are what they were; after the stop there are no children, and no
+// script's child outlived its upstream.
 func TestStdioLegacyLeakSoak(t *testing.T) {
 	dir := t.TempDir()
 	self, err := os.Executable()
@@ -92,30 +87,42 @@ func TestStdioLegacyLeakSoak(t *testing.T) {
 	entry := func(name string, trust bool) map[string]any {
 		return map[string]any{"command": script, "env": map[string]any{mcptest.SlowEnv: "1", "GORACE": "atexit_sleep_ms=0", "LEAK_SERVER": name}, "trust": trust, "timeout": 30_000}
 	}
-	cfgOf := func(round int) *config.Config {
+	path := filepath.Join(dir, "leak.json")
+	write := func(round int) {
 		servers := map[string]any{"slow": entry("slow", round%2 == 1)}
 		if round%3 == 1 {
 			servers["extra"] = entry("extra", false)
 		}
 		b, err := json.Marshal(map[string]any{"mcpServers": servers, "sessions": map[string]any{"alice": map[string]any{"token": "alice-token-0123456789abcdef"}}})
 		require.NoError(t, err)
-		cfg, _, err := config.Parse("leak.json", b, func(string) (string, bool) { return "", false }, nil)
-		require.NoError(t, err)
-		return cfg
+		require.NoError(t, os.WriteFile(path, b, 0o600))
 	}
-	policy, err := host.LoadEmbedded(t.Context(), policydefault.Name, policydefault.Wasm, policydefault.SHA256, host.Options{CacheDir: host.DefaultCacheDir()})
-	require.NoError(t, err)
-	defer policy.Close(context.Background())
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	write(0)
 
 	before := leakcheck.Quiet(t, stdioLeakSettle)
-	relay := session.NewProgressRelay()
-	reg := viewtest.NewRegistry()
-	leg := reconcile.NewLegacy(reconcile.LegacyOptions{
-		Dialer: stdioDialer(relay, io.Discard, nil), OnProgress: relay.Handle, Policy: policy, Registry: reg, Logger: quiet,
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	d, err := New(Options{
+		ConfigPath:    path,
+		Logger:        slog.New(slog.DiscardHandler),
+		CacheDir:      host.DefaultCacheDir(),
+		CrashRestarts: -1, // as `wasmhost stdio` runs
+		Stdio:         &Stdio{Session: "alice", In: inR, Out: outW, Stderr: io.Discard},
 	})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	ran := make(chan error, 1)
+	go func() {
+		ran <- d.Run(runCtx)
+		outW.Close()
+	}()
+	cl := mcp.NewClient(&mcp.Implementation{Name: "soak", Version: "1"}, &mcp.ClientOptions{Logger: slog.New(slog.DiscardHandler)})
+	client, err := cl.Connect(t.Context(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	require.NoError(t, err)
+
 	ctx := t.Context()
-	// bounded runs one of the reconciler's calls, which must return in
+	// bounded runs one of the daemon's calls, which must return in
 	// stdioLeakSettle.
 	bounded := func(what string, f func() error) {
 		t.Helper()
@@ -132,8 +139,9 @@ func TestStdioLegacyLeakSoak(t *testing.T) {
 	}
 	apply := func(round int) {
 		t.Helper()
-		bounded(fmt.Sprintf("round %d: apply", round), func() error {
-			_, err := leg.Apply(ctx, cfgOf(round), "alice")
+		write(round)
+		bounded(fmt.Sprintf("round %d: reload", round), func() error {
+			_, err := d.Reload(ctx, "soak")
 			return err
 		})
 	}
@@ -141,22 +149,21 @@ func TestStdioLegacyLeakSoak(t *testing.T) {
 		t.Helper()
 		var cs *mcp.ClientSession
 		require.Eventually(t, func() bool {
-			cs = leg.Session(server)
-			return cs != nil && slices.Contains(reg.ToolNames(server), "slow")
+			h := d.rec.Handle("alice", server)
+			if h == nil || h.Session() == nil {
+				return false
+			}
+			cs = h.Session()
+			names, err := mcptest.ToolNames(ctx, client)
+			return err == nil && slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(n, "slow") })
 		}, stdioLeakSettle, 10*time.Millisecond, "%s not ready", server)
 		return cs
 	}
 	call := func(cs *mcp.ClientSession, ms int) (*mcp.CallToolResult, error) {
 		return cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"mark": filepath.Join(dir, "mark"), "ms": ms}})
 	}
-	apply(0)
+	<-d.Ready()
 	ready("slow")
-	bg, stopBG := context.WithCancel(ctx)
-	supervised := make(chan struct{})
-	go func() {
-		defer close(supervised)
-		superviseLegacy(bg, leg, quiet)
-	}()
 	baseline := leakcheck.Quiet(t, stdioLeakSettle)
 
 	for round := 1; round <= stdioLeakRounds; round++ {
@@ -166,31 +173,36 @@ func TestStdioLegacyLeakSoak(t *testing.T) {
 			// A reconnect with a call under way: it ends, with an error.
 			ended := make(chan error, 1)
 			go func() {
-				_, err := call(cs, 60_000)
+				res, err := call(cs, 60_000)
+				if err == nil && res.IsError {
+					err = errors.New(mcptest.Text(res))
+				}
 				ended <- err
 			}()
 			require.Eventually(t, func() bool { _, err := os.Stat(filepath.Join(dir, "mark")); return err == nil }, stdioLeakSettle, 5*time.Millisecond)
 			require.NoError(t, os.Remove(filepath.Join(dir, "mark")))
 			apply(round)
+			bounded("restart", func() error { return d.rec.Restart(ctx, "slow") })
 			select {
 			case err := <-ended:
-				require.Error(t, err, "the call on the connection the apply closed")
+				require.Error(t, err, "the call on the connection the restart closed")
 			case <-time.After(stdioLeakSettle):
 				t.Fatalf("round %d: the call under way on the closed connection did not end", round)
 			}
 		case 2:
 			apply(round)
-			bounded("restart", func() error { return leg.Restart(ctx, "slow") })
+			bounded("restart", func() error { return d.rec.Restart(ctx, "slow") })
 		case 3:
 			apply(round)
 			// A crash, repaired by the supervisor.
 			ready("slow")
 			pid := readPID(t, filepath.Join(dir, "slow.pid"))
 			require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-			require.Eventually(t, func() bool { return leg.Session("slow") == nil }, stdioLeakSettle, 5*time.Millisecond, "round %d: the crash was not seen", round)
+			require.Eventually(t, func() bool { h := d.rec.Handle("alice", "slow"); return h == nil || h.Session() == nil },
+				stdioLeakSettle, 5*time.Millisecond, "round %d: the crash was not seen", round)
 			// The supervisor repairs it too, with a growing delay (these
 			// crashes come soon after one another): Repair races it.
-			bounded("repair", func() error { return leg.Repair(ctx, "slow") })
+			bounded("repair", func() error { _, err := d.rec.Repair(ctx, "alice", "slow"); return err })
 		default:
 			apply(round)
 		}
@@ -203,13 +215,35 @@ func TestStdioLegacyLeakSoak(t *testing.T) {
 		t.Fatalf("after %d rounds, with the starting config back: %v", stdioLeakRounds, err)
 	}
 
-	stopBG()
-	<-supervised
-	cctx, cancel := context.WithTimeout(context.Background(), procgroup.MaxClose)
-	defer cancel()
-	bounded("close", func() error { return leg.Close(cctx) })
-	require.NoError(t, leakcheck.Settle(before, stdioLeakMargin, 0, stdioLeakSettle), "after Close")
+	require.NoError(t, client.Close())
+	stop()
+	select {
+	case err := <-ran:
+		require.NoError(t, err)
+	case <-time.After(procgroup.MaxClose + stdioLeakSettle):
+		t.Fatal("stdio mode did not stop")
+	}
+	_ = inW.Close()
+	require.NoError(t, leakcheck.Settle(before, stdioLeakMargin, 0, stdioLeakSettle), "after the stop")
 	kids := grandchildren(t, childFile)
 	require.GreaterOrEqual(t, len(kids), stdioLeakRounds, "a script ran for each connect")
-	requireEnded(t, "a script's child", kids...)
+	for _, pid := range kids {
+		assert.Eventually(t, func() bool { return procgroup.Ended(pid) }, 10*time.Second, 20*time.Millisecond,
+			"a script's child: process %d outlived stdio mode", pid)
+	}
+}
+
+// readPID waits for a pid file and returns its pid.
+func readPID(t *testing.T, file string) int {
+	t.Helper()
+	var pid int
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	}, stdioLeakSettle, 10*time.Millisecond, "no pid in %s", file)
+	return pid
 }
