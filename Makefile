@@ -12,7 +12,8 @@ FUZZTIME  ?= 5s
 # .wasm is committed beside its source and must be byte-reproducible.
 GO_PLUGINS := plugins/policy-default/policy-default.wasm \
               testplugins/prefix-policy/prefix-policy.wasm \
-              testplugins/readonly-policy/readonly-policy.wasm
+              testplugins/readonly-policy/readonly-policy.wasm \
+              testplugins/rename-policy/rename-policy.wasm
 
 .PHONY: help build plugins go-plugins wat-plugins as-plugins test gotest conformance \
         fuzz bench lint check run tools deploy-check
