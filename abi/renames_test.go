@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/internal/mcpname"
 )
 
 func TestRenamesDecode(t *testing.T) {
@@ -128,4 +130,17 @@ func TestValidateRenames(t *testing.T) {
 	bresp := &ProjectBatchResponse{Results: []BatchResult{{ProjectResponse: &ProjectResponse{Tools: []ToolDecision{tool(0, "x", "")}}}}}
 	require.NoError(t, ValidateProjectBatchWith(breq, bresp, true))
 	require.Error(t, ValidateProjectBatch(breq, bresp))
+}
+
+// TestNameRuleIsMCPName: abi's copy of the MCP tool-name rule is
+// internal/mcpname's, which the session applies to upstream names.
+func TestNameRuleIsMCPName(t *testing.T) {
+	assert.Equal(t, mcpname.MaxLen, MaxNameLen)
+	for r := rune(0); r < 0x3000; r++ {
+		s := "a" + string(r) + "b"
+		got, bad := BadNameRune(s)
+		want, wantBad := mcpname.BadRune(s)
+		require.Equal(t, wantBad, bad, "%q", r)
+		require.Equal(t, want, got, "%q", r)
+	}
 }

@@ -4,9 +4,25 @@ import (
 	"fmt"
 	"slices"
 	"unicode/utf8"
-
-	"github.com/wasmhost/wasmhost/internal/mcpname"
 )
+
+// MaxNameLen is the longest name a plugin may expose a tool or prompt
+// under: MCP's tool-name rule allows 128 characters.
+const MaxNameLen = 128
+
+// BadNameRune returns the first rune of name outside MCP's tool-name
+// characters (ASCII letters, digits, '_', '-' and '.'), and whether there
+// is one. It is the rule of wasmhost's internal/mcpname, kept here so
+// that this package imports nothing of the module (a test checks that
+// the two agree).
+func BadNameRune(name string) (rune, bool) {
+	for _, r := range name {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return r, true
+		}
+	}
+	return 0, false
+}
 
 // ValidateHandshake reports whether h is a handshake this host accepts.
 // The error names both ABI versions when they differ.
@@ -71,7 +87,7 @@ func ValidateProject(req *ProjectRequest, resp *ProjectResponse) error {
 // ValidateProjectWith is [ValidateProject] for a plugin whose handshake's
 // [Handshake.Renames] is renames. With renames, the exposed names and
 // descriptions are checked too (SPEC.md section 5.3): each name within
-// MCP's tool-name rule (mcpname), each description at most
+// MCP's tool-name rule ([BadNameRune], [MaxNameLen]), each description at most
 // [MaxDescriptionBytes] bytes of UTF-8, and no two visible tools (nor two
 // visible prompts) sharing an exposed name where one of them is renamed.
 // Without renames, any name or description is an error.
@@ -135,10 +151,10 @@ func checkRenames(items []exposed) error {
 	holder := make(map[string]int, len(items))
 	for j, e := range items {
 		if n := e.rename.Name; n != "" {
-			if len(n) > mcpname.MaxLen {
-				return fmt.Errorf("project: %s: name %q is %d bytes long, over the %d of the MCP tool-name rule", e.path, n, len(n), mcpname.MaxLen)
+			if len(n) > MaxNameLen {
+				return fmt.Errorf("project: %s: name %q is %d bytes long, over the %d of the MCP tool-name rule", e.path, n, len(n), MaxNameLen)
 			}
-			if r, bad := mcpname.BadRune(n); bad {
+			if r, bad := BadNameRune(n); bad {
 				return fmt.Errorf("project: %s: name %q has %q, outside the MCP tool-name rule (A-Z, a-z, 0-9, '_', '-', '.')", e.path, n, r)
 			}
 		}

@@ -6,4 +6,4 @@ package policydefault
 
 // SHA256 is the hex SHA-256 of Wasm, so that a process loading the embedded
 // plugin need not hash it (TestDigest checks it).
-const SHA256 = "d1475bc1b62d82c18a360d799bf74f9693c9283bcf17c5a6bb808226a14ee2f7"
+const SHA256 = "2878df09ceb4db4ce131fa1b777051256afde599be3f1973c8b051e2db505484"
