@@ -16,7 +16,7 @@ GO_PLUGINS := plugins/policy-default/policy-default.wasm \
               testplugins/rename-policy/rename-policy.wasm
 
 .PHONY: help build plugins go-plugins wat-plugins as-plugins test gotest conformance \
-        fuzz bench lint check run tools deploy-check
+        fuzz bench lint check run build-note tools deploy-check
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -121,5 +121,10 @@ check: tools plugins ## fail when make plugins or go mod tidy would change a tra
 	cd $(VALIDATE) && $(GO) mod tidy
 	@git diff --exit-code --stat -- . ':!BENCHMARKS.md' || { echo "make check: the files above differ from what is committed (rebuild with make plugins / go mod tidy and commit)"; exit 1; }
 
-run: build ## start the daemon on the example config (embedded default policy)
+# The first build compiles wasmhost and every dependency, and prints
+# nothing but the go build line meanwhile: say so first.
+build-note:
+	@[ -x $(BIN) ] || echo "make: building $(BIN) first; the first build may take a minute or more"
+
+run: build-note build ## start the daemon on the example config (embedded default policy)
 	$(BIN) run --config examples/demo.json --print-tokens

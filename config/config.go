@@ -13,8 +13,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/wasmhost/wasmhost/abi"
 )
 
 // The values of a session's "names" (see the package documentation).
@@ -34,10 +32,12 @@ const MaxPrefixLen = 32
 const DefaultListen = "127.0.0.1:8750"
 
 // Default policy limits, used when the policy block leaves them out. They
-// are the ABI defaults.
+// are the ABI's defaults (abi.DefaultMemoryLimitBytes,
+// abi.DefaultCallTimeoutMillis), written out so that config stays plain
+// data that imports no other layer; TestDefaultsAreTheABIs keeps them equal.
 const (
-	DefaultPolicyMemoryMiB = abi.DefaultMemoryLimitBytes >> 20
-	DefaultPolicyTimeout   = abi.DefaultCallTimeoutMillis * time.Millisecond
+	DefaultPolicyMemoryMiB = 256
+	DefaultPolicyTimeout   = 2000 * time.Millisecond
 )
 
 // Bounds the loader enforces on numeric settings.
@@ -246,8 +246,8 @@ type Server struct {
 	// NoBridgeInference is true when the entry says "bridgeInference":
 	// false: a request the server sends on its own then never goes to a
 	// client on the inference that it is the one client with calls in
-	// flight on the connection (see "What a session passes on" in
-	// README.md). It belongs to the transport, so sessions cannot
+	// flight on the connection (see docs/protocol.md, "Requests an
+	// upstream sends on its own"). It belongs to the transport, so sessions cannot
 	// override it.
 	NoBridgeInference bool
 	// ProtocolVersion is the MCP protocol version wasmhost's client asks

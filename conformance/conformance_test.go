@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/host"
@@ -33,7 +35,7 @@ func TestMain(m *testing.M) {
 func TestGoldenDefaultPlugin(t *testing.T) {
 	// A generous call timeout: this test is about answers, and -race on a
 	// shared machine slows the host side of every call.
-	p, err := host.LoadDefault(t.Context(), host.Options{CacheDir: os.Getenv(host.CacheDirEnv), CallTimeout: time.Minute})
+	p, err := host.LoadEmbedded(t.Context(), policydefault.Name, policydefault.Wasm, policydefault.SHA256, host.Options{CacheDir: os.Getenv(host.CacheDirEnv), CallTimeout: time.Minute})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close(context.Background())) })
 	RunPolicyT(t, p, defaultSuite)

@@ -64,7 +64,22 @@ func TestOperatorReloadToMissingArgsKeepsWorkingConnection(t *testing.T) {
 	stillServed()
 	assert.Equal(t, bobTools, bob.tools(t), "bob keeps his tools")
 	assert.Equal(t, bobPID, bob.pid(t), "on the same upstream process")
-	st := r.state()
+	// The file watch sees the write too and may reload the same config
+	// once more after the admin reload, trying the change again: wait for
+	// the state that outlasts such a retry.
+	var st daemon.State
+	require.Eventually(t, func() bool {
+		st = r.state()
+		if len(st.Pool) != 1 {
+			return false
+		}
+		for _, s := range st.Sessions {
+			if len(s.Servers) != 1 || s.Servers[0].SwitchError == "" {
+				return false
+			}
+		}
+		return true
+	}, eventWithin, 20*time.Millisecond, "the failed change settles: %+v", st)
 	if assert.Len(t, st.Pool, 1, "the working upstream is still there, and only it") {
 		assert.Equal(t, "ready", st.Pool[0].State)
 		assert.Equal(t, running, st.Pool[0].Identity)

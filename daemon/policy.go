@@ -14,6 +14,7 @@ import (
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/host"
+	"github.com/wasmhost/wasmhost/internal/telemetry"
 	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
 	"github.com/wasmhost/wasmhost/view"
 )
@@ -56,7 +57,7 @@ func (p *loadedPolicy) describe() string {
 func readPolicy(pol config.Policy) (name string, wasm []byte, src policySource, err error) {
 	src = policySource{Policy: pol}
 	if src.Path == "" {
-		name, wasm = host.DefaultName, policydefault.Wasm
+		name, wasm = policydefault.Name, policydefault.Wasm
 	} else {
 		name = src.Path
 		if wasm, err = os.ReadFile(src.Path); err != nil {
@@ -248,7 +249,9 @@ func droppedKeysInUse(file string, data []byte, running, next *loadedPolicy) err
 	return errors.Join(errs...)
 }
 
-// A timedPolicy records each call's duration in the metrics. It forwards
+// A timedPolicy records each call's duration in the metrics, and a span
+// when traces are on (telemetry.Policy; a batch call is one span, with its
+// item count). It forwards
 // Handshake, so views see the plugin's wants, and ProjectBatch, so the
 // reconciler projects a reload's views in batches.
 type timedPolicy struct {
@@ -259,22 +262,28 @@ type timedPolicy struct {
 var _ abi.BatchProjector = (*timedPolicy)(nil)
 
 func (t *timedPolicy) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {
+	ctx, end := telemetry.Policy(ctx, t.Handshake().Name, abi.ExportCanonicalize, 0)
 	start := time.Now()
 	resp, err := t.Plugin.Canonicalize(ctx, req)
 	t.m.observePolicy(abi.ExportCanonicalize, time.Since(start), err)
+	end(err)
 	return resp, err
 }
 
 func (t *timedPolicy) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.ProjectResponse, error) {
+	ctx, end := telemetry.Policy(ctx, t.Handshake().Name, abi.ExportProject, 0)
 	start := time.Now()
 	resp, err := t.Plugin.Project(ctx, req)
 	t.m.observePolicy(abi.ExportProject, time.Since(start), err)
+	end(err)
 	return resp, err
 }
 
 func (t *timedPolicy) ProjectBatch(ctx context.Context, req *abi.ProjectBatchRequest) (*abi.ProjectBatchResponse, error) {
+	ctx, end := telemetry.Policy(ctx, t.Handshake().Name, abi.ExportProjectBatch, len(req.Items))
 	start := time.Now()
 	resp, err := t.Plugin.ProjectBatch(ctx, req)
 	t.m.observePolicy(abi.ExportProjectBatch, time.Since(start), err)
+	end(err)
 	return resp, err
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/internal/telemetry"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 )
@@ -95,7 +96,9 @@ func (d *Daemon) Reload(ctx context.Context, trigger string) (*ReloadResult, err
 	}
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
+	ctx, endSpan := telemetry.Reload(ctx, trigger)
 	res, err := d.reload(ctx, trigger)
+	endSpan(err)
 	d.mu.Lock()
 	d.lastReload = res
 	d.mu.Unlock()

@@ -112,7 +112,7 @@ func BenchmarkDefaultCanonicalizeMemoHit(b *testing.B) {
 func BenchmarkLoadCold(b *testing.B) {
 	ctx := context.Background()
 	for b.Loop() {
-		p, err := LoadDefault(ctx, Options{})
+		p, err := loadEmbeddedDefault(ctx, Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -123,13 +123,13 @@ func BenchmarkLoadCold(b *testing.B) {
 func BenchmarkLoadWarmCache(b *testing.B) {
 	ctx := context.Background()
 	opts := Options{CacheDir: b.TempDir()}
-	p, err := LoadDefault(ctx, opts)
+	p, err := loadEmbeddedDefault(ctx, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	_ = p.Close(ctx)
 	for b.Loop() {
-		p, err := LoadDefault(ctx, opts)
+		p, err := loadEmbeddedDefault(ctx, opts)
 		if err != nil {
 			b.Fatal(err)
 		}

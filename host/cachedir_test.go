@@ -27,13 +27,13 @@ func TestCacheDirOthersCannotWrite(t *testing.T) {
 	}
 	refused := func(dir, why string) {
 		t.Helper()
-		_, err := LoadDefault(ctx, Options{CacheDir: dir})
+		_, err := loadEmbeddedDefault(ctx, Options{CacheDir: dir})
 		require.ErrorIs(t, err, ErrCacheDir)
 		require.ErrorContains(t, err, why)
 	}
 	used := func(dir string) {
 		t.Helper()
-		p, err := LoadDefault(ctx, Options{CacheDir: dir})
+		p, err := loadEmbeddedDefault(ctx, Options{CacheDir: dir})
 		require.NoError(t, err)
 		require.NoError(t, p.Close(ctx))
 	}

@@ -593,7 +593,7 @@ func TestRunawayStoppedBothWays(t *testing.T) {
 func TestCloseDuringNewInstance(t *testing.T) {
 	opts := Options{MaxInstances: 1, CacheDir: testCacheDir, CallTimeout: time.Minute}
 	for i := range 3 {
-		p, err := LoadDefault(context.Background(), opts)
+		p, err := loadEmbeddedDefault(context.Background(), opts)
 		require.NoError(t, err)
 		inst := <-p.idle // empty the pool: the next call creates an instance
 		p.closeInstance(inst)

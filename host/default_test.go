@@ -22,12 +22,12 @@ import (
 
 func TestDefaultPluginLoad(t *testing.T) {
 	p := loadDefault(t, Options{})
-	assert.Equal(t, DefaultName, p.Name())
+	assert.Equal(t, policydefault.Name, p.Name())
 	assert.Equal(t, abi.Handshake{ABI: abi.Version, Name: "policy-default", Version: "1.0.0"}, p.Handshake())
 	sum := sha256.Sum256(policydefault.Wasm)
 	assert.Equal(t, hex.EncodeToString(sum[:]), p.Digest())
 
-	insp, err := inspect(context.Background(), DefaultName, policydefault.Wasm, Options{CacheDir: testCacheDir}, nil)
+	insp, err := inspect(context.Background(), policydefault.Name, policydefault.Wasm, Options{CacheDir: testCacheDir}, nil)
 	require.NoError(t, err)
 	assert.True(t, insp.Accepted, insp.Reason)
 	assert.Equal(t, abi.OptionalExports, insp.OptionalExports, "project_batch and every direct export")
@@ -183,7 +183,7 @@ func TestGoPluginsReclaimMemory(t *testing.T) {
 func TestDefaultTooLittleMemorySaysSo(t *testing.T) {
 	for _, direct := range []bool{true, false} {
 		t.Run(fmt.Sprintf("direct=%t", direct), func(t *testing.T) {
-			_, err := LoadDefault(context.Background(), Options{MemoryLimitBytes: 3 << 20, NoDirect: !direct})
+			_, err := loadEmbeddedDefault(context.Background(), Options{MemoryLimitBytes: 3 << 20, NoDirect: !direct})
 			require.Error(t, err)
 			// The Go runtime says "out of memory" or "runtime: cannot
 			// allocate memory", depending on where it runs out.

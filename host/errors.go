@@ -6,7 +6,7 @@ import (
 	"github.com/wasmhost/wasmhost/abi"
 )
 
-// Load refusals. Load, LoadFile, LoadDefault and Inspect wrap these; the
+// Load refusals. Load, LoadFile, LoadEmbedded and Inspect wrap these; the
 // message names the plugin and the detail (digests, versions, imports,
 // exports).
 var (

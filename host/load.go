@@ -22,11 +22,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/wasmhost/wasmhost/abi"
-	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
 )
-
-// DefaultName is the Name of the plugin LoadDefault loads.
-const DefaultName = "embedded:policy-default"
 
 // Load checks, compiles and starts the plugin in wasm. name says where the
 // bytes came from, for messages and Plugin.Name. In order, Load refuses:
@@ -54,10 +50,12 @@ func LoadFile(ctx context.Context, path string, opts Options) (*Plugin, error) {
 	return Load(ctx, path, wasm, opts)
 }
 
-// LoadDefault loads the default policy plugin embedded in the binary
-// (package plugins/policy-default), named DefaultName.
-func LoadDefault(ctx context.Context, opts Options) (*Plugin, error) {
-	return load(ctx, DefaultName, policydefault.Wasm, policydefault.SHA256, opts, nil)
+// LoadEmbedded loads a plugin compiled into the binary, such as the
+// default policy (package plugins/policy-default, wired in by cmd/ and
+// daemon), whose hex SHA-256 the build recorded: it is trusted, not
+// computed again at every load.
+func LoadEmbedded(ctx context.Context, name string, wasm []byte, sha256Hex string, opts Options) (*Plugin, error) {
+	return load(ctx, name, wasm, sha256Hex, opts, nil)
 }
 
 // extismLogs routes plugin log calls to the instances' loggers; see load.
@@ -274,10 +272,10 @@ const tableEntryBytes = 16
 func memoryPages(info *moduleInfo, limit uint32) (uint32, error) {
 	var entries uint64
 	for _, t := range info.tables {
-		if t.hasMax {
-			entries += t.max
+		if t.HasMax {
+			entries += t.Max
 		} else {
-			entries += t.min
+			entries += t.Min
 		}
 	}
 	bytes := entries * tableEntryBytes

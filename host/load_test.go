@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wasmhost/wasmhost/internal/wasmbin"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -79,7 +81,7 @@ func TestLoadRefusals(t *testing.T) {
 
 func TestLoadNotCompiling(t *testing.T) {
 	// A valid header followed by a section that claims more bytes than exist.
-	wasm := append(bytes.Clone(wasmHeader), 0x01, 0x7f, 0x00)
+	wasm := append(bytes.Clone(wasmbin.Header), 0x01, 0x7f, 0x00)
 	_, err := Load(context.Background(), "broken", wasm, Options{})
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, ErrNotWasm)

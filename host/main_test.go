@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
+
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -61,7 +63,7 @@ func loadDefault(t testing.TB, opts Options) *Plugin {
 		// -race slows the host side of each call.
 		opts.CallTimeout = time.Minute
 	}
-	p, err := LoadDefault(context.Background(), opts)
+	p, err := loadEmbeddedDefault(context.Background(), opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close(context.Background())) })
 	return p
@@ -73,3 +75,8 @@ const shortTimeout = 200 * time.Millisecond
 // timeoutMargin is how much later than its limit a timed-out call may
 // return in tests (the machine is shared and -race is slow).
 const timeoutMargin = 5 * time.Second
+
+// loadEmbeddedDefault loads the default policy, as the daemon does.
+func loadEmbeddedDefault(ctx context.Context, opts Options) (*Plugin, error) {
+	return LoadEmbedded(ctx, policydefault.Name, policydefault.Wasm, policydefault.SHA256, opts)
+}

@@ -23,7 +23,7 @@ func TestMeteredModuleKept(t *testing.T) {
 	dir := t.TempDir()
 	load := func() string {
 		t.Helper()
-		p, err := LoadDefault(ctx, Options{CacheDir: dir})
+		p, err := loadEmbeddedDefault(ctx, Options{CacheDir: dir})
 		require.NoError(t, err)
 		defer p.Close(ctx)
 		return p.Handshake().Name

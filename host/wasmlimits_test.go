@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/wasmbin"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -58,7 +60,7 @@ func wasmVec(n int, items []byte) []byte {
 // an element segment that claims 4,294,967,295 entries. wazero allocates
 // for all of them.
 func tableInitModule() []byte {
-	b := append([]byte(nil), wasmHeader...)
+	b := append([]byte(nil), wasmbin.Header...)
 	b = wasmSection(b, 1, wasmVec(1, []byte{0x60, 0, 1, 0x7f}))
 	b = wasmSection(b, 3, wasmVec(1, []byte{0}))
 	// table: 0x40 0x00, reftype funcref, limits min 1, init ref.null func
@@ -73,7 +75,7 @@ func tableInitModule() []byte {
 // elemCountModule is reproducer 1 without the table form the rewriter
 // refuses: a plain table and the element segment of 2^32-1 entries.
 func elemCountModule() []byte {
-	b := append([]byte(nil), wasmHeader...)
+	b := append([]byte(nil), wasmbin.Header...)
 	b = wasmSection(b, 1, wasmVec(1, []byte{0x60, 0, 1, 0x7f}))
 	b = wasmSection(b, 3, wasmVec(1, []byte{0}))
 	b = wasmSection(b, 4, wasmVec(1, []byte{0x70, 0x01, 0x01, 0x01}))
@@ -91,7 +93,7 @@ func nestedModule(depth, funcs int) []byte {
 		body = append(body, 0x02, 0x40)
 	}
 	body = append(body, bytes.Repeat([]byte{0x0b}, depth+1)...)
-	b := append([]byte(nil), wasmHeader...)
+	b := append([]byte(nil), wasmbin.Header...)
 	b = wasmSection(b, 1, wasmVec(1, []byte{0x60, 0, 0}))
 	b = wasmSection(b, 3, wasmVec(funcs, bytes.Repeat([]byte{0}, funcs)))
 	var code []byte
@@ -110,7 +112,7 @@ func siblingModule(n, funcs int) []byte {
 		body = append(body, 0x02, 0x40, 0x41, 0, 0x0d, 0x01, 0x0b)
 	}
 	body = append(body, 0x0b)
-	b := append([]byte(nil), wasmHeader...)
+	b := append([]byte(nil), wasmbin.Header...)
 	b = wasmSection(b, 1, wasmVec(1, []byte{0x60, 0, 0}))
 	b = wasmSection(b, 3, wasmVec(funcs, bytes.Repeat([]byte{0}, funcs)))
 	var code []byte
@@ -323,7 +325,7 @@ func TestNoMeterStillChecks(t *testing.T) {
 // TestModuleSizeLimit: a module over MaxModuleBytes is refused before
 // anything reads it.
 func TestModuleSizeLimit(t *testing.T) {
-	big := append(append([]byte(nil), wasmHeader...), make([]byte, MaxModuleBytes)...)
+	big := append(append([]byte(nil), wasmbin.Header...), make([]byte, MaxModuleBytes)...)
 	_, err := Load(context.Background(), "big", big, Options{})
 	require.ErrorIs(t, err, ErrModuleLimit)
 	assert.ErrorContains(t, err, fmt.Sprintf("%d bytes, over the limit of %d", len(big), MaxModuleBytes))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/wasmhost/wasmhost/internal/telemetry"
 	"github.com/wasmhost/wasmhost/view"
 )
 
@@ -348,6 +349,7 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 	if bridge != nil {
 		client.AddReceivingMiddleware(bridge)
 	}
+	client.AddSendingMiddleware(telemetry.Client(e.spec.Name, e.spec.Transport())) // spans, when traced
 	closer := &Closer{Transport: t}
 	cs, err := client.Connect(context.WithValue(ctx, bridgingKey{}, e.spec.bridging()), closer, e.spec.SessionOptions())
 	if err != nil {

@@ -1,78 +1,24 @@
 // Package pool keeps one healthy MCP client connection per upstream server
-// transport and shares it between the sessions that use it, each through its
-// own [view.View].
-//
-// # Identity
+// transport and shares it between the sessions that use it, each through
+// its own [view.View].
 //
 // A [Spec] holds transport fields only; its [Spec.Fingerprint] is the
-// transport identity. [Pool.Acquire] deep-copies the spec into the entry it
-// picks, so the identity an entry reports ([Handle.Identity]) is the one it
-// was created with: mutating the caller's Spec (its Args, Env or Headers)
-// afterwards cannot make an old transport look current. Pooled specs share
-// one [Entry] per fingerprint. An unpooled spec gets a fresh entry per
-// Acquire, with the lifecycle id "NAME::unpooled-N" ([Handle.ID]); that id
-// is for logs and [Pool.Entries] only. Callers decide whether a held
-// connection is still the one they want by comparing Handle.Identity with
-// the desired Spec.Fingerprint, pooled or not, never by the id.
+// transport identity, deep-copied into the [Entry] made for it. Pooled
+// specs share one entry per fingerprint; an unpooled spec gets one per
+// [Pool.Acquire]. An entry moves through typed states ([State]: connecting,
+// ready, restarting, failed, closed), holds the upstream's listings as an
+// immutable [view.Snapshot] rediscovered on list_changed, and fans each
+// snapshot out to its attached views in order. A [Handle] is one session's
+// reference: [Handle.RefreshMetadata] applies new settings without
+// reconnecting, [Handle.Subscribe] joins the entry's one upstream
+// subscription per URI, [Handle.Release] drops it. [Pool.Standby] makes a
+// new connection beside a running one; a [Bridge] passes on what an
+// upstream sends on its own.
 //
-// # Entries
-//
-// An entry moves through explicit states ([State]): connecting, then ready;
-// restarting and back to ready on [Entry.Restart] (explicit, or after the
-// upstream went away when Options.CrashRestarts allows); failed when a
-// connect or restart fails or the upstream went away for good; closed when
-// its last handle is released or the pool closes. Failed and closed are
-// terminal: a pooled entry that turned terminal leaves the fingerprint map,
-// and the next Acquire of that fingerprint starts a new entry.
-//
-// A ready entry holds the upstream's current tools, prompts and resources as
-// an immutable [view.Snapshot], listed page by page, with a version that
-// grows with each publication. An upstream list_changed notification marks
-// the kind dirty and (off the notification goroutine) starts a refresh;
-// notifications arriving while one refresh runs coalesce into a single
-// follow-up refresh. Each new snapshot is fanned out to every attached view,
-// which replays it through its own settings and policy; views with equal
-// metadata keys share one projection computation through the entry's
-// [view.Memo].
-//
-// Fan-outs, the first apply of a newly attached view, the hold that starts a
-// restart and the withdrawal of a failed entry are serialised per entry, so
-// every view sees publications in order; a view additionally ignores older
-// snapshots. Settings refreshes are not serialised with fan-outs: they only
-// take the view's own lock.
-//
-// # Handles
-//
-// [Handle.RefreshMetadata] is how a caller applies new metadata settings to
-// a session it already holds: it never acquires again and never moves the
-// refcount. On a ready entry an equal key changes nothing and a different
-// key replays the current snapshot; during a restart the view accepts the
-// settings and the restart's fan-out applies them; on a released handle or
-// a terminal entry it fails closed with [ErrReleased] or [ErrTerminal] and
-// changes nothing. [Handle.Release] detaches the view (deleting its
-// registrations) and drops the reference; the last release closes the
-// connection.
-//
-// # Subscriptions
-//
-// [Handle.Subscribe] joins the entry's subscription to a resource URI: the
-// entry subscribes upstream for the first handle (resources/subscribe, or
-// from protocol 2026-07-28 on a subscriptions/listen request) and lets go
-// after the last one leaves ([Handle.Unsubscribe] or [Handle.Release];
-// a listen request stays open until the connection closes, see
-// Entry.keepListening),
-// passes each notifications/resources/updated to the handles subscribed,
-// and subscribes its URIs again, once each, on the connection a restart
-// makes.
-//
-// # Locks
-//
-// Lock order: Handle.mu, then Pool.mu, then Entry.fanMu, then Entry.mu.
-// Entry.subMu, held across the upstream requests of subscriptions, is
-// taken with Handle.mu or nothing held, and takes only Entry.mu inside. A
-// view's lock is taken with Entry.fanMu or Handle.mu held, never with
-// Pool.mu or Entry.mu held, because views call into policies and registries
-// that may be slow.
+// It dials upstreams and drives views; it touches no session endpoint and
+// no HTTP server. Lock order: Handle.mu, Pool.mu, Entry.fanMu, Entry.mu;
+// Entry.subMu is taken with Handle.mu or nothing held, and takes only
+// Entry.mu; a view's lock is never taken with Pool.mu or Entry.mu held.
 package pool
 
 import (

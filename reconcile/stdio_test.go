@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -37,7 +39,7 @@ func compileCacheDir(t *testing.T) string {
 func TestStdioHarness(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	policy, err := host.LoadDefault(ctx, host.Options{CacheDir: compileCacheDir(t), CallTimeout: time.Minute, Logger: quiet})
+	policy, err := host.LoadEmbedded(ctx, policydefault.Name, policydefault.Wasm, policydefault.SHA256, host.Options{CacheDir: compileCacheDir(t), CallTimeout: time.Minute, Logger: quiet})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, policy.Close(context.Background())) })
 

@@ -195,7 +195,7 @@ func (r *ProgressRelay) Delivered(req *mcp.LoggingMessageRequest) bool {
 }
 
 // Answer implements pool.Bridge: req goes to the client whose call caused
-// it when that is known (see "What a session passes on" in README.md):
+// it when that is known (see docs/protocol.md):
 // the call on whose HTTP stream it arrived, or, when b allows inferring,
 // the one client with calls in flight on cs. Otherwise it is refused with
 // an error naming why, except that a ping is answered by wasmhost and

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/internal/inflight"
 	"github.com/wasmhost/wasmhost/internal/mcpname"
+	"github.com/wasmhost/wasmhost/internal/telemetry"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
 )
@@ -244,7 +245,9 @@ func New(opts Options) *Endpoint {
 		SubscribeHandler:   e.subscribe,
 		UnsubscribeHandler: e.unsubscribe,
 	})
-	e.srv.AddReceivingMiddleware(internalErrors, e.unknownNames, e.instruct, e.keepLevels)
+	// Traces (off unless telemetry.Start enabled them) see what the client
+	// is answered with: outermost.
+	e.srv.AddReceivingMiddleware(telemetry.Server(opts.Name), internalErrors, e.unknownNames, e.instruct, e.keepLevels)
 	e.tools = newKind("tool", e.srv.RemoveTools)
 	e.prompts = newKind("prompt", e.srv.RemovePrompts)
 	e.resources = newKind("resource", e.srv.RemoveResources)

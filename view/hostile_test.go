@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -30,7 +32,7 @@ func loadPlugin(t *testing.T, path string, opts host.Options) *host.Plugin {
 		err error
 	)
 	if path == "" {
-		p, err = host.LoadDefault(context.Background(), opts)
+		p, err = host.LoadEmbedded(context.Background(), policydefault.Name, policydefault.Wasm, policydefault.SHA256, opts)
 	} else {
 		p, err = host.LoadFile(context.Background(), path, opts)
 	}

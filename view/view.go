@@ -3,68 +3,20 @@
 // the server and a policy plugin ([abi.Policy]).
 //
 // A [View] is one (session, server) pair. It owns a private copy of the
-// session's raw settings for the server and the metadata key the policy
-// computed from that copy at the moment the settings were set. The key is
-// never recomputed from a config reference the caller keeps: mutating the
-// settings bytes after [View.SetSettings] returns changes nothing, and the
-// next SetSettings with the mutated bytes is compared against the key
-// captured earlier, so an in-place edit is detected like any other change.
-// Settings whose key equals the captured one change nothing in a view: its
-// owner may hand them over without a policy call ([View.AdoptSettings]), or
-// keep them until a policy swap, which may tell them apart from the view's
-// and takes them then ([View.SetPolicyWith]).
+// session's raw settings and the metadata key the policy computed from it
+// when they were set, and the [Projection] it last applied to the
+// session's [Registry]: a replay deletes and puts only what differs, and
+// settings with the captured key change nothing. When the policy fails, the
+// view withdraws everything it registered and records why ([View.Err]).
+// An owner (a pool entry) drives it through an [Attachment]: Apply,
+// Hold during a restart, Withdraw, Detach; older snapshots are ignored.
+// Views with equal keys on one owner share a [Memo], so they compute each
+// projection once; snapshots are never modified, projections clone.
 //
-// # Replays are diffs
-//
-// A view remembers the [Projection] it last applied to the session's
-// [Registry]. Applying a new projection (a replay) deletes the items that
-// disappeared and puts the items that are new or different, at most one
-// registry call per kind and direction; an equal projection makes no call.
-// A settings change whose key equals the captured key does not even
-// re-project. A policy swap ([View.SetPolicy]) always re-projects, because
-// keys from different plugins are not comparable, but the diff still sends
-// nothing when the outcome is the same.
-//
-// # Failing closed
-//
-// When the policy fails for a view (settings refused, a trap, a timeout, a
-// malformed response), the view deletes everything it registered for the
-// server, records the error ([View.Err]) and forgets its key. The next
-// successful SetSettings, SetPolicy or snapshot apply re-projects and
-// restores the registrations. Other views and the transport are unaffected.
-//
-// # Attachments
-//
-// Snapshots come from an owner, normally a pool entry, which attaches the
-// view ([View.Attach]) and drives it through the returned [Attachment]:
-// Apply a new snapshot, Hold while the transport restarts (settings changes
-// are accepted but not replayed until the restart's snapshot arrives, so the
-// restart's fan-out applies the newest settings and nothing is lost;
-// meanwhile [View.Lagging] says the registrations are stale),
-// Withdraw when the transport failed, Detach when the session lets go. An
-// attachment becomes inert once detached, so a fan-out racing with a release
-// can never re-register items for a view that already left. A view ignores
-// snapshots older (by Version) than the one it holds, so concurrent fan-outs
-// converge on the newest. A view can be attached again after Detach (to a
-// new transport, for instance) and keeps its settings and key.
-//
-// # Sharing
-//
-// Views attached to the same owner share a [Memo]: views whose keys are
-// equal under the same policy get one projection computation per snapshot,
-// and the same immutable Projection (tool clones included) is registered in
-// each of their sessions. Snapshots are never modified; projections clone
-// each visible tool and copy its Meta map before setting [MetaTrust] and
-// [MetaAlwaysLoad], so two sessions on one transport with opposite trust or
-// alwaysLoadTools each see their own flags.
-//
-// # Concurrency
-//
-// Views are safe for concurrent use. Each view serialises its own work under
-// its lock, which is held across policy and registry calls (so a registry
-// must not call back into the view). Lock order, for callers that hold
-// their own locks: never hold a lock a Registry or Policy implementation
-// needs while calling into a view.
+// It calls a policy and a registry and nothing else; a registry must not
+// call back into the view. Views are safe for concurrent use; never hold a
+// lock a Registry or Policy needs while calling into a view. The reasons
+// are in docs/design.md.
 package view
 
 import (

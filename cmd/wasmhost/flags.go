@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
+
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/host"
 )
@@ -68,7 +70,7 @@ func (pf *pluginFlags) loadWith(ctx context.Context, opts host.Options) (*host.P
 		return nil, fmt.Errorf("--compile-timeout %v: must be from 0 (the host default) to %v", pf.compile, config.MaxPolicyCompileTimeoutMs*time.Millisecond)
 	}
 	if pf.plugin == "" {
-		return host.LoadDefault(ctx, opts)
+		return loadDefault(ctx, opts)
 	}
 	return host.LoadFile(ctx, pf.plugin, opts)
 }
@@ -155,4 +157,9 @@ func readInput(arg string, stdin io.Reader) ([]byte, error) {
 	default:
 		return []byte(arg), nil
 	}
+}
+
+// loadDefault loads the default policy embedded in the binary.
+func loadDefault(ctx context.Context, opts host.Options) (*host.Plugin, error) {
+	return host.LoadEmbedded(ctx, policydefault.Name, policydefault.Wasm, policydefault.SHA256, opts)
 }

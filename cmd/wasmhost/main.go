@@ -1,35 +1,22 @@
-// Command wasmhost is the wasmhost command line: it computes metadata keys
-// and projections with a policy plugin, checks plugins against golden
-// suites, inspects and packs plugin files and scaffolds new plugins.
+// Command wasmhost is the wasmhost command line:
 //
-// Usage:
+//	wasmhost run --config FILE              the daemon (or: run -- CMD ARGS..., run --url URL)
+//	wasmhost stdio --config FILE --session S   one session over stdio
+//	wasmhost check --config FILE            validate a config without serving
+//	wasmhost key | project | conformance | version    run a policy plugin
+//	wasmhost digest | inspect | pack | new-plugin     work on plugin files
+//	wasmhost demo-server                    the demo MCP server over stdio
 //
-//	wasmhost key         [PLUGIN FLAGS] [--json] [SETTINGS | @FILE | -]
-//	wasmhost project     [PLUGIN FLAGS] [--settings SETTINGS|@FILE|-] --snapshot SNAPSHOT|@FILE|- [--full]
-//	wasmhost conformance [PLUGIN FLAGS] [-v] [--json FILE] PATH...
-//	wasmhost version     [PLUGIN FLAGS]
-//	wasmhost digest      FILE
-//	wasmhost inspect     [--json] FILE
-//	wasmhost pack        [--gap N] [-o OUT] FILE
-//	wasmhost new-plugin  [--name NAME] [--module PATH] DIR
-//	wasmhost run         --config FILE [--listen ADDR] [--allow-remote] [--allow-host HOST]... [--print-tokens]
-//	wasmhost check       --config FILE [--allow-remote] [--cache-dir DIR]
-//	wasmhost run         [--listen ADDR] [--name NAME] -- CMD ARGS...   (or --url URL: one server, no config file)
-//	wasmhost stdio       --config FILE --session NAME
-//	wasmhost demo-server
-//
-// PLUGIN FLAGS are --plugin FILE (default: the embedded default policy),
-// --pin SHA256 (refuse a plugin whose SHA-256 differs), --memory-mib N
-// (memory cap per plugin instance), --timeout D (time limit per plugin
-// call) and --cache-dir DIR (where compiled plugins are cached between runs;
-// default $WASMHOST_CACHE_DIR, else wasmhost/compile-cache in the user cache
-// directory; --cache-dir= disables it). Flags may come before or after the
-// arguments; "--" ends them.
+// `wasmhost help COMMAND` lists a command's flags. Flags may come before or
+// after the arguments; "--" ends them. The policy commands take --plugin
+// FILE (default: the embedded default policy), --pin, --memory-mib,
+// --timeout and --cache-dir.
 //
 // Exit status: 0 on success; 1 when the command ran but its answer is
-// negative (a failing golden case, settings the policy refused, a plugin
-// the host would not accept); 2 on a usage error, a plugin that cannot be
-// loaded, or input that cannot be read.
+// negative (a failing golden case, refused settings, a plugin the host
+// would not accept); 2 on a usage error, a plugin that cannot be loaded, or
+// input that cannot be read. The package parses flags and prints; the work
+// is done by daemon, host, conformance and the packages they use.
 package main
 
 import (

@@ -50,7 +50,7 @@ func startQuick(t *testing.T, args ...string) (url, token string) {
 			t.Logf("stdout:\n%s\nstderr:\n%s", o.String(), e.String())
 		}
 	})
-	require.Eventually(t, func() bool { return strings.Contains(o.String(), "Ctrl-C stops") }, 60*time.Second, 20*time.Millisecond, "stderr:\n%s", e.String())
+	require.Eventually(t, func() bool { return strings.Contains(o.String(), "Ctrl-C stops") }, within(t, readyWithin), 20*time.Millisecond, "stderr:\n%s", e.String())
 	out := o.String()
 	m := regexp.MustCompile(`(?m)^  url    (\S+)$`).FindStringSubmatch(out)
 	require.NotNil(t, m, "no url line in:\n%s", out)
@@ -190,7 +190,7 @@ func TestRunClientIdleTimeoutFlag(t *testing.T) {
 		}
 	}()
 	re := regexp.MustCompile(`wasmhost listening on (\S+)`)
-	require.Eventually(t, func() bool { return re.MatchString(o.String()) }, 60*time.Second, 20*time.Millisecond, "stderr:\n%s", e.String())
+	require.Eventually(t, func() bool { return re.MatchString(o.String()) }, within(t, readyWithin), 20*time.Millisecond, "stderr:\n%s", e.String())
 	base := re.FindStringSubmatch(o.String())[1]
 
 	cs := quickClient(t, base+"/mcp/alice", "alice-token-0123456789abcdef")

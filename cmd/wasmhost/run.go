@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/daemon"
 	"github.com/wasmhost/wasmhost/host"
+	"github.com/wasmhost/wasmhost/internal/telemetry"
 )
 
 // stringList is a repeatable string flag.
@@ -44,11 +46,12 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		maxClients  = fs.Int("max-clients", daemon.DefaultMaxClients, "hold at most `N` MCP client sessions per session at once; more are answered 503 (0: the default; negative: no limit)")
 		drain       = fs.Duration("drain-timeout", daemon.DefaultDrainTimeout, "on SIGTERM, turn /readyz to 503, refuse new MCP requests and give the calls under way this long to finish")
 		perRequest  = fs.Bool("per-request-protocol", false, "serve MCP protocol 2026-07-28 requests over HTTP without a client session, so that any replica answers them (off: clients fall back to 2025-11-25 sessions)")
-		replica     = fs.String("replica", defaultReplica(), "`NAME` of this replica in the metrics (wasmhost_build_info); default $POD_NAME, else the host name")
+		replica     = fs.String("replica", defaultReplica(), "`NAME` of this replica in the metrics (wasmhost_build_info) and traces (service.instance.id); default $POD_NAME, else the host name")
 		maxConns    = fs.Int("max-conns", daemon.DefaultMaxConns, "hold at most `N` HTTP connections open at once; more are answered 503 and closed (0: the default; negative: no limit)")
 		maxConnsIP  = fs.Int("max-conns-per-ip", daemon.DefaultMaxConnsPerIP, "hold at most `N` HTTP connections from one client IP address (IPv6: one /64) at once; more are answered 503 and closed (0: the default; negative: no limit). Behind a reverse proxy every client has the proxy's address")
 		idle        = fs.Duration("idle-timeout", daemon.DefaultIdleTimeout, "close a kept-alive HTTP connection idle between requests this long (an event stream or a call under way is not idle)")
 		headerTime  = fs.Duration("read-header-timeout", daemon.DefaultReadHeaderTimeout, "close an HTTP connection whose request headers take longer than this")
+		otlp        = fs.String("otlp-endpoint", "", "export traces over OTLP/HTTP to the collector at `URL` (as OTEL_EXPORTER_OTLP_ENDPOINT, e.g. http://127.0.0.1:4318; default: that variable, or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; neither: no traces)")
 		allowHosts  stringList
 	)
 	fs.Var(&allowHosts, "allow-host", "also accept `HOST` in Host and Origin headers (repeatable; for remote clients)")
@@ -116,6 +119,23 @@ func runRun(ctx context.Context, args []string, s stdio) int {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
+	stopTraces, err := telemetry.Start(ctx, telemetry.Config{Endpoint: *otlp, Version: daemon.Version, Instance: *replica})
+	if err != nil {
+		s.errorf("run", "--otlp-endpoint: %v", err)
+		return exitUsage
+	}
+	defer func() {
+		if err := telemetry.StopWithin(stopTraces); err != nil {
+			log.Warn("traces: the last spans were not exported", "err", err)
+		}
+	}()
+	if telemetry.Enabled() {
+		to := "the OTEL_EXPORTER_OTLP_* environment"
+		if u, err := url.Parse(*otlp); *otlp != "" && err == nil {
+			to = u.Redacted()
+		}
+		log.Info("traces: exporting over OTLP/HTTP", "to", to, "replica", *replica)
+	}
 
 	d, err := daemon.New(daemon.Options{
 		ConfigPath:        *configPath,

@@ -90,7 +90,7 @@ func runStdio(ctx context.Context, args []string, s stdio) int {
 	}
 	var plugin *host.Plugin
 	if pol.Path == "" {
-		plugin, err = host.LoadDefault(ctx, opts)
+		plugin, err = loadDefault(ctx, opts)
 	} else {
 		plugin, err = host.LoadFile(ctx, pol.Path, opts)
 	}

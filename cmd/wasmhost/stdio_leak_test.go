@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
@@ -101,7 +103,7 @@ func TestStdioLegacyLeakSoak(t *testing.T) {
 		require.NoError(t, err)
 		return cfg
 	}
-	policy, err := host.LoadDefault(t.Context(), host.Options{CacheDir: host.DefaultCacheDir()})
+	policy, err := host.LoadEmbedded(t.Context(), policydefault.Name, policydefault.Wasm, policydefault.SHA256, host.Options{CacheDir: host.DefaultCacheDir()})
 	require.NoError(t, err)
 	defer policy.Close(context.Background())
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
+
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/host"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
@@ -29,7 +31,7 @@ func wasmPolicy(tb testing.TB) *host.Plugin {
 	tb.Helper()
 	pluginOnce.Do(func() {
 		dir := filepath.Join(os.TempDir(), "wasmhost-bench-cache")
-		plugin, pluginErr = host.LoadDefault(context.Background(), host.Options{CacheDir: dir})
+		plugin, pluginErr = host.LoadEmbedded(context.Background(), policydefault.Name, policydefault.Wasm, policydefault.SHA256, host.Options{CacheDir: dir})
 	})
 	if pluginErr != nil {
 		tb.Fatal(pluginErr)

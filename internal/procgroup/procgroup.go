@@ -2,51 +2,21 @@
 // and ends the whole group when its connection closes, and, in a binary
 // that calls [Main], when the host dies, however it dies.
 //
-// The go-sdk's CommandTransport closes a server's stdin and then signals the
-// server process alone, so whatever the server started (the real server
-// behind a wrapper script, a helper) would outlive it. A command given to
-// [Detach] gets a group of its own, which also keeps a Ctrl-C meant for the
-// host from reaching it behind the host's back; a connection wrapped with
-// [Conn] or made by a transport wrapped with [Transport] ends that group
-// when it closes ([Kill]). On systems without process groups both do
-// nothing.
+// [Detach] gives a command its own group; a connection wrapped with [Conn]
+// or made by a transport wrapped with [Transport] ends that group when it
+// closes ([Kill]). In a binary whose main (and a test binary's TestMain)
+// calls [Main] first, Detach runs the command under a supervisor: the same
+// binary started again, which starts the command, passes its exit status
+// back ([ServerPID] finds the command's pid), and ends the command and
+// everything it left when it exits, when the supervisor gets SIGTERM, or
+// when the host dies (a lifeline pipe reads end of file).
 //
-// # The supervisor
-//
-// A host that dies by SIGKILL (or a crash, or the OOM killer) closes
-// nothing: its upstreams would run on, orphans. So in a binary whose main
-// (and a test binary's TestMain) calls [Main] first, Detach runs the command
-// under a supervisor: the same binary started again with a hidden first
-// argument, which starts the command in its own place (same arguments,
-// environment, directory; standard streams passed on, not copied) and
-// exits with the command's exit status, or by the signal that ended it, so
-// the host still sees "exit status 3" or "signal: killed" (the pid the host
-// knows is the supervisor's; [ServerPID] finds the command's). The supervisor ends the command and every
-// process it left (SIGTERM, the transport's grace, then SIGKILL) when
-// the command has exited, when it is sent SIGTERM (the go-sdk's close), and
-// when the host has died. It learns of the host's death from a lifeline: a
-// pipe whose write end only the host holds (close-on-exec, so no other
-// child has it) and whose read end every supervisor reads; the kernel
-// closes the write end when the host ends, by any signal, and the read
-// gives end of file. That works on every Unix, and unlike the parent-death
-// signal (prctl PR_SET_PDEATHSIG) it is not set off when the host thread
-// that started the supervisor exits while the host lives on.
-//
-// What is guaranteed:
-//
-//   - On Linux, every descendant of the command ends, including those that
-//     left its group with setsid or double-forked: the supervisor is a
-//     child subreaper (PR_SET_CHILD_SUBREAPER), so orphans among them
-//     become its children instead of init's, and it finds them by the
-//     parent links of /proc. The command itself also gets the parent-death
-//     signal SIGKILL, relative to the supervisor (which starts it from a
-//     thread it never leaves), as a second line should the supervisor
-//     itself be killed; what the command started is then left to the
-//     kernel's orphan rules.
-//   - On other Unix systems, the command's process group ends; a process
-//     that left it (setsid) is not found.
-//   - A binary that does not call Main (and Windows) gets no supervisor:
-//     the group ends when the connection closes, not when the host dies.
+// What is guaranteed: on Linux every descendant ends, setsid ones included
+// (the supervisor is a child subreaper); on other Unix systems the
+// command's process group ends; a binary without Main, and Windows, get no
+// supervisor, so the group ends with the connection only. It touches
+// processes and /proc only. Why a supervisor and a lifeline rather than
+// the parent-death signal: docs/design.md.
 package procgroup
 
 import (

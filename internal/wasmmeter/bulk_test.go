@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/wasmhost/wasmhost/internal/wasmbin"
 )
 
 // bulkTicks models the fuel of one call of a counted export of bulk.wasm on
@@ -131,7 +132,7 @@ func TestBulkAddsLocal(t *testing.T) {
 	}
 	for _, entries := range []int{0, 1, 127, 128} {
 		t.Run(fmt.Sprint(entries), func(t *testing.T) {
-			decl := appendU32(nil, uint32(entries))
+			decl := wasmbin.AppendU32(nil, uint32(entries))
 			nLocals := 0
 			for i := range entries {
 				types := []byte{0x7f, 0x7e}
@@ -146,12 +147,12 @@ func TestBulkAddsLocal(t *testing.T) {
 			require.NoError(t, compiles(context.Background(), fuzzRuntime(t), out))
 
 			got := codeBody(t, out)
-			cnt, w := readU32(got, 0)
+			cnt, w := wasmbin.U32(got, 0)
 			require.Equal(t, uint32(entries+1), cnt)
-			end := w + len(decl) - sizeU32(uint32(entries))
-			assert.Equal(t, decl[sizeU32(uint32(entries)):], got[w:end], "the declared locals changed")
+			end := w + len(decl) - wasmbin.SizeU32(uint32(entries))
+			assert.Equal(t, decl[wasmbin.SizeU32(uint32(entries)):], got[w:end], "the declared locals changed")
 			assert.Equal(t, []byte{1, 0x7f}, got[end:end+2], "the added local is not one i32 at the end")
-			tee := appendU32([]byte{0x22}, uint32(nLocals))
+			tee := wasmbin.AppendU32([]byte{0x22}, uint32(nLocals))
 			assert.True(t, bytes.Contains(got[end+2:], tee), "the charge does not use the added local %d", nLocals)
 		})
 	}
@@ -162,12 +163,12 @@ func TestBulkAddsLocal(t *testing.T) {
 func codeBody(t testing.TB, wasm []byte) []byte {
 	t.Helper()
 	for p := 8; p < len(wasm); {
-		size, n := readU32(wasm, p+1)
+		size, n := wasmbin.U32(wasm, p+1)
 		require.NotZero(t, n)
 		body := p + 1 + n
-		if wasm[p] == secCode {
-			_, n := readU32(wasm, body)
-			bsize, m := readU32(wasm, body+n)
+		if wasm[p] == wasmbin.SecCode {
+			_, n := wasmbin.U32(wasm, body)
+			bsize, m := wasmbin.U32(wasm, body+n)
 			return wasm[body+n+m : body+n+m+int(bsize)]
 		}
 		p = body + int(size)

@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"sort"
 
-	"github.com/wasmhost/wasmhost/internal/leb128"
+	"github.com/wasmhost/wasmhost/internal/wasmbin"
 )
 
 // Immediate kinds of single-byte opcodes.
@@ -35,47 +35,47 @@ const (
 )
 
 var opKinds = func() (k [256]uint8) {
-	set := func(lo, hi int, kind uint8) {
-		for i := lo; i <= hi; i++ {
+	set := func(lo, hi byte, kind uint8) {
+		for i := int(lo); i <= int(hi); i++ {
 			k[i] = kind
 		}
 	}
-	set(0x00, 0x01, kNone) // unreachable, nop
-	set(0x02, 0x02, kBlock)
-	set(0x03, 0x03, kLoop)
-	set(0x04, 0x04, kBlock)
-	set(0x05, 0x05, kNone)    // else
-	set(0x06, 0x0a, kRefused) // try, catch, throw, rethrow, throw_ref
-	set(0x0b, 0x0b, kNone)    // end
-	set(0x0c, 0x0d, kU32)     // br, br_if
-	set(0x0e, 0x0e, kBrTable)
-	set(0x0f, 0x0f, kNone) // return
-	set(0x10, 0x10, kCall)
-	set(0x11, 0x11, kCallInd)
-	set(0x12, 0x12, kCall)    // return_call
-	set(0x13, 0x13, kCallInd) // return_call_indirect
-	set(0x14, 0x15, kRefused) // call_ref, return_call_ref
-	set(0x18, 0x19, kRefused) // delegate, catch_all
-	set(0x1a, 0x1b, kNone)    // drop, select
-	set(0x1c, 0x1c, kSelectT)
-	set(0x1f, 0x1f, kRefused) // try_table
-	set(0x20, 0x22, kU32)     // local.get, local.set, local.tee
-	set(0x23, 0x24, kGlobal)  // global.get, global.set
-	set(0x25, 0x26, kU32)     // table.get, table.set
-	set(0x28, 0x3e, kMemarg)
-	set(0x3f, 0x40, kMemIdx)
-	set(0x41, 0x41, kI32Const)
-	set(0x42, 0x42, kI64Const)
-	set(0x43, 0x43, kF32Const)
-	set(0x44, 0x44, kF64Const)
-	set(0x45, 0xc4, kNone) // numeric, conversions, sign extension
-	set(0xd0, 0xd0, kRefNull)
-	set(0xd1, 0xd1, kNone) // ref.is_null
-	set(0xd2, 0xd2, kRefFunc)
-	set(0xd4, 0xd6, kRefused) // ref.as_non_null, br_on_null, br_on_non_null
-	set(0xfc, 0xfc, kMisc)
-	set(0xfd, 0xfd, kVec)
-	set(0xfe, 0xfe, kAtomic)
+	set(wasmbin.OpUnreachable, wasmbin.OpNop, kNone)
+	set(wasmbin.OpBlock, wasmbin.OpBlock, kBlock)
+	set(wasmbin.OpLoop, wasmbin.OpLoop, kLoop)
+	set(wasmbin.OpIf, wasmbin.OpIf, kBlock)
+	set(wasmbin.OpElse, wasmbin.OpElse, kNone)
+	set(wasmbin.OpTry, wasmbin.OpThrowRef, kRefused) // try, catch, throw, rethrow, throw_ref
+	set(wasmbin.OpEnd, wasmbin.OpEnd, kNone)
+	set(wasmbin.OpBr, wasmbin.OpBrIf, kU32)
+	set(wasmbin.OpBrTable, wasmbin.OpBrTable, kBrTable)
+	set(wasmbin.OpReturn, wasmbin.OpReturn, kNone)
+	set(wasmbin.OpCall, wasmbin.OpCall, kCall)
+	set(wasmbin.OpCallIndirect, wasmbin.OpCallIndirect, kCallInd)
+	set(wasmbin.OpReturnCall, wasmbin.OpReturnCall, kCall)
+	set(wasmbin.OpReturnCallIndirect, wasmbin.OpReturnCallIndirect, kCallInd)
+	set(wasmbin.OpCallRef, wasmbin.OpReturnCallRef, kRefused)
+	set(wasmbin.OpDelegate, wasmbin.OpCatchAll, kRefused)
+	set(wasmbin.OpDrop, wasmbin.OpSelect, kNone)
+	set(wasmbin.OpSelectT, wasmbin.OpSelectT, kSelectT)
+	set(wasmbin.OpTryTable, wasmbin.OpTryTable, kRefused)
+	set(wasmbin.OpLocalGet, wasmbin.OpLocalTee, kU32)
+	set(wasmbin.OpGlobalGet, wasmbin.OpGlobalSet, kGlobal)
+	set(wasmbin.OpTableGet, wasmbin.OpTableSet, kU32)
+	set(wasmbin.OpI32Load, wasmbin.OpI64Store32, kMemarg)
+	set(wasmbin.OpMemorySize, wasmbin.OpMemoryGrow, kMemIdx)
+	set(wasmbin.OpI32Const, wasmbin.OpI32Const, kI32Const)
+	set(wasmbin.OpI64Const, wasmbin.OpI64Const, kI64Const)
+	set(wasmbin.OpF32Const, wasmbin.OpF32Const, kF32Const)
+	set(wasmbin.OpF64Const, wasmbin.OpF64Const, kF64Const)
+	set(wasmbin.OpI32Eqz, wasmbin.OpI64Extend32S, kNone) // numeric, conversions, sign extension
+	set(wasmbin.OpRefNull, wasmbin.OpRefNull, kRefNull)
+	set(wasmbin.OpRefIsNull, wasmbin.OpRefIsNull, kNone)
+	set(wasmbin.OpRefFunc, wasmbin.OpRefFunc, kRefFunc)
+	set(wasmbin.OpRefAsNonNull, wasmbin.OpBrOnNonNull, kRefused) // ref.as_non_null, br_on_null, br_on_non_null
+	set(wasmbin.OpPrefixMisc, wasmbin.OpPrefixMisc, kMisc)
+	set(wasmbin.OpPrefixVec, wasmbin.OpPrefixVec, kVec)
+	set(wasmbin.OpPrefixAtomic, wasmbin.OpPrefixAtomic, kAtomic)
 	return k
 }()
 
@@ -96,17 +96,17 @@ var vecKinds = func() (k [256]uint8) {
 	for i := range k {
 		k[i] = vNone
 	}
-	for i := 0x00; i <= 0x0b; i++ {
+	for i := wasmbin.VecV128Load; i <= wasmbin.VecV128Store; i++ {
 		k[i] = vMemarg
 	}
-	k[0x0c], k[0x0d] = v16, v16
-	for i := 0x15; i <= 0x22; i++ {
+	k[wasmbin.VecV128Const], k[wasmbin.VecI8x16Shuffle] = v16, v16
+	for i := wasmbin.VecI8x16ExtractLaneS; i <= wasmbin.VecF64x2ReplaceLane; i++ {
 		k[i] = vLane
 	}
-	for i := 0x54; i <= 0x5b; i++ {
+	for i := wasmbin.VecV128Load8Lane; i <= wasmbin.VecV128Store64Lane; i++ {
 		k[i] = vMemargLane
 	}
-	k[0x5c], k[0x5d] = vMemarg, vMemarg
+	k[wasmbin.VecV128Load32Zero], k[wasmbin.VecV128Load64Zero] = vMemarg, vMemarg
 	// Opcodes the SIMD proposal removed before it was finished.
 	for _, i := range []int{0x9a, 0xa2, 0xa5, 0xa6, 0xaf, 0xb0, 0xb2, 0xb3, 0xb4, 0xbb,
 		0xc2, 0xc5, 0xc6, 0xcf, 0xd0, 0xd2, 0xd3, 0xd4, 0xe2, 0xee} {
@@ -118,9 +118,9 @@ var vecKinds = func() (k [256]uint8) {
 // refusedName names the refused opcodes, for error messages.
 func refusedName(op byte) string {
 	switch op {
-	case 0x06, 0x07, 0x08, 0x09, 0x0a, 0x18, 0x19, 0x1f:
+	case wasmbin.OpTry, wasmbin.OpTry + 1, wasmbin.OpTry + 2, wasmbin.OpTry + 3, wasmbin.OpThrowRef, wasmbin.OpDelegate, wasmbin.OpCatchAll, wasmbin.OpTryTable:
 		return "an exception-handling instruction"
-	case 0x14, 0x15, 0xd4, 0xd5, 0xd6:
+	case wasmbin.OpCallRef, wasmbin.OpReturnCallRef, wasmbin.OpRefAsNonNull, wasmbin.OpRefAsNonNull + 1, wasmbin.OpBrOnNonNull:
 		return "a typed-function-references instruction"
 	}
 	return "an unknown instruction"
@@ -132,21 +132,21 @@ func refusedName(op byte) string {
 // and its calls renumbered.
 func (r *rewriter) emitCode(s section) error {
 	in := r.in[:s.end]
-	cnt, n := readU32(in, s.body)
+	cnt, n := wasmbin.U32(in, s.body)
 	if n == 0 {
 		return r.malformed(s.body, "bad code count")
 	}
 	if cnt != r.nFuncs {
 		return r.malformed(s.body, "%d bodies for %d functions", cnt, r.nFuncs)
 	}
-	mark := r.openSection(secCode, s.end-s.body)
+	mark := r.openSection(wasmbin.SecCode, s.end-s.body)
 	r.out = append(r.out, in[s.body:s.body+n]...)
 	// Where each body's size starts, and where the section's last ends.
 	starts := make([]int, cnt+1)
 	p := s.body + n
 	for i := range cnt {
 		starts[i] = p
-		size, n := readU32(in, p)
+		size, n := wasmbin.U32(in, p)
 		if n == 0 {
 			return r.malformed(p, "bad size of body %d", i)
 		}
@@ -214,7 +214,7 @@ var splitCode = func(size int) bool {
 // starts in in. It stops at the first failure, which it leaves in r.err.
 func (r *rewriter) bodies(in []byte, starts []int, from, to uint32) {
 	for i := from; i < to; i++ {
-		size, n := readU32(in, starts[i])
+		size, n := wasmbin.U32(in, starts[i])
 		p := starts[i] + n
 		r.fidx = r.nImpFuncs + i
 		r.base = p
@@ -235,7 +235,7 @@ func (r *rewriter) bodies(in []byte, starts []int, from, to uint32) {
 // sets r.err.
 func (r *rewriter) body(b []byte) {
 	n := len(b)
-	cnt, w := readU32(b, 0)
+	cnt, w := wasmbin.U32(b, 0)
 	if w == 0 {
 		r.codeFail(ErrMalformed, 0, "bad local declaration count")
 		return
@@ -248,7 +248,7 @@ func (r *rewriter) body(b []byte) {
 	}
 	var nLocals uint64 // declared, not counting the parameters
 	for i := uint32(0); i < cnt; i++ {
-		c, w := readU32(b, p)
+		c, w := wasmbin.U32(b, p)
 		if w == 0 || p+w >= n {
 			r.codeFail(ErrMalformed, p, "local declarations truncated")
 			return
@@ -259,7 +259,7 @@ func (r *rewriter) body(b []byte) {
 			return
 		}
 		p += w
-		if !isNumOrRefType(b[p]) {
+		if !wasmbin.IsNumOrRefType(b[p]) {
 			r.codeFail(ErrUnsupported, p, "local of type %#x", b[p])
 			return
 		}
@@ -282,7 +282,7 @@ func (r *rewriter) body(b []byte) {
 		r.codeFail(ErrMalformed, n, "body does not end with end") // unless prologue failed first
 		return
 	}
-	if b[p] != 0x03 {
+	if b[p] != wasmbin.OpLoop {
 		out = append(out, b[:p]...)
 		out = append(out, r.seq...)
 		copyFrom = p
@@ -307,14 +307,14 @@ func (r *rewriter) body(b []byte) {
 			continue
 		}
 		if k == kNone {
-			if op == 0x0b {
+			if op == wasmbin.OpEnd {
 				depth--
 			}
 			continue
 		}
 		switch k {
 		case kGlobal:
-			g, w := readU32(b, p)
+			g, w := wasmbin.U32(b, p)
 			if w == 0 || g >= r.nGlobals {
 				p = r.badIndex(w, start, "global", g)
 				break
@@ -338,14 +338,14 @@ func (r *rewriter) body(b []byte) {
 				copyFrom = p
 			}
 		case kCall, kRefFunc:
-			f, w := readU32(b, p)
+			f, w := wasmbin.U32(b, p)
 			if w == 0 || f >= r.nAllFuncs {
 				p = r.badIndex(w, start, "function", f)
 				break
 			}
 			if f >= r.nImpFuncs {
 				out = append(out, b[copyFrom:p]...)
-				out = appendU32Width(out, f+1, w)
+				out = wasmbin.AppendU32Width(out, f+1, w)
 				copyFrom = p + w
 			}
 			p += w
@@ -364,7 +364,7 @@ func (r *rewriter) body(b []byte) {
 		case kBrTable:
 			p = r.brTable(b, p)
 		case kCallInd:
-			t, w := readU32(b, p)
+			t, w := wasmbin.U32(b, p)
 			if w == 0 || t >= r.nTypes {
 				p = r.badIndex(w, start, "type", t)
 				break
@@ -375,25 +375,25 @@ func (r *rewriter) body(b []byte) {
 		case kSelectT:
 			p = r.selectT(b, p)
 		case kRefNull:
-			if p < n && (b[p] == 0x70 || b[p] == 0x6f) {
+			if p < n && (b[p] == wasmbin.FuncRef || b[p] == wasmbin.ExternRef) {
 				p++
 			} else {
 				p = r.codeFail(ErrUnsupported, start, "ref.null of a type other than funcref or externref")
 			}
 		case kMisc:
-			sub, _ := readU32(b, p)
-			if sub == 0x0f && r.unbounded {
+			sub, _ := wasmbin.U32(b, p)
+			if sub == wasmbin.MiscTableGrow && r.unbounded {
 				p = r.codeFail(ErrLimit, start, "table.grow in a module with a table that has no maximum size")
 				break
 			}
-			if p = r.misc(b, p); p > n || bulkShift[min(sub, 0x12)] == 0 {
+			if p = r.misc(b, p); p > n || bulkShift[min(sub, wasmbin.MiscTableFill+1)] == 0 {
 				break
 			}
 			// A bulk instruction: charge for its length before it runs.
 			shift := bulkShift[sub]
-			if prev < start && b[prev] == 0x41 {
+			if prev < start && b[prev] == wasmbin.OpI32Const {
 				// The length is the constant just pushed: charge it now.
-				if c, w := readS32(b, prev+1); w != 0 && prev+1+w == start {
+				if c, w := wasmbin.S32(b, prev+1); w != 0 && prev+1+w == start {
 					if charge := uint32(c) >> shift; charge != 0 {
 						out = append(out, b[copyFrom:start]...)
 						out = r.appendConstCharge(out, charge)
@@ -425,7 +425,7 @@ func (r *rewriter) body(b []byte) {
 		return
 	}
 	r.blocks += uint64(blocks) * uint64(blocks)
-	if p != n || b[start] != 0x0b || depth != 0 {
+	if p != n || b[start] != wasmbin.OpEnd || depth != 0 {
 		r.codeFail(ErrMalformed, start, "truncated instruction or body not ending with end")
 		return
 	}
@@ -456,14 +456,14 @@ func (r *rewriter) openBlock(p, start int, depth, blocks *int) int {
 // moving the code after them.
 func addLocal(out []byte, bodyStart int, decl []byte, cnt uint32, w int) []byte {
 	var buf [5]byte
-	head := appendU32Width(buf[:0], cnt+1, w)
+	head := wasmbin.AppendU32Width(buf[:0], cnt+1, w)
 	grow := len(head) - w + 2
 	code := bodyStart + len(decl) // where the code starts now
 	out = append(out, zeros[:grow]...)
 	copy(out[code+grow:], out[code:len(out)-grow])
 	copy(out[bodyStart:], head)
 	copy(out[bodyStart+len(head):], decl[w:])
-	out[code+grow-2], out[code+grow-1] = 1, 0x7f // one i32
+	out[code+grow-2], out[code+grow-1] = 1, wasmbin.I32 // one i32
 	return out
 }
 
@@ -484,14 +484,14 @@ const (
 // charge, and 0 for the other instructions. table.grow is charged as
 // table.fill: its delta, on top of the stack, is the number of entries it
 // allocates and fills.
-var bulkShift = [0x13]uint8{
-	0x08: bulkMemShift,   // memory.init
-	0x0a: bulkMemShift,   // memory.copy
-	0x0b: bulkMemShift,   // memory.fill
-	0x0c: bulkTableShift, // table.init
-	0x0e: bulkTableShift, // table.copy
-	0x0f: bulkTableShift, // table.grow
-	0x11: bulkTableShift, // table.fill
+var bulkShift = [wasmbin.MiscTableFill + 2]uint8{
+	wasmbin.MiscMemoryInit: bulkMemShift,
+	wasmbin.MiscMemoryCopy: bulkMemShift,
+	wasmbin.MiscMemoryFill: bulkMemShift,
+	wasmbin.MiscTableInit:  bulkTableShift,
+	wasmbin.MiscTableCopy:  bulkTableShift,
+	wasmbin.MiscTableGrow:  bulkTableShift,
+	wasmbin.MiscTableFill:  bulkTableShift,
 }
 
 // appendCharge appends the charge of a bulk instruction whose length, an
@@ -520,18 +520,18 @@ var bulkShift = [0x13]uint8{
 // charged: the check has come, before the work, which is what the charge is
 // for.
 func (r *rewriter) appendCharge(out []byte, local uint32, shift uint8) []byte {
-	out = append(out, 0x22)
-	out = appendU32(out, local)
-	out = append(out, 0x20)
-	out = appendU32(out, local)
-	out = append(out, 0x41, shift, 0x76, 0x22)
-	out = appendU32(out, local)
-	out = append(out, 0x23)
-	out = appendU32(out, r.nGlobals)
-	out = append(out, 0x4e)
+	out = append(out, wasmbin.OpLocalTee)
+	out = wasmbin.AppendU32(out, local)
+	out = append(out, wasmbin.OpLocalGet)
+	out = wasmbin.AppendU32(out, local)
+	out = append(out, wasmbin.OpI32Const, shift, wasmbin.OpI32ShrU, wasmbin.OpLocalTee)
+	out = wasmbin.AppendU32(out, local)
+	out = append(out, wasmbin.OpGlobalGet)
+	out = wasmbin.AppendU32(out, r.nGlobals)
+	out = append(out, wasmbin.OpI32GeS)
 	out = r.appendChargeTail(out)
-	out = append(out, 0x20)
-	out = appendU32(out, local)
+	out = append(out, wasmbin.OpLocalGet)
+	out = wasmbin.AppendU32(out, local)
 	return r.appendChargeEnd(out)
 }
 
@@ -539,34 +539,34 @@ func (r *rewriter) appendCharge(out []byte, local uint32, shift uint8) []byte {
 // is a constant: as appendCharge, with the charge c as a constant and no
 // local.
 func (r *rewriter) appendConstCharge(out []byte, c uint32) []byte {
-	out = append(out, 0x41)
-	out = leb128.AppendInt(out, int64(c))
-	out = append(out, 0x23)
-	out = appendU32(out, r.nGlobals)
-	out = append(out, 0x4e)
+	out = append(out, wasmbin.OpI32Const)
+	out = wasmbin.AppendS64(out, int64(c))
+	out = append(out, wasmbin.OpGlobalGet)
+	out = wasmbin.AppendU32(out, r.nGlobals)
+	out = append(out, wasmbin.OpI32GeS)
 	out = r.appendChargeTail(out)
-	out = append(out, 0x41)
-	out = leb128.AppendInt(out, int64(c))
+	out = append(out, wasmbin.OpI32Const)
+	out = wasmbin.AppendS64(out, int64(c))
 	return r.appendChargeEnd(out)
 }
 
 // appendChargeTail appends, after the comparison, the charge's code up to
 // the charge that the else branch subtracts.
 func (r *rewriter) appendChargeTail(out []byte) []byte {
-	out = append(out, 0x04, 0x40, 0x10)
-	out = appendU32(out, r.nImpFuncs)
-	out = append(out, 0x24)
-	out = appendU32(out, r.nGlobals)
-	out = append(out, 0x05, 0x23)
-	return appendU32(out, r.nGlobals)
+	out = append(out, wasmbin.OpIf, wasmbin.BlockEmpty, wasmbin.OpCall)
+	out = wasmbin.AppendU32(out, r.nImpFuncs)
+	out = append(out, wasmbin.OpGlobalSet)
+	out = wasmbin.AppendU32(out, r.nGlobals)
+	out = append(out, wasmbin.OpElse, wasmbin.OpGlobalGet)
+	return wasmbin.AppendU32(out, r.nGlobals)
 }
 
 // appendChargeEnd appends the end of the charge's code, after the charge
 // in its else branch.
 func (r *rewriter) appendChargeEnd(out []byte) []byte {
-	out = append(out, 0x6b, 0x24)
-	out = appendU32(out, r.nGlobals)
-	return append(out, 0x0b)
+	out = append(out, wasmbin.OpI32Sub, wasmbin.OpGlobalSet)
+	out = wasmbin.AppendU32(out, r.nGlobals)
+	return append(out, wasmbin.OpEnd)
 }
 
 // scratchLocal returns the index of the i32 local to add to function r.fidx,
@@ -589,28 +589,28 @@ func (r *rewriter) prologue(b []byte, p int) (int, int) {
 	for p < len(b) {
 		at := p
 		switch b[p] {
-		case 0x01: // nop
+		case wasmbin.OpNop:
 			p++
-		case 0x02: // block
+		case wasmbin.OpBlock:
 			p = r.blockType(b, p+1)
 			if blocks++; blocks >= min(MaxNesting, MaxBlocks) {
 				return r.codeFail(ErrLimit, at, "blocks nested deeper than %d", MaxNesting), blocks
 			}
-		case 0x20, 0x21, 0x22: // local.get, local.set, local.tee
+		case wasmbin.OpLocalGet, wasmbin.OpLocalSet, wasmbin.OpLocalTee:
 			p = skipU32(b, p+1)
-		case 0x23, 0x24: // global.get, global.set
-			g, w := readU32(b, p+1)
+		case wasmbin.OpGlobalGet, wasmbin.OpGlobalSet:
+			g, w := wasmbin.U32(b, p+1)
 			if w == 0 || g >= r.nGlobals {
 				return r.badIndex(w, at, "global", g), blocks
 			}
 			p += 1 + w
-		case 0x41:
+		case wasmbin.OpI32Const:
 			p = skipLEB(b, p+1, 5)
-		case 0x42:
+		case wasmbin.OpI64Const:
 			p = skipLEB(b, p+1, 10)
-		case 0x43:
+		case wasmbin.OpF32Const:
 			p += 5
-		case 0x44:
+		case wasmbin.OpF64Const:
 			p += 9
 		default:
 			return p, blocks
@@ -636,7 +636,7 @@ func skipU32(b []byte, p int) int {
 	if p < len(b) && b[p] < 0x80 {
 		return p + 1
 	}
-	if _, w := readU32Slow(b, p); w != 0 {
+	if _, w := wasmbin.U32(b, p); w != 0 {
 		return p + w
 	}
 	return bad
@@ -644,7 +644,7 @@ func skipU32(b []byte, p int) int {
 
 // memarg returns the position after the memory argument at b[p:].
 func (r *rewriter) memarg(b []byte, p int) int {
-	a, w := readU32(b, p)
+	a, w := wasmbin.U32(b, p)
 	if w == 0 {
 		return bad
 	}
@@ -660,7 +660,7 @@ func (r *rewriter) blockType(b []byte, p int) int {
 		return bad
 	}
 	c := b[p]
-	if c == 0x40 || isNumOrRefType(c) {
+	if c == wasmbin.BlockEmpty || wasmbin.IsNumOrRefType(c) {
 		return p + 1
 	}
 	if c < 0x40 { // a type index below 64
@@ -672,7 +672,7 @@ func (r *rewriter) blockType(b []byte, p int) int {
 	if c < 0x80 { // another negative one-byte value: exnref, (ref ...)
 		return r.codeFail(ErrUnsupported, p, "block type %#x", c)
 	}
-	v, w := readS33(b, p)
+	v, w := wasmbin.S33(b, p)
 	if w == 0 {
 		return bad
 	}
@@ -691,7 +691,7 @@ func (r *rewriter) blockType(b []byte, p int) int {
 
 // brTable returns the position after the immediates of br_table at b[p:].
 func (r *rewriter) brTable(b []byte, p int) int {
-	cnt, w := readU32(b, p)
+	cnt, w := wasmbin.U32(b, p)
 	if w == 0 {
 		return bad
 	}
@@ -720,7 +720,7 @@ func (r *rewriter) selectT(b []byte, p int) int {
 	if b[p] != 1 {
 		return r.codeFail(ErrMalformed, p, "select with %d value types", b[p])
 	}
-	if !isNumOrRefType(b[p+1]) {
+	if !wasmbin.IsNumOrRefType(b[p+1]) {
 		return r.codeFail(ErrUnsupported, p+1, "select of value type %#x", b[p+1])
 	}
 	return p + 2
@@ -729,19 +729,19 @@ func (r *rewriter) selectT(b []byte, p int) int {
 // misc returns the position after the 0xFC-prefixed instruction whose
 // LEB128 sub-opcode is at b[p:].
 func (r *rewriter) misc(b []byte, p int) int {
-	op, w := readU32(b, p)
+	op, w := wasmbin.U32(b, p)
 	if w == 0 {
 		return bad
 	}
 	q := p + w
 	switch {
-	case op <= 0x07: // saturating truncation
+	case op <= wasmbin.MiscI64TruncSatF64U: // saturating truncation
 		return q
-	case op == 0x08, op == 0x0a, op == 0x0c, op == 0x0e:
+	case op == wasmbin.MiscMemoryInit, op == wasmbin.MiscMemoryCopy, op == wasmbin.MiscTableInit, op == wasmbin.MiscTableCopy:
 		// memory.init data mem, memory.copy mem mem, table.init elem table,
 		// table.copy table table
 		return skipU32(b, skipU32(b, q))
-	case op <= 0x11:
+	case op <= wasmbin.MiscTableFill:
 		// data.drop data, memory.fill mem, elem.drop elem, table.grow,
 		// table.size, table.fill table
 		return skipU32(b, q)
@@ -781,9 +781,9 @@ func (r *rewriter) atomic(b []byte, p int) int {
 	op := b[p]
 	p++
 	switch {
-	case op <= 0x02 || (op >= 0x10 && op <= 0x4e): // notify, wait, loads, stores, rmw
+	case op <= wasmbin.AtomicWait64 || (op >= wasmbin.AtomicFirstRW && op <= wasmbin.AtomicLastRW): // notify, wait, loads, stores, rmw
 		return r.memarg(b, p)
-	case op == 0x03: // atomic.fence and its reserved byte
+	case op == wasmbin.AtomicFence: // and its reserved byte
 		return p + 1
 	}
 	return r.codeFail(ErrUnsupported, p-2, "unknown atomic opcode %#x", op)

@@ -1,11 +1,6 @@
 package wasmmeter
 
-// Subsections of the "name" custom section that are keyed by function index.
-const (
-	nameFunctions = 1 // vec(funcidx name)
-	nameLocals    = 2 // vec(funcidx vec(localidx name))
-	nameLabels    = 3 // vec(funcidx vec(labelidx name))
-)
+import "github.com/wasmhost/wasmhost/internal/wasmbin"
 
 // emitNames writes the "name" custom section s, whose subsections start at
 // p, with function indices renumbered. Other subsections are copied. A name
@@ -13,7 +8,7 @@ const (
 func (r *rewriter) emitNames(s section, p int) {
 	in := r.in[:s.end]
 	keep := len(r.out)
-	mark := r.openSection(secCustom, s.end-s.body)
+	mark := r.openSection(wasmbin.SecCustom, s.end-s.body)
 	r.out = append(r.out, in[s.body:p]...)
 	if !r.nameSubsections(in, p) {
 		r.out = r.out[:keep]
@@ -25,7 +20,7 @@ func (r *rewriter) emitNames(s section, p int) {
 func (r *rewriter) nameSubsections(in []byte, p int) bool {
 	for p < len(in) {
 		id := in[p]
-		size, n := readU32(in, p+1)
+		size, n := wasmbin.U32(in, p+1)
 		if n == 0 {
 			return false
 		}
@@ -35,15 +30,15 @@ func (r *rewriter) nameSubsections(in []byte, p int) bool {
 		}
 		end := body + int(size)
 		switch id {
-		case nameFunctions, nameLocals, nameLabels:
+		case wasmbin.NameFunctions, wasmbin.NameLocals, wasmbin.NameLabels:
 			r.out = append(r.out, id)
 			mark := r.reserveSize(int(size))
-			if !r.funcNameMap(in[:end], body, id != nameFunctions) {
+			if !r.funcNameMap(in[:end], body, id != wasmbin.NameFunctions) {
 				return false
 			}
 			r.closeSection(mark)
-		case 0: // the module name, which wazero reads
-			if _, q, ok := readName(in[:end], body); !ok || q != end {
+		case wasmbin.NameModule: // which wazero reads
+			if _, q, ok := wasmbin.Name(in[:end], body); !ok || q != end {
 				return false
 			}
 			r.out = append(r.out, in[p:end]...)
@@ -59,7 +54,7 @@ func (r *rewriter) nameSubsections(in []byte, p int) bool {
 // indirect vec(funcidx vec(idx name))), renumbering the function indices,
 // and reports whether it parsed and filled in exactly.
 func (r *rewriter) funcNameMap(in []byte, p int, indirect bool) bool {
-	cnt, n := readU32(in, p)
+	cnt, n := wasmbin.U32(in, p)
 	if n == 0 || uint64(cnt) > uint64(len(in)-p-n) {
 		return false
 	}
@@ -67,31 +62,31 @@ func (r *rewriter) funcNameMap(in []byte, p int, indirect bool) bool {
 	p += n
 	var ok bool
 	for i := uint32(0); i < cnt; i++ {
-		f, n := readU32(in, p)
+		f, n := wasmbin.U32(in, p)
 		if n == 0 || f >= r.nAllFuncs {
 			return false
 		}
 		if f >= r.nImpFuncs {
 			f++
 		}
-		r.out = appendU32Width(r.out, f, n)
+		r.out = wasmbin.AppendU32Width(r.out, f, n)
 		p += n
 		start := p
 		if indirect {
-			c, n := readU32(in, p)
+			c, n := wasmbin.U32(in, p)
 			if n == 0 || uint64(c) > uint64(len(in)-p-n) {
 				return false
 			}
 			p += n
 			for j := uint32(0); j < c; j++ {
-				if _, n = readU32(in, p); n == 0 {
+				if _, n = wasmbin.U32(in, p); n == 0 {
 					return false
 				}
-				if _, p, ok = readName(in, p+n); !ok {
+				if _, p, ok = wasmbin.Name(in, p+n); !ok {
 					return false
 				}
 			}
-		} else if _, p, ok = readName(in, p); !ok {
+		} else if _, p, ok = wasmbin.Name(in, p); !ok {
 			return false
 		}
 		r.out = append(r.out, in[start:p]...)

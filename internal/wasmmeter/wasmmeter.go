@@ -1,121 +1,22 @@
 // Package wasmmeter rewrites a WebAssembly module so that it counts down a
 // budget of fuel and calls back into the host whenever the budget runs out.
 //
-// # Why
+// [Instrument] adds a mutable i32 global, the fuel, and an import
+// ImportModule.ImportName ("wasmhost:meter" "tick"). Each function entry
+// and each loop body decrements the fuel, and calls tick once it is spent;
+// tick checks the call's context and returns the next budget. Bulk memory
+// and table instructions are charged before they run, one unit per 16
+// bytes or 2 elements. Every reference to a defined function is
+// renumbered for the new import; other sections are copied byte for byte.
 //
-// wasmhost runs untrusted plugins. A plugin that never returns must still be
-// stopped when its call's context is done. wazero offers that through
-// RuntimeConfig.WithCloseOnContextDone(true), which makes its compiler emit,
-// at every function entry and every loop header, an exit from the compiled
-// code to Go that asks whether the module has been closed. Go-compiled guests
-// reach a loop header on every function entry and on every taken jump (Go's
-// wasm backend lowers its control flow to a loop around a br_table), so these
-// exits cost most of a plugin call.
-//
-// Instrument makes the same guarantee far cheaper. It gives the module a
-// mutable i32 global, the fuel, and places at each function entry and at the
-// top of each loop body a short sequence of plain wasm instructions that
-// decrements it. Only when the fuel is spent (below 1) does the sequence call
-// the injected import ImportModule.ImportName ("wasmhost:meter" "tick"), a
-// host function that checks the call's context (and panics, ending the call,
-// when it is done) and returns the next budget. A run that never ends either
-// turns some loop forever or makes calls forever (its call depth is bounded,
-// so it makes an unbounded number of them; that includes exponential
-// recursion without any loop), and each of those passes a check: the module
-// reaches tick at least once every budget checks. A host that runs only
-// instrumented modules can therefore turn CloseOnContextDone off for them.
-//
-// # Bulk instructions
-//
-// One instruction can do an unbounded amount of work: memory.fill,
-// memory.copy and memory.init touch as many bytes, and table.fill,
-// table.copy and table.init as many elements, as their length operand (the
-// i32 on top of the stack) says, up to the whole 4 GiB memory. A loop
-// around a 64 MiB fill would turn only once every few milliseconds, and
-// reach tick once every few minutes. So each of them is preceded by a
-// charge of one unit of fuel per 16 bytes (bulkMemShift) or per 2 table
-// elements (bulkTableShift; an element is an 8-byte reference in wazero,
-// so 16 bytes too): when the charge is as large as the fuel left, the
-// charge calls tick instead, before the instruction runs, so that a single
-// huge instruction is preceded by a check and a loop of them reaches tick
-// about as often, in time, as a loop of plain instructions.
-//
-// Why 16 bytes: a function entry or loop turn, the unit of the other
-// checks, costs a nanosecond or more (1.1 ns for the tightest loop under
-// wazero's compiler on an x86-64 server), and wazero's bulk instructions
-// move from 16 bytes a nanosecond (a fill far larger than the caches, on a
-// loaded machine) to 100 or more (in the caches). At 16 bytes a unit, a
-// unit of bulk work thus costs at most about as much as one of the others,
-// so a budget of fuel lasts no longer in bulk work than elsewhere; when
-// the bytes are in the caches it lasts shorter, but a tick still pays for
-// at least budget*16 bytes of work (1 MiB for the host's budget, 10 µs or
-// more), so its cost stays small. A charge is a power-of-two shift, and
-// never reaches 2^31 (the length is a u32 and memory64 and table64 are
-// refused), so the charge compares with the fuel without overflowing.
-//
-// A length pushed by the i32.const just before the instruction (the
-// commonest case: Go copies and clears fixed-size values so) is charged as
-// a constant, and not at all below one unit. Any other length is saved in
-// an i32 local the rewriter adds to the function (after its declared
-// locals, so no other local moves) to compute the charge from.
-//
-// The entry check goes after the straight-line instructions that may open a
-// function (local and global access, constants, nop, block), before anything
-// that can branch, call or trap; when a loop opens the function, as in every
-// Go-compiled function, the loop's check serves as the entry check too.
-//
-// The fuel belongs to the module instance and carries over from one call to
-// the next, so the first tick of a call may come early; the host's tick
-// decides from the call's context, not from the count.
-//
-// # The rewrite
-//
-// The new import is a function, and imported functions are numbered before
-// defined ones, so it takes index N, the number of functions the module
-// imported, and every defined function moves up by one. Instrument renumbers
-// every reference to a defined function: call and return_call in code,
-// ref.func in code and in constant expressions (global initialisers and
-// element segments), function-index vectors of element segments, function
-// exports, the start function and the function-indexed subsections of the
-// "name" custom section. The fuel global is appended after the module's own
-// globals and the tick type after (or, when the module already has one,
-// reused from) its types, so no other index moves. All other sections are
-// copied byte for byte.
-//
-// The rewriter refuses (as malformed) a global, type or function index that
-// is out of range in the input: in the output such an index could name the
-// fuel global or the tick type, and turn an invalid module into a valid one
-// that resets its own meter.
-//
-// The instruction scanner follows wazero's decoder: it knows every opcode
-// that wazero v1 accepts with its default features (WebAssembly 2.0: bulk
-// memory, reference types, multi-value, SIMD, sign extension, saturating
-// truncation), tail calls and atomics, and decodes them exactly as wazero
-// does (a SIMD opcode, for one, is read as a single byte), so the two always
-// agree on where each instruction starts: a byte that wazero runs as a loop
-// is always seen as one here. Anything
-// else (exception handling, typed function references, GC types, multiple
-// memories, tables with an initialiser expression, unknown opcodes) is
-// refused with ErrUnsupported.
-//
-// # Counts
-//
-// wazero's decoder allocates what a module's counts ask for before it reads
-// the items (a vector of 4,294,967,295 element segment entries, a data
-// segment of 4 GiB, 4 billion locals), and wazero only ever sees what
-// Instrument wrote. So Instrument reads every section wazero decodes (all
-// but custom sections other than "name") and refuses as malformed any count
-// larger than the bytes left to hold its items, and any function past the
-// limits MaxBodyBytes, MaxNesting, MaxBlocks, MaxCompileWork and MaxLocals
-// (ErrLimit).
-//
-// # Tables
-//
-// A table without a maximum may grow without bound (table.grow, which is
-// charged as table.fill is). Instrument refuses (ErrLimit) a module that
-// has both, and writes each table without a maximum with its minimum as
-// maximum (Go declares its one table so, and never grows it), so that
-// every table of the output has a maximum a host can count.
+// The rewriter refuses (ErrUnsupported, ErrLimit, malformed) what it
+// cannot meter or prove harmless: opcodes wazero v1 does not accept with
+// its default features plus tail calls and atomics, out-of-range indexes,
+// counts larger than the bytes that hold them, functions past MaxBodyBytes,
+// MaxNesting, MaxBlocks, MaxCompileWork and MaxLocals, and growable tables
+// without a maximum. A host that runs only instrumented modules can turn
+// wazero's CloseOnContextDone off. It reads and writes bytes only
+// (internal/wasmbin). Why it works this way: docs/design.md.
 package wasmmeter
 
 import (
@@ -123,7 +24,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/wasmhost/wasmhost/internal/leb128"
+	"github.com/wasmhost/wasmhost/internal/wasmbin"
 )
 
 const (
@@ -197,37 +98,6 @@ const maxInput = 1 << 30
 // bad is a position past any valid input; scanners return it on failure so
 // that their loops stop without a branch for every immediate.
 const bad = maxInput + 1
-
-// Section ids.
-const (
-	secCustom    = 0
-	secType      = 1
-	secImport    = 2
-	secFunction  = 3
-	secTable     = 4
-	secMemory    = 5
-	secGlobal    = 6
-	secExport    = 7
-	secStart     = 8
-	secElement   = 9
-	secCode      = 10
-	secData      = 11
-	secDataCount = 12
-	secTag       = 13
-)
-
-// sectionRank gives the position of a known non-custom section in the
-// required order, or 0 for an unknown id.
-var sectionRank = [14]uint8{
-	secType: 1, secImport: 2, secFunction: 3, secTable: 4, secMemory: 5,
-	secTag: 6, secGlobal: 7, secExport: 8, secStart: 9, secElement: 10,
-	secDataCount: 11, secCode: 12, secData: 13,
-}
-
-var sectionNames = [14]string{
-	"custom", "type", "import", "function", "table", "memory", "global",
-	"export", "start", "element", "code", "data", "data count", "tag",
-}
 
 // section is one section of the input: in[start:body] is its header, in[body:end]
 // its content.
@@ -341,48 +211,48 @@ func (r *rewriter) scanSections() error {
 	for p := 8; p < len(in); {
 		start := p
 		id := in[p]
-		size, n := readU32(in, p+1)
+		size, n := wasmbin.U32(in, p+1)
 		if n == 0 {
 			return r.malformed(start, "bad section size")
 		}
 		body := p + 1 + n
 		if uint64(size) > uint64(len(in)-body) {
-			return r.malformed(start, "%s section of %d bytes runs past the end of the module", sectionName(id), size)
+			return r.malformed(start, "%s section of %d bytes runs past the end of the module", wasmbin.SectionName(id), size)
 		}
 		end := body + int(size)
-		if id != secCustom {
-			if int(id) >= len(sectionRank) {
+		if id != wasmbin.SecCustom {
+			if wasmbin.SectionRank(id) == 0 {
 				return r.unsupported(start, "unknown section id %d", id)
 			}
-			rank := sectionRank[id]
+			rank := wasmbin.SectionRank(id)
 			if rank <= lastRank {
-				return r.malformed(start, "%s section out of order or repeated", sectionName(id))
+				return r.malformed(start, "%s section out of order or repeated", wasmbin.SectionName(id))
 			}
 			lastRank = rank
 		}
 		s := section{id: id, start: start, body: body, end: end}
 		var err error
 		switch id {
-		case secCustom:
-			_, _, ok := readName(in[:end], body)
+		case wasmbin.SecCustom:
+			_, _, ok := wasmbin.Name(in[:end], body)
 			if !ok {
 				return r.malformed(start, "bad custom section name")
 			}
-		case secType:
+		case wasmbin.SecType:
 			err = r.scanTypes(s)
-		case secImport:
+		case wasmbin.SecImport:
 			err = r.scanImports(s)
-		case secFunction:
+		case wasmbin.SecFunction:
 			err = r.scanFunctions(s)
-		case secTable:
+		case wasmbin.SecTable:
 			err = r.scanTables(s)
-		case secMemory:
+		case wasmbin.SecMemory:
 			err = r.scanMemories(s)
-		case secTag:
+		case wasmbin.SecTag:
 			err = r.unsupported(start, "tag section (exception handling)")
-		case secGlobal:
+		case wasmbin.SecGlobal:
 			var cnt uint32
-			cnt, n = readU32(in[:end], body)
+			cnt, n = wasmbin.U32(in[:end], body)
 			switch {
 			case n == 0:
 				err = r.malformed(body, "bad global count")
@@ -391,13 +261,13 @@ func (r *rewriter) scanSections() error {
 				err = r.malformed(body, "global count %d is more than the %d bytes left hold", cnt, end-body-n)
 			}
 			r.nGlobals = cnt
-		case secData:
+		case wasmbin.SecData:
 			data = &s // checked once the counts are known
-		case secDataCount:
-			if _, n := readU32(in[:end], body); n == 0 || body+n != end {
+		case wasmbin.SecDataCount:
+			if _, n := wasmbin.U32(in[:end], body); n == 0 || body+n != end {
 				err = r.malformed(body, "bad data count section")
 			}
-		case secCode:
+		case wasmbin.SecCode:
 			r.codeSize = end - body
 		}
 		if err != nil {
@@ -423,23 +293,6 @@ func (r *rewriter) scanSections() error {
 	return nil
 }
 
-func sectionName(id byte) string {
-	if int(id) < len(sectionNames) {
-		return sectionNames[id]
-	}
-	return fmt.Sprintf("unknown (id %d)", id)
-}
-
-// isNumOrRefType reports whether b is a value type the rewriter accepts:
-// i32, i64, f32, f64, v128, funcref or externref.
-func isNumOrRefType(b byte) bool {
-	switch b {
-	case 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f:
-		return true
-	}
-	return false
-}
-
 // scanTypes counts the function types and looks for an existing () -> (i32).
 func (r *rewriter) scanTypes(s section) error {
 	found := false
@@ -447,13 +300,13 @@ func (r *rewriter) scanTypes(s section) error {
 		if p >= len(in) {
 			return 0, r.malformed(p, "type section truncated")
 		}
-		if in[p] != 0x60 {
+		if in[p] != wasmbin.FuncForm {
 			return 0, r.unsupported(p, "type %d has form %#x, not a plain function type (0x60)", i, in[p])
 		}
 		p++
 		var counts [2]uint32
 		for j := range counts {
-			c, n := readU32(in, p)
+			c, n := wasmbin.U32(in, p)
 			if n == 0 {
 				return 0, r.malformed(p, "bad value type count in type %d", i)
 			}
@@ -462,7 +315,7 @@ func (r *rewriter) scanTypes(s section) error {
 				return 0, r.malformed(p, "type %d truncated", i)
 			}
 			for k := uint32(0); k < c; k++ {
-				if !isNumOrRefType(in[p]) {
+				if !wasmbin.IsNumOrRefType(in[p]) {
 					return 0, r.unsupported(p, "value type %#x in type %d", in[p], i)
 				}
 				p++
@@ -470,7 +323,7 @@ func (r *rewriter) scanTypes(s section) error {
 			counts[j] = c
 		}
 		r.typeParams = append(r.typeParams, counts[0])
-		if !found && counts[0] == 0 && counts[1] == 1 && in[p-1] == 0x7f {
+		if !found && counts[0] == 0 && counts[1] == 1 && in[p-1] == wasmbin.I32 {
 			r.tickType, found = i, true // reuse the first () -> (i32)
 		}
 		return p, nil
@@ -490,8 +343,8 @@ func (r *rewriter) scanTypes(s section) error {
 // position after the entry. It returns the count.
 func (r *rewriter) scanVec(s section, item func(in []byte, i uint32, p int) (int, error)) (uint32, error) {
 	in := r.in[:s.end]
-	name := sectionName(s.id)
-	cnt, n := readU32(in, s.body)
+	name := wasmbin.SectionName(s.id)
+	cnt, n := wasmbin.U32(in, s.body)
 	if n == 0 {
 		return 0, r.malformed(s.body, "bad %s count", name)
 	}
@@ -526,13 +379,13 @@ func (r *rewriter) scanLimits(in []byte, p int, what string) (int, error) {
 		return 0, r.malformed(p, "shared %s", what)
 	}
 	p++
-	_, n := readU32(in, p)
+	_, n := wasmbin.U32(in, p)
 	if n == 0 {
 		return 0, r.malformed(p, "bad %s minimum", what)
 	}
 	p += n
 	if flags&1 != 0 {
-		_, n = readU32(in, p)
+		_, n = wasmbin.U32(in, p)
 		if n == 0 {
 			return 0, r.malformed(p, "bad %s maximum", what)
 		}
@@ -547,8 +400,8 @@ func (r *rewriter) scanTableType(in []byte, p int) (int, error) {
 		return 0, r.malformed(p, "table type truncated")
 	}
 	switch in[p] {
-	case 0x70, 0x6f:
-	case 0x40:
+	case wasmbin.FuncRef, wasmbin.ExternRef:
+	case wasmbin.TableInit:
 		return 0, r.unsupported(p, "table with an initialiser expression")
 	default:
 		return 0, r.unsupported(p, "table element type %#x", in[p])
@@ -561,7 +414,7 @@ func (r *rewriter) scanGlobalType(in []byte, p int) (int, error) {
 	if len(in)-p < 2 {
 		return 0, r.malformed(p, "global type truncated")
 	}
-	if !isNumOrRefType(in[p]) {
+	if !wasmbin.IsNumOrRefType(in[p]) {
 		return 0, r.unsupported(p, "global value type %#x", in[p])
 	}
 	if in[p+1] > 1 {
@@ -575,14 +428,14 @@ func (r *rewriter) scanGlobalType(in []byte, p int) (int, error) {
 func (r *rewriter) scanImports(s section) error {
 	_, err := r.scanVec(s, func(in []byte, i uint32, p int) (int, error) {
 		at := p
-		mod, next, ok := readName(in, p)
+		mod, next, ok := wasmbin.Name(in, p)
 		if !ok {
 			return 0, r.malformed(p, "bad module name of import %d", i)
 		}
 		if string(mod) == ImportModule {
 			return 0, r.unsupported(p, "module already imports from %q (instrumented twice?)", ImportModule)
 		}
-		_, next, ok = readName(in, next)
+		_, next, ok = wasmbin.Name(in, next)
 		if !ok {
 			return 0, r.malformed(next, "bad name of import %d", i)
 		}
@@ -593,8 +446,8 @@ func (r *rewriter) scanImports(s section) error {
 		kind := in[p]
 		p++
 		switch kind {
-		case 0x00:
-			t, n := readU32(in, p)
+		case wasmbin.ExternFunc:
+			t, n := wasmbin.U32(in, p)
 			if n == 0 {
 				return 0, r.malformed(p, "bad type index of import %d", i)
 			}
@@ -603,14 +456,14 @@ func (r *rewriter) scanImports(s section) error {
 			}
 			r.nImpFuncs++
 			return p + n, nil
-		case 0x01:
+		case wasmbin.ExternTable:
 			return r.scanTableType(in, p)
-		case 0x02:
+		case wasmbin.ExternMemory:
 			return r.scanLimits(in, p, "memory")
-		case 0x03:
+		case wasmbin.ExternGlobal:
 			r.nImpGlobals++
 			return r.scanGlobalType(in, p)
-		case 0x04:
+		case wasmbin.ExternTag:
 			return 0, r.unsupported(at, "tag import (exception handling)")
 		}
 		return 0, r.malformed(p-1, "import %d has kind %#x", i, kind)
@@ -622,7 +475,7 @@ func (r *rewriter) scanImports(s section) error {
 // indices.
 func (r *rewriter) scanFunctions(s section) error {
 	cnt, err := r.scanVec(s, func(in []byte, i uint32, p int) (int, error) {
-		t, n := readU32(in, p)
+		t, n := wasmbin.U32(in, p)
 		if n == 0 {
 			return 0, r.malformed(p, "bad type index of function %d", i)
 		}
@@ -649,7 +502,7 @@ func (r *rewriter) scanData(s section) error {
 	out := r.out
 	defer func() { r.out = out }() // constExpr copies what it reads
 	_, err := r.scanVec(s, func(in []byte, i uint32, p int) (int, error) {
-		flags, n := readU32(in, p)
+		flags, n := wasmbin.U32(in, p)
 		if n == 0 {
 			return 0, r.malformed(p, "bad flags of data segment %d", i)
 		}
@@ -657,7 +510,7 @@ func (r *rewriter) scanData(s section) error {
 		switch flags {
 		case 0, 2:
 			if flags == 2 {
-				mem, n := readU32(in, p)
+				mem, n := wasmbin.U32(in, p)
 				if n == 0 || mem != 0 {
 					return 0, r.unsupported(p, "data segment %d of memory %d (multiple memories)", i, mem)
 				}
@@ -672,7 +525,7 @@ func (r *rewriter) scanData(s section) error {
 		default:
 			return 0, r.malformed(p-n, "data segment %d has flags %d", i, flags)
 		}
-		size, n := readU32(in, p)
+		size, n := wasmbin.U32(in, p)
 		if n == 0 {
 			return 0, r.malformed(p, "bad size of data segment %d", i)
 		}
@@ -706,7 +559,7 @@ func (r *rewriter) emitTables(s section) error {
 		r.out = append(r.out, r.in[s.start:s.end]...)
 		return nil
 	}
-	mark := r.openSection(secTable, s.end-s.body+8)
+	mark := r.openSection(wasmbin.SecTable, s.end-s.body+8)
 	err := r.copyVec(s, func(in []byte, _ uint32, p int) (int, error) {
 		q, err := r.scanTableType(in, p)
 		if err != nil {
@@ -716,10 +569,10 @@ func (r *rewriter) emitTables(s section) error {
 			r.out = append(r.out, in[p:q]...)
 			return q, nil
 		}
-		min, _ := readU32(in, p+2)
+		min, _ := wasmbin.U32(in, p+2)
 		r.out = append(r.out, in[p], in[p+1]|1)
 		r.out = append(r.out, in[p+2:q]...)
-		r.out = appendU32(r.out, min)
+		r.out = wasmbin.AppendU32(r.out, min)
 		return q, nil
 	})
 	if err != nil {
@@ -755,16 +608,16 @@ func (r *rewriter) scanMemories(s section) error {
 // not-taken branch, a decrement and a store.
 func (r *rewriter) seqFor() []byte {
 	s := r.seqBuf[:0]
-	s = append(s, 0x23)
-	s = appendU32(s, r.nGlobals)
-	s = append(s, 0x41, 0x01, 0x48, 0x04, 0x40, 0x10)
-	s = appendU32(s, r.nImpFuncs)
-	s = append(s, 0x24)
-	s = appendU32(s, r.nGlobals)
-	s = append(s, 0x0b, 0x23)
-	s = appendU32(s, r.nGlobals)
-	s = append(s, 0x41, 0x01, 0x6b, 0x24)
-	return appendU32(s, r.nGlobals)
+	s = append(s, wasmbin.OpGlobalGet)
+	s = wasmbin.AppendU32(s, r.nGlobals)
+	s = append(s, wasmbin.OpI32Const, 1, wasmbin.OpI32LtS, wasmbin.OpIf, wasmbin.BlockEmpty, wasmbin.OpCall)
+	s = wasmbin.AppendU32(s, r.nImpFuncs)
+	s = append(s, wasmbin.OpGlobalSet)
+	s = wasmbin.AppendU32(s, r.nGlobals)
+	s = append(s, wasmbin.OpEnd, wasmbin.OpGlobalGet)
+	s = wasmbin.AppendU32(s, r.nGlobals)
+	s = append(s, wasmbin.OpI32Const, 1, wasmbin.OpI32Sub, wasmbin.OpGlobalSet)
+	return wasmbin.AppendU32(s, r.nGlobals)
 }
 
 // emit writes the rewritten module to r.out.
@@ -780,48 +633,48 @@ func (r *rewriter) emit(budget int32) error {
 	// follows it.
 	haveType, haveImport, haveGlobal, haveCode := false, false, false, false
 	addMissing := func(rank uint8) {
-		if !haveType && rank > sectionRank[secType] {
+		if !haveType && rank > wasmbin.SectionRank(wasmbin.SecType) {
 			r.emitTypes(nil)
 			haveType = true
 		}
-		if !haveImport && rank > sectionRank[secImport] {
+		if !haveImport && rank > wasmbin.SectionRank(wasmbin.SecImport) {
 			r.emitImports(nil)
 			haveImport = true
 		}
-		if !haveGlobal && rank > sectionRank[secGlobal] {
+		if !haveGlobal && rank > wasmbin.SectionRank(wasmbin.SecGlobal) {
 			// Without a section to copy, emitGlobals cannot fail.
 			_ = r.emitGlobals(nil, budget)
 			haveGlobal = true
 		}
 	}
 	for _, s := range r.sections {
-		if s.id != secCustom {
-			addMissing(sectionRank[s.id])
+		if s.id != wasmbin.SecCustom {
+			addMissing(wasmbin.SectionRank(s.id))
 		}
 		var err error
 		switch s.id {
-		case secType:
+		case wasmbin.SecType:
 			r.emitTypes(&s)
 			haveType = true
-		case secImport:
+		case wasmbin.SecImport:
 			r.emitImports(&s)
 			haveImport = true
-		case secGlobal:
+		case wasmbin.SecGlobal:
 			err = r.emitGlobals(&s, budget)
 			haveGlobal = true
-		case secTable:
+		case wasmbin.SecTable:
 			err = r.emitTables(s)
-		case secExport:
+		case wasmbin.SecExport:
 			err = r.emitExports(s)
-		case secStart:
+		case wasmbin.SecStart:
 			err = r.emitStart(s)
-		case secElement:
+		case wasmbin.SecElement:
 			err = r.emitElements(s)
-		case secCode:
+		case wasmbin.SecCode:
 			err = r.emitCode(s)
 			haveCode = true
-		case secCustom:
-			name, p, _ := readName(in[:s.end], s.body)
+		case wasmbin.SecCustom:
+			name, p, _ := wasmbin.Name(in[:s.end], s.body)
 			if string(name) == "name" {
 				r.emitNames(s, p)
 			} else {
@@ -853,7 +706,7 @@ func (r *rewriter) openSection(id byte, oldSize int) int {
 // oldSize, and returns the mark to pass to closeSection.
 func (r *rewriter) reserveSize(oldSize int) int {
 	mark := len(r.out)
-	w := sizeU32(uint32(oldSize))
+	w := wasmbin.SizeU32(uint32(oldSize))
 	r.out = append(r.out, zeros[:w]...)
 	return mark<<3 | w
 }
@@ -869,7 +722,7 @@ func (r *rewriter) closeSection(mark int) {
 		r.fail(ErrUnsupported, len(r.in), "a rewritten section or body exceeds 4 GiB")
 		return
 	}
-	need := sizeU32(uint32(size))
+	need := wasmbin.SizeU32(uint32(size))
 	if need != w {
 		end := len(r.out)
 		if need > w {
@@ -878,7 +731,7 @@ func (r *rewriter) closeSection(mark int) {
 		copy(r.out[at+need:], r.out[at+w:end])
 		r.out = r.out[:at+need+size]
 	}
-	putU32(r.out[at:at+need], uint32(size))
+	wasmbin.PutU32(r.out[at:at+need], uint32(size))
 }
 
 // emitTypes writes the type section, with the tick type appended unless an
@@ -892,13 +745,13 @@ func (r *rewriter) emitTypes(s *section) {
 	if s != nil {
 		oldSize = s.end - s.body + 4
 	}
-	mark := r.openSection(secType, oldSize)
-	r.out = appendU32(r.out, r.nTypes+1)
+	mark := r.openSection(wasmbin.SecType, oldSize)
+	r.out = wasmbin.AppendU32(r.out, r.nTypes+1)
 	if s != nil {
-		_, n := readU32(r.in, s.body)
+		_, n := wasmbin.U32(r.in, s.body)
 		r.out = append(r.out, r.in[s.body+n:s.end]...)
 	}
-	r.out = append(r.out, 0x60, 0x00, 0x01, 0x7f)
+	r.out = append(r.out, wasmbin.FuncForm, 0, 1, wasmbin.I32) // () -> (i32)
 	r.closeSection(mark)
 }
 
@@ -910,20 +763,20 @@ func (r *rewriter) emitImports(s *section) {
 	if s != nil {
 		oldSize = s.end - s.body + len(ImportModule) + len(ImportName) + 8
 		var n int
-		cnt, n = readU32(r.in, s.body)
+		cnt, n = wasmbin.U32(r.in, s.body)
 		rest = s.body + n
 	}
-	mark := r.openSection(secImport, oldSize)
-	r.out = appendU32(r.out, cnt+1)
+	mark := r.openSection(wasmbin.SecImport, oldSize)
+	r.out = wasmbin.AppendU32(r.out, cnt+1)
 	if s != nil {
 		r.out = append(r.out, r.in[rest:s.end]...)
 	}
-	r.out = appendU32(r.out, uint32(len(ImportModule)))
+	r.out = wasmbin.AppendU32(r.out, uint32(len(ImportModule)))
 	r.out = append(r.out, ImportModule...)
-	r.out = appendU32(r.out, uint32(len(ImportName)))
+	r.out = wasmbin.AppendU32(r.out, uint32(len(ImportName)))
 	r.out = append(r.out, ImportName...)
-	r.out = append(r.out, 0x00)
-	r.out = appendU32(r.out, r.tickType)
+	r.out = append(r.out, wasmbin.ExternFunc)
+	r.out = wasmbin.AppendU32(r.out, r.tickType)
 	r.closeSection(mark)
 }
 
@@ -934,10 +787,10 @@ func (r *rewriter) emitGlobals(s *section, budget int32) error {
 	var cnt uint32
 	if s != nil {
 		oldSize = s.end - s.body + 8
-		cnt, _ = readU32(r.in, s.body)
+		cnt, _ = wasmbin.U32(r.in, s.body)
 	}
-	mark := r.openSection(secGlobal, oldSize)
-	r.out = appendU32(r.out, cnt+1)
+	mark := r.openSection(wasmbin.SecGlobal, oldSize)
+	r.out = wasmbin.AppendU32(r.out, cnt+1)
 	if s != nil {
 		_, err := r.scanVec(*s, func(in []byte, _ uint32, p int) (int, error) {
 			q, err := r.scanGlobalType(in, p)
@@ -951,9 +804,9 @@ func (r *rewriter) emitGlobals(s *section, budget int32) error {
 			return err
 		}
 	}
-	r.out = append(r.out, 0x7f, 0x01, 0x41)
-	r.out = leb128.AppendInt(r.out, int64(budget))
-	r.out = append(r.out, 0x0b)
+	r.out = append(r.out, wasmbin.I32, 1, wasmbin.OpI32Const) // mutable i32
+	r.out = wasmbin.AppendS64(r.out, int64(budget))
+	r.out = append(r.out, wasmbin.OpEnd)
 	r.closeSection(mark)
 	return nil
 }
@@ -969,20 +822,20 @@ func (r *rewriter) constExpr(in []byte, p int) (int, error) {
 		op := in[p]
 		p++
 		switch op {
-		case 0x0b: // end
+		case wasmbin.OpEnd:
 			r.out = append(r.out, op)
 			return p, nil
-		case 0x41: // i32.const
+		case wasmbin.OpI32Const:
 			p = skipLEB(in, p, 5)
-		case 0x42: // i64.const
+		case wasmbin.OpI64Const:
 			p = skipLEB(in, p, 10)
-		case 0x43: // f32.const
+		case wasmbin.OpF32Const:
 			p += 4
-		case 0x44: // f64.const
+		case wasmbin.OpF64Const:
 			p += 8
-		case 0x6a, 0x6b, 0x6c, 0x7c, 0x7d, 0x7e: // extended-const add, sub, mul
-		case 0x23: // global.get
-			g, n := readU32(in, p)
+		case wasmbin.OpI32Add, wasmbin.OpI32Sub, wasmbin.OpI32Mul, wasmbin.OpI64Add, wasmbin.OpI64Sub, wasmbin.OpI64Mul: // extended-const
+		case wasmbin.OpGlobalGet:
+			g, n := wasmbin.U32(in, p)
 			if n == 0 {
 				return 0, r.malformed(p, "bad global index in constant expression")
 			}
@@ -990,13 +843,13 @@ func (r *rewriter) constExpr(in []byte, p int) (int, error) {
 				return 0, r.malformed(p, "global index %d out of range in constant expression", g)
 			}
 			p += n
-		case 0xd0: // ref.null
-			if p >= len(in) || (in[p] != 0x70 && in[p] != 0x6f) {
+		case wasmbin.OpRefNull:
+			if p >= len(in) || (in[p] != wasmbin.FuncRef && in[p] != wasmbin.ExternRef) {
 				return 0, r.unsupported(at, "ref.null of a type other than funcref or externref")
 			}
 			p++
-		case 0xd2: // ref.func
-			f, n := readU32(in, p)
+		case wasmbin.OpRefFunc:
+			f, n := wasmbin.U32(in, p)
 			if n == 0 {
 				return 0, r.malformed(p, "bad function index in ref.func")
 			}
@@ -1006,8 +859,8 @@ func (r *rewriter) constExpr(in []byte, p int) (int, error) {
 			}
 			p += n
 			continue
-		case 0xfd: // v128.const
-			if p >= len(in) || in[p] != 0x0c {
+		case wasmbin.OpPrefixVec: // v128.const
+			if p >= len(in) || in[p] != wasmbin.VecV128Const {
 				return 0, r.unsupported(at, "vector instruction in constant expression")
 			}
 			p += 17
@@ -1031,37 +884,37 @@ func (r *rewriter) appendFunc(f uint32, w, off int) error {
 	if f >= r.nImpFuncs {
 		f++ // cannot wrap: scanSections bounds the function count.
 	}
-	r.out = appendU32Width(r.out, f, w)
+	r.out = wasmbin.AppendU32Width(r.out, f, w)
 	return nil
 }
 
 // emitExports renumbers function exports.
 func (r *rewriter) emitExports(s section) error {
-	mark := r.openSection(secExport, s.end-s.body)
+	mark := r.openSection(wasmbin.SecExport, s.end-s.body)
 	err := r.copyVec(s, func(in []byte, i uint32, p int) (int, error) {
-		_, q, ok := readName(in, p)
+		_, q, ok := wasmbin.Name(in, p)
 		if !ok || q >= len(in) {
 			return 0, r.malformed(p, "bad name of export %d", i)
 		}
 		kind := in[q]
-		idx, n := readU32(in, q+1)
+		idx, n := wasmbin.U32(in, q+1)
 		if n == 0 {
 			return 0, r.malformed(q+1, "bad index of export %d", i)
 		}
 		r.out = append(r.out, in[p:q+1]...)
 		switch kind {
-		case 0x00:
+		case wasmbin.ExternFunc:
 			if err := r.appendFunc(idx, n, q+1); err != nil {
 				return 0, err
 			}
-		case 0x03:
+		case wasmbin.ExternGlobal:
 			if idx >= r.nGlobals {
 				return 0, r.malformed(q+1, "export %d of global %d out of range", i, idx)
 			}
 			r.out = append(r.out, in[q+1:q+1+n]...)
-		case 0x01, 0x02:
+		case wasmbin.ExternTable, wasmbin.ExternMemory:
 			r.out = append(r.out, in[q+1:q+1+n]...)
-		case 0x04:
+		case wasmbin.ExternTag:
 			return 0, r.unsupported(q, "tag export (exception handling)")
 		default:
 			return 0, r.malformed(q, "export %d has kind %#x", i, kind)
@@ -1078,7 +931,7 @@ func (r *rewriter) emitExports(s section) error {
 // copyVec copies the element count of section s, a vector, to the output
 // and then reads its elements as scanVec does; item writes each element.
 func (r *rewriter) copyVec(s section, item func(in []byte, i uint32, p int) (int, error)) error {
-	if _, n := readU32(r.in[:s.end], s.body); n > 0 {
+	if _, n := wasmbin.U32(r.in[:s.end], s.body); n > 0 {
 		r.out = append(r.out, r.in[s.body:s.body+n]...)
 	}
 	_, err := r.scanVec(s, item)
@@ -1088,11 +941,11 @@ func (r *rewriter) copyVec(s section, item func(in []byte, i uint32, p int) (int
 // emitStart renumbers the start function.
 func (r *rewriter) emitStart(s section) error {
 	in := r.in[:s.end]
-	f, n := readU32(in, s.body)
+	f, n := wasmbin.U32(in, s.body)
 	if n == 0 || s.body+n != s.end {
 		return r.malformed(s.body, "bad start section")
 	}
-	mark := r.openSection(secStart, s.end-s.body)
+	mark := r.openSection(wasmbin.SecStart, s.end-s.body)
 	if err := r.appendFunc(f, n, s.body); err != nil {
 		return err
 	}
@@ -1103,11 +956,11 @@ func (r *rewriter) emitStart(s section) error {
 // emitElements renumbers the function indices and ref.func expressions of
 // element segments, in each of their eight encodings.
 func (r *rewriter) emitElements(s section) error {
-	mark := r.openSection(secElement, s.end-s.body)
+	mark := r.openSection(wasmbin.SecElement, s.end-s.body)
 	err := r.copyVec(s, func(in []byte, i uint32, p int) (int, error) {
 		var err error
 		at := p
-		flags, n := readU32(in, p)
+		flags, n := wasmbin.U32(in, p)
 		if n == 0 {
 			return 0, r.malformed(p, "bad flags of element segment %d", i)
 		}
@@ -1118,7 +971,7 @@ func (r *rewriter) emitElements(s section) error {
 		p += n
 		// Bit 1 without bit 0: explicit table index (active).
 		if flags&3 == 2 {
-			_, n := readU32(in, p)
+			_, n := wasmbin.U32(in, p)
 			if n == 0 {
 				return 0, r.malformed(p, "bad table index of element segment %d", i)
 			}
@@ -1137,16 +990,16 @@ func (r *rewriter) emitElements(s section) error {
 				return 0, r.malformed(at, "element segment %d truncated", i)
 			}
 			b := in[p]
-			if flags&4 == 0 && b != 0x00 {
+			if flags&4 == 0 && b != wasmbin.ExternFunc { // elemkind funcref
 				return 0, r.malformed(p, "element segment %d has element kind %#x", i, b)
 			}
-			if flags&4 != 0 && b != 0x70 && b != 0x6f {
+			if flags&4 != 0 && b != wasmbin.FuncRef && b != wasmbin.ExternRef {
 				return 0, r.unsupported(p, "element segment %d has reference type %#x", i, b)
 			}
 			r.out = append(r.out, b)
 			p++
 		}
-		items, n := readU32(in, p)
+		items, n := wasmbin.U32(in, p)
 		if n == 0 {
 			return 0, r.malformed(p, "bad item count of element segment %d", i)
 		}
@@ -1157,7 +1010,7 @@ func (r *rewriter) emitElements(s section) error {
 		p += n
 		for j := uint32(0); j < items; j++ {
 			if flags&4 == 0 {
-				f, n := readU32(in, p)
+				f, n := wasmbin.U32(in, p)
 				if n == 0 {
 					return 0, r.malformed(p, "bad function index in element segment %d", i)
 				}
@@ -1178,16 +1031,11 @@ func (r *rewriter) emitElements(s section) error {
 	return nil
 }
 
-// readName reads a name (a length-prefixed byte string) at in[p:] and
-// returns it with the position after it.
-func readName(in []byte, p int) ([]byte, int, bool) {
-	l, n := readU32(in, p)
-	if n == 0 {
-		return nil, 0, false
+// skipLEB returns the position after the LEB128 number at b[p:], which may
+// take at most max bytes, or bad.
+func skipLEB(b []byte, p, max int) int {
+	if w := wasmbin.Width(b, p, max); w != 0 {
+		return p + w
 	}
-	p += n
-	if uint64(l) > uint64(len(in)-p) {
-		return nil, 0, false
-	}
-	return in[p : p+int(l)], p + int(l), true
+	return bad
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
+	"github.com/wasmhost/wasmhost/internal/wasmbin"
 )
 
 // readTestdata returns testdata/name (a .wasm built from the .wat next to it).
@@ -374,16 +375,16 @@ func testdataModules(t testing.TB) []string {
 // without the size) and, if it is not empty, a memory.
 func module(body []byte, memory bool) []byte {
 	b := []byte("\x00asm\x01\x00\x00\x00")
-	b = append(b, secType, 4, 1, 0x60, 0, 0)
-	b = append(b, secFunction, 2, 1, 0)
+	b = append(b, wasmbin.SecType, 4, 1, 0x60, 0, 0)
+	b = append(b, wasmbin.SecFunction, 2, 1, 0)
 	if memory {
-		b = append(b, secMemory, 3, 1, 0, 1)
+		b = append(b, wasmbin.SecMemory, 3, 1, 0, 1)
 	}
-	code := appendU32(nil, 1)
-	code = appendU32(code, uint32(len(body)))
+	code := wasmbin.AppendU32(nil, 1)
+	code = wasmbin.AppendU32(code, uint32(len(body)))
 	code = append(code, body...)
-	b = append(b, secCode)
-	b = appendU32(b, uint32(len(code)))
+	b = append(b, wasmbin.SecCode)
+	b = wasmbin.AppendU32(b, uint32(len(code)))
 	return append(b, code...)
 }
 
@@ -417,25 +418,25 @@ func TestUnsupported(t *testing.T) {
 	}
 
 	t.Run("tag section", func(t *testing.T) {
-		b := append([]byte("\x00asm\x01\x00\x00\x00"), secType, 4, 1, 0x60, 0, 0, secTag, 3, 1, 0, 0)
+		b := append([]byte("\x00asm\x01\x00\x00\x00"), wasmbin.SecType, 4, 1, 0x60, 0, 0, wasmbin.SecTag, 3, 1, 0, 0)
 		_, err := Instrument(b, 100)
 		require.ErrorIs(t, err, ErrUnsupported)
 		assert.ErrorContains(t, err, "tag section")
 	})
 	t.Run("memory64", func(t *testing.T) {
-		b := append([]byte("\x00asm\x01\x00\x00\x00"), secMemory, 3, 1, 4, 1)
+		b := append([]byte("\x00asm\x01\x00\x00\x00"), wasmbin.SecMemory, 3, 1, 4, 1)
 		_, err := Instrument(b, 100)
 		require.ErrorIs(t, err, ErrUnsupported)
 		assert.ErrorContains(t, err, "64-bit")
 	})
 	t.Run("already instrumented", func(t *testing.T) {
-		b := append([]byte("\x00asm\x01\x00\x00\x00"), secType, 5, 1, 0x60, 0, 1, 0x7f, secImport)
-		imp := appendU32(nil, 1)
-		imp = appendU32(imp, uint32(len(ImportModule)))
+		b := append([]byte("\x00asm\x01\x00\x00\x00"), wasmbin.SecType, 5, 1, 0x60, 0, 1, 0x7f, wasmbin.SecImport)
+		imp := wasmbin.AppendU32(nil, 1)
+		imp = wasmbin.AppendU32(imp, uint32(len(ImportModule)))
 		imp = append(imp, ImportModule...)
-		imp = appendU32(imp, 1)
+		imp = wasmbin.AppendU32(imp, 1)
 		imp = append(imp, 'x', 0, 0)
-		b = appendU32(b, uint32(len(imp)))
+		b = wasmbin.AppendU32(b, uint32(len(imp)))
 		b = append(b, imp...)
 		_, err := Instrument(b, 100)
 		require.ErrorIs(t, err, ErrUnsupported)
@@ -619,14 +620,14 @@ func TestSIMDOpcodeIsOneByte(t *testing.T) {
 func nameSubsections(t testing.TB, wasm []byte) map[byte][]byte {
 	t.Helper()
 	for p := 8; p < len(wasm); {
-		size, n := readU32(wasm, p+1)
+		size, n := wasmbin.U32(wasm, p+1)
 		require.NotZero(t, n)
 		body, end := p+1+n, p+1+n+int(size)
-		if wasm[p] == secCustom {
-			if name, q, ok := readName(wasm[:end], body); ok && string(name) == "name" {
+		if wasm[p] == wasmbin.SecCustom {
+			if name, q, ok := wasmbin.Name(wasm[:end], body); ok && string(name) == "name" {
 				subs := map[byte][]byte{}
 				for q < end {
-					size, n := readU32(wasm, q+1)
+					size, n := wasmbin.U32(wasm, q+1)
 					require.NotZero(t, n)
 					subs[wasm[q]] = wasm[q+1+n : q+1+n+int(size)]
 					q += 1 + n + int(size)
@@ -644,16 +645,16 @@ func nameSubsections(t testing.TB, wasm []byte) map[byte][]byte {
 func indirectNameMap(t testing.TB, b []byte) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	cnt, n := readU32(b, 0)
+	cnt, n := wasmbin.U32(b, 0)
 	p := n
 	for i := uint32(0); i < cnt; i++ {
-		f, n := readU32(b, p)
+		f, n := wasmbin.U32(b, p)
 		p += n
-		c, n := readU32(b, p)
+		c, n := wasmbin.U32(b, p)
 		p += n
 		for j := uint32(0); j < c; j++ {
-			l, n := readU32(b, p)
-			name, q, ok := readName(b, p+n)
+			l, n := wasmbin.U32(b, p)
+			name, q, ok := wasmbin.Name(b, p+n)
 			require.True(t, ok)
 			out[fmt.Sprintf("%d.%d", f, l)] = string(name)
 			p = q
@@ -688,9 +689,9 @@ func TestNameSection(t *testing.T) {
 	// Local names move with their functions (2 imports: index 2 and up
 	// shift); the other subsections are unchanged.
 	before, after := nameSubsections(t, wasm), nameSubsections(t, out)
-	require.Contains(t, before, byte(nameLocals))
+	require.Contains(t, before, byte(wasmbin.NameLocals))
 	want := map[string]string{}
-	for k, v := range indirectNameMap(t, before[nameLocals]) {
+	for k, v := range indirectNameMap(t, before[wasmbin.NameLocals]) {
 		var f, l uint32
 		_, err := fmt.Sscanf(k, "%d.%d", &f, &l)
 		require.NoError(t, err)
@@ -699,17 +700,17 @@ func TestNameSection(t *testing.T) {
 		}
 		want[fmt.Sprintf("%d.%d", f, l)] = v
 	}
-	assert.Equal(t, want, indirectNameMap(t, after[nameLocals]))
+	assert.Equal(t, want, indirectNameMap(t, after[wasmbin.NameLocals]))
 	assert.Len(t, after, len(before))
 	for id, b := range before {
-		if id != nameFunctions && id != nameLocals {
+		if id != wasmbin.NameFunctions && id != wasmbin.NameLocals {
 			assert.Equal(t, b, after[id], "subsection %d", id)
 		}
 	}
 
 	t.Run("malformed is dropped", func(t *testing.T) {
 		m := module([]byte{0, 0x01, 0x0b}, false)
-		m = append(m, secCustom, 8, 4, 'n', 'a', 'm', 'e', nameFunctions, 5, 1)
+		m = append(m, wasmbin.SecCustom, 8, 4, 'n', 'a', 'm', 'e', wasmbin.NameFunctions, 5, 1)
 		out, err := Instrument(m, 100)
 		require.NoError(t, err)
 		assert.Nil(t, nameSubsections(t, out))
@@ -758,16 +759,16 @@ func TestSplitRewriteSameBytes(t *testing.T) {
 	// An unsupported body in the first half and a malformed one in the
 	// second: the first is the error, as in one pass.
 	two := []byte("\x00asm\x01\x00\x00\x00")
-	two = append(two, secType, 4, 1, 0x60, 0, 0)
-	two = append(two, secFunction, 3, 2, 0, 0)
+	two = append(two, wasmbin.SecType, 4, 1, 0x60, 0, 0)
+	two = append(two, wasmbin.SecFunction, 3, 2, 0, 0)
 	bodies := [][]byte{{0, 0x06, 0x40, 0x0b, 0x0b}, {0, 0x10, 0x07, 0x0b}} // try; call of function 7
-	code := appendU32(nil, 2)
+	code := wasmbin.AppendU32(nil, 2)
 	for _, b := range bodies {
-		code = appendU32(code, uint32(len(b)))
+		code = wasmbin.AppendU32(code, uint32(len(b)))
 		code = append(code, b...)
 	}
-	two = append(two, secCode)
-	two = appendU32(two, uint32(len(code)))
+	two = append(two, wasmbin.SecCode)
+	two = wasmbin.AppendU32(two, uint32(len(code)))
 	two = append(two, code...)
 	_, splitErr := rewrite(two, true)
 	assert.Contains(t, splitErr, "exception-handling")
@@ -808,15 +809,15 @@ func TestVersionNamesOutput(t *testing.T) {
 // (flags, min[, max]) and one function of type () -> () with body.
 func tableModule(limits, body []byte) []byte {
 	b := []byte("\x00asm\x01\x00\x00\x00")
-	b = append(b, secType, 4, 1, 0x60, 0, 0)
-	b = append(b, secFunction, 2, 1, 0)
-	b = append(b, secTable, byte(2+len(limits)), 1, 0x70)
+	b = append(b, wasmbin.SecType, 4, 1, 0x60, 0, 0)
+	b = append(b, wasmbin.SecFunction, 2, 1, 0)
+	b = append(b, wasmbin.SecTable, byte(2+len(limits)), 1, 0x70)
 	b = append(b, limits...)
-	code := appendU32(nil, 1)
-	code = appendU32(code, uint32(len(body)))
+	code := wasmbin.AppendU32(nil, 1)
+	code = wasmbin.AppendU32(code, uint32(len(body)))
 	code = append(code, body...)
-	b = append(b, secCode)
-	b = appendU32(b, uint32(len(code)))
+	b = append(b, wasmbin.SecCode)
+	b = wasmbin.AppendU32(b, uint32(len(code)))
 	return append(b, code...)
 }
 
@@ -828,7 +829,7 @@ func TestTableLimits(t *testing.T) {
 	t.Run("no maximum, no grow", func(t *testing.T) {
 		out, err := Instrument(tableModule([]byte{0x00, 0x05}, []byte{0, 0x0b}), 100)
 		require.NoError(t, err)
-		assert.True(t, bytes.Contains(out, []byte{secTable, 5, 1, 0x70, 0x01, 0x05, 0x05}), "table 5..5 in % x", out)
+		assert.True(t, bytes.Contains(out, []byte{wasmbin.SecTable, 5, 1, 0x70, 0x01, 0x05, 0x05}), "table 5..5 in % x", out)
 	})
 	t.Run("no maximum, grow", func(t *testing.T) {
 		_, err := Instrument(tableModule([]byte{0x00, 0x05}, grow), 100)
@@ -880,7 +881,7 @@ func TestLimits(t *testing.T) {
 	require.ErrorIs(t, err, ErrLimit)
 	assert.ErrorContains(t, err, "over the limit of 1048576")
 
-	locals := append([]byte{1}, appendU32(nil, MaxLocals+1)...)
+	locals := append([]byte{1}, wasmbin.AppendU32(nil, MaxLocals+1)...)
 	_, err = Instrument(module(append(locals, 0x7f, 0x0b), false), 100)
 	require.ErrorIs(t, err, ErrLimit)
 	assert.ErrorContains(t, err, "more than 50000 locals")
@@ -902,18 +903,18 @@ func TestCountsChecked(t *testing.T) {
 	header := []byte("\x00asm\x01\x00\x00\x00")
 	sec := func(id byte, content []byte) []byte {
 		b := append(bytes.Clone(header), id)
-		b = appendU32(b, uint32(len(content)))
+		b = wasmbin.AppendU32(b, uint32(len(content)))
 		return append(b, content...)
 	}
 	for name, wasm := range map[string][]byte{
-		"types":     sec(secType, huge),
-		"imports":   sec(secImport, huge),
-		"functions": sec(secFunction, huge),
-		"tables":    sec(secTable, huge),
-		"memories":  sec(secMemory, huge),
-		"globals":   sec(secGlobal, huge),
-		"data":      sec(secData, huge),
-		"data size": sec(secData, append([]byte{1, 1}, huge...)),
+		"types":     sec(wasmbin.SecType, huge),
+		"imports":   sec(wasmbin.SecImport, huge),
+		"functions": sec(wasmbin.SecFunction, huge),
+		"tables":    sec(wasmbin.SecTable, huge),
+		"memories":  sec(wasmbin.SecMemory, huge),
+		"globals":   sec(wasmbin.SecGlobal, huge),
+		"data":      sec(wasmbin.SecData, huge),
+		"data size": sec(wasmbin.SecData, append([]byte{1, 1}, huge...)),
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Instrument(wasm, 100)

@@ -12,14 +12,12 @@
 package wasmpack
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
 
-	"github.com/wasmhost/wasmhost/internal/leb128"
+	"github.com/wasmhost/wasmhost/internal/wasmbin"
 )
 
 // DefaultGap is the longest run of zeros Pack writes out to join two
@@ -32,13 +30,6 @@ const DefaultGap = 256
 // ErrMalformed is returned (wrapped, with the byte offset) when the input
 // is not a WebAssembly binary module Pack can read.
 var ErrMalformed = errors.New("wasmpack: malformed module")
-
-const (
-	sectionData      = 11
-	sectionDataCount = 12
-	opI32Const       = 0x41
-	opEnd            = 0x0b
-)
 
 // A segment is one data segment. Only active segments of memory 0 whose
 // offset is an i32.const (simple) can be joined.
@@ -63,28 +54,23 @@ type Stats struct {
 // byte for byte (a data count section gets the new count).
 func Pack(module []byte, gap int) ([]byte, Stats, error) {
 	var st Stats
-	if len(module) < 8 || !bytes.Equal(module[:4], []byte("\x00asm")) || binary.LittleEndian.Uint32(module[4:8]) != 1 {
+	if !wasmbin.HasHeader(module) {
 		return nil, st, fmt.Errorf("%w: no wasm version 1 header", ErrMalformed)
 	}
 	out := make([]byte, 0, len(module))
 	out = append(out, module[:8]...)
 	dataCountAt := -1 // where the data count section's payload starts in out
 	for pos := 8; pos < len(module); {
-		id := module[pos]
-		size, n, err := uleb(module, pos+1)
-		if err != nil {
-			return nil, st, err
+		sec, ok := wasmbin.SectionAt(module, pos)
+		if !ok {
+			return nil, st, fmt.Errorf("%w: section %d at byte %d runs past the end", ErrMalformed, module[pos], pos)
 		}
-		start := pos + 1 + n
-		end := start + int(size)
-		if end > len(module) || end < start {
-			return nil, st, fmt.Errorf("%w: section %d at byte %d runs past the end", ErrMalformed, id, pos)
-		}
+		id, start, end := sec.ID, sec.Body, sec.End
 		switch id {
-		case sectionDataCount:
+		case wasmbin.SecDataCount:
 			dataCountAt = len(out)
 			out = append(out, module[pos:end]...)
-		case sectionData:
+		case wasmbin.SecData:
 			segs, err := readData(module[:end], start)
 			if err != nil {
 				return nil, st, err
@@ -96,9 +82,7 @@ func Pack(module []byte, gap int) ([]byte, Stats, error) {
 			}
 			st.SegmentsAfter, st.ZerosWritten = len(merged), zeros
 			body := writeData(merged)
-			out = append(out, id)
-			out = binary.AppendUvarint(out, uint64(len(body)))
-			out = append(out, body...)
+			out = wasmbin.AppendSection(out, id, body)
 		default:
 			out = append(out, module[pos:end]...)
 		}
@@ -136,9 +120,9 @@ func readData(p []byte, start int) ([]segment, error) {
 		s := segment{}
 		switch flags {
 		case 0: // active, memory 0, offset expression
-			if pos < len(p) && p[pos] == opI32Const {
+			if pos < len(p) && p[pos] == wasmbin.OpI32Const {
 				off, m, err := sleb32(p, pos+1)
-				if err == nil && pos+1+m < len(p) && p[pos+1+m] == opEnd {
+				if err == nil && pos+1+m < len(p) && p[pos+1+m] == wasmbin.OpEnd {
 					s.simple, s.offset = true, uint32(off)
 					pos += 1 + m + 1
 					break
@@ -183,14 +167,14 @@ func skipExpr(p []byte, pos int) (int, error) {
 	for pos < len(p) {
 		op := p[pos]
 		pos++
-		if op == opEnd {
+		if op == wasmbin.OpEnd {
 			return pos, nil
 		}
 		switch op {
-		case 0x23, opI32Const, 0x42: // global.get, i32.const, i64.const: one LEB immediate
-			_, n, err := uleb64(p, pos)
-			if err != nil {
-				return 0, err
+		case wasmbin.OpGlobalGet, wasmbin.OpI32Const, wasmbin.OpI64Const: // one LEB immediate
+			n := wasmbin.Width(p, pos, 10)
+			if n == 0 {
+				return 0, fmt.Errorf("%w: bad LEB128 number at byte %d", ErrMalformed, pos)
 			}
 			pos += n
 		default:
@@ -245,12 +229,12 @@ func merge(segs []segment, gap int) (out []segment, zeros int, ok bool) {
 
 func writeData(segs []segment) []byte {
 	var b []byte
-	b = binary.AppendUvarint(b, uint64(len(segs)))
+	b = wasmbin.AppendU32(b, uint32(len(segs)))
 	for _, s := range segs {
-		b = append(b, 0, opI32Const)
-		b = leb128.AppendInt(b, int64(int32(s.offset)))
-		b = append(b, opEnd)
-		b = binary.AppendUvarint(b, uint64(len(s.data)))
+		b = append(b, 0, wasmbin.OpI32Const)
+		b = wasmbin.AppendS64(b, int64(int32(s.offset)))
+		b = append(b, wasmbin.OpEnd)
+		b = wasmbin.AppendU32(b, uint32(len(s.data)))
 		b = append(b, s.data...)
 	}
 	return b
@@ -263,45 +247,24 @@ func setDataCount(out []byte, at, count int) ([]byte, error) {
 		return nil, err
 	}
 	end := at + 1 + n + int(size)
-	sec := []byte{sectionDataCount}
-	body := binary.AppendUvarint(nil, uint64(count))
-	sec = binary.AppendUvarint(sec, uint64(len(body)))
-	sec = append(sec, body...)
+	sec := wasmbin.AppendSection(nil, wasmbin.SecDataCount, wasmbin.AppendU32(nil, uint32(count)))
 	return append(append(append([]byte(nil), out[:at]...), sec...), out[end:]...), nil
 }
 
+// uleb reads the u32 at p[pos:].
 func uleb(p []byte, pos int) (uint32, int, error) {
-	v, n, err := uleb64(p, pos)
-	if err == nil && v > 1<<32-1 {
-		err = fmt.Errorf("%w: number at byte %d exceeds 32 bits", ErrMalformed, pos)
-	}
-	return uint32(v), n, err
-}
-
-func uleb64(p []byte, pos int) (uint64, int, error) {
-	if pos > len(p) {
-		pos = len(p)
-	}
-	v, n := binary.Uvarint(p[pos:])
-	if n <= 0 {
-		return 0, 0, fmt.Errorf("%w: bad LEB128 number at byte %d", ErrMalformed, pos)
+	v, n := wasmbin.U32(p, pos)
+	if n == 0 {
+		return 0, 0, fmt.Errorf("%w: bad LEB128 u32 at byte %d", ErrMalformed, pos)
 	}
 	return v, n, nil
 }
 
+// sleb32 reads the i32 at p[pos:].
 func sleb32(p []byte, pos int) (int32, int, error) {
-	var v int64
-	var shift uint
-	for i := 0; pos+i < len(p) && i < 5; i++ {
-		b := p[pos+i]
-		v |= int64(b&0x7f) << shift
-		shift += 7
-		if b&0x80 == 0 {
-			if shift < 64 && b&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return int32(v), i + 1, nil
-		}
+	v, n := wasmbin.S32(p, pos)
+	if n == 0 {
+		return 0, 0, fmt.Errorf("%w: bad signed LEB128 number at byte %d", ErrMalformed, pos)
 	}
-	return 0, 0, fmt.Errorf("%w: bad signed LEB128 number at byte %d", ErrMalformed, pos)
+	return v, n, nil
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	"github.com/tetratelabs/wazero"
-	"github.com/wasmhost/wasmhost/internal/leb128"
+	"github.com/wasmhost/wasmhost/internal/wasmbin"
 )
 
 // A seg is one data segment of a test module: active at offset, or passive.
@@ -41,7 +41,7 @@ func module(segs []seg, dataCount bool) []byte {
 			body = append(body, 1)
 		} else {
 			body = append(body, 0, 0x41)
-			body = leb128.AppendInt(body, int64(s.offset))
+			body = wasmbin.AppendS64(body, int64(s.offset))
 			body = append(body, 0x0b)
 		}
 		body = binary.AppendUvarint(body, uint64(len(s.data)))

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
@@ -43,7 +45,7 @@ var (
 func wasmPolicy(tb testing.TB) *host.Plugin {
 	tb.Helper()
 	wasmOnce.Do(func() {
-		wasmP, wasmErr = host.LoadDefault(context.Background(), host.Options{CacheDir: host.DefaultCacheDir(), CallTimeout: time.Minute})
+		wasmP, wasmErr = host.LoadEmbedded(context.Background(), policydefault.Name, policydefault.Wasm, policydefault.SHA256, host.Options{CacheDir: host.DefaultCacheDir(), CallTimeout: time.Minute})
 	})
 	require.NoError(tb, wasmErr)
 	return wasmP

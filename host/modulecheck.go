@@ -3,7 +3,6 @@ package host
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/wasmbin"
 )
 
 // An Import is one import of a module.
@@ -67,18 +67,15 @@ type Export struct {
 	Signature string `json:"signature,omitempty"`
 }
 
-// wasmHeader is the magic number and binary format version 1.
-var wasmHeader = []byte{0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00}
-
 // checkHeader reports whether b starts like a core WebAssembly module.
 func checkHeader(b []byte) error {
 	switch {
-	case len(b) < 4 || !bytes.Equal(b[:4], wasmHeader[:4]):
+	case len(b) < 4 || !bytes.Equal(b[:4], wasmbin.Header[:4]):
 		n := min(len(b), 4)
 		return fmt.Errorf("%w: starts with %q, not the magic \"\\x00asm\"%s", ErrNotWasm, b[:n], nativeHint(b))
 	case len(b) < 8:
 		return fmt.Errorf("%w: truncated after the magic number", ErrNotWasm)
-	case !bytes.Equal(b[4:8], wasmHeader[4:]):
+	case !wasmbin.HasHeader(b):
 		return fmt.Errorf("%w: binary version/layer % x, want 01 00 00 00 (a core module, not a component)", ErrNotWasm, b[4:8])
 	}
 	return nil
@@ -89,256 +86,55 @@ func checkHeader(b []byte) error {
 type moduleInfo struct {
 	imports []Import
 	exports []Export
-	tables  []tableType
+	tables  []wasmbin.Limits
 }
 
-// A tableType is the size of one table the module defines, in entries.
-type tableType struct {
-	min, max uint64
-	hasMax   bool
-}
-
-// parseModule reads the type, import, function, table and export sections
-// of a module. It runs before wazero sees the module (after the metering
-// rewriter has checked it), so every count is checked against the bytes
-// left before anything is allocated for it; it does not check every other
-// malformation.
+// parseModule reads a module's imports, exports and tables with
+// wasmbin.Decode, which runs before wazero sees the module and allocates
+// nothing in proportion to a count it has not checked against the bytes
+// left.
 func parseModule(b []byte) (*moduleInfo, error) {
 	if err := checkHeader(b); err != nil {
 		return nil, err
 	}
-	r := &binReader{b: b, off: 8}
-	var (
-		info      moduleInfo
-		types     []string // signature of each type index
-		funcTypes []uint32 // type index of each function, imported first
-	)
-	sigOf := func(typeIdx uint32) string {
-		if int(typeIdx) < len(types) {
-			return types[typeIdx]
+	m, err := wasmbin.Decode(b)
+	if err != nil {
+		return nil, err
+	}
+	sig := func(typeIdx uint32) string {
+		if int64(typeIdx) < int64(len(m.Types)) {
+			return m.Types[typeIdx].String()
 		}
 		return "?"
 	}
-	for r.off < len(b) && r.err == nil {
-		id := r.byte()
-		size := r.u32()
-		end := r.off + int(size)
-		if r.err != nil || end > len(b) || end < r.off {
-			return nil, fmt.Errorf("section %d: truncated", id)
+	info := &moduleInfo{tables: m.Tables}
+	for _, imp := range m.Imports {
+		i := Import{Module: imp.Module, Name: imp.Name, Kind: wasmbin.ExternKindName(imp.Kind)}
+		if imp.Kind == wasmbin.ExternFunc {
+			i.Signature = sig(imp.Type)
 		}
-		r.end = end
-		switch id {
-		case 1: // type
-			for n := r.count(); n > 0 && r.err == nil; n-- {
-				if form := r.byte(); form != 0x60 {
-					return nil, fmt.Errorf("type section: unsupported form 0x%02x", form)
-				}
-				params := r.valTypes()
-				results := r.valTypes()
-				types = append(types, "("+strings.Join(params, ", ")+") -> "+resultText(results))
-			}
-		case 2: // import
-			for n := r.count(); n > 0 && r.err == nil; n-- {
-				imp := Import{Module: r.name(), Name: r.name()}
-				switch kind := r.byte(); kind {
-				case 0x00:
-					t := r.u32()
-					imp.Kind, imp.Signature = "func", sigOf(t)
-					funcTypes = append(funcTypes, t)
-				case 0x01:
-					imp.Kind = "table"
-					r.byte()
-					r.limits()
-				case 0x02:
-					imp.Kind = "memory"
-					r.limits()
-				case 0x03:
-					imp.Kind = "global"
-					r.byte()
-					r.byte()
-				case 0x04:
-					imp.Kind = "tag"
-					r.byte()
-					r.u32()
-				default:
-					return nil, fmt.Errorf("import %q %q: unknown kind 0x%02x", imp.Module, imp.Name, kind)
-				}
-				info.imports = append(info.imports, imp)
-			}
-		case 3: // function
-			for n := r.count(); n > 0 && r.err == nil; n-- {
-				funcTypes = append(funcTypes, r.u32())
-			}
-		case 4: // table
-			for n := r.count(); n > 0 && r.err == nil; n-- {
-				r.byte() // the reference type
-				var t tableType
-				t.min, t.max, t.hasMax = r.limits()
-				info.tables = append(info.tables, t)
-			}
-		case 7: // export
-			for n := r.count(); n > 0 && r.err == nil; n-- {
-				exp := Export{Name: r.name()}
-				kind, idx := r.byte(), r.u32()
-				switch kind {
-				case 0x00:
-					exp.Kind = "func"
-					if int(idx) < len(funcTypes) {
-						exp.Signature = sigOf(funcTypes[idx])
-					}
-				case 0x01:
-					exp.Kind = "table"
-				case 0x02:
-					exp.Kind = "memory"
-				case 0x03:
-					exp.Kind = "global"
-				case 0x04:
-					exp.Kind = "tag"
-				default:
-					return nil, fmt.Errorf("export %q: unknown kind 0x%02x", exp.Name, kind)
-				}
-				info.exports = append(info.exports, exp)
-			}
-		}
-		if r.err == nil && r.off != end && (id >= 1 && id <= 4 || id == 7) {
-			return nil, fmt.Errorf("section %d: %d bytes left unread", id, end-r.off)
-		}
-		r.off = end
+		info.imports = append(info.imports, i)
 	}
-	if r.err != nil {
-		return nil, r.err
+	for _, exp := range m.Exports {
+		e := Export{Name: exp.Name, Kind: wasmbin.ExternKindName(exp.Kind)}
+		if exp.Kind == wasmbin.ExternFunc {
+			if t, ok := m.FuncType(exp.Index); ok {
+				e.Signature = t.String()
+			}
+		}
+		info.exports = append(info.exports, e)
 	}
 	slices.SortFunc(info.exports, func(a, b Export) int { return strings.Compare(a.Name, b.Name) })
-	return &info, nil
+	return info, nil
 }
 
 // parseTables returns the tables a module defines.
-func parseTables(b []byte) ([]tableType, error) {
+func parseTables(b []byte) ([]wasmbin.Limits, error) {
 	info, err := parseModule(b)
 	if err != nil {
 		return nil, err
 	}
 	return info.tables, nil
-}
-
-func resultText(results []string) string {
-	switch len(results) {
-	case 0:
-		return "()"
-	case 1:
-		return results[0]
-	}
-	return "(" + strings.Join(results, ", ") + ")"
-}
-
-// binReader decodes the primitives of the wasm binary format, remembering
-// the first error.
-type binReader struct {
-	b   []byte
-	off int
-	end int // of the current section
-	err error
-}
-
-// count reads the count of a vector whose items take a byte at least, and
-// fails when the section has fewer bytes left than that.
-func (r *binReader) count() uint32 {
-	n := r.u32()
-	if r.err == nil && uint64(n) > uint64(r.end-r.off) {
-		r.err = fmt.Errorf("a count of %d items with %d bytes left in the section", n, r.end-r.off)
-		return 0
-	}
-	return n
-}
-
-var errTruncated = errors.New("truncated module")
-
-func (r *binReader) byte() byte {
-	if r.err != nil {
-		return 0
-	}
-	if r.off >= len(r.b) {
-		r.err = errTruncated
-		return 0
-	}
-	c := r.b[r.off]
-	r.off++
-	return c
-}
-
-// uleb reads an unsigned LEB128 number of at most 64 bits.
-func (r *binReader) uleb() uint64 {
-	var v uint64
-	for shift := 0; shift < 64; shift += 7 {
-		c := r.byte()
-		if r.err != nil {
-			return 0
-		}
-		v |= uint64(c&0x7f) << shift
-		if c&0x80 == 0 {
-			return v
-		}
-	}
-	r.err = errors.New("LEB128 number too long")
-	return 0
-}
-
-func (r *binReader) u32() uint32 {
-	v := r.uleb()
-	if v > 1<<32-1 && r.err == nil {
-		r.err = errors.New("u32 out of range")
-	}
-	return uint32(v)
-}
-
-func (r *binReader) name() string {
-	n := int(r.u32())
-	if r.err != nil {
-		return ""
-	}
-	if n > len(r.b)-r.off {
-		r.err = errTruncated
-		return ""
-	}
-	s := string(r.b[r.off : r.off+n])
-	r.off += n
-	return s
-}
-
-// limits reads the limits of a table or memory.
-func (r *binReader) limits() (min, max uint64, hasMax bool) {
-	flags := r.byte()
-	min = r.uleb()
-	if flags&1 != 0 {
-		max, hasMax = r.uleb(), true
-	}
-	return min, max, hasMax
-}
-
-func (r *binReader) valTypes() []string {
-	n := r.count()
-	var out []string
-	for ; n > 0 && r.err == nil; n-- {
-		switch t := r.byte(); t {
-		case 0x7f:
-			out = append(out, "i32")
-		case 0x7e:
-			out = append(out, "i64")
-		case 0x7d:
-			out = append(out, "f32")
-		case 0x7c:
-			out = append(out, "f64")
-		case 0x7b:
-			out = append(out, "v128")
-		case 0x70:
-			out = append(out, "funcref")
-		case 0x6f:
-			out = append(out, "externref")
-		default:
-			out = append(out, fmt.Sprintf("0x%02x", t))
-		}
-	}
-	return out
 }
 
 // Host import modules the sandbox provides.
