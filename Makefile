@@ -12,7 +12,8 @@ FUZZTIME  ?= 5s
 # .wasm is committed beside its source and must be byte-reproducible.
 GO_PLUGINS := plugins/policy-default/policy-default.wasm \
               testplugins/prefix-policy/prefix-policy.wasm \
-              testplugins/readonly-policy/readonly-policy.wasm
+              testplugins/readonly-policy/readonly-policy.wasm \
+              testplugins/rename-policy/rename-policy.wasm
 
 .PHONY: help build plugins go-plugins wat-plugins as-plugins test gotest conformance \
         fuzz bench lint check run build-note tools deploy-check
@@ -84,6 +85,8 @@ conformance: build ## run the golden suites against the default, native-equivale
 	$(BIN) conformance conformance/golden/default
 	@if [ -f testplugins/prefix-policy/prefix-policy.wasm ]; then \
 	  $(BIN) conformance --plugin testplugins/prefix-policy/prefix-policy.wasm testplugins/prefix-policy/golden; fi
+	@if [ -f testplugins/rename-policy/rename-policy.wasm ]; then \
+	  $(BIN) conformance --plugin testplugins/rename-policy/rename-policy.wasm --plugin-config "$$(cat testplugins/rename-policy/config.json)" testplugins/rename-policy/golden; fi
 	@if [ -f testplugins/policy-default-as/policy-default-as.wasm ]; then \
 	  $(BIN) conformance --plugin testplugins/policy-default-as/policy-default-as.wasm conformance/golden/default; fi
 

@@ -6,4 +6,4 @@ package policydefault
 
 // SHA256 is the hex SHA-256 of Wasm, so that a process loading the embedded
 // plugin need not hash it (TestDigest checks it).
-const SHA256 = "a7d0a10d89722feb62cc8295bcbe50610be458a8286942aa521108d17f4fd01c"
+const SHA256 = "2878df09ceb4db4ce131fa1b777051256afde599be3f1973c8b051e2db505484"
