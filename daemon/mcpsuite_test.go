@@ -4,6 +4,9 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +18,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,7 +68,16 @@ func TestOfficialMCPConformanceSuite(t *testing.T) {
 		name  string
 		entry func(t *testing.T) map[string]any
 	}{
-		{"upstream=stdio", func(*testing.T) map[string]any { return map[string]any{"command": upstream} }},
+		// The go-sdk's server asks the client during a call
+		// (sampling/createMessage, elicitation/create) only on a link of a
+		// protocol before 2026-07-28, and the stdio link negotiates
+		// 2026-07-28 unless the entry pins an older one, as README.md
+		// tells operators of such servers to. The HTTP server is stateful
+		// (see startHTTPUpstream): such a server refuses 2026-07-28, and
+		// the link falls back to 2025-11-25 on its own.
+		{"upstream=stdio", func(*testing.T) map[string]any {
+			return map[string]any{"command": upstream, "protocolVersion": "2025-11-25"}
+		}},
 		{"upstream=http", func(t *testing.T) map[string]any {
 			return map[string]any{"httpUrl": startHTTPUpstream(t, upstream) + "/mcp"}
 		}},
@@ -79,14 +92,27 @@ func TestOfficialMCPConformanceSuite(t *testing.T) {
 			r := start(t, cfg)
 
 			adapter := newSuiteAdapter(t, r.d.URL(), token)
+			results := t.TempDir()
+			if d := os.Getenv("WASMHOST_SUITE_OUT"); d != "" {
+				results = filepath.Join(d, tc.name)
+			}
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, node, cli, "server",
-				"--url", adapter+"/mcp/suite", "--expected-failures", baseline, "-o", t.TempDir())
+				"--url", adapter.url+"/mcp/suite", "--expected-failures", baseline, "-o", results)
 			out, err := cmd.CombinedOutput()
 			summary := ansiEscape.ReplaceAllString(string(out), "")
 			if i := strings.Index(summary, "=== SUMMARY ==="); i >= 0 {
 				summary = summary[i:]
+			}
+			if err != nil {
+				t.Logf("the checks of the scenarios that failed:\n%s", failedChecks(t, results))
+				adapter.mu.Lock()
+				t.Logf("requests through the adapter:\n%s", adapter.log.String())
+				adapter.mu.Unlock()
+				if st := adapter.stuck(); st != "" {
+					t.Logf("goroutines when a request through the adapter had waited %v for its answer:\n%s", suiteStuckAfter, st)
+				}
 			}
 			require.NoError(t, err, "the MCP conformance suite through a wasmhost session:\n%s", summary)
 			t.Logf("the MCP conformance suite through a wasmhost session:\n%s", summary)
@@ -95,11 +121,16 @@ func TestOfficialMCPConformanceSuite(t *testing.T) {
 }
 
 // startHTTPUpstream runs the conformance server bin over streamable HTTP on
-// a free loopback port until the test ends, and returns its base URL.
+// a free loopback port until the test ends, and returns its base URL. The
+// server runs stateful (-stateless=false), as the go-sdk's own CI runs it
+// for this version of the suite: a stateless streamable HTTP server
+// refuses every request of its own to the client (there is no session for
+// the answer to come back to), so the suite's sampling and elicitation
+// scenarios fail against it directly too.
 func startHTTPUpstream(t *testing.T, bin string) string {
 	t.Helper()
 	addr := closedPort(t)
-	cmd := exec.Command(bin, "-http", addr)
+	cmd := exec.Command(bin, "-http", addr, "-stateless=false")
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
@@ -150,9 +181,109 @@ func buildMCPSuiteUpstream(t *testing.T) string {
 	return bin
 }
 
-// newSuiteAdapter starts the adapter in front of the daemon at target and
-// returns its URL. It adds "Authorization: Bearer token" to every request.
-func newSuiteAdapter(t *testing.T, target, token string) string {
+// failedChecks returns the entries of every checks.json under results
+// (the suite's -o directory: one folder per scenario) that has a check
+// not passed, or why it could not read them.
+func failedChecks(t *testing.T, results string) string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(results, "*", "checks.json"))
+	if err != nil || len(files) == 0 {
+		return fmt.Sprintf("no checks.json under %s (%v)", results, err)
+	}
+	var b strings.Builder
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", f, err)
+			continue
+		}
+		var checks []struct {
+			Status string `json:"status"`
+		}
+		if err := json.Unmarshal(data, &checks); err != nil {
+			fmt.Fprintf(&b, "%s: %v\n%s\n", f, err, data)
+			continue
+		}
+		for _, c := range checks {
+			if c.Status != "SUCCESS" && c.Status != "INFO" {
+				fmt.Fprintf(&b, "%s:\n%s\n", filepath.Base(filepath.Dir(f)), data)
+				break
+			}
+		}
+	}
+	return b.String()
+}
+
+// suiteStuckAfter is how long a POST through the suite's adapter may wait
+// for its answer before the adapter takes the goroutines' stacks: the
+// suite's client gives up on a request after 60 s.
+const suiteStuckAfter = 30 * time.Second
+
+// A suiteAdapter sits between the suite and the daemon (newSuiteAdapter).
+type suiteAdapter struct {
+	url    string
+	mu     sync.Mutex
+	stacks string // taken when a POST first waited suiteStuckAfter
+	log    strings.Builder
+}
+
+// A headBuffer keeps the first 300 bytes written to it.
+type headBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (h *headBuffer) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if room := 300 - len(h.b); room > 0 {
+		h.b = append(h.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (h *headBuffer) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return string(h.b)
+}
+
+// A statusRecorder notes the status of the response it writes.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	n      int        // bytes of body written
+	head   headBuffer // the first of them
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(p []byte) (int, error) {
+	s.n += len(p)
+	_, _ = s.head.Write(p)
+	return s.ResponseWriter.Write(p)
+}
+
+func (s *statusRecorder) Flush() { s.ResponseWriter.(http.Flusher).Flush() }
+
+// stuck returns the goroutines' stacks taken when a POST had waited
+// suiteStuckAfter for its answer, or "" when none had.
+func (a *suiteAdapter) stuck() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stacks
+}
+
+// newSuiteAdapter starts the adapter in front of the daemon at target. It
+// adds "Authorization: Bearer token" to every request, and takes the
+// goroutines' stacks (suiteAdapter.stuck) when a POST has waited
+// suiteStuckAfter for the end of its answer.
+func newSuiteAdapter(t *testing.T, target, token string) *suiteAdapter {
 	t.Helper()
 	u, err := url.Parse(target)
 	require.NoError(t, err)
@@ -166,13 +297,44 @@ func newSuiteAdapter(t *testing.T, target, token string) string {
 			pr.Out.Header.Set("Authorization", "Bearer "+token)
 		},
 	}
-	srv := httptest.NewServer(p)
+	a := &suiteAdapter{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		body := &headBuffer{}
+		if r.Body != nil {
+			r.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.TeeReader(r.Body, body), r.Body}
+		}
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() {
+			a.mu.Lock()
+			fmt.Fprintf(&a.log, "%s +%v %s %s sid=%s: %q\n\t-> %d %s, %d bytes: %q\n", start.Format("15:04:05.000"), time.Since(start).Round(time.Millisecond),
+				r.Method, r.URL.Path, r.Header.Get("Mcp-Session-Id"), body.String(), rec.status, rec.Header().Get("Content-Type"), rec.n, rec.head.String())
+			a.mu.Unlock()
+		}()
+		w = rec
+		if r.Method == http.MethodPost {
+			timer := time.AfterFunc(suiteStuckAfter, func() {
+				st := stacks()
+				a.mu.Lock()
+				if a.stacks == "" {
+					a.stacks = st
+				}
+				a.mu.Unlock()
+			})
+			defer timer.Stop()
+		}
+		p.ServeHTTP(w, r)
+	}))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
 		srv.Close()
 		tr.CloseIdleConnections()
 	})
-	return srv.URL
+	a.url = srv.URL
+	return a
 }
 
 // TestInputRequiredResultsReachTheCallingClient calls, through a daemon
@@ -180,11 +342,25 @@ func newSuiteAdapter(t *testing.T, target, token string) string {
 // input-required result (SEP-2322): the question goes to the client that
 // made the call, and its answer back to the server, over the connection the
 // session shares.
+//
+// On a link pinned to an older protocol the go-sdk's server asks the client
+// itself, with elicitation/create and sampling/createMessage, which reach
+// the same client (see docs/conformance.md).
 func TestInputRequiredResultsReachTheCallingClient(t *testing.T) {
 	upstream := buildMCPSuiteUpstream(t)
+	for _, pin := range []string{"", "2025-11-25"} {
+		t.Run("protocolVersion="+pin, func(t *testing.T) { testInputRequiredResults(t, upstream, pin) })
+	}
+}
+
+func testInputRequiredResults(t *testing.T, upstream, pin string) {
 	const token = "suite-token-0123456789abcdef"
 	cfg := baseConfig()
-	set(cfg, "mcpServers", map[string]any{"everything": map[string]any{"command": upstream}})
+	entry := map[string]any{"command": upstream}
+	if pin != "" {
+		entry["protocolVersion"] = pin
+	}
+	set(cfg, "mcpServers", map[string]any{"everything": entry})
 	set(cfg, "sessions", map[string]any{"suite": map[string]any{"token": token, "names": defaultNames}})
 	r := start(t, cfg)
 
