@@ -310,8 +310,8 @@ func newSuiteAdapter(t *testing.T, target, token string) *suiteAdapter {
 		rec := &statusRecorder{ResponseWriter: w}
 		defer func() {
 			a.mu.Lock()
-			fmt.Fprintf(&a.log, "%s +%v %s %s sid=%s: %q\n\t-> %d %s, %d bytes: %q\n", start.Format("15:04:05.000"), time.Since(start).Round(time.Millisecond),
-				r.Method, r.URL.Path, r.Header.Get("Mcp-Session-Id"), body.String(), rec.status, rec.Header().Get("Content-Type"), rec.n, rec.head.String())
+			fmt.Fprintf(&a.log, "%s +%v %s %s sid=%s: %q\n\t-> %d %s, %d bytes: %q (suite's request ended: %v)\n", start.Format("15:04:05.000"), time.Since(start).Round(time.Millisecond),
+				r.Method, r.URL.Path, r.Header.Get("Mcp-Session-Id"), body.String(), rec.status, rec.Header().Get("Content-Type"), rec.n, rec.head.String(), r.Context().Err())
 			a.mu.Unlock()
 		}()
 		w = rec
