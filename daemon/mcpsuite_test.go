@@ -227,6 +227,30 @@ type suiteAdapter struct {
 	log    strings.Builder
 }
 
+// A heldEnd reads a request body of left bytes, and its end (the read after
+// them) once headers is closed or after a second.
+type heldEnd struct {
+	r       io.Reader
+	left    int64
+	headers chan struct{}
+}
+
+func (h *heldEnd) Read(p []byte) (int, error) {
+	if h.left <= 0 {
+		select {
+		case <-h.headers:
+		case <-time.After(time.Second):
+		}
+		return h.r.Read(p)
+	}
+	if int64(len(p)) > h.left {
+		p = p[:h.left]
+	}
+	n, err := h.r.Read(p)
+	h.left -= int64(n)
+	return n, err
+}
+
 // A headBuffer keeps the first 300 bytes written to it.
 type headBuffer struct {
 	mu sync.Mutex
@@ -251,19 +275,24 @@ func (h *headBuffer) String() string {
 // A statusRecorder notes the status of the response it writes.
 type statusRecorder struct {
 	http.ResponseWriter
-	status int
-	n      int        // bytes of body written
-	head   headBuffer // the first of them
+	status  int
+	headers chan struct{} // closed once the status is written
+	n       int           // bytes of body written
+	head    headBuffer    // the first of them
 }
 
 func (s *statusRecorder) WriteHeader(code int) {
 	if s.status == 0 {
 		s.status = code
+		close(s.headers)
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
 
 func (s *statusRecorder) Write(p []byte) (int, error) {
+	if s.status == 0 {
+		s.WriteHeader(http.StatusOK)
+	}
 	s.n += len(p)
 	_, _ = s.head.Write(p)
 	return s.ResponseWriter.Write(p)
@@ -284,6 +313,14 @@ func (a *suiteAdapter) stuck() string {
 // goroutines' stacks (suiteAdapter.stuck) when a POST has waited
 // suiteStuckAfter for the end of its answer.
 func newSuiteAdapter(t *testing.T, target, token string) *suiteAdapter {
+	return newSuiteAdapterHolding(t, target, token, false)
+}
+
+// newSuiteAdapterHolding is newSuiteAdapter; with holdEnd, the adapter
+// reads the end of a request's body (the read after its last byte) only
+// once the answer's headers have gone to the client, or after a second:
+// the order in which, under load, the daemon's answers were lost.
+func newSuiteAdapterHolding(t *testing.T, target, token string, holdEnd bool) *suiteAdapter {
 	t.Helper()
 	u, err := url.Parse(target)
 	require.NoError(t, err)
@@ -301,19 +338,33 @@ func newSuiteAdapter(t *testing.T, target, token string) *suiteAdapter {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		body := &headBuffer{}
+		rec := &statusRecorder{ResponseWriter: w, headers: make(chan struct{})}
 		if r.Body != nil {
+			var in io.Reader = r.Body
+			if holdEnd && r.ContentLength > 0 {
+				in = &heldEnd{r: r.Body, left: r.ContentLength, headers: rec.headers}
+			}
 			r.Body = struct {
 				io.Reader
 				io.Closer
-			}{io.TeeReader(r.Body, body), r.Body}
+			}{io.TeeReader(in, body), r.Body}
 		}
-		rec := &statusRecorder{ResponseWriter: w}
 		defer func() {
 			a.mu.Lock()
 			fmt.Fprintf(&a.log, "%s +%v %s %s sid=%s: %q\n\t-> %d %s, %d bytes: %q (suite's request ended: %v)\n", start.Format("15:04:05.000"), time.Since(start).Round(time.Millisecond),
 				r.Method, r.URL.Path, r.Header.Get("Mcp-Session-Id"), body.String(), rec.status, rec.Header().Get("Content-Type"), rec.n, rec.head.String(), r.Context().Err())
 			a.mu.Unlock()
 		}()
+		// The daemon starts a call's event stream (its headers) as soon as
+		// the call goes upstream, and the proxy passes that on to the
+		// suite: over HTTP/1.1 net/http then closes the suite's request
+		// body, unless the handler runs full duplex, and the proxy's
+		// transport, still checking that body for its end, fails the
+		// request's write and closes the connection to the daemon. The
+		// daemon sees its client gone and cancels the call, and the suite
+		// gets an event stream with no answer (MCP error -32001, request
+		// timed out, after 60 s): TestSuiteAdapterPassesEarlyHeaders.
+		_ = http.NewResponseController(w).EnableFullDuplex()
 		w = rec
 		if r.Method == http.MethodPost {
 			timer := time.AfterFunc(suiteStuckAfter, func() {
@@ -383,4 +434,60 @@ func testInputRequiredResults(t *testing.T, upstream, pin string) {
 	assert.Equal(t, "Sampling response: Paris", resultText(res))
 	assert.Equal(t, int32(1), elicited.Load())
 	assert.Equal(t, int32(1), sampled.Load())
+}
+
+// TestSuiteAdapterPassesEarlyHeaders: the suite's adapter passes on a
+// POST whose answer's headers come as soon as the body is read, before the
+// answer itself, as a daemon's forwarded call does, without dropping the
+// answer, when it reads the end of the request's body only after those
+// headers went to the client: the race that lost the daemon's answers
+// under load (see newSuiteAdapter).
+func TestSuiteAdapterPassesEarlyHeaders(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		_ = http.NewResponseController(w).Flush()
+		select { // the upstream's answer takes a moment; a client gone ends it
+		case <-r.Context().Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		_, _ = io.WriteString(w, "data: answer\n\n")
+	}))
+	t.Cleanup(backend.Close)
+	adapter := newSuiteAdapterHolding(t, backend.URL, "token", true)
+
+	const calls = 20
+	errs := make(chan error, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() {
+			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call"}`, i)
+			resp, err := http.Post(adapter.url+"/mcp", "application/json", strings.NewReader(body))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer resp.Body.Close()
+			got, err := io.ReadAll(resp.Body)
+			if err == nil && string(got) != "data: answer\n\n" {
+				err = fmt.Errorf("POST %d: answer %q", i, got)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	var failed []string
+	for err := range errs {
+		if err != nil {
+			failed = append(failed, err.Error())
+		}
+	}
+	adapter.mu.Lock()
+	defer adapter.mu.Unlock()
+	require.Empty(t, failed, "answers lost through the adapter; its log:\n%s", adapter.log.String())
 }
