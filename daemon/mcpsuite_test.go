@@ -49,11 +49,12 @@ const (
 // The session has the default naming, so its one server's tools and
 // prompts keep their own names. Between the suite and the daemon sits an
 // adapter doing only what the suite cannot: it sends the session's bearer
-// token. Host and Origin headers pass unchanged, so the suite's
-// DNS-rebinding scenario meets the daemon's own check.
+// token (and notes the requests, for a failure's log). Host and Origin
+// headers pass unchanged, so the suite's DNS-rebinding scenario meets the
+// daemon's own check.
 //
-// The scenarios a session is known not to pass are listed, with the
-// reason, in testdata/mcp-conformance-baseline.yml; the suite fails on any
+// testdata/mcp-conformance-baseline.yml lists the scenarios a session is
+// known not to pass: none (see docs/conformance.md). The suite fails on any
 // other failure and on a listed scenario that passes.
 func TestOfficialMCPConformanceSuite(t *testing.T) {
 	if testing.Short() {
