@@ -6,7 +6,7 @@
 //
 //	wasmhost key         [PLUGIN FLAGS] [--json] [SETTINGS | @FILE | -]
 //	wasmhost project     [PLUGIN FLAGS] [--settings SETTINGS|@FILE|-] --snapshot SNAPSHOT|@FILE|- [--full]
-//	wasmhost conformance [PLUGIN FLAGS] [-v] [--json FILE] PATH...
+//	wasmhost conformance [PLUGIN FLAGS] [-v] [--json FILE] [--progress D] PATH...
 //	wasmhost version     [PLUGIN FLAGS]
 //	wasmhost digest      FILE
 //	wasmhost inspect     [--json] FILE
