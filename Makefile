@@ -10,9 +10,12 @@ FUZZTIME  ?= 5s
 
 # Plugins built with the standard Go toolchain (wasip1, c-shared). Each
 # .wasm is committed beside its source and must be byte-reproducible.
+# examples/team-access is a module of its own, as `wasmhost new-plugin`
+# made it (its one dependency is go-pdk).
 GO_PLUGINS := plugins/policy-default/policy-default.wasm \
               testplugins/prefix-policy/prefix-policy.wasm \
-              testplugins/readonly-policy/readonly-policy.wasm
+              testplugins/readonly-policy/readonly-policy.wasm \
+              examples/team-access/team-access.wasm
 
 .PHONY: help build plugins go-plugins wat-plugins as-plugins test gotest conformance \
         fuzz bench lint check run tools deploy-check

@@ -52,7 +52,7 @@ func TestNewPluginBuildsAndPasses(t *testing.T) {
 	assert.Contains(t, string(gomod), "require github.com/extism/go-pdk v1.1.3\n")
 	makefile, err := os.ReadFile(filepath.Join(dir, "Makefile"))
 	require.NoError(t, err)
-	assert.Contains(t, string(makefile), "GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o $(PLUGIN) .")
+	assert.Contains(t, string(makefile), "GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false -o $(PLUGIN) .")
 	assert.Contains(t, string(makefile), "rm -f $(PLUGIN)\n", "make build links afresh")
 	assert.Contains(t, r.out, "\nnext: cd '"+dir+"' && make test", "quoted: the directory has a space")
 
