@@ -15,6 +15,7 @@ FUZZTIME  ?= 5s
 GO_PLUGINS := plugins/policy-default/policy-default.wasm \
               testplugins/prefix-policy/prefix-policy.wasm \
               testplugins/readonly-policy/readonly-policy.wasm \
+              testplugins/rename-policy/rename-policy.wasm \
               examples/team-access/team-access.wasm
 
 .PHONY: help build plugins go-plugins wat-plugins as-plugins test gotest conformance \
@@ -83,6 +84,8 @@ conformance: build ## run the golden suites against the default, native-equivale
 	$(BIN) conformance conformance/golden/default
 	@if [ -f testplugins/prefix-policy/prefix-policy.wasm ]; then \
 	  $(BIN) conformance --plugin testplugins/prefix-policy/prefix-policy.wasm testplugins/prefix-policy/golden; fi
+	@if [ -f testplugins/rename-policy/rename-policy.wasm ]; then \
+	  $(BIN) conformance --plugin testplugins/rename-policy/rename-policy.wasm --plugin-config "$$(cat testplugins/rename-policy/config.json)" testplugins/rename-policy/golden; fi
 	@if [ -f testplugins/policy-default-as/policy-default-as.wasm ]; then \
 	  $(BIN) conformance --plugin testplugins/policy-default-as/policy-default-as.wasm conformance/golden/default; fi
 

@@ -180,6 +180,12 @@ type Handshake struct {
 	// settings object of canonicalize and project. Each matches
 	// [ValidSettingsKey] and is not a key of wasmhost's own.
 	SettingsKeys []string `json:"settingsKeys,omitempty"`
+	// Renames opts the plugin into renames and descriptions (SPEC.md
+	// section 5.3): only with it may a project answer give a visible tool
+	// or prompt an exposed name ([ToolDecision.Name], [Rename]) or a
+	// replacement description. Plugins built before it leave it out and
+	// keep working unchanged.
+	Renames bool `json:"renames,omitempty"`
 }
 
 // A HandshakeRequest is the input of the handshake export when the host
@@ -268,14 +274,50 @@ type ProjectRequest struct {
 // A ProjectResponse is the output of the project export. Each list holds
 // indexes into the matching request list, strictly increasing, so the
 // session sees items in snapshot order and never twice.
+//
+// On the wire a visible prompt is its index or, for a plugin whose
+// handshake has [Handshake.Renames], an object {"i": index, "name": ...,
+// "description": ...} (SPEC.md section 5.3); in Go the index is in Prompts
+// and the rest in PromptRenames. ProjectResponse and [BatchResult] have
+// their own JSON methods for that; the output of a response without
+// renames is what it was before them, byte for byte.
 type ProjectResponse struct {
 	Tools     []ToolDecision `json:"tools"`
 	Prompts   []int          `json:"prompts"`
 	Resources []int          `json:"resources"`
+	// PromptRenames is nil when no visible prompt is renamed or
+	// redescribed, and otherwise parallel to Prompts: PromptRenames[j] is
+	// what prompt Prompts[j] is exposed as (zero fields keep the
+	// upstream's name and description).
+	PromptRenames []Rename `json:"-"`
 }
 
+// A Rename is an exposed name and a replacement description the plugin
+// gives a visible tool or prompt (SPEC.md section 5.3). An empty field
+// keeps the upstream's own name or description; on the wire it is left
+// out, and an empty string there is bad output.
+type Rename struct {
+	// Name is the name the session sees instead of the upstream's, before
+	// the session's own naming (prefixes) applies. Calls to it reach the
+	// upstream under the upstream's name.
+	Name string `json:"name,omitempty"`
+	// Description replaces the upstream's description. At most
+	// [MaxDescriptionBytes] bytes of UTF-8.
+	Description string `json:"description,omitempty"`
+}
+
+// IsZero reports whether r changes nothing.
+func (r Rename) IsZero() bool { return r.Name == "" && r.Description == "" }
+
+// MaxDescriptionBytes bounds a replacement description (SPEC.md section
+// 5.3): long enough for any description a plugin shortens, short enough
+// that a plugin cannot make one tool cost a session's context what a whole
+// server's list does.
+const MaxDescriptionBytes = 4096
+
 // A ToolDecision makes one tool visible to the session with its two session
-// flags.
+// flags and, for a plugin whose handshake has [Handshake.Renames], an
+// exposed name and a replacement description.
 type ToolDecision struct {
 	// Index is the tool's position in ProjectRequest.Tools.
 	Index int `json:"i"`
@@ -283,7 +325,15 @@ type ToolDecision struct {
 	Trust bool `json:"trust"`
 	// AlwaysLoad asks the session to load this tool eagerly.
 	AlwaysLoad bool `json:"alwaysLoad"`
+	// Name, when not empty, is the name the session sees instead of the
+	// upstream's (see [Rename]).
+	Name string `json:"name,omitempty"`
+	// Description, when not empty, replaces the upstream's description.
+	Description string `json:"description,omitempty"`
 }
+
+// Rename returns the decision's exposed name and description.
+func (d ToolDecision) Rename() Rename { return Rename{Name: d.Name, Description: d.Description} }
 
 // A Policy is the Go face of ABI v1: it canonicalizes settings and decides
 // projections. host.Plugin implements it by calling a wasm plugin;
@@ -317,21 +367,169 @@ type RefusalMessager interface {
 
 // UnmarshalJSON decodes a decision strictly: "i" is required (a missing
 // index would otherwise read as tool 0 and expose it), and unknown members
-// are refused. A missing flag reads as false, the restrictive value.
+// are refused. A missing flag reads as false, the restrictive value. A
+// "name" or "description" given as "" is refused: it is left out to keep
+// the upstream's.
 func (d *ToolDecision) UnmarshalJSON(b []byte) error {
 	var raw struct {
-		Index      *int `json:"i"`
-		Trust      bool `json:"trust"`
-		AlwaysLoad bool `json:"alwaysLoad"`
+		Index       *int    `json:"i"`
+		Trust       bool    `json:"trust"`
+		AlwaysLoad  bool    `json:"alwaysLoad"`
+		Name        *string `json:"name"`
+		Description *string `json:"description"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&raw); err != nil {
+	if err := decodeStrictly(b, &raw); err != nil {
 		return fmt.Errorf("tool decision: %w", err)
 	}
 	if raw.Index == nil {
 		return errors.New(`tool decision: "i" is missing`)
 	}
-	*d = ToolDecision{Index: *raw.Index, Trust: raw.Trust, AlwaysLoad: raw.AlwaysLoad}
+	r, err := renameOf(raw.Name, raw.Description)
+	if err != nil {
+		return fmt.Errorf("tool decision: %w", err)
+	}
+	*d = ToolDecision{Index: *raw.Index, Trust: raw.Trust, AlwaysLoad: raw.AlwaysLoad, Name: r.Name, Description: r.Description}
 	return nil
+}
+
+// renameOf checks the optional name and description members of a tool
+// decision or prompt object: present means not empty.
+func renameOf(name, description *string) (Rename, error) {
+	var r Rename
+	if name != nil {
+		if *name == "" {
+			return r, errors.New(`"name" is empty (leave it out to keep the upstream's name)`)
+		}
+		r.Name = *name
+	}
+	if description != nil {
+		if *description == "" {
+			return r, errors.New(`"description" is empty (leave it out to keep the upstream's description)`)
+		}
+		r.Description = *description
+	}
+	return r, nil
+}
+
+// decodeStrictly decodes b into v refusing unknown members.
+func decodeStrictly(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// A promptRef is one element of a project answer's prompts: an index, or
+// an object with "i" and optional "name" and "description".
+type promptRef struct {
+	index  int
+	rename Rename
+}
+
+// UnmarshalJSON decodes a prompt element strictly.
+func (p *promptRef) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '{' {
+		return json.Unmarshal(b, &p.index)
+	}
+	var raw struct {
+		Index       *int    `json:"i"`
+		Name        *string `json:"name"`
+		Description *string `json:"description"`
+	}
+	if err := decodeStrictly(b, &raw); err != nil {
+		return fmt.Errorf("prompt: %w", err)
+	}
+	if raw.Index == nil {
+		return errors.New(`prompt: "i" is missing`)
+	}
+	r, err := renameOf(raw.Name, raw.Description)
+	if err != nil {
+		return fmt.Errorf("prompt: %w", err)
+	}
+	*p = promptRef{index: *raw.Index, rename: r}
+	return nil
+}
+
+// plainResponse is a ProjectResponse without its JSON methods.
+type plainResponse ProjectResponse
+
+// UnmarshalJSON decodes a project answer strictly (no unknown members),
+// prompts given as indexes or objects (see [ProjectResponse]).
+func (r *ProjectResponse) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == "null" {
+		return nil
+	}
+	var w struct {
+		Tools     []ToolDecision `json:"tools"`
+		Prompts   []promptRef    `json:"prompts"`
+		Resources []int          `json:"resources"`
+	}
+	if err := decodeStrictly(b, &w); err != nil {
+		return err
+	}
+	*r = ProjectResponse{Tools: w.Tools, Resources: w.Resources}
+	if w.Prompts != nil {
+		r.Prompts = make([]int, len(w.Prompts))
+		for j, p := range w.Prompts {
+			r.Prompts[j] = p.index
+			if !p.rename.IsZero() && r.PromptRenames == nil {
+				r.PromptRenames = make([]Rename, len(w.Prompts))
+			}
+		}
+		if r.PromptRenames != nil {
+			for j, p := range w.Prompts {
+				r.PromptRenames[j] = p.rename
+			}
+		}
+	}
+	return nil
+}
+
+// MarshalJSON encodes a project answer, each renamed prompt as an object.
+func (r ProjectResponse) MarshalJSON() ([]byte, error) {
+	if r.PromptRenames == nil {
+		return json.Marshal(plainResponse(r))
+	}
+	if len(r.PromptRenames) != len(r.Prompts) {
+		return nil, fmt.Errorf("project response: %d prompt renames for %d prompts", len(r.PromptRenames), len(r.Prompts))
+	}
+	prompts := make([]any, len(r.Prompts))
+	for j, i := range r.Prompts {
+		if rn := r.PromptRenames[j]; !rn.IsZero() {
+			prompts[j] = struct {
+				Index int `json:"i"`
+				Rename
+			}{i, rn}
+		} else {
+			prompts[j] = i
+		}
+	}
+	return json.Marshal(struct {
+		Tools     []ToolDecision `json:"tools"`
+		Prompts   []any          `json:"prompts"`
+		Resources []int          `json:"resources"`
+	}{r.Tools, prompts, r.Resources})
+}
+
+// PromptRename returns what the j-th visible prompt is exposed as.
+func (r *ProjectResponse) PromptRename(j int) Rename {
+	if j < len(r.PromptRenames) {
+		return r.PromptRenames[j]
+	}
+	return Rename{}
+}
+
+// HasRenames reports whether r renames or redescribes any visible item.
+func (r *ProjectResponse) HasRenames() bool {
+	for _, d := range r.Tools {
+		if !d.Rename().IsZero() {
+			return true
+		}
+	}
+	for _, rn := range r.PromptRenames {
+		if !rn.IsZero() {
+			return true
+		}
+	}
+	return false
 }

@@ -121,6 +121,62 @@ type BatchResult struct {
 	Error string `json:"error,omitempty"`
 }
 
+// UnmarshalJSON decodes a result strictly: {"error": ...} alone, or the
+// members of a [ProjectResponse]. Any projection member, even null, makes
+// ProjectResponse non-nil, so that a result with both an error and a
+// projection can be refused ([ValidateProjectBatch]).
+func (r *BatchResult) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == "null" {
+		return nil
+	}
+	var w struct {
+		Error     string          `json:"error"`
+		Tools     json.RawMessage `json:"tools"`
+		Prompts   json.RawMessage `json:"prompts"`
+		Resources json.RawMessage `json:"resources"`
+	}
+	if err := decodeStrictly(b, &w); err != nil {
+		return err
+	}
+	*r = BatchResult{Error: w.Error}
+	if w.Tools == nil && w.Prompts == nil && w.Resources == nil {
+		return nil
+	}
+	members := make(map[string]json.RawMessage, 3)
+	for k, v := range map[string]json.RawMessage{"tools": w.Tools, "prompts": w.Prompts, "resources": w.Resources} {
+		if v != nil {
+			members[k] = v
+		}
+	}
+	obj, err := json.Marshal(members)
+	if err != nil {
+		return err
+	}
+	r.ProjectResponse = new(ProjectResponse)
+	return r.ProjectResponse.UnmarshalJSON(obj)
+}
+
+// MarshalJSON encodes a result: {"error": ...} for a refusal, the
+// projection's members (and "error" when set) otherwise.
+func (r BatchResult) MarshalJSON() ([]byte, error) {
+	errMember := struct {
+		Error string `json:"error,omitempty"`
+	}{r.Error}
+	if r.ProjectResponse == nil {
+		return json.Marshal(errMember)
+	}
+	b, err := r.ProjectResponse.MarshalJSON()
+	if err != nil || r.Error == "" {
+		return b, err
+	}
+	e, err := json.Marshal(errMember)
+	if err != nil {
+		return nil, err
+	}
+	// {"tools":...} + {"error":...} -> {"tools":...,"error":...}
+	return append(append(b[:len(b)-1], ','), e[1:]...), nil
+}
+
 // Err returns nil for a projection and, for a refusal, an error wrapping
 // [ErrRefused] that quotes Error.
 func (r *BatchResult) Err() error {
@@ -166,7 +222,7 @@ func ProjectAll(ctx context.Context, p Policy, req *ProjectBatchRequest) (*Proje
 		case resp == nil:
 			return nil, errors.New("project all: ProjectBatch returned no response")
 		}
-		if err := validateBatchResults(req, resp); err != nil {
+		if err := validateBatchResults(req, resp, p.Handshake().Renames); err != nil {
 			return nil, fmt.Errorf("project all: %w", err)
 		}
 		for i := range resp.Results {
@@ -192,7 +248,7 @@ func ProjectAll(ctx context.Context, p Policy, req *ProjectBatchRequest) (*Proje
 		case resp == nil:
 			return nil, fmt.Errorf("project all: items[%d]: Project returned no response", i)
 		}
-		if err := ValidateProject(item, resp); err != nil {
+		if err := ValidateProjectWith(item, resp, p.Handshake().Renames); err != nil {
 			return nil, fmt.Errorf("project all: items[%d]: %w", i, err)
 		}
 		results[i].ProjectResponse = nonNil(resp)

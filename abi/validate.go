@@ -3,6 +3,9 @@ package abi
 import (
 	"fmt"
 	"slices"
+	"unicode/utf8"
+
+	"github.com/wasmhost/wasmhost/internal/mcpname"
 )
 
 // ValidateHandshake reports whether h is a handshake this host accepts.
@@ -57,9 +60,22 @@ func ValidateCanonicalize(req *CanonicalizeRequest, resp *CanonicalizeResponse) 
 	return nil
 }
 
-// ValidateProject checks that resp is a well-formed answer to req: every
-// index in range and strictly increasing within its list.
+// ValidateProject checks that resp is a well-formed answer to req from a
+// plugin without renames: every index in range and strictly increasing
+// within its list, and no visible item renamed or redescribed. It is
+// ValidateProjectWith(req, resp, false).
 func ValidateProject(req *ProjectRequest, resp *ProjectResponse) error {
+	return ValidateProjectWith(req, resp, false)
+}
+
+// ValidateProjectWith is [ValidateProject] for a plugin whose handshake's
+// [Handshake.Renames] is renames. With renames, the exposed names and
+// descriptions are checked too (SPEC.md section 5.3): each name within
+// MCP's tool-name rule (mcpname), each description at most
+// [MaxDescriptionBytes] bytes of UTF-8, and no two visible tools (nor two
+// visible prompts) sharing an exposed name where one of them is renamed.
+// Without renames, any name or description is an error.
+func ValidateProjectWith(req *ProjectRequest, resp *ProjectResponse, renames bool) error {
 	last := -1
 	for j, d := range resp.Tools {
 		if err := checkIndex("tools", j, d.Index, last, len(req.Tools)); err != nil {
@@ -70,7 +86,92 @@ func ValidateProject(req *ProjectRequest, resp *ProjectResponse) error {
 	if err := checkIndexes("prompts", resp.Prompts, len(req.Prompts)); err != nil {
 		return err
 	}
-	return checkIndexes("resources", resp.Resources, len(req.Resources))
+	if err := checkIndexes("resources", resp.Resources, len(req.Resources)); err != nil {
+		return err
+	}
+	if resp.PromptRenames != nil && len(resp.PromptRenames) != len(resp.Prompts) {
+		return fmt.Errorf("project: %d prompt renames for %d prompts", len(resp.PromptRenames), len(resp.Prompts))
+	}
+	if !resp.HasRenames() {
+		return nil
+	}
+	if !renames {
+		return fmt.Errorf("project: %s: a name or description, but the handshake does not opt into renames (\"renames\": true)", firstRenamed(resp))
+	}
+	tools := make([]exposed, len(resp.Tools))
+	for j, d := range resp.Tools {
+		tools[j] = exposed{fmt.Sprintf("tools[%d]", j), req.Tools[d.Index], d.Rename()}
+	}
+	if err := checkRenames(tools); err != nil {
+		return err
+	}
+	prompts := make([]exposed, len(resp.Prompts))
+	for j, i := range resp.Prompts {
+		prompts[j] = exposed{fmt.Sprintf("prompts[%d]", j), req.Prompts[i], resp.PromptRename(j)}
+	}
+	return checkRenames(prompts)
+}
+
+// An exposed is one visible item of a kind: where it is in the answer, its
+// upstream name and what the plugin exposes it as.
+type exposed struct {
+	path     string
+	original string
+	rename   Rename
+}
+
+// name returns the name the item is exposed under.
+func (e exposed) name() string {
+	if e.rename.Name != "" {
+		return e.rename.Name
+	}
+	return e.original
+}
+
+// checkRenames checks the names and descriptions of one kind's visible
+// items. Two items not renamed that share an upstream name are the
+// upstream's business, as they were before renames.
+func checkRenames(items []exposed) error {
+	holder := make(map[string]int, len(items))
+	for j, e := range items {
+		if n := e.rename.Name; n != "" {
+			if len(n) > mcpname.MaxLen {
+				return fmt.Errorf("project: %s: name %q is %d bytes long, over the %d of the MCP tool-name rule", e.path, n, len(n), mcpname.MaxLen)
+			}
+			if r, bad := mcpname.BadRune(n); bad {
+				return fmt.Errorf("project: %s: name %q has %q, outside the MCP tool-name rule (A-Z, a-z, 0-9, '_', '-', '.')", e.path, n, r)
+			}
+		}
+		if d := e.rename.Description; len(d) > MaxDescriptionBytes {
+			return fmt.Errorf("project: %s: description is %d bytes long, over %d", e.path, len(d), MaxDescriptionBytes)
+		} else if !utf8.ValidString(d) {
+			return fmt.Errorf("project: %s: description is not valid UTF-8", e.path)
+		}
+		n := e.name()
+		if k, dup := holder[n]; dup {
+			if e.rename.Name != "" || items[k].rename.Name != "" {
+				return fmt.Errorf("project: %s (%q) and %s (%q) are both exposed as %q", items[k].path, items[k].original, e.path, e.original, n)
+			}
+			continue
+		}
+		holder[n] = j
+	}
+	return nil
+}
+
+// firstRenamed names the first renamed or redescribed item of resp.
+func firstRenamed(resp *ProjectResponse) string {
+	for j, d := range resp.Tools {
+		if !d.Rename().IsZero() {
+			return fmt.Sprintf("tools[%d]", j)
+		}
+	}
+	for j := range resp.Prompts {
+		if !resp.PromptRename(j).IsZero() {
+			return fmt.Sprintf("prompts[%d]", j)
+		}
+	}
+	return "an item"
 }
 
 func checkIndexes(list string, idx []int, n int) error {
@@ -119,15 +220,22 @@ func ValidateProjectBatchRequest(req *ProjectBatchRequest) error {
 // either a refusal with no projection member at all, or a projection that
 // [ValidateProject] accepts for the item's request.
 func ValidateProjectBatch(req *ProjectBatchRequest, resp *ProjectBatchResponse) error {
+	return ValidateProjectBatchWith(req, resp, false)
+}
+
+// ValidateProjectBatchWith is [ValidateProjectBatch] for a plugin whose
+// handshake's [Handshake.Renames] is renames: each projection is checked
+// with [ValidateProjectWith].
+func ValidateProjectBatchWith(req *ProjectBatchRequest, resp *ProjectBatchResponse, renames bool) error {
 	if err := ValidateProjectBatchRequest(req); err != nil {
 		return err
 	}
-	return validateBatchResults(req, resp)
+	return validateBatchResults(req, resp, renames)
 }
 
 // validateBatchResults is ValidateProjectBatch for a request already
 // checked with ValidateProjectBatchRequest.
-func validateBatchResults(req *ProjectBatchRequest, resp *ProjectBatchResponse) error {
+func validateBatchResults(req *ProjectBatchRequest, resp *ProjectBatchResponse, renames bool) error {
 	if len(resp.Results) != len(req.Items) {
 		return fmt.Errorf("project_batch: %d results for %d items", len(resp.Results), len(req.Items))
 	}
@@ -136,7 +244,7 @@ func validateBatchResults(req *ProjectBatchRequest, resp *ProjectBatchResponse) 
 		case r.Error != "" && r.ProjectResponse != nil:
 			return fmt.Errorf("project_batch: results[%d]: both error and projection set", i)
 		case r.ProjectResponse != nil:
-			if err := ValidateProject(req.ItemRequest(i), r.ProjectResponse); err != nil {
+			if err := ValidateProjectWith(req.ItemRequest(i), r.ProjectResponse, renames); err != nil {
 				return fmt.Errorf("project_batch: results[%d]: %w", i, err)
 			}
 		}

@@ -36,11 +36,16 @@ type suiteBatch struct {
 	// failed is why the batch of all cases failed when every case alone
 	// passed: then each case fails with it.
 	failed string
+	// renames is the policy's handshake's: whether its answers may rename.
+	renames bool
 }
 
 // A batchItem is one case's part of a batch and its outcome.
 type batchItem struct {
 	snap *abi.BatchSnapshot
+	// vsnap is the snapshot of a project case, whose descriptions tell a
+	// replaced one; nil for a reject case.
+	vsnap *view.Snapshot
 	// result is the case's answer; f is set instead when the batch the
 	// case was last sent in failed as a whole.
 	result abi.BatchResult
@@ -54,11 +59,12 @@ func newSuiteBatch(ctx context.Context, p abi.Policy, cases []*Case) *suiteBatch
 	if !ok {
 		return nil
 	}
-	sb := &suiteBatch{items: map[*Case]*batchItem{}}
+	sb := &suiteBatch{items: map[*Case]*batchItem{}, renames: handshake(p).Renames}
 	annotations := slices.Contains(handshake(p).Wants, abi.WantToolAnnotations)
 	var batch []*Case
 	for _, c := range cases {
 		var snap *abi.BatchSnapshot
+		var vsnap *view.Snapshot
 		switch c.Kind {
 		case KindProject:
 			vs, err := DecodeSnapshot(c.Snapshot)
@@ -69,14 +75,14 @@ func newSuiteBatch(ctx context.Context, p abi.Policy, cases []*Case) *suiteBatch
 			if err != nil {
 				continue
 			}
-			snap = &names
+			snap, vsnap = &names, vs
 		case KindReject:
 			// The snapshot runReject projects.
 			snap = &abi.BatchSnapshot{Tools: []string{}, Prompts: []string{}, Resources: []string{}}
 		default:
 			continue
 		}
-		sb.items[c] = &batchItem{snap: snap}
+		sb.items[c] = &batchItem{snap: snap, vsnap: vsnap}
 		batch = append(batch, c)
 	}
 	if len(batch) == 0 {
@@ -124,7 +130,7 @@ func (sb *suiteBatch) send(ctx context.Context, bp abi.BatchProjector, cases []*
 	case resp == nil:
 		err = errors.New("ProjectBatch returned no response")
 	default:
-		err = abi.ValidateProjectBatch(req, resp)
+		err = abi.ValidateProjectBatchWith(req, resp, sb.renames)
 	}
 	for j, c := range cases {
 		it := sb.items[c]
@@ -159,7 +165,7 @@ func (sb *suiteBatch) check(c *Case, ans *answers, refusal string) *failure {
 	var got Projected
 	gotText := "error " + strconv.Quote(r.Error)
 	if r.Error == "" {
-		got = summarizeResult(it.snap, r.ProjectResponse)
+		got = summarizeResult(it.snap, it.vsnap, r.ProjectResponse)
 		gotText = got.String()
 	}
 	if c.Kind == KindReject {
@@ -187,17 +193,35 @@ func (sb *suiteBatch) check(c *Case, ans *answers, refusal string) *failure {
 }
 
 // summarizeResult reduces a batch projection of snap (nil for an empty
-// one), already checked against snap, to its golden form.
-func summarizeResult(snap *abi.BatchSnapshot, r *abi.ProjectResponse) Projected {
+// one), already checked against snap, to its golden form, as
+// SummarizeSnapshot would the view's projection: a rename to the
+// upstream's own name is none, and a description is listed when it is
+// not vsnap's (the case's snapshot; nil for none).
+func summarizeResult(snap *abi.BatchSnapshot, vsnap *view.Snapshot, r *abi.ProjectResponse) Projected {
 	out := Projected{}.normalized()
 	if r == nil {
 		return out
 	}
 	for _, d := range r.Tools {
-		out.Tools = append(out.Tools, ProjectedTool{Name: snap.Tools[d.Index], Trust: d.Trust, AlwaysLoad: d.AlwaysLoad})
+		t := ProjectedTool{Name: snap.Tools[d.Index], Trust: d.Trust, AlwaysLoad: d.AlwaysLoad}
+		if d.Name != t.Name {
+			t.Rename = d.Name
+		}
+		if d.Description != "" && (vsnap == nil || d.Description != vsnap.Tools[d.Index].Description) {
+			t.Description = d.Description
+		}
+		out.Tools = append(out.Tools, t)
 	}
-	for _, i := range r.Prompts {
-		out.Prompts = append(out.Prompts, snap.Prompts[i])
+	for j, i := range r.Prompts {
+		rn := r.PromptRename(j)
+		p := ProjectedPrompt{Name: snap.Prompts[i]}
+		if rn.Name != p.Name {
+			p.Rename = rn.Name
+		}
+		if rn.Description != "" && (vsnap == nil || rn.Description != vsnap.Prompts[i].Description) {
+			p.Description = rn.Description
+		}
+		out.Prompts = append(out.Prompts, p)
 	}
 	for _, i := range r.Resources {
 		out.Resources = append(out.Resources, snap.Resources[i])

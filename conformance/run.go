@@ -602,7 +602,13 @@ func runProject(ctx context.Context, p abi.Policy, c *Case, ans *answers) *failu
 	if proj == nil {
 		return fail("projection returned nothing").wantGot(want, "nil")
 	}
-	got, err := Summarize(proj)
+	// Descriptions are stated only for a policy that may replace them;
+	// for any other a changed description is a changed item, below.
+	var descSnap *view.Snapshot
+	if handshake(p).Renames {
+		descSnap = snap
+	}
+	got, err := SummarizeSnapshot(proj, descSnap)
 	if err != nil {
 		return fail("projection: %v", err)
 	}
@@ -612,10 +618,27 @@ func runProject(ctx context.Context, p abi.Policy, c *Case, ans *answers) *failu
 	if after, err := json.Marshal(snap); err != nil || !bytes.Equal(before, after) {
 		return fail("the snapshot passed to the projection was modified").wantGot(string(before), string(after))
 	}
-	if f := checkUnchanged("tools", snap.Tools, proj.Tools, func(t *mcp.Tool) string { return t.Name }, strippedTool); f != nil {
+	// A replaced description (stated in got, checked above) is put back
+	// to the snapshot's before the items are compared.
+	tools, prompts := slices.Clone(proj.Tools), slices.Clone(proj.Prompts)
+	for k, t := range got.Tools {
+		if t.Description != "" {
+			c := *tools[k]
+			c.Description = snapDescription(snap.Tools, t.Name, func(x *mcp.Tool) (string, string) { return x.Name, x.Description })
+			tools[k] = &c
+		}
+	}
+	for k, pp := range got.Prompts {
+		if pp.Description != "" {
+			c := *prompts[k]
+			c.Description = snapDescription(snap.Prompts, pp.Name, func(x *mcp.Prompt) (string, string) { return x.Name, x.Description })
+			prompts[k] = &c
+		}
+	}
+	if f := checkUnchanged("tools", snap.Tools, tools, func(t *mcp.Tool) string { n, _ := upstreamOf(t.Name, t.Meta); return n }, strippedTool); f != nil {
 		return f
 	}
-	if f := checkUnchanged("prompts", snap.Prompts, proj.Prompts, func(p *mcp.Prompt) string { return p.Name }, marshalItem); f != nil {
+	if f := checkUnchanged("prompts", snap.Prompts, prompts, func(p *mcp.Prompt) string { n, _ := upstreamOf(p.Name, p.Meta); return n }, strippedPrompt); f != nil {
 		return f
 	}
 	if f := checkUnchanged("resources", snap.Resources, proj.Resources, func(r *mcp.Resource) string { return r.URI }, marshalItem); f != nil {
@@ -635,7 +658,10 @@ func runProject(ctx context.Context, p abi.Policy, c *Case, ans *answers) *failu
 	if proj2 == nil {
 		return fail("second projection returned nothing").wantGot(got.String(), "nil")
 	}
-	got2, err := Summarize(proj2)
+	if descSnap != nil {
+		descSnap = snap2
+	}
+	got2, err := SummarizeSnapshot(proj2, descSnap)
 	if err != nil {
 		return fail("second projection: %v", err)
 	}
@@ -647,21 +673,52 @@ func runProject(ctx context.Context, p abi.Policy, c *Case, ans *answers) *failu
 
 func marshalItem[T any](v *T) ([]byte, error) { return json.Marshal(v) }
 
+// snapDescription returns the description of the first item of snap named
+// name, the one SummarizeSnapshot compares a projected item with.
+func snapDescription[T any](snap []*T, name string, of func(*T) (name, description string)) string {
+	for _, x := range snap {
+		if x == nil {
+			continue
+		}
+		if n, d := of(x); n == name {
+			return d
+		}
+	}
+	return ""
+}
+
 // strippedTool marshals t without the two session flags in its _meta (and
-// without _meta when nothing else is left in it), which is what must be
-// identical between a snapshot tool and its projected clone.
+// without _meta when nothing else is left in it), under its upstream name
+// (a golden case states renames, see SummarizeSnapshot), which is what
+// must be identical between a snapshot tool and its projected clone.
 func strippedTool(t *mcp.Tool) ([]byte, error) {
 	c := *t
-	if c.Meta != nil {
-		m := maps.Clone(c.Meta)
-		delete(m, view.MetaTrust)
-		delete(m, view.MetaAlwaysLoad)
-		if len(m) == 0 {
-			m = nil
-		}
-		c.Meta = m
-	}
+	c.Name, _ = upstreamOf(t.Name, t.Meta)
+	c.Meta = stripMeta(c.Meta, view.MetaTrust, view.MetaAlwaysLoad, view.MetaUpstreamName)
 	return json.Marshal(&c)
+}
+
+// strippedPrompt is strippedTool for a prompt.
+func strippedPrompt(p *mcp.Prompt) ([]byte, error) {
+	c := *p
+	c.Name, _ = upstreamOf(p.Name, p.Meta)
+	c.Meta = stripMeta(c.Meta, view.MetaUpstreamName)
+	return json.Marshal(&c)
+}
+
+// stripMeta returns m without keys, nil when nothing is left.
+func stripMeta(m mcp.Meta, keys ...string) mcp.Meta {
+	if m == nil {
+		return nil
+	}
+	m = maps.Clone(m)
+	for _, k := range keys {
+		delete(m, k)
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }
 
 // checkUnchanged checks that each projected item is a copy of a snapshot

@@ -18,21 +18,62 @@ import (
 )
 
 // A ProjectedTool is one tool a session sees, as a golden case states it:
-// its name and its two session flags.
+// its upstream name and its two session flags, and, for a plugin that
+// renames (abi/SPEC.md section 5.3), the name and description it exposes
+// the tool under when they differ from the upstream's.
 type ProjectedTool struct {
 	Name       string `json:"name"`
 	Trust      bool   `json:"trust"`
 	AlwaysLoad bool   `json:"alwaysLoad"`
+	// Rename is the plugin's exposed name, when it is not Name.
+	Rename string `json:"rename,omitempty"`
+	// Description is the plugin's replacement description, when it is
+	// not the snapshot's.
+	Description string `json:"description,omitempty"`
+}
+
+// A ProjectedPrompt is one prompt a session sees, as a golden case states
+// it: its upstream name, and the name and description a plugin that
+// renames exposes it under when they differ from the upstream's. In JSON
+// it is the name alone, a string, when neither differs, and otherwise an
+// object {"name": ..., "rename": ..., "description": ...}.
+type ProjectedPrompt struct {
+	Name        string
+	Rename      string
+	Description string
+}
+
+// MarshalJSON writes the prompt as its name, or as an object when it is
+// renamed or redescribed.
+func (p ProjectedPrompt) MarshalJSON() ([]byte, error) {
+	if p.Rename == "" && p.Description == "" {
+		return json.Marshal(p.Name)
+	}
+	return json.Marshal(struct {
+		Name        string `json:"name"`
+		Rename      string `json:"rename,omitempty"`
+		Description string `json:"description,omitempty"`
+	}{p.Name, p.Rename, p.Description})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes, strictly.
+func (p *ProjectedPrompt) UnmarshalJSON(b []byte) error {
+	pp, err := decodeProjectedPrompt(b)
+	if err != nil {
+		return err
+	}
+	*p = pp
+	return nil
 }
 
 // A Projected is the golden form of a projection: the visible tools with
-// their flags, the visible prompt names and the visible resource URIs, each
+// their flags, the visible prompts and the visible resource URIs, each
 // in snapshot order. It is the shape of a project case's "project" value and
 // of `wasmhost project` output.
 type Projected struct {
-	Tools     []ProjectedTool `json:"tools"`
-	Prompts   []string        `json:"prompts"`
-	Resources []string        `json:"resources"`
+	Tools     []ProjectedTool   `json:"tools"`
+	Prompts   []ProjectedPrompt `json:"prompts"`
+	Resources []string          `json:"resources"`
 }
 
 // normalized returns p with empty lists instead of nil ones, so that a key
@@ -42,7 +83,7 @@ func (p Projected) normalized() Projected {
 		p.Tools = []ProjectedTool{}
 	}
 	if p.Prompts == nil {
-		p.Prompts = []string{}
+		p.Prompts = []ProjectedPrompt{}
 	}
 	if p.Resources == nil {
 		p.Resources = []string{}
@@ -60,11 +101,21 @@ func (p Projected) equal(q Projected) bool {
 func (p Projected) String() string { return marshalLine(p.normalized()) }
 
 // Summarize reduces a projection to its golden form. It fails when a tool
-// does not carry both session flags as booleans in its _meta.
+// does not carry both session flags as booleans in its _meta. A renamed
+// item is listed under its upstream name with its Rename; descriptions
+// are not compared with anything, so no Description is set: see
+// [SummarizeSnapshot].
 func Summarize(p *view.Projection) (Projected, error) {
+	return SummarizeSnapshot(p, nil)
+}
+
+// SummarizeSnapshot is [Summarize] for a projection of snap: an item whose
+// description differs from its snapshot item's (the first item of snap
+// with its upstream name) gets it as its Description.
+func SummarizeSnapshot(p *view.Projection, snap *view.Snapshot) (Projected, error) {
 	out := Projected{
 		Tools:     make([]ProjectedTool, 0, len(p.Tools)),
-		Prompts:   make([]string, 0, len(p.Prompts)),
+		Prompts:   make([]ProjectedPrompt, 0, len(p.Prompts)),
 		Resources: make([]string, 0, len(p.Resources)),
 	}
 	for i, t := range p.Tools {
@@ -79,13 +130,27 @@ func Summarize(p *view.Projection) (Projected, error) {
 		if err != nil {
 			return Projected{}, fmt.Errorf("projected tools[%d] (%q): %w", i, t.Name, err)
 		}
-		out.Tools = append(out.Tools, ProjectedTool{Name: t.Name, Trust: trust, AlwaysLoad: always})
+		name, rename := upstreamOf(t.Name, t.Meta)
+		pt := ProjectedTool{Name: name, Trust: trust, AlwaysLoad: always, Rename: rename}
+		if snap != nil {
+			if k := slices.IndexFunc(snap.Tools, func(s *mcp.Tool) bool { return s != nil && s.Name == name }); k >= 0 && snap.Tools[k].Description != t.Description {
+				pt.Description = t.Description
+			}
+		}
+		out.Tools = append(out.Tools, pt)
 	}
 	for i, pr := range p.Prompts {
 		if pr == nil {
 			return Projected{}, fmt.Errorf("projected prompts[%d] is nil", i)
 		}
-		out.Prompts = append(out.Prompts, pr.Name)
+		name, rename := upstreamOf(pr.Name, pr.Meta)
+		pp := ProjectedPrompt{Name: name, Rename: rename}
+		if snap != nil {
+			if k := slices.IndexFunc(snap.Prompts, func(s *mcp.Prompt) bool { return s != nil && s.Name == name }); k >= 0 && snap.Prompts[k].Description != pr.Description {
+				pp.Description = pr.Description
+			}
+		}
+		out.Prompts = append(out.Prompts, pp)
 	}
 	for i, r := range p.Resources {
 		if r == nil {
@@ -94,6 +159,15 @@ func Summarize(p *view.Projection) (Projected, error) {
 		out.Resources = append(out.Resources, r.URI)
 	}
 	return out, nil
+}
+
+// upstreamOf returns the upstream name of a projected item named name and
+// the name the plugin renamed it to ("" when it did not).
+func upstreamOf(name string, m mcp.Meta) (upstream, rename string) {
+	if up, ok := m[view.MetaUpstreamName].(string); ok && up != "" {
+		return up, name
+	}
+	return name, ""
 }
 
 func flag(t *mcp.Tool, key string) (bool, error) {
@@ -338,16 +412,25 @@ func decodeProjected(raw []byte) (Projected, error) {
 				}
 				p.Tools = append(p.Tools, t)
 			}
-		case "prompts", "resources":
+		case "prompts":
+			elems, err := readArray(f.value)
+			if err != nil {
+				return Projected{}, fmt.Errorf("prompts: %w", err)
+			}
+			p.Prompts = make([]ProjectedPrompt, 0, len(elems))
+			for i, e := range elems {
+				pp, err := decodeProjectedPrompt(e)
+				if err != nil {
+					return Projected{}, fmt.Errorf("prompts[%d]: %w", i, err)
+				}
+				p.Prompts = append(p.Prompts, pp)
+			}
+		case "resources":
 			names, err := decodeStrings(f.value)
 			if err != nil {
 				return Projected{}, fmt.Errorf("%s%w", f.key, err)
 			}
-			if f.key == "prompts" {
-				p.Prompts = names
-			} else {
-				p.Resources = names
-			}
+			p.Resources = names
 		default:
 			return Projected{}, fmt.Errorf("unknown key %q (want tools, prompts, resources)", f.key)
 		}
@@ -371,8 +454,12 @@ func decodeProjectedTool(raw []byte) (ProjectedTool, error) {
 			err = decodeTyped(f.value, "a boolean", &t.Trust)
 		case "alwaysLoad":
 			err = decodeTyped(f.value, "a boolean", &t.AlwaysLoad)
+		case "rename":
+			err = decodeNonEmpty(f.value, &t.Rename)
+		case "description":
+			err = decodeNonEmpty(f.value, &t.Description)
 		default:
-			err = fmt.Errorf("unknown key (want name, trust, alwaysLoad)")
+			err = fmt.Errorf("unknown key (want name, trust, alwaysLoad, and optionally rename, description)")
 		}
 		if err != nil {
 			return ProjectedTool{}, fmt.Errorf("%s: %w", f.key, err)
@@ -385,6 +472,59 @@ func decodeProjectedTool(raw []byte) (ProjectedTool, error) {
 		}
 	}
 	return t, nil
+}
+
+// decodeProjectedPrompt decodes an expected prompt: its name, a string, or
+// an object with "name" and one or both of "rename" and "description".
+func decodeProjectedPrompt(raw []byte) (ProjectedPrompt, error) {
+	var p ProjectedPrompt
+	if jsonKind(raw) != "an object" {
+		if err := decodeTyped(raw, "a string", &p.Name); err != nil {
+			return p, fmt.Errorf("expected a string or an object, got %s", jsonKind(raw))
+		}
+		return p, nil
+	}
+	fields, err := readObject(raw)
+	if err != nil {
+		return p, err
+	}
+	have := map[string]bool{}
+	for _, f := range fields {
+		var err error
+		switch f.key {
+		case "name":
+			err = decodeTyped(f.value, "a string", &p.Name)
+		case "rename":
+			err = decodeNonEmpty(f.value, &p.Rename)
+		case "description":
+			err = decodeNonEmpty(f.value, &p.Description)
+		default:
+			err = fmt.Errorf("unknown key (want name, and one or both of rename, description)")
+		}
+		if err != nil {
+			return p, fmt.Errorf("%s: %w", f.key, err)
+		}
+		have[f.key] = true
+	}
+	switch {
+	case !have["name"]:
+		return p, errors.New(`missing "name"`)
+	case !have["rename"] && !have["description"]:
+		return p, errors.New(`an object needs "rename" or "description" (a prompt shown as it is is its name, a string)`)
+	}
+	return p, nil
+}
+
+// decodeNonEmpty decodes a string that must not be empty: an expected
+// rename or description (left out when there is none).
+func decodeNonEmpty(raw []byte, s *string) error {
+	if err := decodeTyped(raw, "a string", s); err != nil {
+		return err
+	}
+	if *s == "" {
+		return errors.New("is empty (leave it out when the item keeps the upstream's)")
+	}
+	return nil
 }
 
 // decodeStrings decodes an array of strings; errors start with the index

@@ -31,6 +31,9 @@ type PolicyState struct {
 	SHA256 string `json:"sha256"`
 	// SettingsKeys are the per-server settings keys the plugin declares.
 	SettingsKeys []string `json:"settingsKeys,omitempty"`
+	// Renames is true when the plugin opted into renaming and redescribing
+	// tools and prompts (abi/SPEC.md section 5.3).
+	Renames bool `json:"renames,omitempty"`
 	// Config is the plugin's "policy.config" with every value replaced by
 	// "REDACTED" (config.Policy.RedactedConfig), and ConfigSHA256 the
 	// digest of its compact bytes, to tell two configurations apart.
@@ -85,7 +88,7 @@ func (d *Daemon) State() State {
 	if pol != nil {
 		hs := pol.policy.Handshake()
 		st.Policy = PolicyState{Name: hs.Name, Version: hs.Version, Source: pol.policy.Name(), SHA256: pol.policy.Digest(),
-			SettingsKeys: hs.SettingsKeys, Config: pol.src.RedactedConfig(), ConfigSHA256: pol.src.ConfigSHA256()}
+			SettingsKeys: hs.SettingsKeys, Renames: hs.Renames, Config: pol.src.RedactedConfig(), ConfigSHA256: pol.src.ConfigSHA256()}
 	}
 	rs := d.rec.State()
 	st.Pool = d.poolEntries(rs)

@@ -274,7 +274,7 @@ func (p *Plugin) projectChunk(ctx context.Context, plan *batchPlan, pairs []abi.
 
 	var resp *abi.ProjectBatchResponse
 	err := p.call(ctx, abi.ExportProjectBatch, in, func(out []byte) (err error) {
-		resp, err = decodeChecked(sub, out, decodeBatchCompact, abi.ValidateProjectBatch)
+		resp, err = decodeChecked(sub, out, decodeBatchCompact, p.validateProjectBatch)
 		return err
 	})
 	if err != nil {

@@ -292,13 +292,25 @@ func (p *Plugin) project(ctx context.Context, req *abi.ProjectRequest) (*abi.Pro
 	}
 	var resp *abi.ProjectResponse
 	err = p.call(ctx, abi.ExportProject, in, func(out []byte) (err error) {
-		resp, err = decodeChecked(req, out, decodeProjectCompact, abi.ValidateProject)
+		resp, err = decodeChecked(req, out, decodeProjectCompact, p.validateProject)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return nonNilResponse(resp), nil
+}
+
+// validateProject is abi.ValidateProjectWith, renames allowed when the
+// plugin's handshake opted into them.
+func (p *Plugin) validateProject(req *abi.ProjectRequest, resp *abi.ProjectResponse) error {
+	return abi.ValidateProjectWith(req, resp, p.handshake.Renames)
+}
+
+// validateProjectBatch is abi.ValidateProjectBatchWith, renames allowed
+// when the plugin's handshake opted into them.
+func (p *Plugin) validateProjectBatch(req *abi.ProjectBatchRequest, resp *abi.ProjectBatchResponse) error {
+	return abi.ValidateProjectBatchWith(req, resp, p.handshake.Renames)
 }
 
 // decodeChecked decodes the output of a call for req, with compact (one of

@@ -33,6 +33,14 @@
 // everything; the config's default is auto (see docs/architecture.md for
 // the trade-off).
 //
+// A policy plugin that renames (abi/SPEC.md section 5.3) names an item
+// first: the view's projection carries the plugin's name as the item's
+// name and the upstream's in _meta (view.MetaUpstreamName). The naming
+// above then applies to the plugin's name, as it would to an upstream
+// name: prefixed, a tool the plugin names "short" on server "gh" is
+// "gh__short". Calls of the exposed name reach the upstream under its own
+// name, and clients never see view.MetaUpstreamName.
+//
 // A name a server let go because it went down is remembered until it
 // registers again, so that a call of it is told the server is down
 // ([Options.Unavailable]), whatever the naming.

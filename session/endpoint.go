@@ -456,12 +456,16 @@ func (e *Endpoint) PutTools(server string, tools []*mcp.Tool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	adds := make(map[string]func(string) error, len(tools))
+	upstream := make(map[string]string)
 	var refused []string
 	for _, t := range tools {
 		if err := checkToolName(t.Name); err != nil {
 			e.log.Warn("upstream tool cannot be served, left out", "server", server, "tool", t.Name, "err", err)
 			refused = append(refused, t.Name) // an earlier version of it
 			continue
+		}
+		if up, ok := upstreamName(t.Meta); ok {
+			upstream[t.Name] = up
 		}
 		adds[t.Name] = func(exposed string) error {
 			c, err := exposedTool(t, exposed)
@@ -474,7 +478,7 @@ func (e *Endpoint) PutTools(server string, tools []*mcp.Tool) {
 	if len(refused) > 0 {
 		e.deleteNamed(&e.tools, server, refused)
 	}
-	e.putNamed(&e.tools, server, adds)
+	e.putNamed(&e.tools, server, adds, upstream)
 }
 
 // putChunk is how many items a Put method registers between two pauses
@@ -531,15 +535,20 @@ func (e *Endpoint) PutPrompts(server string, prompts []*mcp.Prompt) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	adds := make(map[string]func(string) error, len(prompts))
+	upstream := make(map[string]string)
 	for _, p := range prompts {
+		if up, ok := upstreamName(p.Meta); ok {
+			upstream[p.Name] = up
+		}
 		adds[p.Name] = func(exposed string) error {
 			c := *p
 			c.Name = exposed
+			c.Meta = withoutUpstreamName(p.Meta)
 			e.srv.AddPrompt(&c, e.forwardPrompt)
 			return nil
 		}
 	}
-	e.putNamed(&e.prompts, server, adds)
+	e.putNamed(&e.prompts, server, adds, upstream)
 }
 
 // DeletePrompts implements view.Registry.
@@ -627,6 +636,7 @@ func (e *Endpoint) DeleteResourceTemplates(server string, uriTemplates []string)
 func exposedTool(t *mcp.Tool, exposed string) (*mcp.Tool, error) {
 	c := *t
 	c.Name = exposed
+	c.Meta = withoutUpstreamName(t.Meta)
 	switch s := t.InputSchema.(type) {
 	case nil:
 		c.InputSchema = map[string]any{"type": "object"}
@@ -640,6 +650,29 @@ func exposedTool(t *mcp.Tool, exposed string) (*mcp.Tool, error) {
 		}
 	}
 	return &c, nil
+}
+
+// upstreamName returns the upstream's own name of an item the policy
+// renamed (view.MetaUpstreamName in its Meta), and whether there is one.
+func upstreamName(m mcp.Meta) (string, bool) {
+	up, ok := m[view.MetaUpstreamName].(string)
+	return up, ok && up != ""
+}
+
+// withoutUpstreamName returns m without view.MetaUpstreamName, copying it
+// only when it has that key (and nil when nothing else is left): the
+// upstream's name of a renamed item is the session's to route by, not its
+// clients' to see.
+func withoutUpstreamName(m mcp.Meta) mcp.Meta {
+	if _, ok := m[view.MetaUpstreamName]; !ok {
+		return m
+	}
+	c := maps.Clone(m)
+	delete(c, view.MetaUpstreamName)
+	if len(c) == 0 {
+		return nil
+	}
+	return c
 }
 
 // addTool calls srv.AddTool, turning its panics (an input schema it

@@ -124,6 +124,10 @@ type itemKey struct{ server, name string }
 type named struct {
 	// exposed is the name it is registered under; "" while it is left out.
 	exposed string
+	// upstream is the upstream's own name for the item when the policy
+	// renamed it (view.MetaUpstreamName); "" when the item's name is the
+	// upstream's.
+	upstream string
 	// add registers the item with the MCP server under a name.
 	add func(exposed string) error
 }
@@ -206,14 +210,25 @@ func (e *Endpoint) resolveNames(k *kind, redo map[itemKey]bool) {
 			continue
 		}
 		it.exposed = x
-		k.routes[x] = route(key)
+		k.routes[x] = it.route(key)
 		e.changes++
 	}
 }
 
+// route returns where the item key (its server and the policy's name for
+// it) leads: the upstream's own name for it.
+func (it *named) route(key itemKey) route {
+	if it.upstream != "" {
+		return route{key.server, it.upstream}
+	}
+	return route(key)
+}
+
 // putNamed records server's items of k (name -> add) and resolves k's
-// names. e.putMu and e.mu are held.
-func (e *Endpoint) putNamed(k *kind, server string, adds map[string]func(string) error) {
+// names; upstream holds the upstream's own name of each item the policy
+// renamed (view.MetaUpstreamName), by the policy's name. e.putMu and e.mu
+// are held.
+func (e *Endpoint) putNamed(k *kind, server string, adds map[string]func(string) error, upstream map[string]string) {
 	delete(k.gone, server) // it is up: its names are known again
 	if k.items[server] == nil {
 		k.items[server] = make(map[string]*named)
@@ -222,8 +237,9 @@ func (e *Endpoint) putNamed(k *kind, server string, adds map[string]func(string)
 	for n, add := range adds {
 		if it := k.items[server][n]; it != nil {
 			it.add = add
+			it.upstream = upstream[n]
 		} else {
-			k.items[server][n] = &named{add: add}
+			k.items[server][n] = &named{add: add, upstream: upstream[n]}
 		}
 		redo[itemKey{server, n}] = true
 	}

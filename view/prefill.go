@@ -93,7 +93,7 @@ func prefill(ctx context.Context, p abi.Policy, bp abi.BatchProjector, c *churn.
 	c.PolicyCalls.Add(1)
 	resp, err := bp.ProjectBatch(ctx, &b.req)
 	if err == nil {
-		err = abi.ValidateProjectBatch(&b.req, resp)
+		err = abi.ValidateProjectBatchWith(&b.req, resp, p.Handshake().Renames)
 	}
 	if err != nil {
 		return err

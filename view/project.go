@@ -18,6 +18,12 @@ import (
 const (
 	MetaTrust      = "wasmhost/trust"
 	MetaAlwaysLoad = "wasmhost/alwaysLoad"
+	// MetaUpstreamName is set, on a tool or prompt the policy renamed
+	// (abi/SPEC.md section 5.3), to the upstream's own name for it, a
+	// string: the item's Name is then the policy's exposed name, and a
+	// session calls the upstream by this one. A session takes it out of
+	// what its clients see.
+	MetaUpstreamName = "wasmhost/upstreamName"
 )
 
 // A Snapshot is one upstream server's discovered tools, prompts and
@@ -84,7 +90,7 @@ func Project(ctx context.Context, p abi.Policy, settings json.RawMessage, snap *
 	if resp == nil {
 		return nil, fmt.Errorf("project: policy returned no response")
 	}
-	if err := abi.ValidateProject(req, resp); err != nil {
+	if err := abi.ValidateProjectWith(req, resp, p.Handshake().Renames); err != nil {
 		return nil, err
 	}
 	return projection(snap, resp), nil
@@ -139,10 +145,10 @@ func projection(snap *Snapshot, resp *abi.ProjectResponse) *Projection {
 		ResourceTemplates: visibleTemplates(snap, resp.Resources),
 	}
 	for j, d := range resp.Tools {
-		out.Tools[j] = cloneTool(snap.Tools[d.Index], d.Trust, d.AlwaysLoad)
+		out.Tools[j] = cloneTool(snap.Tools[d.Index], d.Trust, d.AlwaysLoad, d.Rename())
 	}
 	for j, i := range resp.Prompts {
-		out.Prompts[j] = snap.Prompts[i]
+		out.Prompts[j] = renamedPrompt(snap.Prompts[i], resp.PromptRename(j))
 	}
 	for j, i := range resp.Resources {
 		out.Resources[j] = snap.Resources[i]
@@ -193,12 +199,41 @@ func TemplateMatcher(tmpl string) (matches func(uri string) bool, ok bool) {
 }
 
 // cloneTool copies t and its Meta map and sets the two session flags on the
-// copy. The rest is shared: the snapshot's tool is left untouched.
-func cloneTool(t *mcp.Tool, trust, alwaysLoad bool) *mcp.Tool {
+// copy, and the policy's rename: a new name (with MetaUpstreamName set to
+// the upstream's) and a new description. The rest is shared: the
+// snapshot's tool is left untouched.
+func cloneTool(t *mcp.Tool, trust, alwaysLoad bool, r abi.Rename) *mcp.Tool {
 	c := *t
-	c.Meta = make(mcp.Meta, len(t.Meta)+2)
+	c.Meta = make(mcp.Meta, len(t.Meta)+3)
 	maps.Copy(c.Meta, t.Meta)
 	c.Meta[MetaTrust] = trust
 	c.Meta[MetaAlwaysLoad] = alwaysLoad
+	if r.Name != "" && r.Name != t.Name {
+		c.Meta[MetaUpstreamName] = t.Name
+		c.Name = r.Name
+	}
+	if r.Description != "" {
+		c.Description = r.Description
+	}
+	return &c
+}
+
+// renamedPrompt returns p itself when r changes nothing, and otherwise a
+// copy of p (and of its Meta map) renamed and redescribed as cloneTool
+// does a tool.
+func renamedPrompt(p *mcp.Prompt, r abi.Rename) *mcp.Prompt {
+	if r.IsZero() || (r.Name == p.Name && r.Description == "") {
+		return p
+	}
+	c := *p
+	if r.Name != "" && r.Name != p.Name {
+		c.Meta = make(mcp.Meta, len(p.Meta)+1)
+		maps.Copy(c.Meta, p.Meta)
+		c.Meta[MetaUpstreamName] = p.Name
+		c.Name = r.Name
+	}
+	if r.Description != "" {
+		c.Description = r.Description
+	}
 	return &c
 }

@@ -91,7 +91,7 @@ func runProject(ctx context.Context, args []string, s stdio) int {
 		s.errorf("project", "%v", err)
 		return exitFail
 	}
-	sum, err := conformance.Summarize(proj)
+	sum, err := conformance.SummarizeSnapshot(proj, snap)
 	if err != nil {
 		s.errorf("project", "%v", err)
 		return exitFail

@@ -778,7 +778,7 @@ func TestSplitRewriteSameBytes(t *testing.T) {
 // writes for the modules of TestVersionNamesOutput.
 var versionOutputs = map[int]string{
 	1: "1be8bea230d29e4d9a27e191e4c6bedb5c26b1ff8beb3eae3cab72d595da2884",
-	2: "4cc49bfa52d6e32cf680373f33bac94d53af4c514ab49ba280ba55c9e633305c",
+	2: "49e5ab93b179c53f62a571573a0584d6df9fd666e9e9378daf6b08c6d2e6ffab",
 }
 
 // TestVersionNamesOutput: Instrument's output for a fixed set of modules is

@@ -6,4 +6,4 @@ package policydefault
 
 // SHA256 is the hex SHA-256 of Wasm, so that a process loading the embedded
 // plugin need not hash it (TestDigest checks it).
-const SHA256 = "a7d0a10d89722feb62cc8295bcbe50610be458a8286942aa521108d17f4fd01c"
+const SHA256 = "d1475bc1b62d82c18a360d799bf74f9693c9283bcf17c5a6bb808226a14ee2f7"

@@ -30,6 +30,9 @@
 //	        "sandbox"  canonicalize reports, as each canonical form, what the
 //	                   plugin could read from the sandbox (files, environment,
 //	                   clock, randomness, network; project answers normally)
+//	        "rename"   project renames the first visible tool to "renamed"
+//	                   and redescribes it, although the handshake does not
+//	                   opt into renames (abi/SPEC.md section 5.3)
 //	        "slow"     spin the CPU ("spin" iterations, ~200 ms by default),
 //	                   then answer normally
 //	        "good"     answer normally
@@ -201,6 +204,10 @@ func project() int32 {
 	case "shape":
 		// A tool index one past the last tool.
 		resp.Tools = append(resp.Tools, abi.ToolDecision{Index: len(req.Tools)})
+	case "rename":
+		if len(resp.Tools) > 0 {
+			resp.Tools[0].Name, resp.Tools[0].Description = "renamed", "A description of its own."
+		}
 	}
 	return output(resp)
 }
@@ -209,7 +216,7 @@ func project() int32 {
 // the slow mode's busy loop. It reports false for an unknown mode.
 func misbehaveFirst(export string, d directive) bool {
 	switch d.Mode {
-	case "", "good", "big", "shape", "fields", "sandbox":
+	case "", "good", "big", "shape", "fields", "sandbox", "rename":
 	case "panic":
 		panic("hostile: " + export + " panics on purpose")
 	case "bomb":
