@@ -24,7 +24,8 @@ var teamAccess = filepath.Join("..", "..", "examples", "team-access")
 // against the committed .wasm with the suite's configuration, as its
 // Makefile runs it; and each session of the config, served in stdio mode
 // with the demo server as upstream, sees the tools its team, its
-// read-only setting and its overrides give it.
+// read-only setting and its overrides give it, under the names the
+// plugin gives them, and calls them by those names.
 func TestExampleTeamAccess(t *testing.T) {
 	config := filepath.Join(teamAccess, "wasmhost.json")
 	r := runCLI(t, "", "check", "--config", config)
@@ -65,8 +66,10 @@ func TestExampleTeamAccess(t *testing.T) {
 		tools, prompts []string
 		call           mcp.CallToolParams
 	}{
-		"reader": {[]string{"echo", "read_note"}, []string{"summarize"}, mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}},
-		"writer": {[]string{"echo", "read_note", "write_note"}, []string{"summarize"}, mcp.CallToolParams{Name: "write_note", Arguments: map[string]any{"name": "n", "text": "x"}}},
+		// read_note is exposed as read (the config's names): a call of
+		// read reaches the upstream's read_note.
+		"reader": {[]string{"echo", "read"}, []string{"summarize"}, mcp.CallToolParams{Name: "read", Arguments: map[string]any{"name": "welcome"}}},
+		"writer": {[]string{"echo", "read", "write_note"}, []string{"summarize"}, mcp.CallToolParams{Name: "write_note", Arguments: map[string]any{"name": "n", "text": "x"}}},
 		"ops":    {[]string{"add", "add_tool", "pid"}, []string{"greet"}, mcp.CallToolParams{Name: "pid", Arguments: map[string]any{}}},
 	} {
 		t.Run(session, func(t *testing.T) {
@@ -83,6 +86,9 @@ func TestExampleTeamAccess(t *testing.T) {
 			res, err := cs.CallTool(t.Context(), &want.call)
 			require.NoError(t, err)
 			assert.False(t, res.IsError, "%s", mcptest.Text(res))
+			if session == "reader" {
+				assert.Contains(t, mcptest.Text(res)+fmt.Sprint(res.StructuredContent), "Hello from the wasmhost demo server.")
+			}
 			code, stderr := finish()
 			assert.Equal(t, exitOK, code, stderr)
 		})

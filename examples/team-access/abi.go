@@ -16,6 +16,9 @@ type handshakeMessage struct {
 	Version      string   `json:"version"`
 	Wants        []string `json:"wants,omitempty"`
 	SettingsKeys []string `json:"settingsKeys,omitempty"`
+	// Renames opts into exposed names (and descriptions) in project
+	// answers: toolDecision.Name, promptDecision.Name.
+	Renames bool `json:"renames,omitempty"`
 }
 
 // canonicalizeRequest holds raw settings objects, exactly as configured.
@@ -51,14 +54,35 @@ type projectRequest struct {
 // projectResponse lists, by strictly increasing index into the request's
 // lists, what the session sees.
 type projectResponse struct {
-	Tools     []toolDecision `json:"tools"`
-	Prompts   []int          `json:"prompts"`
-	Resources []int          `json:"resources"`
+	Tools     []toolDecision   `json:"tools"`
+	Prompts   []promptDecision `json:"prompts"`
+	Resources []int            `json:"resources"`
 }
 
-// A toolDecision makes the tool at index I visible with its session flags.
+// A toolDecision makes the tool at index I visible with its session flags
+// and, when Name is set, under that name instead of the upstream's.
 type toolDecision struct {
-	I          int  `json:"i"`
-	Trust      bool `json:"trust"`
-	AlwaysLoad bool `json:"alwaysLoad"`
+	I          int    `json:"i"`
+	Trust      bool   `json:"trust"`
+	AlwaysLoad bool   `json:"alwaysLoad"`
+	Name       string `json:"name,omitempty"`
+}
+
+// A promptDecision makes the prompt at index I visible, under Name when
+// it is set. On the wire it is the bare index, or {"i": I, "name": Name}.
+type promptDecision struct {
+	I    int
+	Name string
+}
+
+// MarshalJSON writes the prompt as its index, or as an object when it is
+// renamed.
+func (d promptDecision) MarshalJSON() ([]byte, error) {
+	if d.Name == "" {
+		return json.Marshal(d.I)
+	}
+	return json.Marshal(struct {
+		I    int    `json:"i"`
+		Name string `json:"name"`
+	}{d.I, d.Name})
 }

@@ -17,13 +17,15 @@ const abiVersion = 1
 // tool's annotations in project calls (wants) and declares the settings
 // keys team and readOnly as this plugin's own, so that wasmhost accepts
 // them in server entries and session overrides and passes them on
-// (settingsKeys).
+// (settingsKeys); and it may give tools and prompts names of its own
+// (renames).
 var handshakeInfo = handshakeMessage{
 	ABI:          abiVersion,
 	Name:         "team-access",
 	Version:      "1.0.0",
 	Wants:        []string{"toolAnnotations"},
 	SettingsKeys: []string{"team", "readOnly"},
+	Renames:      true,
 }
 
 // Each export returns 0 with its answer as the Extism output, or 1 with the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"slices"
 	"strings"
@@ -22,6 +23,18 @@ import (
 // the session read-only with "readOnly": true, the other key it owns: then
 // only tools annotated readOnlyHint: true are visible (the handshake wants
 // "toolAnnotations").
+//
+// Names longer than the configuration's "maxNameLength" (default 64, the
+// longest name many model APIs take; set it lower to leave room for the
+// "server__" prefix a session may add) are shortened: their first
+// characters, "_" and 8 hex digits of a hash of the whole name, so that
+// two long names stay apart. "names" gives exact exposed names instead:
+//
+//	{"teams": {...}, "maxNameLength": 48, "names": {"search_all_tickets_in_every_project": "search_tickets"}}
+//
+// Teams, includeTools and excludeTools name tools by their upstream names.
+// Two visible tools (or prompts) that would get one name refuse the
+// projection, naming both.
 //
 // wasmhost's own settings narrow that further: includeTools (when set) and
 // excludeTools, exact names, and trust and alwaysLoadTools flag every
@@ -48,8 +61,50 @@ func (r teamRules) allows(name string) bool {
 	return false
 }
 
-// teams is the configured allow list of each team, set by configure.
-var teams map[string]teamRules
+// The configuration, set by configure: the allow list of each team, the
+// longest name exposed as it is and the exact renames.
+var (
+	teams         map[string]teamRules
+	maxNameLength int
+	names         map[string]string
+)
+
+// Bounds of "maxNameLength": a shortened name keeps at least one
+// character of the upstream's before its 9-character hash suffix, and MCP
+// allows names of up to 128 characters.
+const (
+	minNameLength     = 10
+	maxMCPNameLength  = 128
+	defaultNameLength = 64
+)
+
+// validName reports whether name follows MCP's rule for tool names (ASCII
+// letters, digits, '_', '-' and '.') and fits limit.
+func validName(name string, limit int) bool {
+	if name == "" || len(name) > limit {
+		return false
+	}
+	for _, r := range name {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// exposedName is the name a session sees for the upstream's name, or ""
+// to keep it.
+func exposedName(name string) string {
+	if n, ok := names[name]; ok {
+		return n
+	}
+	if len(name) <= maxNameLength {
+		return ""
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return fmt.Sprintf("%s_%08x", name[:maxNameLength-9], h.Sum32())
+}
 
 // configure reads the handshake's input, {"abi": 1, "config": {...}}, and
 // sets teams. The plugin cannot work without a configuration, so a missing
@@ -65,7 +120,9 @@ func configure(input []byte) error {
 		return fmt.Errorf("handshake input: %w", err)
 	}
 	var cfg struct {
-		Teams map[string][]string `json:"teams"`
+		Teams         map[string][]string `json:"teams"`
+		MaxNameLength *int                `json:"maxNameLength"`
+		Names         map[string]string   `json:"names"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(req.Config))
 	dec.DisallowUnknownFields()
@@ -96,7 +153,19 @@ func configure(input []byte) error {
 		}
 		t[team] = r
 	}
-	teams = t
+	limit := defaultNameLength
+	if cfg.MaxNameLength != nil {
+		limit = *cfg.MaxNameLength
+		if limit < minNameLength || limit > maxMCPNameLength {
+			return fmt.Errorf("config.maxNameLength: %d, want %d to %d", limit, minNameLength, maxMCPNameLength)
+		}
+	}
+	for from, to := range cfg.Names {
+		if !validName(to, limit) {
+			return fmt.Errorf("config.names.%s: %q is not a name of 1 to %d ASCII letters, digits, '_', '-' and '.'", from, to, limit)
+		}
+	}
+	teams, maxNameLength, names = t, limit, cfg.Names
 	return nil
 }
 
@@ -303,24 +372,61 @@ func projectAll(req *projectRequest) (projectResponse, error) {
 	if err != nil {
 		return projectResponse{}, fmt.Errorf("project: settings refused: %w", err)
 	}
-	resp := projectResponse{Tools: []toolDecision{}, Prompts: []int{}, Resources: []int{}}
+	resp := projectResponse{Tools: []toolDecision{}, Prompts: []promptDecision{}, Resources: []int{}}
 	if p.team == "" {
 		return resp, nil
 	}
+	var toolNames, toolRenames []string
 	for i, name := range req.Tools {
 		if p.allows(name) && (!p.readOnly || readOnlyHint(req.ToolAnnotations, i)) {
-			resp.Tools = append(resp.Tools, toolDecision{I: i, Trust: p.trust, AlwaysLoad: p.alwaysLoad})
+			d := toolDecision{I: i, Trust: p.trust, AlwaysLoad: p.alwaysLoad, Name: exposedName(name)}
+			resp.Tools = append(resp.Tools, d)
+			toolNames, toolRenames = append(toolNames, name), append(toolRenames, d.Name)
 		}
 	}
+	if err := checkNames("tools", toolNames, toolRenames); err != nil {
+		return projectResponse{}, err
+	}
+	var promptNames, promptRenames []string
 	for i, name := range req.Prompts {
 		if p.allows(name) {
-			resp.Prompts = append(resp.Prompts, i)
+			d := promptDecision{I: i, Name: exposedName(name)}
+			resp.Prompts = append(resp.Prompts, d)
+			promptNames, promptRenames = append(promptNames, name), append(promptRenames, d.Name)
 		}
+	}
+	if err := checkNames("prompts", promptNames, promptRenames); err != nil {
+		return projectResponse{}, err
 	}
 	for i := range req.Resources {
 		resp.Resources = append(resp.Resources, i)
 	}
 	return resp, nil
+}
+
+// checkNames refuses a projection in which a visible item of the kind
+// (upstream names names, renames[i] "" for one not renamed) would be
+// exposed under a name another visible item has, or under the upstream
+// name of another visible item, as wasmhost refuses it.
+func checkNames(kind string, names, renames []string) error {
+	upstream := make(map[string]int, len(names))
+	for i, n := range names {
+		upstream[n] = i
+	}
+	exposed := make(map[string]string, len(names))
+	for i, n := range names {
+		e := renames[i]
+		if e == "" {
+			e = n
+		} else if j, ok := upstream[e]; ok && j != i {
+			return fmt.Errorf("project: %s %q would be exposed as %q, the name of another visible one: rename one in the config's names", kind, n, e)
+		}
+		if other, ok := exposed[e]; ok {
+			return fmt.Errorf("project: %s %q and %q would both be exposed as %q: rename one in the config's names", kind, other, n, e)
+		}
+		exposed[e] = n
+	}
+	return nil
 }
 
 // allows reports whether the session may see the tool or prompt name:

@@ -26,11 +26,14 @@ func TestConfigureRefuses(t *testing.T) {
 	for in, want := range map[string]string{
 		``:                      "no configuration",
 		`{"abi":1,"config":{}}`: "no team",
-		`{"abi":1,"config":{"teams":{"a":[""]}}}`:        "allows no tool or every tool",
-		`{"abi":1,"config":{"teams":{"a":["*"]}}}`:       "allows no tool or every tool",
-		`{"abi":1,"config":{"teams":{"a":["x*y"]}}}`:     "may only end an entry",
-		`{"abi":1,"config":{"teams":{"a":["x"]},"x":1}}`: "unknown field",
-		`{"abi":1,"config":{"teams":{"a":"x"}}}`:         "cannot unmarshal",
+		`{"abi":1,"config":{"teams":{"a":[""]}}}`:                                                 "allows no tool or every tool",
+		`{"abi":1,"config":{"teams":{"a":["*"]}}}`:                                                "allows no tool or every tool",
+		`{"abi":1,"config":{"teams":{"a":["x*y"]}}}`:                                              "may only end an entry",
+		`{"abi":1,"config":{"teams":{"a":["x"]},"x":1}}`:                                          "unknown field",
+		`{"abi":1,"config":{"teams":{"a":"x"}}}`:                                                  "cannot unmarshal",
+		`{"abi":1,"config":{"teams":{"a":["x"]},"maxNameLength":9}}`:                              "config.maxNameLength: 9, want 10 to 128",
+		`{"abi":1,"config":{"teams":{"a":["x"]},"names":{"x":"a b"}}}`:                            `config.names.x: "a b" is not a name`,
+		`{"abi":1,"config":{"teams":{"a":["x"]},"maxNameLength":10,"names":{"x":"elevenchars"}}}`: "1 to 10 ASCII",
 	} {
 		err := configure([]byte(in))
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -76,7 +79,43 @@ func TestProjectTeamReadOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.Tools) != 1 || resp.Tools[0].I != 0 || len(resp.Prompts) != 1 || resp.Prompts[0] != 0 {
+	if len(resp.Tools) != 1 || resp.Tools[0].I != 0 || len(resp.Prompts) != 1 || resp.Prompts[0].I != 0 {
 		t.Errorf("got %+v, want tool 0 (read_note) and prompt 0 (summarize)", resp)
+	}
+}
+
+func TestProjectRenames(t *testing.T) {
+	setup(t)
+	long := "deploy_" + strings.Repeat("x", 70)
+	resp, err := projectAll(&projectRequest{
+		Settings: json.RawMessage(`{"team": "ops"}`),
+		Tools:    []string{long, "deploy_" + strings.Repeat("x", 69) + "y", "pid"},
+		Prompts:  []string{"greet"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Tools) != 3 {
+		t.Fatalf("got %+v, want three tools", resp.Tools)
+	}
+	a, b := resp.Tools[0].Name, resp.Tools[1].Name
+	if len(a) != 48 || len(b) != 48 || a == b || !strings.HasPrefix(a, "deploy_xxx") {
+		t.Errorf("shortened names %q, %q: want two different names of 48 characters (testdata's maxNameLength)", a, b)
+	}
+	if resp.Tools[2].Name != "" {
+		t.Errorf("pid renamed to %q", resp.Tools[2].Name)
+	}
+	if got, _ := json.Marshal(resp.Prompts); string(got) != `[{"i":0,"name":"hello"}]` {
+		t.Errorf("prompts = %s, want greet renamed hello (testdata's names)", got)
+	}
+	names["pid"] = "deploy_pid"
+	_, err = projectAll(&projectRequest{Settings: json.RawMessage(`{"team": "ops"}`), Tools: []string{"pid", "deploy_pid"}})
+	if want := `project: tools "pid" would be exposed as "deploy_pid", the name of another visible one`; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("got %v, want %s", err, want)
+	}
+	names["deploy_a"], names["deploy_b"] = "deploy_c", "deploy_c"
+	_, err = projectAll(&projectRequest{Settings: json.RawMessage(`{"team": "ops"}`), Tools: []string{"deploy_a", "deploy_b"}})
+	if want := `project: tools "deploy_a" and "deploy_b" would both be exposed as "deploy_c"`; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("got %v, want %s", err, want)
 	}
 }
