@@ -80,12 +80,13 @@ gotest:
 deploy-check: ## build deploy/kubernetes's kustomizations and decode every manifest strictly (offline)
 	cd $(VALIDATE) && $(GO) test -count=1 ./...
 
-conformance: build ## run the golden suites against the default, native-equivalent and test plugins
+conformance: build ## run the golden suites against the default, native-equivalent, test and example plugins
 	$(BIN) conformance conformance/golden/default
 	@if [ -f testplugins/prefix-policy/prefix-policy.wasm ]; then \
 	  $(BIN) conformance --plugin testplugins/prefix-policy/prefix-policy.wasm testplugins/prefix-policy/golden; fi
 	@if [ -f testplugins/rename-policy/rename-policy.wasm ]; then \
 	  $(BIN) conformance --plugin testplugins/rename-policy/rename-policy.wasm --plugin-config "$$(cat testplugins/rename-policy/config.json)" testplugins/rename-policy/golden; fi
+	$(BIN) conformance --plugin examples/team-access/team-access.wasm --plugin-config @examples/team-access/testdata/plugin-config.json examples/team-access/golden
 	@if [ -f testplugins/policy-default-as/policy-default-as.wasm ]; then \
 	  $(BIN) conformance --plugin testplugins/policy-default-as/policy-default-as.wasm conformance/golden/default; fi
 
