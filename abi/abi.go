@@ -18,7 +18,9 @@
 //   - [ExportProject] ("project"): a [ProjectRequest] holding one settings
 //     object and the names of a server's tools, prompts and resources; returns
 //     a [ProjectResponse] listing, by index, what one session sees and the two
-//     session flags of each visible tool. Tool schemas never cross the
+//     session flags of each visible tool, and, for a plugin whose handshake
+//     opts in ([Handshake.Renames]), the name and description each visible
+//     tool and prompt is exposed with. Tool schemas never cross the
 //     boundary: the host applies the decisions and clones the tools.
 //
 // and may export a fourth:

@@ -79,11 +79,13 @@ func TestRenamesEncode(t *testing.T) {
 
 func TestValidateRenames(t *testing.T) {
 	req := &ProjectRequest{Tools: []string{"read_file", "write_file", "short"}, Prompts: []string{"sum", "other"}}
-	tool := func(i int, name, desc string) ToolDecision { return ToolDecision{Index: i, Name: name, Description: desc} }
+	tool := func(i int, name, desc string) ToolDecision {
+		return ToolDecision{Index: i, Name: name, Description: desc}
+	}
 	ok := []*ProjectResponse{
 		{Tools: []ToolDecision{tool(0, "read", ""), tool(1, "", "shorter")}},
-		{Tools: []ToolDecision{tool(0, "short", "")}},                            // "short" itself is hidden
-		{Tools: []ToolDecision{tool(0, "read_file", "")}},                        // renamed to its own name
+		{Tools: []ToolDecision{tool(0, "short", "")}},                              // "short" itself is hidden
+		{Tools: []ToolDecision{tool(0, "read_file", "")}},                          // renamed to its own name
 		{Tools: []ToolDecision{tool(0, "a", ""), tool(1, "write_file.v2-x_", "")}}, // the rule's characters
 		{Tools: []ToolDecision{tool(0, strings.Repeat("n", 128), strings.Repeat("é", MaxDescriptionBytes/2))}},
 		{Prompts: []int{0, 1}, PromptRenames: []Rename{{Name: "s"}, {}}},

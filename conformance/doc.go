@@ -71,7 +71,11 @@
 // tool differs from its snapshot tool only by the two session flags
 // ([view.MetaTrust] and [view.MetaAlwaysLoad] in _meta), that projected
 // prompts and resources are the snapshot's unchanged, and that the snapshot
-// given to [view.Project] was not modified.
+// given to [view.Project] was not modified. For a policy that renames
+// (abi/SPEC.md section 5.3), a project case states each renamed item's
+// "rename" and each replaced "description" (a prompt then being an object
+// rather than its name); the runner compares those with the projection,
+// and the rest of each item with the snapshot's as above.
 //
 // # In go test
 //

@@ -258,7 +258,8 @@ func cloneResult(r abi.CanonicalResult) abi.CanonicalResult {
 }
 
 // Project asks the plugin what one session sees of a snapshot. The response
-// is checked with abi.ValidateProject; its lists are never nil. An empty
+// is checked with abi.ValidateProjectWith, renames allowed when the
+// handshake opted into them; its lists are never nil. An empty
 // settings object (nil) is sent as null. A refusal of the settings is
 // ErrPluginRefused (which wraps abi.ErrRefused).
 func (p *Plugin) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.ProjectResponse, error) {
@@ -316,8 +317,8 @@ func (p *Plugin) validateProjectBatch(req *abi.ProjectBatchRequest, resp *abi.Pr
 // decodeChecked decodes the output of a call for req, with compact (one of
 // the decoders of batchdecode.go, which gives what decodeStrict gives for
 // the form it takes) or else with decodeStrict, and checks the response
-// with validate (abi.ValidateCanonicalize, abi.ValidateProject,
-// abi.ValidateProjectBatch).
+// with validate (abi.ValidateCanonicalize, or validateProject and
+// validateProjectBatch).
 func decodeChecked[Req, Resp any](req *Req, out []byte, compact func([]byte) (*Resp, bool), validate func(*Req, *Resp) error) (*Resp, error) {
 	resp, ok := compact(out)
 	if !ok {

@@ -48,9 +48,12 @@ type Snapshot struct {
 
 // A Projection is what one session sees of one server's snapshot. Tools are
 // shallow clones of the snapshot's tools whose Meta map is a private copy
-// carrying MetaTrust and MetaAlwaysLoad; every other field (schemas,
-// annotations, icons) is shared with the snapshot and must not be modified.
-// Prompts and resources are the snapshot's own pointers. A Projection is
+// carrying MetaTrust and MetaAlwaysLoad (and, for a tool the policy
+// renamed, MetaUpstreamName, with the policy's Name and Description);
+// every other field (schemas, annotations, icons) is shared with the
+// snapshot and must not be modified. Resources, and prompts the policy
+// neither renamed nor redescribed, are the snapshot's own pointers; the
+// others are shallow clones like the tools. A Projection is
 // immutable once returned and may be shared between views whose metadata
 // keys are equal.
 type Projection struct {

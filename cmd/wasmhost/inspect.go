@@ -41,7 +41,7 @@ func runDigest(_ context.Context, args []string, s stdio) int {
 //	size: N bytes
 //	data segments: N [(wasmhost pack would leave M, for faster loads)]
 //	metered: yes   or   metered: no (the host refuses it: see the error below)
-//	handshake: NAME VERSION (abi N)[, wants W,...]   or   handshake: none
+//	handshake: NAME VERSION (abi N)[, wants W,...][, renames]   or   handshake: none
 //	optional exports: NAME,...   or   optional exports: none
 //	exports:
 //	  KIND NAME [SIGNATURE]
@@ -115,6 +115,9 @@ func writeInspection(s stdio, file string, insp *host.Inspection) {
 		fmt.Fprintf(&b, "handshake: %s %s (abi %d)", h.Name, h.Version, h.ABI)
 		if len(h.Wants) > 0 {
 			fmt.Fprintf(&b, ", wants %s", strings.Join(h.Wants, ","))
+		}
+		if h.Renames {
+			b.WriteString(", renames")
 		}
 		b.WriteByte('\n')
 	} else {
