@@ -10,10 +10,13 @@ FUZZTIME  ?= 5s
 
 # Plugins built with the standard Go toolchain (wasip1, c-shared). Each
 # .wasm is committed beside its source and must be byte-reproducible.
+# examples/team-access is a module of its own, as `wasmhost new-plugin`
+# made it (its one dependency is go-pdk).
 GO_PLUGINS := plugins/policy-default/policy-default.wasm \
               testplugins/prefix-policy/prefix-policy.wasm \
               testplugins/readonly-policy/readonly-policy.wasm \
-              testplugins/rename-policy/rename-policy.wasm
+              testplugins/rename-policy/rename-policy.wasm \
+              examples/team-access/team-access.wasm
 
 .PHONY: help build plugins go-plugins wat-plugins as-plugins test gotest conformance \
         fuzz bench lint check run build-note tools deploy-check
@@ -81,12 +84,13 @@ gotest:
 deploy-check: ## build deploy/kubernetes's kustomizations and decode every manifest strictly (offline)
 	cd $(VALIDATE) && $(GO) test -count=1 ./...
 
-conformance: build ## run the golden suites against the default, native-equivalent and test plugins
+conformance: build ## run the golden suites against the default, native-equivalent, test and example plugins
 	$(BIN) conformance conformance/golden/default
 	@if [ -f testplugins/prefix-policy/prefix-policy.wasm ]; then \
 	  $(BIN) conformance --plugin testplugins/prefix-policy/prefix-policy.wasm testplugins/prefix-policy/golden; fi
 	@if [ -f testplugins/rename-policy/rename-policy.wasm ]; then \
 	  $(BIN) conformance --plugin testplugins/rename-policy/rename-policy.wasm --plugin-config "$$(cat testplugins/rename-policy/config.json)" testplugins/rename-policy/golden; fi
+	$(BIN) conformance --plugin examples/team-access/team-access.wasm --plugin-config @examples/team-access/testdata/plugin-config.json examples/team-access/golden
 	@if [ -f testplugins/policy-default-as/policy-default-as.wasm ]; then \
 	  $(BIN) conformance --plugin testplugins/policy-default-as/policy-default-as.wasm conformance/golden/default; fi
 

@@ -112,19 +112,22 @@ func (r *Report) add(res Result) {
 // abi.BatchProjector, the project and reject cases of each suite also go
 // through one ProjectBatch call (see the package documentation).
 func Run(ctx context.Context, p abi.Policy, suites []*Suite) *Report {
-	r, _ := run(ctx, p, suites, false)
+	r, _ := run(ctx, p, suites, false, nil)
 	return r
 }
 
 // run runs suites as Run does. With record set it also returns, for each
 // result, what the policy answered while the case ran (nil for a file
-// result).
-func run(ctx context.Context, p abi.Policy, suites []*Suite, record bool) (*Report, []*answers) {
+// result). A non-nil pt is told of each case as it starts and ends.
+func run(ctx context.Context, p abi.Policy, suites []*Suite, record bool, pt *progressTracker) (*Report, []*answers) {
 	r := &Report{Policy: handshake(p), Results: []Result{}}
 	var all []*answers
 	for _, s := range suites {
 		if s.Err != nil {
-			r.add(fileResult(s))
+			res := fileResult(s)
+			pt.start(s, nil)
+			r.add(res)
+			pt.end(res)
 			all = append(all, nil)
 			continue
 		}
@@ -134,7 +137,10 @@ func run(ctx context.Context, p abi.Policy, suites []*Suite, record bool) (*Repo
 			if record {
 				ans = &answers{}
 			}
-			r.add(runCase(ctx, p, s, c, sb, ans))
+			pt.start(s, c)
+			res := runCase(ctx, p, s, c, sb, ans)
+			r.add(res)
+			pt.end(res)
 			all = append(all, ans)
 		}
 	}
@@ -154,11 +160,23 @@ func run(ctx context.Context, p abi.Policy, suites []*Suite, record bool) (*Repo
 // Extism answer and got the direct one. A nil extism runs suites once, as
 // Run.
 func RunBothWays(ctx context.Context, p, extism abi.Policy, suites []*Suite) *Report {
-	if extism == nil {
-		return Run(ctx, p, suites)
+	return RunWith(ctx, p, extism, suites, Options{})
+}
+
+// RunWith runs suites as RunBothWays does (as Run when extism is nil), with
+// opts.
+func RunWith(ctx context.Context, p, extism abi.Policy, suites []*Suite, opts Options) *Report {
+	passes := 1
+	if extism != nil {
+		passes = 2
 	}
-	r, direct := run(ctx, p, suites, true)
-	er, viaExtism := run(ctx, extism, suites, true)
+	pt := newProgressTracker(opts.Progress, passes*countCases(suites))
+	if extism == nil {
+		r, _ := run(ctx, p, suites, false, pt)
+		return r
+	}
+	r, direct := run(ctx, p, suites, true, pt)
+	er, viaExtism := run(ctx, extism, suites, true, pt)
 	for i, res := range er.Results {
 		if !r.Results[i].Passed {
 			continue

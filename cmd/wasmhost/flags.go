@@ -36,7 +36,7 @@ func (pf *pluginFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&pf.compile, "compile-timeout", 0, "time limit for compiling the plugin at load, e.g. 30s (0: the host default, "+host.DefaultCompileTimeout.String()+")")
 	fs.StringVar(&pf.pin, "pin", "", "refuse the plugin unless its SHA-256 is this hex `DIGEST`")
 	fs.StringVar(&pf.cacheDir, "cache-dir", host.DefaultCacheDir(), "compilation cache `DIR`, so a later run does not recompile the plugin (empty: none)")
-	fs.StringVar(&pf.config, "plugin-config", "", "the plugin's own configuration, a `JSON` value, as policy.config in a config file: the input of its handshake")
+	fs.StringVar(&pf.config, "plugin-config", "", "the plugin's own configuration, a `JSON` value or @FILE, as policy.config in a config file: the input of its handshake")
 	fs.TextVar(&pf.logLevel, "log-level", slog.LevelWarn, "log `LEVEL` (to standard error): debug, info, warn or error; debug shows what the plugin writes to standard output and error")
 }
 
@@ -68,6 +68,14 @@ func (pf *pluginFlags) loadWith(ctx context.Context, opts host.Options) (*host.P
 	}
 	if pf.compile < 0 || pf.compile > config.MaxPolicyCompileTimeoutMs*time.Millisecond {
 		return nil, fmt.Errorf("--compile-timeout %v: must be from 0 (the host default) to %v", pf.compile, config.MaxPolicyCompileTimeoutMs*time.Millisecond)
+	}
+	if name, ok := strings.CutPrefix(opts.Config, "@"); ok {
+		// No JSON value starts with '@': this names a file.
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("--plugin-config: %w", err)
+		}
+		opts.Config = string(b)
 	}
 	if pf.plugin == "" {
 		return loadDefault(ctx, opts)

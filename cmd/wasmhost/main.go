@@ -87,7 +87,7 @@ func init() {
 		{"digest", "print the SHA-256 of a plugin file, as a config pins it", runDigest},
 		{"inspect", "print a plugin's handshake, exports and imports, and whether the host accepts it", runInspect},
 		{"pack", "join a plugin's data segments so that it loads faster (Go plugins carry thousands)", runPack},
-		{"new-plugin", "create a Go policy plugin project that builds and passes its own golden suite", runNewPlugin},
+		{"new-plugin", "create a policy plugin project (Go, a copy of the default policy, or AssemblyScript) that passes its own golden suite with make test", runNewPlugin},
 		{"run", "run the daemon: serve each session of a config (or one server: -- CMD ARGS...) over streamable HTTP", runRun},
 		{"check", "validate a config as the daemon would load it, without serving (for CI and editors)", runCheck},
 		{"stdio", "serve one session of a config over standard input and output (the daemon without HTTP)", runStdio},

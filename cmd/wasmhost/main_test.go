@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -27,6 +28,11 @@ import (
 func TestMain(m *testing.M) {
 	procgroup.Main() // this binary supervises the upstreams it runs, as wasmhost does
 	mcptest.RunSlowIfChild()
+	if os.Getenv(asCLIEnv) == "1" {
+		// This binary stands in for wasmhost in a scaffold's make test
+		// (cliWrapper): the command line, with the cache dir it was given.
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	if os.Getenv("WASMHOST_CLI_DEMO_HELPER") == "1" {
 		// This binary is a child serving as an upstream (TestHelperDemoServer
 		// exits the process): it needs no cache and must leave none behind.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"go/format"
 	"os"
@@ -51,7 +52,7 @@ func TestNewPluginBuildsAndPasses(t *testing.T) {
 	assert.Contains(t, string(gomod), "require github.com/extism/go-pdk v1.1.3\n")
 	makefile, err := os.ReadFile(filepath.Join(dir, "Makefile"))
 	require.NoError(t, err)
-	assert.Contains(t, string(makefile), "GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o $(PLUGIN) .")
+	assert.Contains(t, string(makefile), "GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false -o $(PLUGIN) .")
 	assert.Contains(t, string(makefile), "rm -f $(PLUGIN)\n", "make build links afresh")
 	assert.Contains(t, r.out, "\nnext: cd '"+dir+"' && make test", "quoted: the directory has a space")
 
@@ -72,7 +73,7 @@ func TestNewPluginBuildsAndPasses(t *testing.T) {
 	require.NotEqual(t, before, after)
 	r = runCLI(t, "", "inspect", wasm)
 	require.Equal(t, exitOK, r.code, r.out+r.errOut)
-	assert.Contains(t, r.out, "handshake: my-policy 0.1.0 (abi 1)\n")
+	assert.Contains(t, r.out, "handshake: my-policy 0.1.0 (abi 1), wants toolAnnotations\n")
 
 	r = runCLI(t, "", "conformance", "-v", "--plugin", wasm, filepath.Join(dir, "golden"))
 	require.Equal(t, exitOK, r.code, r.out+r.errOut)
@@ -161,6 +162,74 @@ func TestNewPluginRefuses(t *testing.T) {
 
 	r = runCLI(t, "", "new-plugin")
 	assert.Equal(t, exitUsage, r.code)
+
+	r = runCLI(t, "", "new-plugin", "--from", "strict", filepath.Join(t.TempDir(), "p"))
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, `--from "strict": the one policy to start from is "default"`)
+	r = runCLI(t, "", "new-plugin", "--lang", "rust", filepath.Join(t.TempDir(), "p"))
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, `--lang "rust": use go or assemblyscript`)
+}
+
+// TestNewPluginFromDefaultIsACopy: --from default writes the default
+// policy's own source, renamed into the new module, gofmt-clean, and
+// importing nothing from wasmhost; --lang assemblyscript the
+// AssemblyScript default policy with its lockfile, renamed.
+func TestNewPluginFromDefaultIsACopy(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "acme")
+	r := runCLI(t, "", "new-plugin", "--from", "default", "--module", "github.com/acme/policy", dir)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "policy-default", "internal", "policy", "policy.go"))
+	require.NoError(t, err)
+	got, err := os.ReadFile(filepath.Join(dir, "internal", "policy", "policy.go"))
+	require.NoError(t, err)
+	assert.Equal(t, string(src), string(got), "the rules are the default policy's, unchanged")
+	mainGo, err := os.ReadFile(filepath.Join(dir, "main.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(mainGo), `"name":"acme","version":"0.1.0"`)
+	assert.Contains(t, string(mainGo), "\t\"github.com/acme/policy/internal/abi\"\n\t\"github.com/acme/policy/internal/policy\"\n")
+	err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		assert.NotContains(t, string(b), `"github.com/wasmhost/wasmhost`, p)
+		formatted, err := format.Source(b)
+		require.NoError(t, err, p)
+		assert.Equal(t, string(formatted), string(b), "%s is not gofmt-clean", p)
+		return nil
+	})
+	require.NoError(t, err)
+	abiGo, err := os.ReadFile(filepath.Join(dir, "internal", "abi", "abi.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(abiGo), "const Version = 1\n")
+	assert.Contains(t, string(abiGo), "const DirectFlagRefused = 2147483648\n")
+
+	dir = filepath.Join(t.TempDir(), "acme-as")
+	r = runCLI(t, "", "new-plugin", "--lang", "assemblyscript", dir)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	for _, f := range []string{"package.json", "package-lock.json", "asconfig.json", "assembly/index.ts"} {
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f)))
+		require.NoError(t, err)
+		assert.NotContains(t, string(b), "policy-default-as", f)
+		assert.Contains(t, string(b), "acme-as", f)
+	}
+	var lock struct {
+		Packages map[string]struct {
+			Version, Integrity string
+		} `json:"packages"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &lock))
+	for _, pkg := range []string{"node_modules/assemblyscript", "node_modules/@extism/as-pdk"} {
+		assert.NotEmpty(t, lock.Packages[pkg].Version, pkg)
+		assert.True(t, strings.HasPrefix(lock.Packages[pkg].Integrity, "sha512-"), "%s is pinned by its hash", pkg)
+	}
+	readme, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(readme), "`assemblyscript` "+lock.Packages["node_modules/assemblyscript"].Version)
 }
 
 func TestNewPluginNamesAndModule(t *testing.T) {
@@ -172,7 +241,7 @@ func TestNewPluginNamesAndModule(t *testing.T) {
 	assert.True(t, strings.HasPrefix(string(gomod), "module github.com/acme/allow\n"))
 	exportsGo, err := os.ReadFile(filepath.Join(dir, "exports.go"))
 	require.NoError(t, err)
-	assert.Contains(t, string(exportsGo), `Name: "acme-allow"`)
+	assert.Contains(t, string(exportsGo), `Name:         "acme-allow",`)
 
 	// The generated Go files are gofmt-clean.
 	goFiles, err := filepath.Glob(filepath.Join(dir, "*.go"))
@@ -201,7 +270,7 @@ func TestNewPluginInCurrentDirectory(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.errOut)
 	exportsGo, err := os.ReadFile(filepath.Join(dir, "exports.go"))
 	require.NoError(t, err)
-	assert.Contains(t, string(exportsGo), `Name: "acme-here"`)
+	assert.Contains(t, string(exportsGo), `Name:         "acme-here",`)
 	assert.Equal(t, "acme-here", deriveName("../acme-here/."))
 }
 
@@ -233,4 +302,100 @@ func TestMakeTestHint(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(other, "wasmhost"), []byte("#!/bin/sh\n"), 0o755))
 	t.Setenv("PATH", other)
 	assert.Equal(t, "make test WASMHOST="+self, makeTestHint(), "another wasmhost on PATH")
+}
+
+// asCLIEnv makes the test binary run the wasmhost command line (TestMain).
+const asCLIEnv = "WASMHOST_TEST_AS_CLI"
+
+// cliWrapper writes an executable "wasmhost" that runs this test binary as
+// the wasmhost command line, for a scaffold's Makefile to run.
+func cliWrapper(t *testing.T) string {
+	t.Helper()
+	self, err := os.Executable()
+	require.NoError(t, err)
+	p := filepath.Join(t.TempDir(), "wasmhost")
+	script := "#!/bin/sh\n" + asCLIEnv + "=1 exec " + shellQuote(self) + " \"$@\"\n"
+	require.NoError(t, os.WriteFile(p, []byte(script), 0o755))
+	return p
+}
+
+// goldenCases counts the cases of the golden suites under dir.
+func goldenCases(t *testing.T, dir string) int {
+	t.Helper()
+	suites, err := conformance.Load(dir)
+	require.NoError(t, err)
+	n := 0
+	for _, s := range suites {
+		require.NoError(t, s.Err, s.File)
+		n += len(s.Cases)
+	}
+	require.Positive(t, n)
+	return n
+}
+
+// TestNewPluginMakeTest: each kind of scaffold, made outside this
+// repository, builds and passes its own golden suite with the one command
+// its README gives, make test: the minimal Go plugin (with wants and a
+// settings key of its own), a copy of the default policy (--from default)
+// and the AssemblyScript plugin (--lang assemblyscript, npm ci from its
+// lockfile, then asc). The Go builds run as an author's would: no
+// GOFLAGS, so go.sum must be complete, and nothing from wasmhost. The
+// AssemblyScript one needs npm and its registry; without npm it is
+// skipped, except in CI (CI set), where it fails.
+func TestNewPluginMakeTest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds wasm modules with the go toolchain and npm")
+	}
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make in PATH")
+	}
+	wasmhost := cliWrapper(t)
+	for _, tt := range []struct {
+		kind    string
+		flags   []string
+		tool    string   // needed in PATH
+		files   []string // among what it writes
+		version string   // the handshake's
+		wants   string   // inspect's handshake line ends so
+	}{
+		{kind: "go", tool: "go", files: []string{"policy.go", "exports.go", "golden/allow-list.json"}, wants: ", wants toolAnnotations"},
+		{kind: "default", flags: []string{"--from", "default"}, tool: "go",
+			files: []string{"main.go", "direct.go", "kernel.go", "internal/policy/policy.go", "internal/abi/abi.go", "golden/trust.json"}},
+		{kind: "assemblyscript", flags: []string{"--lang", "assemblyscript"}, tool: "npm",
+			files: []string{"package.json", "package-lock.json", "asconfig.json", "assembly/index.ts", "golden/trust.json"}},
+	} {
+		t.Run(tt.kind, func(t *testing.T) {
+			if _, err := exec.LookPath(tt.tool); err != nil {
+				if os.Getenv("CI") != "" {
+					t.Fatalf("no %s in PATH (CI is set: the %s scaffold must be checked)", tt.tool, tt.kind)
+				}
+				t.Skipf("no %s in PATH", tt.tool)
+			}
+			name := "acme-" + tt.kind
+			dir := filepath.Join(t.TempDir(), name)
+			r := runCLI(t, "", append(append([]string{"new-plugin"}, tt.flags...), dir)...)
+			require.Equal(t, exitOK, r.code, r.errOut)
+			for _, f := range append(tt.files, "Makefile", "README.md") {
+				assert.FileExists(t, filepath.Join(dir, filepath.FromSlash(f)))
+				assert.Contains(t, r.out, "created "+filepath.Join(dir, filepath.FromSlash(f))+"\n")
+			}
+			assert.Contains(t, r.out, "\nnext: cd "+dir+" && make test")
+			readme, err := os.ReadFile(filepath.Join(dir, "README.md"))
+			require.NoError(t, err)
+			assert.Contains(t, string(readme), "make test", "the README gives the one command")
+
+			cmd := exec.CommandContext(t.Context(), "make", "test", "WASMHOST="+wasmhost)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off", "GOTOOLCHAIN=local")
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "make test:\n%s", out)
+			l := lines(string(out))
+			assert.Equal(t, fmt.Sprintf("%d passed, 0 failed", goldenCases(t, filepath.Join(dir, "golden"))), l[len(l)-1], "%s", out)
+
+			r = runCLI(t, "", "inspect", filepath.Join(dir, name+".wasm"))
+			require.Equal(t, exitOK, r.code, r.out+r.errOut)
+			assert.Contains(t, r.out, "handshake: "+name+" 0.1.0 (abi 1)"+tt.wants+"\n")
+			assert.Contains(t, r.out, "accepted: yes")
+		})
+	}
 }

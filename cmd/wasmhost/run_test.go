@@ -722,4 +722,13 @@ func TestConformancePluginConfig(t *testing.T) {
 	assert.Equal(t, "1 passed, 0 failed\n", r.out)
 	r = runCLI(t, "", "conformance", "--plugin", plugin, dir)
 	assert.Equal(t, exitFail, r.code, r.out+r.errOut)
+
+	// @FILE reads the configuration from a file.
+	cfg := filepath.Join(t.TempDir(), "plugin-config.json")
+	require.NoError(t, os.WriteFile(cfg, []byte(`{"hide": ["b"]}`), 0o600))
+	r = runCLI(t, "", "conformance", "--plugin", plugin, "--plugin-config", "@"+cfg, dir)
+	assert.Equal(t, exitOK, r.code, r.out+r.errOut)
+	r = runCLI(t, "", "conformance", "--plugin", plugin, "--plugin-config", "@"+cfg+".missing", dir)
+	assert.Equal(t, exitUsage, r.code, r.out+r.errOut)
+	assert.Contains(t, r.errOut, "--plugin-config: open "+cfg+".missing")
 }

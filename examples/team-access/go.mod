@@ -1,0 +1,5 @@
+module example.com/team-access
+
+go 1.24
+
+require github.com/extism/go-pdk v1.1.3
