@@ -113,13 +113,13 @@ func renderGateways(r *results, chartPath string) ([]check, string, string) {
 		verdict(worstRelay >= targetRelayRatio && worstAdded <= targetRelayP99, relayCells > 0)})
 
 	s("### j, k. Gateways over streamable HTTP\n\n")
-	s("`BenchmarkGateways` drives four gateways, each a process of its own with the upstream behind it over stdio, from one Go load generator "+
-		"(go-sdk clients over streamable HTTP, protocol 2025-11-25, one client session each, connected before the clock starts and warmed up with two calls each): "+
-		"the minimal go-sdk relay (a go-sdk streamable HTTP server whose tool handlers forward each call's raw arguments through one go-sdk client of the upstream: no sessions, policy or routing; the floor of any gateway on the go-sdk), "+
-		"wasmhost (the daemon with its defaults, one session, the upstream pooled), "+
-		"`mcp-proxy` 6.7.19 and `supergateway` 4.0.0 `--stateful` from npm (both start one upstream per client session, as they are built to). "+
-		"Upstreams: Node is `@modelcontextprotocol/server-everything`'s `echo`, Go is the project's demo server's `echo`. "+
-		"Each load is bounded: 600 calls or 3 s at 1 client, 2,000 calls or 3 s at 8, 3,000 calls or 4 s at 64. "+
+	s("`BenchmarkGateways` drives four gateways, each a process of its own with the upstream behind it over stdio, from one Go load generator " +
+		"(go-sdk clients over streamable HTTP, protocol 2025-11-25, one client session each, connected before the clock starts and warmed up with two calls each): " +
+		"the minimal go-sdk relay (a go-sdk streamable HTTP server whose tool handlers forward each call's raw arguments through one go-sdk client of the upstream: no sessions, policy or routing; the floor of any gateway on the go-sdk), " +
+		"wasmhost (the daemon with its defaults, one session, the upstream pooled), " +
+		"`mcp-proxy` 6.7.19 and `supergateway` 4.0.0 `--stateful` from npm (both start one upstream per client session, as they are built to). " +
+		"Upstreams: Node is `@modelcontextprotocol/server-everything`'s `echo`, Go is the project's demo server's `echo`. " +
+		"Each load is bounded: 600 calls or 3 s at 1 client, 2,000 calls or 3 s at 8, 3,000 calls or 4 s at 64. " +
 		"The gateways of one upstream are measured in turn at each concurrency, so one invocation interleaves them; the invocation runs in rounds, and every figure below is the median of per-round ratios between two gateways measured in the same round, with their range.\n\n")
 	if len(r.missing) > 0 {
 		s("Missing peers (not installed or not started, measured nowhere):\n\n")
