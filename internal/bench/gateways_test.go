@@ -194,6 +194,9 @@ type gateway struct {
 	url    string
 	header http.Header // sent with every request (wasmhost's token)
 	tool   string      // the upstream tool's name as the gateway exposes it
+	// urls and tokens are the endpoints of a wasmhost with several
+	// sessions (startGatewayWith) and their tokens; empty: url alone.
+	urls, tokens []string
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stderr *mcptest.LogBuffer
@@ -207,6 +210,32 @@ var gatewayNames = []string{"relay", "wasmhost", "mcp-proxy", "supergateway"}
 // answers HTTP, for at most two minutes. A peer whose package cannot be
 // installed returns an error saying so.
 func startGateway(ctx context.Context, tb testing.TB, name string, up benchUpstream) (*gateway, error) {
+	return startGatewayWith(ctx, tb, name, up, 1)
+}
+
+// scaleFilters are the tool filters of the wasmhost sessions of
+// startGatewayWith, one per session: each keeps the demo server's echo.
+var scaleFilters = []map[string]any{
+	{"trust": true},
+	{"excludeTools": []string{"add"}},
+	{"excludeTools": []string{"pid"}, "trust": true},
+	{"excludeTools": []string{"add_tool"}},
+	{"excludeTools": []string{"write_note"}, "trust": true},
+	{"excludeTools": []string{"read_note"}},
+	{"excludeTools": []string{"add", "pid"}, "trust": true},
+	{"excludeTools": []string{"add_tool", "write_note"}},
+	{"includeTools": []string{"echo", "add"}, "trust": true},
+	{"includeTools": []string{"echo"}},
+}
+
+// sessionToken is the token of wasmhost session i of startGatewayWith.
+func sessionToken(i int) string { return fmt.Sprintf("token-for-the-scale-benchmark-s%d-0123", i) }
+
+// startGatewayWith is startGateway with, for wasmhost, sessions sessions
+// (at most len(scaleFilters)) of the one pooled upstream, each with its
+// own tool filter (scaleFilters); g.urls lists their endpoints. One
+// session is the benchmark's single unfiltered "bench" session.
+func startGatewayWith(ctx context.Context, tb testing.TB, name string, up benchUpstream, sessions int) (*gateway, error) {
 	g := &gateway{name: name, tool: up.tool, header: http.Header{}, stderr: &mcptest.LogBuffer{}, waited: make(chan struct{})}
 	var port int
 	switch name {
@@ -218,6 +247,13 @@ func startGateway(ctx context.Context, tb testing.TB, name string, up benchUpstr
 		cfg := map[string]any{
 			"mcpServers": map[string]any{"up": map[string]any{"command": up.argv[0], "args": up.argv[1:]}},
 			"sessions":   map[string]any{"bench": map[string]any{"token": gatewayToken}},
+		}
+		if sessions > 1 {
+			ss := make(map[string]any)
+			for i := range sessions {
+				ss[fmt.Sprintf("s%d", i)] = map[string]any{"token": sessionToken(i), "overrides": map[string]any{"up": scaleFilters[i]}}
+			}
+			cfg["sessions"] = ss
 		}
 		data, _ := json.Marshal(cfg)
 		path := filepath.Join(tb.TempDir(), "wasmhost.json")
@@ -287,6 +323,12 @@ func startGateway(ctx context.Context, tb testing.TB, name string, up benchUpstr
 		case u := <-listening:
 			g.url = u
 			if name == "wasmhost" {
+				if sessions > 1 {
+					for i := range sessions {
+						g.urls = append(g.urls, g.url+fmt.Sprintf("s%d", i))
+						g.tokens = append(g.tokens, sessionToken(i))
+					}
+				}
 				g.url += "bench"
 			}
 			if port == 0 {

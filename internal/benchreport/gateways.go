@@ -117,7 +117,7 @@ func renderGateways(r *results, chartPath string) ([]check, string, string) {
 		"(go-sdk clients over streamable HTTP, protocol 2025-11-25, one client session each, connected before the clock starts and warmed up with two calls each): " +
 		"the minimal go-sdk relay (a go-sdk streamable HTTP server whose tool handlers forward each call's raw arguments through one go-sdk client of the upstream: no sessions, policy or routing; the floor of any gateway on the go-sdk), " +
 		"wasmhost (the daemon with its defaults, one session, the upstream pooled), " +
-		"`mcp-proxy` 6.7.19 and `supergateway` 4.0.0 `--stateful` from npm (both start one upstream per client session, as they are built to). " +
+		"`mcp-proxy` 6.7.19 (one upstream client shared by its client sessions, as wasmhost's pool) and `supergateway` 4.0.0 `--stateful` (one upstream process per client session, as it is built to), from npm. " +
 		"Upstreams: Node is `@modelcontextprotocol/server-everything`'s `echo`, Go is the project's demo server's `echo`. " +
 		"Each load is bounded: 600 calls or 3 s at 1 client, 2,000 calls or 3 s at 8, 3,000 calls or 4 s at 64. " +
 		"The gateways of one upstream are measured in turn at each concurrency, so one invocation interleaves them; the invocation runs in rounds, and every figure below is the median of per-round ratios between two gateways measured in the same round, with their range.\n\n")
@@ -282,4 +282,81 @@ func trimNum(v float64) string {
 		return fmt.Sprintf("%.1f", v)
 	}
 	return fmt.Sprintf("%.2f", v)
+}
+
+// Targets of session scale (issue 29).
+const (
+	targetBytesPerSession = 32 << 10 // RSS per idle client session
+	targetSetupP99        = 20e6     // ns, set-up p99 at 1,000 client sessions
+)
+
+func scaleBench(n int, gw string) string {
+	return fmt.Sprintf("BenchmarkSessionScale/sessions=%d/gw=%s", n, gw)
+}
+
+// renderScale returns the summary lines and the section of the session
+// scale benchmark.
+func renderScale(r *results) ([]check, string) {
+	var sec strings.Builder
+	s := func(format string, args ...any) { fmt.Fprintf(&sec, format, args...) }
+	w10, p10 := scaleBench(10000, "wasmhost"), scaleBench(10000, "mcp-proxy")
+	w1, p1 := scaleBench(1000, "wasmhost"), scaleBench(1000, "mcp-proxy")
+	bw, okb := r.median(w10, "bytes/session")
+	bp, okp := r.median(p10, "bytes/session")
+	sw, oks := r.median(w1, "setup-p99-ns")
+	sp, oksp := r.median(p1, "setup-p99-ns")
+	ups, oku := r.median(w10, "upstreams")
+	var checks []check
+	checks = append(checks, check{"l", "RSS per client session, 10,000 held over 10 filtered sessions and one pooled upstream", "the gateway's idle RSS; mcp-proxy at the same count, same run",
+		"BenchmarkSessionScale/sessions=10000", fmt.Sprintf("%s (mcp-proxy %s); upstream processes %.0f", kib(bw), kibOr(bp, okp), ups),
+		"≤ 32 KiB, below mcp-proxy's, upstream started once", verdict(bw <= targetBytesPerSession && okp && bw < bp && ups == 1, okb && oku)})
+	checks = append(checks, check{"l", "client session set-up p99 at 1,000 client sessions", "mcp-proxy at the same count, same run",
+		"BenchmarkSessionScale/sessions=1000", fmt.Sprintf("%s (mcp-proxy %s)", dur(sw), durOr(sp, oksp)),
+		"≤ 20 ms, below mcp-proxy's", verdict(sw <= targetSetupP99 && oksp && sw < sp, oks)})
+	s("### l. Session scale\n\n")
+	s("`BenchmarkSessionScale` holds 1,000 and then 10,000 client sessions at once (go-sdk clients over streamable HTTP, protocol 2025-11-25, 16 set up at a time, each making its first call as soon as it is set up) "+
+		"on wasmhost (10 sessions with different tool filters over one pooled upstream, the Go demo server; each session takes a tenth of the clients) and on mcp-proxy (its one endpoint; one upstream client shared by its sessions), each a fresh process. "+
+		"Memory is the gateway process's RSS once every client session is set up, beyond its idle RSS (after one client per endpoint came and went), divided by the client sessions; set-up is a client's initialize and initialized; "+
+		"calls/s is 32 callers taking the held sessions in turn (3,000 calls or 4 s). Then every client closes its session (DELETE) and the RSS is read until it is back within a tenth of the growth (at most 60 s).\n\n")
+	s("| client sessions | gateway | RSS per session | set-up p50 | set-up p99 | calls/s | upstream processes | RSS idle → loaded → after close (waited) |\n|---|---|---|---|---|---|---|---|\n")
+	for _, n := range []int{1000, 10000} {
+		for _, gw := range []string{"wasmhost", "mcp-proxy"} {
+			b := scaleBench(n, gw)
+			if len(r.rounds(b)) == 0 {
+				s("| %d | %s | n/a | | | | | |\n", n, gw)
+				continue
+			}
+			s("| %d | %s | %s | %s | %s | %.0f | %.0f | %.0f → %.0f → %.0f MiB (%.1f s) |\n", n, gw, kib(r.num(b, "bytes/session")),
+				dur(r.num(b, "setup-p50-ns")), dur(r.num(b, "setup-p99-ns")), r.num(b, "calls/s"), r.num(b, "upstreams"),
+				r.num(b, "idle-rss")/(1<<20), r.num(b, "loaded-rss")/(1<<20), r.num(b, "after-rss")/(1<<20), r.num(b, "settle-s"))
+		}
+	}
+	s("\n")
+	return checks, sec.String()
+}
+
+func kibOr(v float64, ok bool) string {
+	if !ok {
+		return "missing"
+	}
+	return kib(v)
+}
+
+func durOr(v float64, ok bool) string {
+	if !ok {
+		return "missing"
+	}
+	return dur(v)
+}
+
+// seriesRatio is the median and range over rounds of a benchmark's own
+// ratio metric (one measured within each invocation, such as a median of
+// paired ratios).
+func (r *results) seriesRatio(name, unit string) (ratio, bool) {
+	xs := r.series(name, unit)
+	med, ok := median(xs)
+	if !ok {
+		return ratio{}, false
+	}
+	return ratio{med: med, lo: slices.Min(xs), hi: slices.Max(xs), n: len(xs)}, true
 }

@@ -49,12 +49,13 @@ var groups = []group{
 	{pkg: "internal/bench", bench: `^BenchmarkCanonicalize1000$`, benchtime: "1s"},
 	{pkg: "internal/bench", bench: `^BenchmarkProject1000$`, benchtime: "1s"},
 	{pkg: "internal/bench", bench: `^BenchmarkReconcileMetadata$`, benchtime: "5x"},
-	{pkg: "internal/bench", bench: `^BenchmarkReconcileEquivalent$`, benchtime: "10x"},
+	{pkg: "internal/bench", bench: `^BenchmarkReconcileEquivalent$`, benchtime: "30x"},
 	{pkg: "internal/bench", bench: `^BenchmarkToolCall$`, benchtime: "1s"},
 	{pkg: "internal/bench", bench: `^BenchmarkViewMemory$`, benchtime: "1x", rounds: 2},
 	{pkg: "internal/bench", bench: `^BenchmarkReconcileScaling$`, benchtime: "3x", rounds: 2},
 	{pkg: "internal/bench", bench: `^BenchmarkPolicyCallCost$`, benchtime: "1s", rounds: 3},
 	{pkg: "internal/bench", bench: `^BenchmarkGateways$`, benchtime: "1x", rounds: 3},
+	{pkg: "internal/bench", bench: `^BenchmarkSessionScale$`, benchtime: "1x", rounds: 1},
 }
 
 func main() {
