@@ -197,10 +197,10 @@ type gateway struct {
 	// urls and tokens are the endpoints of a wasmhost with several
 	// sessions (startGatewayWith) and their tokens; empty: url alone.
 	urls, tokens []string
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stderr *mcptest.LogBuffer
-	waited chan struct{}
+	cmd          *exec.Cmd
+	stdin        io.WriteCloser
+	stderr       *mcptest.LogBuffer
+	waited       chan struct{}
 }
 
 // gatewayNames lists the gateways in the order each round measures them.

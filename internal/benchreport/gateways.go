@@ -314,9 +314,9 @@ func renderScale(r *results) ([]check, string) {
 		"BenchmarkSessionScale/sessions=1000", fmt.Sprintf("%s (mcp-proxy %s)", dur(sw), durOr(sp, oksp)),
 		"≤ 20 ms, below mcp-proxy's", verdict(sw <= targetSetupP99 && oksp && sw < sp, oks)})
 	s("### l. Session scale\n\n")
-	s("`BenchmarkSessionScale` holds 1,000 and then 10,000 client sessions at once (go-sdk clients over streamable HTTP, protocol 2025-11-25, 16 set up at a time, each making its first call as soon as it is set up) "+
-		"on wasmhost (10 sessions with different tool filters over one pooled upstream, the Go demo server; each session takes a tenth of the clients) and on mcp-proxy (its one endpoint; one upstream client shared by its sessions), each a fresh process. "+
-		"Memory is the gateway process's RSS once every client session is set up, beyond its idle RSS (after one client per endpoint came and went), divided by the client sessions; set-up is a client's initialize and initialized; "+
+	s("`BenchmarkSessionScale` holds 1,000 and then 10,000 client sessions at once (go-sdk clients over streamable HTTP, protocol 2025-11-25, 16 set up at a time, each making its first call as soon as it is set up) " +
+		"on wasmhost (10 sessions with different tool filters over one pooled upstream, the Go demo server; each session takes a tenth of the clients) and on mcp-proxy (its one endpoint; one upstream client shared by its sessions), each a fresh process. " +
+		"Memory is the gateway process's RSS once every client session is set up, beyond its idle RSS (after one client per endpoint came and went), divided by the client sessions; set-up is a client's initialize and initialized; " +
 		"calls/s is 32 callers taking the held sessions in turn (3,000 calls or 4 s). Then every client closes its session (DELETE) and the RSS is read until it is back within a tenth of the growth (at most 60 s).\n\n")
 	s("| client sessions | gateway | RSS per session | set-up p50 | set-up p99 | calls/s | upstream processes | RSS idle → loaded → after close (waited) |\n|---|---|---|---|---|---|---|---|\n")
 	for _, n := range []int{1000, 10000} {
