@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,6 +132,28 @@ func serveRelay(argvJSON string) error {
 	return nil
 }
 
+// pprofChildEnv, set to 1 in a gateway child of this binary, makes it
+// serve net/http/pprof on a loopback port of its own, which it prints as
+// "PPROF <url>" (BenchmarkGatewayProfile reads it).
+const pprofChildEnv = "WASMHOST_BENCH_PPROF"
+
+// servePprof serves net/http/pprof when pprofChildEnv asks for it.
+func servePprof() {
+	if os.Getenv(pprofChildEnv) != "1" {
+		return
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pprof:", err)
+		return
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	go func() { _ = http.Serve(ln, mux) }()
+	fmt.Printf("PPROF http://%s/debug/pprof/\n", ln.Addr())
+}
+
 // serveDaemon runs a wasmhost daemon on the config at path, with the
 // options `wasmhost run` uses by default.
 func serveDaemon(path string) error {
@@ -152,6 +175,7 @@ func serveDaemon(path string) error {
 	case err := <-done:
 		return fmt.Errorf("wasmhost did not start: %w", err)
 	}
+	servePprof()
 	fmt.Printf("LISTEN %s/mcp/\n", d.URL())
 	return <-done
 }
@@ -197,6 +221,7 @@ type gateway struct {
 	// urls and tokens are the endpoints of a wasmhost with several
 	// sessions (startGatewayWith) and their tokens; empty: url alone.
 	urls, tokens []string
+	pprof        atomic.Pointer[string] // the child's pprof URL, if it serves one
 	cmd          *exec.Cmd
 	stdin        io.WriteCloser
 	stderr       *mcptest.LogBuffer
@@ -309,6 +334,9 @@ func startGatewayWith(ctx context.Context, tb testing.TB, name string, up benchU
 		for sc.Scan() {
 			if u, ok := strings.CutPrefix(sc.Text(), "LISTEN "); ok {
 				listening <- u
+			}
+			if u, ok := strings.CutPrefix(sc.Text(), "PPROF "); ok {
+				g.pprof.Store(&u)
 			}
 		}
 	}()
