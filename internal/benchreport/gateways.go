@@ -155,12 +155,12 @@ func renderGateways(r *results, chartPath string) ([]check, string, string) {
 		}
 		s("\np99 wasmhost adds to the relay's: %s.\n\n", strings.Join(added, ", "))
 	}
-	s("Where the time goes (`BenchmarkGatewayProfile`, a development aid outside `make bench`: a CPU profile of wasmhost serving 8 clients on the Go upstream for 5 s, run on 2026-12-02 with the machine's load average near 30): "+
-		"wasmhost used 0.29 CPU-seconds per second, so on this machine the gateway process was not what bounded calls/s: the load generator, the upstream and the other gateways' tenants share the same two vCPUs, and each row is as much a measure of how a gateway competes for them. "+
-		"Of wasmhost's own CPU: the go-sdk's JSON decoding 18%% (segmentio's `Decoder`, whose fresh 32 KiB buffer per value is most of the 8%% in `memclrNoHeapPointers`), system calls 18%% (socket and pipe writes; each streamable HTTP answer is flushed as its own write, 10%%), the garbage collector 11%% and the scheduler 10%%; "+
-		"wasmhost's own layers (token check, draining gate, carrier and gone-client wrappers, route lookup, `_meta` copy) are thin wrappers in the cumulative profile, under 2%% flat. "+
-		"What would close a missed cell: against the relay, the relay is the same go-sdk server and client with less in between, so wasmhost can only match it, and a cell below 0.9x on a loaded machine moves from round to round (see the ranges); "+
-		"a quiet machine (load below 1.5, as the issue's table) is what makes these ratios a verdict rather than a measure of contention. "+
+	s("Where the time goes (`BenchmarkGatewayProfile`, a development aid outside `make bench`: a CPU profile of wasmhost serving 8 clients on the Go upstream for 5 s, run on 2026-12-02 with the machine's load average near 30): " +
+		"wasmhost used 0.29 CPU-seconds per second, so on this machine the gateway process was not what bounded calls/s: the load generator, the upstream and the other gateways' tenants share the same two vCPUs, and each row is as much a measure of how a gateway competes for them. " +
+		"Of wasmhost's own CPU: the go-sdk's JSON decoding 18%% (segmentio's `Decoder`, whose fresh 32 KiB buffer per value is most of the 8%% in `memclrNoHeapPointers`), system calls 18%% (socket and pipe writes; each streamable HTTP answer is flushed as its own write, 10%%), the garbage collector 11%% and the scheduler 10%%; " +
+		"wasmhost's own layers (token check, draining gate, carrier and gone-client wrappers, route lookup, `_meta` copy) are thin wrappers in the cumulative profile, under 2%% flat. " +
+		"What would close a missed cell: against the relay, the relay is the same go-sdk server and client with less in between, so wasmhost can only match it, and a cell below 0.9x on a loaded machine moves from round to round (see the ranges); " +
+		"a quiet machine (load below 1.5, as the issue's table) is what makes these ratios a verdict rather than a measure of contention. " +
 		"Against the peers at 64 clients, every gateway but supergateway funnels the calls through one stdio pipe to one upstream, so the upstream's own speed bounds them all alike; the go-sdk decoding each message in place instead of through its `Decoder` (see g) is the change that would lower wasmhost's CPU per call most, and it belongs in the go-sdk.\n\n")
 	s("Medians of the absolute figures, context only (the machine is shared):\n\n")
 	s("| upstream | gateway | calls/s c=1 | c=8 | c=64 | p50 c=1 | c=8 | c=64 | p99 c=1 | c=8 | c=64 |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
