@@ -221,6 +221,7 @@ type gateway struct {
 	// urls and tokens are the endpoints of a wasmhost with several
 	// sessions (startGatewayWith) and their tokens; empty: url alone.
 	urls, tokens []string
+	cfgPath      string                 // a wasmhost's config file
 	pprof        atomic.Pointer[string] // the child's pprof URL, if it serves one
 	cmd          *exec.Cmd
 	stdin        io.WriteCloser
@@ -261,6 +262,12 @@ func sessionToken(i int) string { return fmt.Sprintf("token-for-the-scale-benchm
 // own tool filter (scaleFilters); g.urls lists their endpoints. One
 // session is the benchmark's single unfiltered "bench" session.
 func startGatewayWith(ctx context.Context, tb testing.TB, name string, up benchUpstream, sessions int) (*gateway, error) {
+	return startGatewayConfig(ctx, tb, name, up, sessions, nil)
+}
+
+// startGatewayConfig is startGatewayWith where a wasmhost runs on cfg
+// instead, when it is not nil (g.cfgPath is its file).
+func startGatewayConfig(ctx context.Context, tb testing.TB, name string, up benchUpstream, sessions int, cfg map[string]any) (*gateway, error) {
 	g := &gateway{name: name, tool: up.tool, header: http.Header{}, stderr: &mcptest.LogBuffer{}, waited: make(chan struct{})}
 	var port int
 	switch name {
@@ -269,11 +276,14 @@ func startGatewayWith(ctx context.Context, tb testing.TB, name string, up benchU
 		g.cmd = exec.Command(os.Args[0])
 		g.cmd.Env = append(os.Environ(), relayChildEnv+"="+string(argv))
 	case "wasmhost":
-		cfg := map[string]any{
-			"mcpServers": map[string]any{"up": map[string]any{"command": up.argv[0], "args": up.argv[1:]}},
-			"sessions":   map[string]any{"bench": map[string]any{"token": gatewayToken}},
+		given := cfg != nil
+		if !given {
+			cfg = map[string]any{
+				"mcpServers": map[string]any{"up": map[string]any{"command": up.argv[0], "args": up.argv[1:]}},
+				"sessions":   map[string]any{"bench": map[string]any{"token": gatewayToken}},
+			}
 		}
-		if sessions > 1 {
+		if sessions > 1 && !given {
 			ss := make(map[string]any)
 			for i := range sessions {
 				ss[fmt.Sprintf("s%d", i)] = map[string]any{"token": sessionToken(i), "overrides": map[string]any{"up": scaleFilters[i]}}
@@ -285,6 +295,7 @@ func startGatewayWith(ctx context.Context, tb testing.TB, name string, up benchU
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			return nil, err
 		}
+		g.cfgPath = path
 		g.cmd = exec.Command(os.Args[0])
 		g.cmd.Env = append(os.Environ(), daemonChildEnv+"="+path)
 		g.header.Set("Authorization", "Bearer "+gatewayToken)

@@ -367,3 +367,26 @@ func (r *results) seriesRatio(name, unit string) (ratio, bool) {
 	}
 	return ratio{med: med, lo: slices.Min(xs), hi: slices.Max(xs), n: len(xs)}, true
 }
+
+// renderUpstreamScale returns the summary line and the section of the
+// upstream scale benchmark.
+func renderUpstreamScale(r *results) ([]check, string) {
+	var sec strings.Builder
+	s := func(format string, args ...any) { fmt.Fprintf(&sec, format, args...) }
+	const b = "BenchmarkUpstreamScale"
+	one, ok1 := r.median(b, "reload-one-ns")
+	all, ok2 := r.median(b, "reload-all-ns")
+	none, _ := r.median(b, "reload-none-ns")
+	share := one / all
+	checks := []check{{"m", "reload changing one of 200 pooled servers' metadata, behind 50 sessions", "the reload changing all 200 servers' metadata, same process",
+		b, fmt.Sprintf("%.0f%% of it (%s against %s; unchanged %s)", 100*share, dur(one), dur(all), dur(none)), "grows with what changed: ≤ 25%",
+		verdict(share <= 0.25, ok1 && ok2)}}
+	s("### m. Upstream scale\n\n")
+	s("`BenchmarkUpstreamScale` starts wasmhost (a process of its own) on a config of 200 pooled servers, each the project's demo server over stdio, behind 50 sessions that each use all of them (10,000 views). "+
+		"It reports the time from the start of the process to ready (the first reload applied, every upstream started): %.1f s; "+
+		"the RSS of wasmhost, %.0f MiB, and of its 200 upstream processes together, %.0f MiB; "+
+		"and three reloads through the admin API, each rewriting the config file: one changing one server's metadata (its trust) in every session, %s; one changing every server's, %s; one changing nothing, %s. "+
+		"The upstreams are not restarted by any of them (the benchmark fails otherwise).\n\n",
+		r.num(b, "ready-s"), r.num(b, "gateway-rss")/(1<<20), r.num(b, "upstreams-rss")/(1<<20), dur(one), dur(all), dur(none))
+	return checks, sec.String()
+}

@@ -56,6 +56,7 @@ var groups = []group{
 	{pkg: "internal/bench", bench: `^BenchmarkPolicyCallCost$`, benchtime: "1s", rounds: 3},
 	{pkg: "internal/bench", bench: `^BenchmarkGateways$`, benchtime: "1x", rounds: 3},
 	{pkg: "internal/bench", bench: `^BenchmarkSessionScale$`, benchtime: "1x", rounds: 1},
+	{pkg: "internal/bench", bench: `^BenchmarkUpstreamScale$`, benchtime: "1x", rounds: 1},
 }
 
 func main() {

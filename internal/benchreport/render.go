@@ -425,6 +425,9 @@ func render(m machine, r *results, rounds int, rawPath, chartLink string) (strin
 	scChecks, scSection := renderScale(r)
 	checks = append(checks, scChecks...)
 	s("%s", scSection)
+	usChecks, usSection := renderUpstreamScale(r)
+	checks = append(checks, usChecks...)
+	s("%s", usSection)
 
 	// Header and summary.
 	p("# wasmhost benchmarks\n\n")
