@@ -375,18 +375,20 @@ func renderUpstreamScale(r *results) ([]check, string) {
 	s := func(format string, args ...any) { fmt.Fprintf(&sec, format, args...) }
 	const b = "BenchmarkUpstreamScale"
 	one, ok1 := r.median(b, "reload-one-ns")
-	all, ok2 := r.median(b, "reload-all-ns")
+	ten, ok2 := r.median(b, "reload-ten-ns")
 	none, _ := r.median(b, "reload-none-ns")
-	share := one / all
-	checks := []check{{"m", "reload changing one of 200 pooled servers' metadata, behind 50 sessions", "the reload changing all 200 servers' metadata, same process",
-		b, fmt.Sprintf("%.0f%% of it (%s against %s; unchanged %s)", 100*share, dur(one), dur(all), dur(none)), "grows with what changed: ≤ 25%",
+	share := one / ten
+	checks := []check{{"m", "reload changing one of 200 pooled servers' metadata, behind 50 sessions", "the next reload, changing nine servers' more, same process",
+		b, fmt.Sprintf("%.0f%% of it (%s against %s; unchanged %s)", 100*share, dur(one), dur(ten), dur(none)), "grows with what changed: ≤ 25%",
 		verdict(share <= 0.25, ok1 && ok2)}}
 	s("### m. Upstream scale\n\n")
 	s("`BenchmarkUpstreamScale` starts wasmhost (a process of its own) on a config of 200 pooled servers, each the project's demo server over stdio, behind 50 sessions that each use all of them (10,000 views). "+
 		"It reports the time from the start of the process to ready (the first reload applied, every upstream started): %.1f s; "+
 		"the RSS of wasmhost, %.0f MiB, and of its 200 upstream processes together, %.0f MiB; "+
-		"and three reloads through the admin API, each rewriting the config file: one changing one server's metadata (its trust) in every session, %s; one changing every server's, %s; one changing nothing, %s. "+
-		"The upstreams are not restarted by any of them (the benchmark fails otherwise).\n\n",
-		r.num(b, "ready-s"), r.num(b, "gateway-rss")/(1<<20), r.num(b, "upstreams-rss")/(1<<20), dur(one), dur(all), dur(none))
+		"and three reloads through the admin API, each rewriting the config file: one changing one server's metadata (its trust) in every session (50 views), %s; the next changing nine servers' more (450 views), %s; one changing nothing, %s. "+
+		"The upstreams are not restarted by any of them (the benchmark fails otherwise). "+
+		"A development run (2026-12-02, load average near 30) of a reload changing all 200 servers' trust (10,000 views, each re-keyed, re-projected and re-registered in its session's go-sdk server) took 194.3 s against 1.30 s for one server and 0.33 s for none: "+
+		"the cost follows what changed, but what a changed view costs with the daemon's registries, about 19 ms each on that machine, is far above `BenchmarkReconcileMetadata`'s 10,000 views in tens of milliseconds with minimal registries, and is where to look next (a CPU profile of that reload; the session endpoint's registrations of each tool into its go-sdk server are the suspect).\n\n",
+		r.num(b, "ready-s"), r.num(b, "gateway-rss")/(1<<20), r.num(b, "upstreams-rss")/(1<<20), dur(one), dur(ten), dur(none))
 	return checks, sec.String()
 }
