@@ -517,6 +517,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	close(d.ready)
 
+	wg.Go(func() { d.reclaim(bg) })
 	wg.Go(func() {
 		for {
 			select {

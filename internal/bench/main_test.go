@@ -60,6 +60,8 @@ func nextGeneration() int { return int(generation.Add(1)) }
 func TestMain(m *testing.M) {
 	// The data path benchmark starts this very binary as a stdio upstream.
 	demoserver.RunIfChild()
+	// BenchmarkGateways starts it as a gateway too.
+	runGatewayChild()
 	code := m.Run()
 	if plugin != nil {
 		_ = plugin.Close(context.Background())

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -166,6 +168,50 @@ func BenchmarkReconcileEquivalent(b *testing.B) {
 			b.ReportMetric(float64(calls)/float64(b.N), "plugin-calls/op")
 		})
 	}
+	// The pair in one loop: each iteration applies the identical config to
+	// one world and an equivalent one to another, timed apart, in an order
+	// that alternates. A slow moment of the machine then falls on both
+	// sides of a pair or on neither, and the median of the pairs' ratios
+	// ("ratio") is what target e reads; run one after the other, the two
+	// sub-benchmarks above see different minutes of a shared machine.
+	b.Run("paired", func(b *testing.B) {
+		counting := Count(wasmPolicy(b))
+		eqW := NewWorld(metadataTopology, counting, WorldOptions{})
+		defer eqW.Close()
+		idW := NewWorld(metadataTopology, counting, WorldOptions{})
+		defer idW.Close()
+		gen := nextGeneration()
+		idCfg := variantConfig(b, metadataTopology, gen, 0)
+		mustApply(b, eqW, idCfg)
+		mustApply(b, idW, idCfg)
+		form := 0
+		var eqs, ids, ratios []float64
+		timed := func(w *World, cfg *config.Config) float64 {
+			runtime.GC()
+			v0 := w.Counters.Snapshot()
+			start := time.Now()
+			mustApply(b, w, cfg)
+			took := time.Since(start)
+			if d := w.Counters.Snapshot().Sub(v0); d.Connects != 0 || d.RegistryOps != 0 || d.Notifications != 0 || d.Replays != 0 {
+				b.Fatalf("a reload caused churn: %+v", d)
+			}
+			return float64(took.Nanoseconds())
+		}
+		for b.Loop() {
+			form++
+			eqCfg := variantConfig(b, metadataTopology, gen, form)
+			var eq, id float64
+			if form%2 == 0 {
+				eq, id = timed(eqW, eqCfg), timed(idW, idCfg)
+			} else {
+				id, eq = timed(idW, idCfg), timed(eqW, eqCfg)
+			}
+			eqs, ids, ratios = append(eqs, eq), append(ids, id), append(ratios, eq/id)
+		}
+		b.ReportMetric(medianOf(eqs), "equivalent-ns")
+		b.ReportMetric(medianOf(ids), "identical-ns")
+		b.ReportMetric(medianOf(ratios), "ratio")
+	})
 	// The one plugin call an equivalent reload cannot avoid: canonicalizing
 	// the distinct settings it has not seen (new bytes every iteration, so
 	// neither the plugin's memo nor the reconciler's answers).
@@ -189,6 +235,12 @@ func BenchmarkReconcileEquivalent(b *testing.B) {
 		}
 		b.ReportMetric(float64(n), "settings/op")
 	})
+}
+
+// medianOf returns the median of xs (sorting it).
+func medianOf(xs []float64) float64 {
+	slices.Sort(xs)
+	return xs[len(xs)/2]
 }
 
 // distinctSettings lists the distinct settings objects (by bytes) of every

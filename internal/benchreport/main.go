@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,26 +49,34 @@ var groups = []group{
 	{pkg: "internal/bench", bench: `^BenchmarkCanonicalize1000$`, benchtime: "1s"},
 	{pkg: "internal/bench", bench: `^BenchmarkProject1000$`, benchtime: "1s"},
 	{pkg: "internal/bench", bench: `^BenchmarkReconcileMetadata$`, benchtime: "5x"},
-	{pkg: "internal/bench", bench: `^BenchmarkReconcileEquivalent$`, benchtime: "10x"},
+	{pkg: "internal/bench", bench: `^BenchmarkReconcileEquivalent$`, benchtime: "30x"},
 	{pkg: "internal/bench", bench: `^BenchmarkToolCall$`, benchtime: "1s"},
 	{pkg: "internal/bench", bench: `^BenchmarkViewMemory$`, benchtime: "1x", rounds: 2},
 	{pkg: "internal/bench", bench: `^BenchmarkReconcileScaling$`, benchtime: "3x", rounds: 2},
 	{pkg: "internal/bench", bench: `^BenchmarkPolicyCallCost$`, benchtime: "1s", rounds: 3},
+	{pkg: "internal/bench", bench: `^BenchmarkGateways$`, benchtime: "1x", rounds: 3},
+	{pkg: "internal/bench", bench: `^BenchmarkSessionScale$`, benchtime: "1x", rounds: 1},
+	{pkg: "internal/bench", bench: `^BenchmarkUpstreamScale$`, benchtime: "1x", rounds: 1},
 }
 
 func main() {
 	out := flag.String("out", "BENCHMARKS.md", "the report to write")
 	raw := flag.String("raw", filepath.Join("bench", "raw.txt"), "where to write the raw benchmark output (benchstat format)")
+	chart := flag.String("chart", filepath.Join("docs", "benchmarks-gateways.svg"), "the chart of the gateway comparison to write (SVG), linked from the report")
 	rounds := flag.Int("rounds", 5, "rounds of the paired groups")
+	only := flag.String("only", "", "run only the groups whose -bench pattern contains this (development runs; the report then misses the rest)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("benchreport: ")
-	if err := run(*out, *raw, *rounds); err != nil {
+	if *only != "" {
+		groups = slices.DeleteFunc(groups, func(g group) bool { return !strings.Contains(g.bench, *only) })
+	}
+	if err := run(*out, *raw, *chart, *rounds); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(outPath, rawPath string, rounds int) error {
+func run(outPath, rawPath, chartPath string, rounds int) error {
 	goCmd := os.Getenv("GO")
 	if goCmd == "" {
 		goCmd = "go"
@@ -135,11 +144,23 @@ func run(outPath, rawPath string, rounds int) error {
 	if err := os.WriteFile(rawFile, rawOut.Bytes(), 0o644); err != nil {
 		return err
 	}
-	report := render(m, res, rounds, rawPath)
+	chartFile := inRoot(root, chartPath)
+	// The report links the chart relative to where the report is.
+	link, err := filepath.Rel(filepath.Dir(outFile), chartFile)
+	if err != nil {
+		return err
+	}
+	report, chart := render(m, res, rounds, rawPath, filepath.ToSlash(link))
 	if err := os.WriteFile(outFile, []byte(report), 0o644); err != nil {
 		return err
 	}
-	log.Printf("wrote %s and %s in %s", outPath, rawPath, m.took)
+	if err := os.MkdirAll(filepath.Dir(chartFile), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(chartFile, []byte(chart), 0o644); err != nil {
+		return err
+	}
+	log.Printf("wrote %s, %s and %s in %s", outPath, chartPath, rawPath, m.took)
 	return nil
 }
 
@@ -226,6 +247,9 @@ func loadavg() string {
 type results struct {
 	values   map[string]map[int]map[string]float64
 	failures []string
+	// missing are the peer gateways BenchmarkGateways could not install
+	// or start, with why (its "gateway-missing:" lines), once each.
+	missing []string
 }
 
 func newResults() *results {
@@ -238,6 +262,12 @@ var procSuffix = regexp.MustCompile(`-\d+$`)
 func (r *results) parse(round int, out []byte) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
+		if m, ok := strings.CutPrefix(sc.Text(), "gateway-missing: "); ok {
+			if !slices.Contains(r.missing, m) {
+				r.missing = append(r.missing, m)
+			}
+			continue
+		}
 		f := strings.Fields(sc.Text())
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
 			continue

@@ -2,6 +2,7 @@ package mcptest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,16 +20,25 @@ import (
 // variable CI is set, where it fails tb: CI must not pass by skipping.
 func NPMInstall(tb testing.TB, pkgs ...string) string {
 	tb.Helper()
-	unavailable := func(format string, args ...any) {
-		tb.Helper()
+	dir, err := NPMTryInstall(context.Background(), pkgs...)
+	if err != nil {
 		if os.Getenv("CI") != "" {
-			tb.Fatalf(format, args...)
+			tb.Fatal(err)
 		}
-		tb.Skipf("skipped: "+format, args...)
+		tb.Skipf("skipped: %v", err)
 	}
+	return dir
+}
+
+// NPMTryInstall is NPMInstall for a caller that reports a package it could
+// not install instead of skipping: it returns the directory, or why npm,
+// the cache directory or the registry could not provide it. The install is
+// bounded by ctx and by five minutes.
+func NPMTryInstall(ctx context.Context, pkgs ...string) (string, error) {
+	what := strings.Join(pkgs, " ")
 	cache, err := os.UserCacheDir()
 	if err != nil {
-		unavailable("no cache directory for npm packages: %v", err)
+		return "", fmt.Errorf("npm packages %s: no cache directory: %w", what, err)
 	}
 	parts := make([]string, len(pkgs))
 	for i, p := range pkgs {
@@ -38,34 +48,34 @@ func NPMInstall(tb testing.TB, pkgs ...string) string {
 	dir := filepath.Join(cache, "wasmhost-tests", name)
 	// The directory is renamed into place only once npm has succeeded.
 	if _, err := os.Stat(dir); err == nil {
-		return dir
+		return dir, nil
 	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		unavailable("npm is not installed")
+		return "", fmt.Errorf("npm packages %s: npm is not installed", what)
 	}
 	// Install beside the final directory and rename it into place, so an
 	// interrupted install is never taken for a complete one.
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		tb.Fatalf("npm packages %s: %v", strings.Join(pkgs, " "), err)
+		return "", fmt.Errorf("npm packages %s: %w", what, err)
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(dir), name+".tmp-")
 	if err != nil {
-		tb.Fatalf("npm packages %s: %v", strings.Join(pkgs, " "), err)
+		return "", fmt.Errorf("npm packages %s: %w", what, err)
 	}
 	defer os.RemoveAll(tmp)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	args := append([]string{"install", "--prefix", tmp, "--no-audit", "--no-fund", "--loglevel=error"}, pkgs...)
 	if out, err := exec.CommandContext(ctx, npm, args...).CombinedOutput(); err != nil {
-		unavailable("npm could not install %s: %v\n%s", strings.Join(pkgs, " "), err, out)
+		return "", fmt.Errorf("npm could not install %s: %w\n%s", what, err, out)
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		if _, statErr := os.Stat(dir); statErr != nil { // not a concurrent install that won
-			tb.Fatalf("npm packages %s: %v", strings.Join(pkgs, " "), err)
+			return "", fmt.Errorf("npm packages %s: %w", what, err)
 		}
 	}
-	return dir
+	return dir, nil
 }
 
 // ServerEverything pins the MCP project's test server in Node.js, the

@@ -1,0 +1,329 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+)
+
+// A scaleResult is what a session-scale run measured of one gateway.
+type scaleResult struct {
+	sessions                     int
+	idleRSS, loadedRSS, afterRSS int64 // bytes
+	setupP50, setupP99           time.Duration
+	callsPerSec                  float64
+	upstreams                    int // upstream processes while loaded
+	settled                      time.Duration
+}
+
+// perSession is the gateway's RSS growth per client session.
+func (r scaleResult) perSession() float64 {
+	return float64(r.loadedRSS-r.idleRSS) / float64(r.sessions)
+}
+
+// childProcesses counts the processes whose parent is ppid: the upstreams
+// a gateway started (env(1) execs the demo server in place).
+func childProcesses(ppid int) int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == ppid {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces.
+		_, rest, ok := strings.Cut(string(b), ") ")
+		f := strings.Fields(rest)
+		if !ok || len(f) < 2 {
+			continue
+		}
+		if p, _ := strconv.Atoi(f[1]); p == ppid {
+			n++
+		}
+	}
+	return n
+}
+
+// scale holds n client sessions on g at once, spread over its endpoints:
+// it connects them (at most 16 at once, each making its first call as soon
+// as it is set up), measures the gateway's RSS beyond its idle RSS, makes
+// calls over all of them for at most 4 s or 3,000 calls, closes them (the
+// client's DELETE) and waits, for at most settle, for the RSS to come back
+// within a tenth of the growth of the idle RSS.
+//
+// loaded, if not nil, is called while every session is held.
+func scale(ctx context.Context, g *gateway, up benchUpstream, n int, settle time.Duration, loaded func()) (scaleResult, error) {
+	res := scaleResult{sessions: n}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	urls, tokens := g.urls, g.tokens
+	if len(urls) == 0 {
+		urls, tokens = []string{g.url}, []string{strings.TrimPrefix(g.header.Get("Authorization"), "Bearer ")}
+	}
+	clients := make([]*http.Client, len(urls))
+	for i := range urls {
+		h := http.Header{}
+		if tokens[i] != "" {
+			h.Set("Authorization", "Bearer "+tokens[i])
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost, tr.MaxIdleConns = 64, 64
+		clients[i] = &http.Client{Transport: headerTransport{base: tr, header: h}}
+	}
+	connect := func(i int) (*mcp.ClientSession, error) {
+		c := mcp.NewClient(&mcp.Implementation{Name: "bench-scale", Version: "1"}, nil)
+		return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: urls[i%len(urls)], HTTPClient: clients[i%len(urls)], DisableStandaloneSSE: true},
+			&mcp.ClientSessionOptions{ProtocolVersion: benchProtocol})
+	}
+	// One client session per endpoint and back, so that what the first
+	// client of an endpoint sets up once is in the idle RSS.
+	for i := range urls {
+		cs, err := connect(i)
+		if err != nil {
+			return res, fmt.Errorf("%s: warm-up client: %w", g.name, err)
+		}
+		if err := callOnce(ctx, cs, g, up); err != nil {
+			return res, err
+		}
+		_ = cs.Close()
+	}
+	var err error
+	if res.idleRSS, err = g.rss(); err != nil {
+		return res, err
+	}
+	sessions := make([]*mcp.ClientSession, n)
+	setup := make([]time.Duration, n)
+	var next atomic.Int64
+	errs := make([]error, 16)
+	var wg sync.WaitGroup
+	for w := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				start := time.Now()
+				cs, err := connect(i)
+				setup[i] = time.Since(start)
+				if err != nil {
+					errs[w] = fmt.Errorf("%s: client session %d of %d: %w", g.name, i, n, err)
+					cancel()
+					return
+				}
+				sessions[i] = cs
+				if err := callOnce(ctx, cs, g, up); err != nil {
+					errs[w] = err
+					cancel()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	defer closeSome(sessions)
+	if err := errors.Join(errs...); err != nil {
+		return res, err
+	}
+	slices.Sort(setup)
+	res.setupP50, res.setupP99 = percentile(setup, 50), percentile(setup, 99)
+	if res.loadedRSS, err = g.rss(); err != nil {
+		return res, err
+	}
+	res.upstreams = childProcesses(g.cmd.Process.Pid)
+	if loaded != nil {
+		loaded()
+	}
+
+	// Calls over all the sessions: 32 callers, each taking the next
+	// session in turn.
+	var calls, turn, done atomic.Int64
+	deadline := time.Now().Add(4 * time.Second)
+	start := time.Now()
+	callErrs := make([]error, 32)
+	for w := range callErrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for calls.Add(1) <= 3000 && time.Now().Before(deadline) {
+				cs := sessions[int(turn.Add(1))%n]
+				if err := callOnce(ctx, cs, g, up); err != nil {
+					callErrs[w] = err
+					return
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(callErrs...); err != nil {
+		return res, err
+	}
+	res.callsPerSec = float64(done.Load()) / time.Since(start).Seconds()
+
+	closeSome(sessions)
+	clear(sessions)
+	closed := time.Now()
+	limit := res.idleRSS + (res.loadedRSS-res.idleRSS)/10
+	for {
+		if res.afterRSS, err = g.rss(); err != nil {
+			return res, err
+		}
+		if res.afterRSS <= limit || time.Since(closed) > settle {
+			break
+		}
+		time.Sleep(250 * time.Millisecond) // polling a gauge; nothing to wait on
+	}
+	res.settled = time.Since(closed)
+	return res, nil
+}
+
+// closeSome closes the sessions that are not nil, 32 at once.
+func closeSome(sessions []*mcp.ClientSession) {
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	for _, cs := range sessions {
+		if cs == nil {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			_ = cs.Close()
+		}()
+	}
+	wg.Wait()
+}
+
+// scaleSessions are the client-session counts of BenchmarkSessionScale.
+var scaleSessions = []int{1000, 10000}
+
+// BenchmarkSessionScale holds 1,000 and then 10,000 client sessions at
+// once on wasmhost (10 sessions with different tool filters over one
+// pooled upstream, the Go demo server) and on mcp-proxy (npm, pinned; its
+// one endpoint, one upstream client shared by its sessions), each a fresh
+// process, and reports the gateway's RSS growth per client session
+// (bytes/session, beyond its idle RSS after one client per endpoint came
+// and went), the set-up time of a client session (initialize and
+// initialized) at p50 and p99, the calls/s over all the sessions, the
+// upstream processes running (upstreams) and the RSS after they all closed
+// (after-rss, with idle-rss and loaded-rss), waited for at most 30 s.
+func BenchmarkSessionScale(b *testing.B) {
+	up := goUpstream(b)
+	for _, n := range scaleSessions {
+		for _, name := range []string{"wasmhost", "mcp-proxy"} {
+			b.Run(fmt.Sprintf("sessions=%d/gw=%s", n, name), func(b *testing.B) {
+				g, err := startGatewayWith(b.Context(), b, name, up, len(scaleFilters))
+				if err != nil {
+					if name == "wasmhost" {
+						b.Fatal(err)
+					}
+					fmt.Printf("gateway-missing: %s scale: %s\n", name, oneLine(err.Error()))
+					b.Skip(err)
+				}
+				defer g.close()
+				res, err := scale(b.Context(), g, up, n, 30*time.Second, nil)
+				if err != nil {
+					b.Fatalf("%v\n%s stderr:\n%s", err, name, g.stderr)
+				}
+				b.ReportMetric(res.perSession(), "bytes/session")
+				b.ReportMetric(float64(res.setupP50.Nanoseconds()), "setup-p50-ns")
+				b.ReportMetric(float64(res.setupP99.Nanoseconds()), "setup-p99-ns")
+				b.ReportMetric(res.callsPerSec, "calls/s")
+				b.ReportMetric(float64(res.upstreams), "upstreams")
+				b.ReportMetric(float64(res.idleRSS), "idle-rss")
+				b.ReportMetric(float64(res.loadedRSS), "loaded-rss")
+				b.ReportMetric(float64(res.afterRSS), "after-rss")
+				b.ReportMetric(res.settled.Seconds(), "settle-s")
+				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
+}
+
+// TestSessionScaleHarness runs BenchmarkSessionScale's machinery on
+// wasmhost at 40 client sessions over its 10 filtered sessions: every
+// client session is set up and calls through its session, the upstream
+// runs once, and the RSS figures are read.
+func TestSessionScaleHarness(t *testing.T) {
+	up := goUpstream(t)
+	g, err := startGatewayWith(t.Context(), t, "wasmhost", up, len(scaleFilters))
+	require.NoError(t, err)
+	defer g.close()
+	require.Len(t, g.urls, len(scaleFilters))
+	res, err := scale(t.Context(), g, up, 40, 0, nil)
+	require.NoError(t, err, "wasmhost stderr:\n%s", g.stderr)
+	require.Equal(t, 1, res.upstreams, "upstream processes of one pooled server")
+	require.Positive(t, res.idleRSS)
+	require.Positive(t, res.loadedRSS)
+	require.Positive(t, res.callsPerSec)
+	require.LessOrEqual(t, res.setupP50, res.setupP99)
+}
+
+// BenchmarkGatewayProfile is a development aid that make bench does not
+// run: with WASMHOST_BENCH_PROFILE_DIR set, it writes to that directory a
+// CPU profile of wasmhost serving 8 clients on the Go upstream for 5 s
+// (cpu.pprof) and a heap profile of wasmhost holding 2,000 client sessions
+// over its 10 filtered sessions (heap.pprof), read with go tool pprof.
+func BenchmarkGatewayProfile(b *testing.B) {
+	dir := os.Getenv("WASMHOST_BENCH_PROFILE_DIR")
+	if dir == "" {
+		b.Skip("set WASMHOST_BENCH_PROFILE_DIR to write the profiles there")
+	}
+	b.Setenv(pprofChildEnv, "1")
+	up := goUpstream(b)
+	fetch := func(g *gateway, what, file string) {
+		u := g.pprof.Load()
+		if u == nil {
+			b.Fatalf("%s serves no pprof", g.name)
+		}
+		resp, err := http.Get(*u + what)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("%s: %v %s", what, err, resp.Status)
+		}
+		require.NoError(b, os.WriteFile(filepath.Join(dir, file), data, 0o644))
+	}
+	g, err := startGateway(b.Context(), b, "wasmhost", up)
+	require.NoError(b, err)
+	profiled := make(chan struct{})
+	go func() {
+		defer close(profiled)
+		fetch(g, "profile?seconds=5", "cpu.pprof")
+	}()
+	_, err = drive(b.Context(), g, up, load{clients: 8, calls: 1 << 30, maxTime: 6 * time.Second})
+	require.NoError(b, err)
+	<-profiled
+	g.close()
+	g, err = startGatewayWith(b.Context(), b, "wasmhost", up, len(scaleFilters))
+	require.NoError(b, err)
+	defer g.close()
+	_, err = scale(b.Context(), g, up, 2000, 0, func() { fetch(g, "heap?gc=1", "heap.pprof") })
+	require.NoError(b, err)
+}

@@ -1,0 +1,394 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// The gateways of BenchmarkGateways, in the order they are drawn, the
+// upstreams and the concurrencies.
+var (
+	gwNames     = []string{"relay", "wasmhost", "mcp-proxy", "supergateway"}
+	gwPeers     = []string{"mcp-proxy", "supergateway"}
+	gwUpstreams = []string{"node", "go"}
+	gwClients   = []int{1, 8, 64}
+	gwColors    = map[string]string{"relay": "#9e9e9e", "wasmhost": "#1565c0", "mcp-proxy": "#ef6c00", "supergateway": "#2e7d32"}
+)
+
+// Targets of the gateway comparison (issue 29).
+const (
+	targetPeerRatio  = 2.0 // wasmhost's calls/s against every peer's
+	targetRelayRatio = 0.9 // wasmhost's calls/s against the relay's
+	targetRelayP99   = 1e6 // ns wasmhost's p99 may add to the relay's at 8 clients
+)
+
+func gwBench(up string, c int, gw string) string {
+	return fmt.Sprintf("BenchmarkGateways/upstream=%s/c=%d/gw=%s", up, c, gw)
+}
+
+// p99Diff returns the median and range over rounds of target's p99 minus
+// baseline's, in ns.
+func (r *results) p99Diff(target, baseline string) (med, lo, hi float64, ok bool) {
+	var xs []float64
+	for _, round := range r.rounds(target) {
+		t, ok1 := r.values[target][round]["p99-ns"]
+		b, ok2 := r.values[baseline][round]["p99-ns"]
+		if ok1 && ok2 {
+			xs = append(xs, t-b)
+		}
+	}
+	med, ok = median(xs)
+	if !ok {
+		return 0, 0, 0, false
+	}
+	return med, slices.Min(xs), slices.Max(xs), true
+}
+
+// renderGateways returns the summary lines and the section of the gateway
+// comparison, and the chart (SVG) it links to as chartPath.
+func renderGateways(r *results, chartPath string) ([]check, string, string) {
+	var sec strings.Builder
+	s := func(format string, args ...any) { fmt.Fprintf(&sec, format, args...) }
+	var checks []check
+
+	// Peers against wasmhost: the worst cell decides.
+	worstPeer, worstPeerOK, peerCells := math.Inf(1), true, 0
+	p99Below := true
+	worstRelay, relayCells := math.Inf(1), 0
+	worstAdded := math.Inf(-1)
+	var missingPeers []string
+	for _, peer := range gwPeers {
+		for _, up := range gwUpstreams {
+			if len(r.rounds(gwBench(up, 1, peer))) == 0 {
+				missingPeers = append(missingPeers, peer+" ("+up+")")
+			}
+		}
+	}
+	for _, up := range gwUpstreams {
+		for _, c := range gwClients {
+			w := gwBench(up, c, "wasmhost")
+			for _, peer := range gwPeers {
+				q, ok := r.ratio(w, gwBench(up, c, peer), "calls/s", false)
+				if !ok {
+					continue
+				}
+				peerCells++
+				worstPeer = min(worstPeer, q.med)
+				if r.num(w, "p99-ns") >= r.num(gwBench(up, c, peer), "p99-ns") {
+					p99Below = false
+				}
+			}
+			if q, ok := r.ratio(w, gwBench(up, c, "relay"), "calls/s", false); ok {
+				relayCells++
+				worstRelay = min(worstRelay, q.med)
+			}
+			if c == 8 {
+				if d, _, _, ok := r.p99Diff(w, gwBench(up, c, "relay")); ok {
+					worstAdded = max(worstAdded, d)
+				}
+			}
+		}
+	}
+	if len(missingPeers) > 0 {
+		worstPeerOK = false
+	}
+	peerMeasured := "n/a"
+	if peerCells > 0 {
+		peerMeasured = fmt.Sprintf("%.2fx at worst (%d cells), p99 below every peer's: %v", worstPeer, peerCells, p99Below)
+	}
+	if len(missingPeers) > 0 {
+		peerMeasured += "; missing: " + strings.Join(missingPeers, ", ")
+	}
+	checks = append(checks, check{"j", "tool calls/s through wasmhost over streamable HTTP against the peer gateways, 1/8/64 clients, Node and Go upstreams", "mcp-proxy, supergateway (npm, pinned), same run",
+		"BenchmarkGateways/*/wasmhost vs mcp-proxy, supergateway", peerMeasured, "≥ 2x every peer in every cell, p99 below every peer's",
+		verdict(worstPeerOK && worstPeer >= targetPeerRatio && p99Below, peerCells > 0)})
+	relayMeasured := "n/a"
+	if relayCells > 0 {
+		relayMeasured = fmt.Sprintf("%.2fx at worst (%d cells); p99 added at 8 clients %s at worst", worstRelay, relayCells, signedDur(worstAdded))
+	}
+	checks = append(checks, check{"k", "tool calls/s through wasmhost over streamable HTTP against the minimal go-sdk relay", "go-sdk server forwarding to a go-sdk client, same run",
+		"BenchmarkGateways/*/wasmhost vs relay", relayMeasured, "≥ 0.9x in every cell, p99 added ≤ 1 ms at 8 clients",
+		verdict(worstRelay >= targetRelayRatio && worstAdded <= targetRelayP99, relayCells > 0)})
+
+	s("### j, k. Gateways over streamable HTTP\n\n")
+	s("`BenchmarkGateways` drives four gateways, each a process of its own with the upstream behind it over stdio, from one Go load generator " +
+		"(go-sdk clients over streamable HTTP, protocol 2025-11-25, one client session each, connected before the clock starts and warmed up with two calls each): " +
+		"the minimal go-sdk relay (a go-sdk streamable HTTP server whose tool handlers forward each call's raw arguments through one go-sdk client of the upstream: no sessions, policy or routing; the floor of any gateway on the go-sdk), " +
+		"wasmhost (the daemon with its defaults, one session, the upstream pooled), " +
+		"`mcp-proxy` 6.7.19 (one upstream client shared by its client sessions, as wasmhost's pool) and `supergateway` 4.0.0 `--stateful` (one upstream process per client session, as it is built to), from npm. " +
+		"Upstreams: Node is `@modelcontextprotocol/server-everything`'s `echo`, Go is the project's demo server's `echo`. " +
+		"Each load is bounded: 600 calls or 3 s at 1 client, 2,000 calls or 3 s at 8, 3,000 calls or 4 s at 64. " +
+		"The gateways of one upstream are measured in turn at each concurrency, so one invocation interleaves them; the invocation runs in rounds, and every figure below is the median of per-round ratios between two gateways measured in the same round, with their range.\n\n")
+	if len(r.missing) > 0 {
+		s("Missing peers (not installed or not started, measured nowhere):\n\n")
+		for _, m := range r.missing {
+			s("- %s\n", m)
+		}
+		s("\n")
+	}
+	s("![calls/s and p99 per gateway and concurrency](%s)\n\n", chartPath)
+	for _, up := range gwUpstreams {
+		s("**%s upstream.** wasmhost's calls/s against each gateway's (≥ 1 means wasmhost is faster), and each gateway's p99 against wasmhost's (≥ 1 means wasmhost's is lower):\n\n", map[string]string{"node": "Node", "go": "Go"}[up])
+		s("| against | calls/s c=1 | c=8 | c=64 | p99 c=1 | c=8 | c=64 |\n|---|---|---|---|---|---|---|\n")
+		for _, gw := range gwNames {
+			if gw == "wasmhost" {
+				continue
+			}
+			var tps, p99s []string
+			for _, c := range gwClients {
+				w := gwBench(up, c, "wasmhost")
+				q, ok := r.ratio(w, gwBench(up, c, gw), "calls/s", false)
+				tps = append(tps, fmtRatio(q, ok))
+				q, ok = r.ratio(gwBench(up, c, gw), w, "p99-ns", false)
+				p99s = append(p99s, fmtRatio(q, ok))
+			}
+			s("| %s | %s | %s |\n", gw, strings.Join(tps, " | "), strings.Join(p99s, " | "))
+		}
+		var added []string
+		for _, c := range gwClients {
+			d, lo, hi, ok := r.p99Diff(gwBench(up, c, "wasmhost"), gwBench(up, c, "relay"))
+			if ok {
+				added = append(added, fmt.Sprintf("%s (%s to %s) at c=%d", signedDur(d), signedDur(lo), signedDur(hi), c))
+			}
+		}
+		s("\np99 wasmhost adds to the relay's: %s.\n\n", strings.Join(added, ", "))
+	}
+	s("Where the time goes (`BenchmarkGatewayProfile`, a development aid outside `make bench`: a CPU profile of wasmhost serving 8 clients on the Go upstream for 5 s, run on 2026-12-02 with the machine's load average near 30): " +
+		"wasmhost used 0.29 CPU-seconds per second, so on this machine the gateway process was not what bounded calls/s: the load generator, the upstream and the other gateways' tenants share the same two vCPUs, and each row is as much a measure of how a gateway competes for them. " +
+		"Of wasmhost's own CPU: the go-sdk's JSON decoding 18%% (segmentio's `Decoder`, whose fresh 32 KiB buffer per value is most of the 8%% in `memclrNoHeapPointers`), system calls 18%% (socket and pipe writes; each streamable HTTP answer is flushed as its own write, 10%%), the garbage collector 11%% and the scheduler 10%%; " +
+		"wasmhost's own layers (token check, draining gate, carrier and gone-client wrappers, route lookup, `_meta` copy) are thin wrappers in the cumulative profile, under 2%% flat. " +
+		"What would close a missed cell: against the relay, the relay is the same go-sdk server and client with less in between, so wasmhost can only match it, and a cell below 0.9x on a loaded machine moves from round to round (see the ranges); " +
+		"a quiet machine (load below 1.5, as the issue's table) is what makes these ratios a verdict rather than a measure of contention. " +
+		"Against the peers at 64 clients, every gateway but supergateway funnels the calls through one stdio pipe to one upstream, so the upstream's own speed bounds them all alike; the go-sdk decoding each message in place instead of through its `Decoder` (see g) is the change that would lower wasmhost's CPU per call most, and it belongs in the go-sdk.\n\n")
+	s("Medians of the absolute figures, context only (the machine is shared):\n\n")
+	s("| upstream | gateway | calls/s c=1 | c=8 | c=64 | p50 c=1 | c=8 | c=64 | p99 c=1 | c=8 | c=64 |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, up := range gwUpstreams {
+		for _, gw := range gwNames {
+			var cols []string
+			for _, unit := range []string{"calls/s", "p50-ns", "p99-ns"} {
+				for _, c := range gwClients {
+					v, ok := r.median(gwBench(up, c, gw), unit)
+					switch {
+					case !ok:
+						cols = append(cols, "n/a")
+					case unit == "calls/s":
+						cols = append(cols, fmt.Sprintf("%.0f", v))
+					default:
+						cols = append(cols, dur(v))
+					}
+				}
+			}
+			s("| %s | %s | %s |\n", up, gw, strings.Join(cols, " | "))
+		}
+	}
+	s("\n")
+	return checks, sec.String(), gatewayChart(r)
+}
+
+// signedDur formats a difference of nanoseconds with its sign.
+func signedDur(ns float64) string {
+	if math.IsInf(ns, 0) || math.IsNaN(ns) {
+		return "n/a"
+	}
+	if ns < 0 {
+		return "−" + dur(-ns)
+	}
+	return "+" + dur(ns)
+}
+
+// gatewayChart draws, for each upstream, the median calls/s and p99 of
+// every gateway at every concurrency as grouped bars: four panels.
+func gatewayChart(r *results) string {
+	const (
+		panelW, panelH = 460, 260
+		left, top      = 60, 40
+		plotW, plotH   = panelW - left - 20, panelH - top - 50
+	)
+	var b strings.Builder
+	w, h := 2*panelW, 2*panelH+40
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n", w, h, w, h)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
+	for row, metric := range []struct{ unit, title string }{{"calls/s", "calls/s (higher is better)"}, {"p99-ns", "p99 latency, ms (lower is better)"}} {
+		for col, up := range gwUpstreams {
+			x0, y0 := col*panelW, row*panelH
+			vals := make(map[string]map[int]float64)
+			maxV := 0.0
+			for _, gw := range gwNames {
+				vals[gw] = make(map[int]float64)
+				for _, c := range gwClients {
+					if v, ok := r.median(gwBench(up, c, gw), metric.unit); ok {
+						if metric.unit == "p99-ns" {
+							v /= 1e6
+						}
+						vals[gw][c] = v
+						maxV = max(maxV, v)
+					}
+				}
+			}
+			scale := niceCeil(maxV)
+			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="13" font-weight="bold">%s upstream: %s</text>`+"\n", x0+left, y0+22, map[string]string{"node": "Node", "go": "Go"}[up], metric.title)
+			// Axis and grid.
+			for i := 0; i <= 4; i++ {
+				y := float64(y0+top+plotH) - float64(plotH)*float64(i)/4
+				fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>`+"\n", x0+left, y, x0+left+plotW, y)
+				fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", x0+left-4, y+4, trimNum(scale*float64(i)/4))
+			}
+			groupW := float64(plotW) / float64(len(gwClients))
+			barW := (groupW - 20) / float64(len(gwNames))
+			for gi, c := range gwClients {
+				gx := float64(x0+left) + groupW*float64(gi) + 10
+				for bi, gw := range gwNames {
+					v, ok := vals[gw][c]
+					bx := gx + barW*float64(bi)
+					if !ok {
+						fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#b00">n/a</text>`+"\n", bx+barW/2, y0+top+plotH-4)
+						continue
+					}
+					bh := 0.0
+					if scale > 0 {
+						bh = float64(plotH) * v / scale
+					}
+					fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s c=%d: %s</title></rect>`+"\n",
+						bx, float64(y0+top+plotH)-bh, barW-2, bh, gwColors[gw], gw, c, trimNum(v))
+				}
+				fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%d client%s</text>`+"\n", gx+(groupW-20)/2, y0+top+plotH+16, c, map[bool]string{true: "", false: "s"}[c == 1])
+			}
+		}
+	}
+	// Legend.
+	for i, gw := range gwNames {
+		x := 60 + i*150
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", x, 2*panelH+12, gwColors[gw], x+16, 2*panelH+22, gw)
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+// niceCeil rounds v up to 1, 2 or 5 times a power of ten.
+func niceCeil(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= v {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// trimNum formats a chart value with at most three significant digits.
+func trimNum(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// Targets of session scale (issue 29).
+const (
+	targetBytesPerSession = 32 << 10 // RSS per idle client session
+	targetSetupP99        = 20e6     // ns, set-up p99 at 1,000 client sessions
+)
+
+func scaleBench(n int, gw string) string {
+	return fmt.Sprintf("BenchmarkSessionScale/sessions=%d/gw=%s", n, gw)
+}
+
+// renderScale returns the summary lines and the section of the session
+// scale benchmark.
+func renderScale(r *results) ([]check, string) {
+	var sec strings.Builder
+	s := func(format string, args ...any) { fmt.Fprintf(&sec, format, args...) }
+	w10, p10 := scaleBench(10000, "wasmhost"), scaleBench(10000, "mcp-proxy")
+	w1, p1 := scaleBench(1000, "wasmhost"), scaleBench(1000, "mcp-proxy")
+	bw, okb := r.median(w10, "bytes/session")
+	bp, okp := r.median(p10, "bytes/session")
+	sw, oks := r.median(w1, "setup-p99-ns")
+	sp, oksp := r.median(p1, "setup-p99-ns")
+	ups, oku := r.median(w10, "upstreams")
+	var checks []check
+	checks = append(checks, check{"l", "RSS per client session, 10,000 held over 10 filtered sessions and one pooled upstream", "the gateway's idle RSS; mcp-proxy at the same count, same run",
+		"BenchmarkSessionScale/sessions=10000", fmt.Sprintf("%s (mcp-proxy %s); upstream processes %.0f", kib(bw), kibOr(bp, okp), ups),
+		"≤ 32 KiB, below mcp-proxy's, upstream started once", verdict(bw <= targetBytesPerSession && okp && bw < bp && ups == 1, okb && oku)})
+	checks = append(checks, check{"l", "client session set-up p99 at 1,000 client sessions", "mcp-proxy at the same count, same run",
+		"BenchmarkSessionScale/sessions=1000", fmt.Sprintf("%s (mcp-proxy %s)", dur(sw), durOr(sp, oksp)),
+		"≤ 20 ms, below mcp-proxy's", verdict(sw <= targetSetupP99 && oksp && sw < sp, oks)})
+	s("### l. Session scale\n\n")
+	s("`BenchmarkSessionScale` holds 1,000 and then 10,000 client sessions at once (go-sdk clients over streamable HTTP, protocol 2025-11-25, 16 set up at a time, each making its first call as soon as it is set up) " +
+		"on wasmhost (10 sessions with different tool filters over one pooled upstream, the Go demo server; each session takes a tenth of the clients) and on mcp-proxy (its one endpoint; one upstream client shared by its sessions), each a fresh process. " +
+		"Memory is the gateway process's RSS once every client session is set up, beyond its idle RSS (after one client per endpoint came and went), divided by the client sessions; set-up is a client's initialize and initialized; " +
+		"calls/s is 32 callers taking the held sessions in turn (3,000 calls or 4 s). Then every client closes its session (DELETE) and the RSS is read until it is back within a tenth of the growth (at most 30 s).\n\n")
+	s("| client sessions | gateway | RSS per session | set-up p50 | set-up p99 | calls/s | upstream processes | RSS idle → loaded → after close (waited) |\n|---|---|---|---|---|---|---|---|\n")
+	for _, n := range []int{1000, 10000} {
+		for _, gw := range []string{"wasmhost", "mcp-proxy"} {
+			b := scaleBench(n, gw)
+			if len(r.rounds(b)) == 0 {
+				s("| %d | %s | n/a | | | | | |\n", n, gw)
+				continue
+			}
+			s("| %d | %s | %s | %s | %s | %.0f | %.0f | %.0f → %.0f → %.0f MiB (%.1f s) |\n", n, gw, kib(r.num(b, "bytes/session")),
+				dur(r.num(b, "setup-p50-ns")), dur(r.num(b, "setup-p99-ns")), r.num(b, "calls/s"), r.num(b, "upstreams"),
+				r.num(b, "idle-rss")/(1<<20), r.num(b, "loaded-rss")/(1<<20), r.num(b, "after-rss")/(1<<20), r.num(b, "settle-s"))
+		}
+	}
+	s("\n")
+	return checks, sec.String()
+}
+
+func kibOr(v float64, ok bool) string {
+	if !ok {
+		return "missing"
+	}
+	return kib(v)
+}
+
+func durOr(v float64, ok bool) string {
+	if !ok {
+		return "missing"
+	}
+	return dur(v)
+}
+
+// seriesRatio is the median and range over rounds of a benchmark's own
+// ratio metric (one measured within each invocation, such as a median of
+// paired ratios).
+func (r *results) seriesRatio(name, unit string) (ratio, bool) {
+	xs := r.series(name, unit)
+	med, ok := median(xs)
+	if !ok {
+		return ratio{}, false
+	}
+	return ratio{med: med, lo: slices.Min(xs), hi: slices.Max(xs), n: len(xs)}, true
+}
+
+// renderUpstreamScale returns the summary line and the section of the
+// upstream scale benchmark.
+func renderUpstreamScale(r *results) ([]check, string) {
+	var sec strings.Builder
+	s := func(format string, args ...any) { fmt.Fprintf(&sec, format, args...) }
+	const b = "BenchmarkUpstreamScale"
+	one, ok1 := r.median(b, "reload-one-ns")
+	ten, ok2 := r.median(b, "reload-ten-ns")
+	none, _ := r.median(b, "reload-none-ns")
+	share := one / ten
+	checks := []check{{"m", "reload changing one of 200 pooled servers' metadata, behind 50 sessions", "the next reload, changing nine servers' more, same process",
+		b, fmt.Sprintf("%.0f%% of it (%s against %s; unchanged %s)", 100*share, dur(one), dur(ten), dur(none)), "grows with what changed: ≤ 25%",
+		verdict(share <= 0.25, ok1 && ok2)}}
+	s("### m. Upstream scale\n\n")
+	s("`BenchmarkUpstreamScale` starts wasmhost (a process of its own) on a config of 200 pooled servers, each the project's demo server over stdio, behind 50 sessions that each use all of them (10,000 views). "+
+		"It reports the time from the start of the process to ready (the first reload applied, every upstream started): %.1f s; "+
+		"the RSS of wasmhost, %.0f MiB, and of its 200 upstream processes together, %.0f MiB; "+
+		"and three reloads through the admin API, each rewriting the config file: one changing one server's metadata (its trust) in every session (50 views), %s; the next changing nine servers' more (450 views), %s; one changing nothing, %s. "+
+		"The upstreams are not restarted by any of them (the benchmark fails otherwise). "+
+		"A development run (2026-12-02, load average near 30) of a reload changing all 200 servers' trust (10,000 views, each re-keyed, re-projected and re-registered in its session's go-sdk server) took 194.3 s against 1.30 s for one server and 0.33 s for none: "+
+		"the cost follows what changed, but what a changed view costs with the daemon's registries, about 19 ms each on that machine, is far above `BenchmarkReconcileMetadata`'s 10,000 views in tens of milliseconds with minimal registries, and is where to look next (a CPU profile of that reload; the session endpoint's registrations of each tool into its go-sdk server are the suspect).\n\n",
+		r.num(b, "ready-s"), r.num(b, "gateway-rss")/(1<<20), r.num(b, "upstreams-rss")/(1<<20), dur(one), dur(ten), dur(none))
+	return checks, sec.String()
+}
