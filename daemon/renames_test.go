@@ -7,6 +7,7 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/daemon"
 	"github.com/wasmhost/wasmhost/host"
+	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/view"
 )
 
@@ -130,6 +132,13 @@ func TestRenamesEndToEnd(t *testing.T) {
 	out, err = bob.call(t, "demo__echo", map[string]any{"text": "bob's echo"})
 	require.NoError(t, err)
 	assert.Equal(t, "bob's echo", resultText(out))
+
+	// The operator's tools route names the upstream's tool behind a rename.
+	code, body = r.do("GET", "/v1/sessions/alice/servers/demo/tools", adminToken, nil, nil)
+	require.Equal(t, http.StatusOK, code, body)
+	var listed struct{ Tools []reconcile.ToolState }
+	require.NoError(t, json.Unmarshal([]byte(body), &listed), body)
+	assert.Contains(t, listed.Tools, reconcile.ToolState{Name: "say", UpstreamName: "echo"}, body)
 
 	prompts := promptsByName(t, alice)
 	require.Contains(t, prompts, "demo__sum", "prompts: %v", slices.Collect(mapKeys(prompts)))

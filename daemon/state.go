@@ -87,7 +87,8 @@ type SessionView struct {
 	Servers     []reconcile.BindingState `json:"servers"`
 
 	// ClientList describes each connected client as its initialize
-	// request did.
+	// request did: at most session.MaxClientInfos of them (Clients counts
+	// them all), each field cut to 128 bytes.
 	ClientList []session.ClientInfo `json:"clientList"`
 }
 

@@ -1195,11 +1195,15 @@ type ToolState struct {
 	Name       string `json:"name"`
 	Trust      bool   `json:"trust"`
 	AlwaysLoad bool   `json:"alwaysLoad"`
+	// UpstreamName is the upstream's own name of a tool the policy
+	// renamed to Name; empty otherwise.
+	UpstreamName string `json:"upstreamName,omitempty"`
 }
 
 // Tools returns the tools session's view of server shows, in the
-// upstream's order, under the upstream's names (the session may expose
-// them prefixed). It returns ErrUnknownSession or ErrNotBound when there
+// upstream's order, under the policy's names (the upstream's, unless the
+// policy renamed them, when UpstreamName has the upstream's; the session
+// may expose them prefixed). It returns ErrUnknownSession or ErrNotBound when there
 // is no such session or binding, and an empty list while the binding
 // holds no connection.
 func (r *Reconciler) Tools(session, server string) ([]ToolState, error) {
@@ -1222,7 +1226,11 @@ func (r *Reconciler) Tools(session, server string) ([]ToolState, error) {
 	}
 	if p := b.handle.View().Applied(); p != nil {
 		for _, t := range p.Tools {
-			out = append(out, ToolState{Name: t.Name, Trust: t.Meta[view.MetaTrust] == true, AlwaysLoad: t.Meta[view.MetaAlwaysLoad] == true})
+			ts := ToolState{Name: t.Name, Trust: t.Meta[view.MetaTrust] == true, AlwaysLoad: t.Meta[view.MetaAlwaysLoad] == true}
+			if up, ok := t.Meta[view.MetaUpstreamName].(string); ok {
+				ts.UpstreamName = up
+			}
+			out = append(out, ts)
 		}
 	}
 	return out, nil

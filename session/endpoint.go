@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -361,8 +362,20 @@ type ClientInfo struct {
 	ProtocolVersion string `json:"protocolVersion,omitempty"`
 }
 
+// Bounds of ClientInfos: a client chooses what its initialize says, and
+// the operator page polls the list.
+const (
+	// MaxClientInfos is the most clients ClientInfos describes (Clients
+	// counts them all).
+	MaxClientInfos = 100
+	// maxClientInfoLen bounds each field, in bytes; a longer one is cut
+	// and marked with "…".
+	maxClientInfoLen = 128
+)
+
 // ClientInfos describes the client sessions Clients counts, sorted by
-// name, version and protocol version.
+// name, version and protocol version: at most MaxClientInfos of them,
+// each field cut to 128 bytes.
 func (e *Endpoint) ClientInfos() []ClientInfo {
 	out := []ClientInfo{}
 	for ss := range e.srv.Sessions() {
@@ -370,16 +383,28 @@ func (e *Endpoint) ClientInfos() []ClientInfo {
 		if p == nil {
 			continue
 		}
-		ci := ClientInfo{ProtocolVersion: p.ProtocolVersion}
+		ci := ClientInfo{ProtocolVersion: clipInfo(p.ProtocolVersion)}
 		if p.ClientInfo != nil {
-			ci.Name, ci.Version = p.ClientInfo.Name, p.ClientInfo.Version
+			ci.Name, ci.Version = clipInfo(p.ClientInfo.Name), clipInfo(p.ClientInfo.Version)
 		}
 		out = append(out, ci)
 	}
 	slices.SortFunc(out, func(a, b ClientInfo) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Version, b.Version), cmp.Compare(a.ProtocolVersion, b.ProtocolVersion))
 	})
-	return out
+	return out[:min(len(out), MaxClientInfos)]
+}
+
+// clipInfo cuts s to maxClientInfoLen bytes on a rune boundary.
+func clipInfo(s string) string {
+	if len(s) <= maxClientInfoLen {
+		return s
+	}
+	cut := maxClientInfoLen
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // Tools returns the exposed tool names, sorted.

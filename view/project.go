@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/yosida95/uritemplate/v3"
@@ -208,7 +208,7 @@ func TemplateMatcher(tmpl string) (matches func(uri string) bool, ok bool) {
 func cloneTool(t *mcp.Tool, trust, alwaysLoad bool, r abi.Rename) *mcp.Tool {
 	c := *t
 	c.Meta = make(mcp.Meta, len(t.Meta)+3)
-	maps.Copy(c.Meta, t.Meta)
+	copyUpstreamMeta(c.Meta, t.Meta)
 	c.Meta[MetaTrust] = trust
 	c.Meta[MetaAlwaysLoad] = alwaysLoad
 	if r.Name != "" && r.Name != t.Name {
@@ -221,17 +221,48 @@ func cloneTool(t *mcp.Tool, trust, alwaysLoad bool, r abi.Rename) *mcp.Tool {
 	return &c
 }
 
-// renamedPrompt returns p itself when r changes nothing, and otherwise a
+// metaPrefix starts every _meta key wasmhost sets on a projected item.
+// The namespace is wasmhost's: an upstream's own keys in it are dropped,
+// since a session reads them (MetaUpstreamName routes its calls) and an
+// upstream must not steer that.
+const metaPrefix = "wasmhost/"
+
+// hasOwnKeys reports whether an upstream's meta holds a key of wasmhost's
+// namespace.
+func hasOwnKeys(meta mcp.Meta) bool {
+	for k := range meta {
+		if strings.HasPrefix(k, metaPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// copyUpstreamMeta copies an upstream item's meta into dst, leaving out
+// the keys of wasmhost's namespace.
+func copyUpstreamMeta(dst, src mcp.Meta) {
+	for k, v := range src {
+		if !strings.HasPrefix(k, metaPrefix) {
+			dst[k] = v
+		}
+	}
+}
+
+// renamedPrompt returns p itself when r changes nothing and p carries no
+// key of wasmhost's namespace, and otherwise a
 // copy of p (and of its Meta map) renamed and redescribed as cloneTool
 // does a tool.
 func renamedPrompt(p *mcp.Prompt, r abi.Rename) *mcp.Prompt {
-	if r.IsZero() || (r.Name == p.Name && r.Description == "") {
+	owned := hasOwnKeys(p.Meta)
+	if !owned && (r.IsZero() || (r.Name == p.Name && r.Description == "")) {
 		return p
 	}
 	c := *p
-	if r.Name != "" && r.Name != p.Name {
+	if owned || (r.Name != "" && r.Name != p.Name) {
 		c.Meta = make(mcp.Meta, len(p.Meta)+1)
-		maps.Copy(c.Meta, p.Meta)
+		copyUpstreamMeta(c.Meta, p.Meta)
+	}
+	if r.Name != "" && r.Name != p.Name {
 		c.Meta[MetaUpstreamName] = p.Name
 		c.Name = r.Name
 	}

@@ -31,6 +31,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -149,7 +150,12 @@ func Start(ctx context.Context, cfg Config) (stop func(context.Context) error, e
 		}
 		proc = sdktrace.NewBatchSpanProcessor(exp)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(proc))
+	// Span names and attributes carry what clients send (tool names,
+	// URIs, versions): each is clipped (clip, and the limit below for any
+	// other value), so that no client can make every span megabytes long.
+	limits := sdktrace.NewSpanLimits()
+	limits.AttributeValueLengthLimit = maxValueLen
+	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(proc), sdktrace.WithRawSpanLimits(limits))
 	st := &state{tracer: tp.Tracer(ScopeName)}
 	current.Store(st)
 	return func(ctx context.Context) error {
@@ -195,6 +201,24 @@ func params(req mcp.Request) mcp.Params {
 	return p
 }
 
+// maxValueLen bounds, in bytes, each span attribute value and the part of
+// a span name a client chose. MCP names are at most 128 bytes; a longer
+// one is not served anyway.
+const maxValueLen = 256
+
+// clip returns s cut to maxValueLen bytes (on a rune boundary), marked
+// with "…" when cut.
+func clip(s string) string {
+	if len(s) <= maxValueLen {
+		return s
+	}
+	cut := maxValueLen
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 // describe returns the span name of a request for method with params p, and
 // the attributes naming its target.
 func describe(method string, p mcp.Params) (string, []attribute.KeyValue) {
@@ -203,27 +227,27 @@ func describe(method string, p mcp.Params) (string, []attribute.KeyValue) {
 	switch v := p.(type) {
 	case *mcp.CallToolParams:
 		if v != nil {
-			return method + " " + v.Name, append(attrs, attribute.String("gen_ai.tool.name", v.Name), attribute.String("gen_ai.operation.name", "execute_tool"))
+			return method + " " + clip(v.Name), append(attrs, attribute.String("gen_ai.tool.name", clip(v.Name)), attribute.String("gen_ai.operation.name", "execute_tool"))
 		}
 	case *mcp.CallToolParamsRaw: // as a server receives it
 		if v != nil {
-			return method + " " + v.Name, append(attrs, attribute.String("gen_ai.tool.name", v.Name), attribute.String("gen_ai.operation.name", "execute_tool"))
+			return method + " " + clip(v.Name), append(attrs, attribute.String("gen_ai.tool.name", clip(v.Name)), attribute.String("gen_ai.operation.name", "execute_tool"))
 		}
 	case *mcp.GetPromptParams:
 		if v != nil {
-			return method + " " + v.Name, append(attrs, attribute.String("gen_ai.prompt.name", v.Name))
+			return method + " " + clip(v.Name), append(attrs, attribute.String("gen_ai.prompt.name", clip(v.Name)))
 		}
 	case *mcp.ReadResourceParams:
 		if v != nil {
-			return method, append(attrs, attribute.String("mcp.resource.uri", v.URI))
+			return method, append(attrs, attribute.String("mcp.resource.uri", clip(v.URI)))
 		}
 	case *mcp.SubscribeParams:
 		if v != nil {
-			return method, append(attrs, attribute.String("mcp.resource.uri", v.URI))
+			return method, append(attrs, attribute.String("mcp.resource.uri", clip(v.URI)))
 		}
 	case *mcp.UnsubscribeParams:
 		if v != nil {
-			return method, append(attrs, attribute.String("mcp.resource.uri", v.URI))
+			return method, append(attrs, attribute.String("mcp.resource.uri", clip(v.URI)))
 		}
 	}
 	return method, attrs
@@ -292,7 +316,7 @@ func Server(session string) mcp.Middleware {
 					attrs = append(attrs, attribute.String("mcp.session.id", id))
 				}
 				if ip := ss.InitializeParams(); ip != nil && ip.ProtocolVersion != "" {
-					attrs = append(attrs, attribute.String("mcp.protocol.version", ip.ProtocolVersion))
+					attrs = append(attrs, attribute.String("mcp.protocol.version", clip(ip.ProtocolVersion)))
 				}
 			}
 			if extra := req.GetExtra(); extra != nil && extra.Header != nil {
@@ -334,7 +358,7 @@ func Client(server, transport string) mcp.Middleware {
 					attrs = append(attrs, attribute.String("mcp.session.id", id))
 				}
 				if ir := cs.InitializeResult(); ir != nil && ir.ProtocolVersion != "" {
-					attrs = append(attrs, attribute.String("mcp.protocol.version", ir.ProtocolVersion))
+					attrs = append(attrs, attribute.String("mcp.protocol.version", clip(ir.ProtocolVersion)))
 				}
 			}
 			ctx, span := st.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))

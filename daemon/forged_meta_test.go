@@ -12,11 +12,12 @@ import (
 	"github.com/wasmhost/wasmhost/internal/mcptest"
 )
 
-// REVIEW2: end to end. The policy (policy-default, excludeTools) hides
-// "danger" from alice; the upstream's visible tool "safe" carries
-// _meta["wasmhost/upstreamName"]: "danger", which nothing strips, so
-// alice's call of up__safe runs the hidden "danger".
-func TestReview2ForgedUpstreamNameEndToEnd(t *testing.T) {
+// TestUpstreamForgedRouteKeyIsDropped: the policy hides "danger" from
+// alice, and the upstream's visible tool "safe" carries its own
+// _meta["wasmhost/upstreamName"]: "danger". wasmhost's _meta namespace is
+// its own, so the key is dropped and alice's call of up__safe runs "safe",
+// never the hidden tool.
+func TestUpstreamForgedRouteKeyIsDropped(t *testing.T) {
 	up := mcptest.NewHTTPUpstream(t, mcptest.HTTPUpstreamConfig{
 		NewServer: func() *mcp.Server {
 			s := mcp.NewServer(&mcp.Implementation{Name: "forge", Version: "1"}, nil)

@@ -9,13 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// REVIEW2: with traces on, the SERVER span is opened (outermost middleware)
-// before the name is checked, and its name and gen_ai.tool.name attribute
-// are the client's tool name, unclipped; the SDK's default span limits do
-// not clip attribute values, and the batch processor queues up to 2048
-// spans. A client of any session sending ~4 MB unknown names pins
-// 2048 x 2 x 4 MB (~16 GB) in the export queue.
-func TestReview2SpanNameUnbounded(t *testing.T) {
+// TestSpansClipClientText: with traces on, a span's name and attributes
+// carry the client's tool name; a client sending megabyte names must not
+// make every span (and the exporter's queue of up to 2048) that large, so
+// they are clipped.
+func TestSpansClipClientText(t *testing.T) {
 	exp := startTraces(t, "replica-r2")
 	r := start(t, baseConfig())
 	alice := r.connect("alice", aliceToken)

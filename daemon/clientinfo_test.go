@@ -10,11 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// REVIEW2: a session's client chooses clientInfo.name/version of any size;
-// /v1/state (polled by /ui/ every 1.5 s) now lists every connected client's
-// (State.Sessions[].ClientList) unclipped, so a few clients of any
-// session make every poll marshal, indent and redact-copy tens of MB.
-func TestReview2ClientInfoUnbounded(t *testing.T) {
+// TestStateClipsClientInfo: /v1/state, which the operator page polls,
+// lists the clients' own clientInfo; a client choosing a 3 MiB name must
+// not make every poll megabytes long.
+func TestStateClipsClientInfo(t *testing.T) {
 	r := start(t, baseConfig())
 	name := strings.Repeat("A", 3<<20)
 	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":%q,"version":"1"}}}`, name)
