@@ -97,9 +97,9 @@ func (d *Daemon) serveStdio() (*stdioServer, error) {
 
 // shutdown, at a stop, makes the endpoint refuse new calls and waits, at
 // most the drain timeout, for the calls under way to return (Drain cuts
-// those still running then short, which answers them too), then, at most
-// session.AnswerGrace, until every call read has its answer written; then
-// it stops serving. It returns what serving returned.
+// those still running then short, which answers them too), then, for what
+// is left of the drain timeout but session.AnswerGrace at least, until
+// every call read has its answer written; then it stops serving. It returns what serving returned.
 func (s *stdioServer) shutdown() error {
 	log := s.d.log
 	log.Info("stopping: answering the calls under way; new calls refused", "drain_timeout", s.d.drainTimeout())
@@ -108,7 +108,13 @@ func (s *stdioServer) shutdown() error {
 	if err := s.ep.Drain(ctx); err != nil {
 		log.Warn("shutdown: calls cut short", "err", err)
 	}
-	wctx, wcancel := context.WithTimeout(context.Background(), session.AnswerGrace)
+	// The answers may use what is left of the drain timeout (a large one
+	// takes a while to write), and get session.AnswerGrace at least.
+	left := session.AnswerGrace
+	if dl, ok := ctx.Deadline(); ok {
+		left = max(left, time.Until(dl))
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), left)
 	defer wcancel()
 	if err := s.answers.wait(wctx); err != nil {
 		log.Warn("shutdown: answers cut short", "err", err)
