@@ -35,6 +35,20 @@ func closeBrowser() {
 	}
 }
 
+// browserPID returns the process id of the shared browser, or 0 when none
+// was started.
+func browserPID() int {
+	if browser.ctx == nil {
+		return 0
+	}
+	if c := chromedp.FromContext(browser.ctx); c != nil && c.Browser != nil {
+		if p := c.Browser.Process(); p != nil {
+			return p.Pid
+		}
+	}
+	return 0
+}
+
 // A tab is one page of the shared browser, with what its console said.
 type tab struct {
 	t   *testing.T
