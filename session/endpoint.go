@@ -12,7 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
+
+	"github.com/wasmhost/wasmhost/internal/clip"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -395,17 +396,8 @@ func (e *Endpoint) ClientInfos() []ClientInfo {
 	return out[:min(len(out), MaxClientInfos)]
 }
 
-// clipInfo cuts s to maxClientInfoLen bytes on a rune boundary.
-func clipInfo(s string) string {
-	if len(s) <= maxClientInfoLen {
-		return s
-	}
-	cut := maxClientInfoLen
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+// clipInfo cuts s to maxClientInfoLen bytes.
+func clipInfo(s string) string { return clip.String(s, maxClientInfoLen) }
 
 // Tools returns the exposed tool names, sorted.
 func (e *Endpoint) Tools() []string { return e.names(&e.tools) }

@@ -39,12 +39,13 @@ var allowed = map[string][]string{
 	"view/viewtest":         {"view"},
 	"pool":                  {"internal/churn", "internal/inflight", "internal/telemetry"},
 	"reconcile":             {"abi", "config", "internal/churn", "pool", "view"},
-	"session":               {"internal/inflight", "internal/mcpname", "internal/telemetry", "pool", "view"},
+	"session":               {"internal/clip", "internal/inflight", "internal/mcpname", "internal/telemetry", "pool", "view"},
 	"conformance":           {"abi", "host", "view"},
 	"daemon":                {"abi", "config", "host", "internal/...", "plugins/policy-default", "pool", "reconcile", "session", "view"},
 	"cmd/wasmhost":          {"abi", "config", "conformance", "daemon", "host", "internal/...", "plugins/policy-default", "testplugins/policy-default-as", "pool", "reconcile", "session", "view"}, // the AssemblyScript scaffold is that plugin's source
 	"internal/wasmmeter":    {"internal/wasmbin"},
 	"internal/wasmpack/...": {"internal/wasmbin", "internal/wasmpack"},
+	"internal/telemetry":    {"internal/clip"},
 	"internal/redact":       {"config"},
 	"internal/bench":        {"abi", "config", "internal/churn", "pool", "reconcile", "view"},
 	"internal/...":          nil, // the other internal packages are leaves

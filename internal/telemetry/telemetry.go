@@ -31,7 +31,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
+
+	cliptext "github.com/wasmhost/wasmhost/internal/clip"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -206,18 +207,8 @@ func params(req mcp.Request) mcp.Params {
 // one is not served anyway.
 const maxValueLen = 256
 
-// clip returns s cut to maxValueLen bytes (on a rune boundary), marked
-// with "…" when cut.
-func clip(s string) string {
-	if len(s) <= maxValueLen {
-		return s
-	}
-	cut := maxValueLen
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+// clip cuts s to maxValueLen bytes.
+func clip(s string) string { return cliptext.String(s, maxValueLen) }
 
 // describe returns the span name of a request for method with params p, and
 // the attributes naming its target.

@@ -1,0 +1,18 @@
+// Package clip cuts text that clients or upstreams choose to a bound, for
+// the places that keep or show it (spans, /v1/state).
+package clip
+
+import "unicode/utf8"
+
+// String returns s cut to at most n bytes on a rune boundary, marked with
+// "…" when cut.
+func String(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
