@@ -24,7 +24,7 @@ func TestSpansClipClientText(t *testing.T) {
 	for _, s := range exp.GetSpans() {
 		n := len(s.Name)
 		for _, kv := range s.Attributes {
-			n += len(kv.Value.Emit())
+			n += len(kv.Value.String())
 		}
 		biggest = max(biggest, n)
 	}
