@@ -202,26 +202,19 @@ func (d *decoder) byte() byte {
 	return c
 }
 
-func (d *decoder) u32() uint32 {
-	if d.err != nil {
-		return 0
-	}
-	v, w := U32(d.b, d.p)
-	if w == 0 {
-		d.failf("bad u32 at offset %#x", d.p)
-		return 0
-	}
-	d.p += w
-	return v
-}
+func (d *decoder) u32() uint32 { return number(d, U32, "u32") }
 
-func (d *decoder) u64() uint64 {
+func (d *decoder) u64() uint64 { return number(d, U64, "u64") }
+
+// number reads one LEB128 number with read, failing (as what) when it is
+// malformed.
+func number[T uint32 | uint64](d *decoder, read func([]byte, int) (T, int), what string) T {
 	if d.err != nil {
 		return 0
 	}
-	v, w := U64(d.b, d.p)
+	v, w := read(d.b, d.p)
 	if w == 0 {
-		d.failf("bad u64 at offset %#x", d.p)
+		d.failf("bad %s at offset %#x", what, d.p)
 		return 0
 	}
 	d.p += w
