@@ -62,6 +62,13 @@ var debt = map[string][]string{
 	"pool": {"config", "view"},
 }
 
+// matches reports whether pattern (a package, or a tree "dir/...") covers
+// pkg.
+func matches(pattern, pkg string) bool {
+	tree, isTree := strings.CutSuffix(pattern, "/...")
+	return pattern == pkg || isTree && (pkg == tree || strings.HasPrefix(pkg, tree+"/"))
+}
+
 // rule returns the entry of allowed that covers pkg: its own, or the
 // longest tree above it.
 func rule(pkg string) (key string, ok bool) {
@@ -70,7 +77,7 @@ func rule(pkg string) (key string, ok bool) {
 	}
 	best := ""
 	for k := range allowed {
-		if tree, isTree := strings.CutSuffix(k, "/..."); isTree && (pkg == tree || strings.HasPrefix(pkg, tree+"/")) && len(k) > len(best) {
+		if strings.HasSuffix(k, "/...") && matches(k, pkg) && len(k) > len(best) {
 			best = k
 		}
 	}
@@ -78,15 +85,7 @@ func rule(pkg string) (key string, ok bool) {
 }
 
 func covers(list []string, imp string) bool {
-	for _, a := range list {
-		if a == imp {
-			return true
-		}
-		if tree, isTree := strings.CutSuffix(a, "/..."); isTree && (imp == tree || strings.HasPrefix(imp, tree+"/")) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(list, func(a string) bool { return matches(a, imp) })
 }
 
 // TestImportsPointOneWay reads the module's import graph with go list and
