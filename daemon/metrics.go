@@ -136,15 +136,7 @@ func newMetrics(d *Daemon) *metrics {
 			return float64(len(d.endpoints))
 		}))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wasmhost_clients", Help: "MCP clients connected to session endpoints."},
-		func() float64 {
-			d.mu.Lock()
-			defer d.mu.Unlock()
-			n := 0
-			for _, e := range d.endpoints {
-				n += e.ep.Clients()
-			}
-			return float64(n)
-		}))
+		func() float64 { return float64(d.clientSessions()) }))
 	return m
 }
 
