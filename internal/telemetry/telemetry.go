@@ -152,8 +152,9 @@ func Start(ctx context.Context, cfg Config) (stop func(context.Context) error, e
 		proc = sdktrace.NewBatchSpanProcessor(exp)
 	}
 	// Span names and attributes carry what clients send (tool names,
-	// URIs, versions): each is clipped (clip, and the limit below for any
-	// other value), so that no client can make every span megabytes long.
+	// URIs, versions): attribute values are cut by the limit below, the
+	// part of a span name a client chose by clip, so that no client can
+	// make every span megabytes long.
 	limits := sdktrace.NewSpanLimits()
 	limits.AttributeValueLengthLimit = maxValueLen
 	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(proc), sdktrace.WithRawSpanLimits(limits))
@@ -218,27 +219,27 @@ func describe(method string, p mcp.Params) (string, []attribute.KeyValue) {
 	switch v := p.(type) {
 	case *mcp.CallToolParams:
 		if v != nil {
-			return method + " " + clip(v.Name), append(attrs, attribute.String("gen_ai.tool.name", clip(v.Name)), attribute.String("gen_ai.operation.name", "execute_tool"))
+			return method + " " + clip(v.Name), append(attrs, attribute.String("gen_ai.tool.name", v.Name), attribute.String("gen_ai.operation.name", "execute_tool"))
 		}
 	case *mcp.CallToolParamsRaw: // as a server receives it
 		if v != nil {
-			return method + " " + clip(v.Name), append(attrs, attribute.String("gen_ai.tool.name", clip(v.Name)), attribute.String("gen_ai.operation.name", "execute_tool"))
+			return method + " " + clip(v.Name), append(attrs, attribute.String("gen_ai.tool.name", v.Name), attribute.String("gen_ai.operation.name", "execute_tool"))
 		}
 	case *mcp.GetPromptParams:
 		if v != nil {
-			return method + " " + clip(v.Name), append(attrs, attribute.String("gen_ai.prompt.name", clip(v.Name)))
+			return method + " " + clip(v.Name), append(attrs, attribute.String("gen_ai.prompt.name", v.Name))
 		}
 	case *mcp.ReadResourceParams:
 		if v != nil {
-			return method, append(attrs, attribute.String("mcp.resource.uri", clip(v.URI)))
+			return method, append(attrs, attribute.String("mcp.resource.uri", v.URI))
 		}
 	case *mcp.SubscribeParams:
 		if v != nil {
-			return method, append(attrs, attribute.String("mcp.resource.uri", clip(v.URI)))
+			return method, append(attrs, attribute.String("mcp.resource.uri", v.URI))
 		}
 	case *mcp.UnsubscribeParams:
 		if v != nil {
-			return method, append(attrs, attribute.String("mcp.resource.uri", clip(v.URI)))
+			return method, append(attrs, attribute.String("mcp.resource.uri", v.URI))
 		}
 	}
 	return method, attrs
@@ -307,7 +308,7 @@ func Server(session string) mcp.Middleware {
 					attrs = append(attrs, attribute.String("mcp.session.id", id))
 				}
 				if ip := ss.InitializeParams(); ip != nil && ip.ProtocolVersion != "" {
-					attrs = append(attrs, attribute.String("mcp.protocol.version", clip(ip.ProtocolVersion)))
+					attrs = append(attrs, attribute.String("mcp.protocol.version", ip.ProtocolVersion))
 				}
 			}
 			if extra := req.GetExtra(); extra != nil && extra.Header != nil {
@@ -349,7 +350,7 @@ func Client(server, transport string) mcp.Middleware {
 					attrs = append(attrs, attribute.String("mcp.session.id", id))
 				}
 				if ir := cs.InitializeResult(); ir != nil && ir.ProtocolVersion != "" {
-					attrs = append(attrs, attribute.String("mcp.protocol.version", clip(ir.ProtocolVersion)))
+					attrs = append(attrs, attribute.String("mcp.protocol.version", ir.ProtocolVersion))
 				}
 			}
 			ctx, span := st.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
