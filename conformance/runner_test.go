@@ -1042,3 +1042,16 @@ func TestSnapshotTypeErrorPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadRefusesAHugeSuiteFile: a suite file past the bound is refused,
+// not read whole (the file is sparse: it takes no disk).
+func TestLoadRefusesAHugeSuiteFile(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "huge.json"))
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(maxSuiteFileBytes+1))
+	require.NoError(t, f.Close())
+	_, err = Load(dir)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "more than 64 MiB")
+}

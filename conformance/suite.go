@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	pathpkg "path"
 	"path/filepath"
@@ -181,10 +182,22 @@ func walkSuites(dir, rel string, seen map[string]bool, add func(path, rel string
 	return nil
 }
 
+// maxSuiteFileBytes bounds one suite file; golden cases are small, and a
+// runner pointed at the wrong directory must not read a disk image.
+const maxSuiteFileBytes = 64 << 20
+
 func loadFile(path, rel string) (*Suite, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("conformance: read suite file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxSuiteFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("conformance: read suite file: %w", err)
+	}
+	if len(data) > maxSuiteFileBytes {
+		return nil, fmt.Errorf("conformance: suite file %s: more than %d MiB", path, maxSuiteFileBytes>>20)
 	}
 	s := ParseSuite(data)
 	s.File = path

@@ -86,10 +86,14 @@ func runNewPlugin(_ context.Context, args []string, s stdio) int {
 	}
 	switch lang {
 	case "go", "assemblyscript":
-	case "as", "ts", "typescript":
+	case "as":
 		lang = "assemblyscript"
 	default:
 		s.errorf("new-plugin", "--lang %q: use go or assemblyscript", lang)
+		return exitUsage
+	}
+	if from != "" && lang == "assemblyscript" {
+		s.errorf("new-plugin", "--from %s with --lang assemblyscript: the AssemblyScript plugin is always a copy of the default policy; leave --from out", from)
 		return exitUsage
 	}
 	if name == "" {

@@ -169,6 +169,9 @@ func TestNewPluginRefuses(t *testing.T) {
 	r = runCLI(t, "", "new-plugin", "--lang", "rust", filepath.Join(t.TempDir(), "p"))
 	assert.Equal(t, exitUsage, r.code)
 	assert.Contains(t, r.errOut, `--lang "rust": use go or assemblyscript`)
+	r = runCLI(t, "", "new-plugin", "--from", "default", "--lang", "assemblyscript", filepath.Join(t.TempDir(), "p"))
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.errOut, "the AssemblyScript plugin is always a copy of the default policy")
 }
 
 // TestNewPluginFromDefaultIsACopy: --from default writes the default
