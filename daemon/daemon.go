@@ -517,7 +517,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	close(d.ready)
 
-	wg.Go(func() { d.reclaim(bg) })
+	if d.opts.Stdio == nil { // one client: nothing to reclaim
+		wg.Go(func() { d.reclaim(bg) })
+	}
 	wg.Go(func() {
 		for {
 			select {

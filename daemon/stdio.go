@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -44,13 +45,7 @@ func (d *Daemon) scope(ld *configLoad) error {
 		return nil
 	}
 	name := d.opts.Stdio.Session
-	ws := ld.warnings[:0]
-	for _, w := range ld.warnings {
-		if w.Session == "" || w.Session == name {
-			ws = append(ws, w)
-		}
-	}
-	ld.warnings = ws
+	ld.warnings = slices.DeleteFunc(ld.warnings, func(w config.Warning) bool { return w.Session != "" && w.Session != name })
 	if ld.cfg == nil {
 		return nil
 	}
