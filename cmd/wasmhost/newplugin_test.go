@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -389,7 +390,15 @@ func TestNewPluginMakeTest(t *testing.T) {
 
 			cmd := exec.CommandContext(t.Context(), "make", "test", "WASMHOST="+wasmhost)
 			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off", "GOTOOLCHAIN=local")
+			// An author runs make from a shell, not from inside another
+			// make: the outer make's MAKELEVEL and MAKEFLAGS (present
+			// when make test runs this test) would make the inner one
+			// print "Entering/Leaving directory" lines around the summary.
+			env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+				k, _, _ := strings.Cut(kv, "=")
+				return k == "MAKELEVEL" || k == "MAKEFLAGS" || k == "MFLAGS"
+			})
+			cmd.Env = append(env, "GOFLAGS=", "GOWORK=off", "GOTOOLCHAIN=local")
 			out, err := cmd.CombinedOutput()
 			require.NoError(t, err, "make test:\n%s", out)
 			l := lines(string(out))
