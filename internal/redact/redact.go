@@ -6,7 +6,8 @@
 // net/http's `Post "https://host/mcp?api_key=...": ...`, wrapped by the
 // go-sdk, sometimes with %v so that no error chain leads back to it. So the
 // secrets are replaced wherever they appear in the text, as the config
-// spelled them and as JSON escapes them.
+// spelled them and as JSON escapes them. It reads config's types and
+// touches only the text, handlers and writers it is given.
 package redact
 
 import (
