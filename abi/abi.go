@@ -1,57 +1,22 @@
-// Package abi defines version 1 of the contract between wasmhost and a policy
-// plugin: the Extism exports a plugin provides, the JSON messages that cross
-// the sandbox boundary, and the Go types for those messages, shared by the
-// host and by plugins written in Go.
+// Package abi is version 1 of the contract between wasmhost and a policy
+// plugin. It holds the names of the Extism exports a plugin provides, the
+// JSON messages that cross the sandbox boundary, their Go types, and the
+// checks the host makes of a plugin's answers. The host and plugins
+// written in Go share it. SPEC.md in this directory is the normative text.
 //
-// The normative text is SPEC.md in this directory. In short, a policy plugin
-// is an Extism plugin exporting three functions:
+// A plugin exports handshake, canonicalize and project, and may export
+// project_batch ([ExportHandshake] and the constants beside it say what
+// each takes and returns). Each but handshake may also have a direct form
+// ([DirectSuffix], [ExportAlloc]) that passes the same messages through
+// the plugin's own memory instead of the Extism kernel. A plugin refuses a
+// whole call with a non-zero status and an Extism error message; the host
+// reports it as a policy refusal.
 //
-//   - [ExportHandshake] ("handshake"): no input, or a [HandshakeRequest]
-//     carrying the operator's plugin-wide configuration; returns a
-//     [Handshake] naming the plugin, the ABI version it speaks and the
-//     settings keys it owns. The host refuses, at load, a plugin whose ABI
-//     version is not [Version].
-//   - [ExportCanonicalize] ("canonicalize"): a [CanonicalizeRequest] holding a
-//     batch of raw settings objects; returns a [CanonicalizeResponse] with one
-//     [CanonicalResult] per settings object, in order: the canonical form and
-//     the opaque metadata key, or a per-item error.
-//   - [ExportProject] ("project"): a [ProjectRequest] holding one settings
-//     object and the names of a server's tools, prompts and resources; returns
-//     a [ProjectResponse] listing, by index, what one session sees and the two
-//     session flags of each visible tool, and, for a plugin whose handshake
-//     opts in ([Handshake.Renames]), the name and description each visible
-//     tool and prompt is exposed with. Tool schemas never cross the
-//     boundary: the host applies the decisions and clones the tools.
-//
-// and may export a fourth:
-//
-//   - [ExportProjectBatch] ("project_batch", optional): a
-//     [ProjectBatchRequest] holding deduplicated settings objects and
-//     snapshots and a list of (settings, snapshot) items; returns a
-//     [ProjectBatchResponse] with one [BatchResult] per item, in order: what
-//     project would answer for that item, or the reason project would refuse
-//     it. It saves the fixed cost of one plugin call per item; a plugin
-//     without it still works, and the host then calls project once per item.
-//
-// Each of canonicalize, project and project_batch may also have a direct
-// form ([DirectSuffix], with [ExportAlloc]) that exchanges the same messages
-// through the plugin's own memory instead of the Extism kernel.
-//
-// A plugin refuses a whole call by returning a non-zero status with an Extism
-// error message set; the host reports it as a policy refusal.
-//
-// # Refusals in Go
-//
-// A [Policy] refuses the settings of a project call by returning an error
-// that wraps [ErrRefused] (host.ErrPluginRefused and the native reference's
-// refusals do); any other error is a failure of the call. A [BatchProjector]
-// reports each refused item as a [BatchResult] with Error set, and returns an
-// error only when the call as a whole failed, in which case no item has an
-// answer. [ProjectAll] keeps to the same rule for policies that cannot
-// batch.
-//
-// This package has no dependencies beyond the standard library so that it
-// compiles for GOOS=wasip1 as well as for the host.
+// In Go, a [Policy] refuses a project call's settings with an error that
+// wraps [ErrRefused]; any other error is a failed call. A [BatchProjector]
+// reports a refused item in its [BatchResult] and fails only a whole call;
+// [ProjectAll] keeps the same rule for a policy that cannot batch. The
+// package imports the standard library only and touches nothing.
 package abi
 
 import (
@@ -70,11 +35,33 @@ const Version = 1
 // Names of the functions a policy plugin exports: the first three are
 // required, ExportProjectBatch is optional.
 const (
-	ExportHandshake    = "handshake"
+	// ExportHandshake takes no input, or a [HandshakeRequest] carrying the
+	// operator's plugin-wide configuration. It returns a [Handshake]: the
+	// plugin's name, the ABI version it speaks and the settings keys it
+	// owns. The host refuses, at load, a plugin whose version is not
+	// [Version].
+	ExportHandshake = "handshake"
+	// ExportCanonicalize takes a [CanonicalizeRequest], a batch of raw
+	// settings objects. It returns a [CanonicalizeResponse] with one
+	// [CanonicalResult] per settings object, in order: the canonical form
+	// and the opaque metadata key, or an error for that object.
 	ExportCanonicalize = "canonicalize"
-	ExportProject      = "project"
+	// ExportProject takes a [ProjectRequest]: one settings object and the
+	// names of a server's tools, prompts and resources. It returns a
+	// [ProjectResponse] listing, by index, what one session sees, with the
+	// two session flags of each visible tool. A plugin whose handshake opts
+	// in ([Handshake.Renames]) also gives the name and description each
+	// visible tool and prompt is exposed with. Tool schemas never cross
+	// the boundary: the host applies the decisions and clones the tools.
+	ExportProject = "project"
 	// ExportProjectBatch projects many (settings, snapshot) items in one
-	// call; see [ProjectBatchRequest].
+	// call. It takes a [ProjectBatchRequest]: deduplicated settings objects
+	// and snapshots, and a list of (settings, snapshot) items. It returns a
+	// [ProjectBatchResponse] with one [BatchResult] per item, in order:
+	// what project would answer for that item, or the reason project would
+	// refuse it. It saves the fixed cost of one plugin call per item; a
+	// plugin without it still works, and the host then calls project once
+	// per item.
 	ExportProjectBatch = "project_batch"
 )
 

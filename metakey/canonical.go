@@ -19,12 +19,26 @@ type Canonical struct {
 	// IncludeTools is nil for null (every name allowed); a non-nil empty
 	// list allows no name. Entries are cut at their first "(".
 	IncludeTools []string
-	// ExcludeTools lists the hidden names; it is never nil.
+	// ExcludeTools lists the hidden names; it is never nil. Entries are
+	// exact names and are never cut.
 	ExcludeTools []string
 }
 
-// Canonical returns the canonical form of s. It does not modify s: the lists
-// of the result are new slices (their strings may share memory with s).
+// Canonical returns the canonical form of s, by the rules of the policy
+// semantics:
+//
+//   - trust keeps three distinct values: null (missing or null), false, true.
+//   - alwaysLoadTools is true only when it was given as true.
+//   - includeTools is null when missing or null, which allows every name;
+//     otherwise each entry is cut at its first "(", and the list is
+//     deduplicated and sorted by bytes. An empty list stays empty and allows
+//     no name.
+//   - excludeTools is always a list: missing, null and [] are all []. It is
+//     deduplicated and sorted by bytes; entries are exact names and are never
+//     cut.
+//
+// It does not modify s: the lists of the result are new slices (their
+// strings may share memory with s).
 func (s Settings) Canonical() Canonical {
 	return s.canonical(true)
 }
@@ -83,7 +97,9 @@ func (c Canonical) MarshalJSON() ([]byte, error) {
 
 // Key returns the metadata key of c: the bytes of [Canonical.MarshalJSON]
 // as a string. Equal canonical forms give equal keys, and different ones
-// different keys.
+// different keys. The key of no settings at all is
+//
+//	{"trust":null,"alwaysLoadTools":false,"includeTools":null,"excludeTools":[]}
 func (c Canonical) Key() string {
 	return string(c.appendJSON(make([]byte, 0, c.sizeHint())))
 }

@@ -97,16 +97,22 @@ func (e *SettingsError) Error() string {
 
 // ParseSettings strictly decodes one raw settings object.
 //
-// It refuses, with a *[SettingsError], input that is not valid JSON, a value
-// that is not an object, a trust or alwaysLoadTools value that is neither a
-// boolean nor null, an includeTools or excludeTools value that is neither an
-// array of strings nor null, and any key, known or not, that appears twice
-// in the object (keys are compared after unescaping, so "trust" and
-// "tr\u0075st" are the same key). The first problem in document order is
-// reported. Keys other than the four settings are otherwise ignored, whatever
-// their values, and nothing inside their values is checked beyond JSON
-// syntax; key names are case-sensitive ("Trust" is some other key). Strings are decoded exactly as encoding/json.Unmarshal
-// decodes them (invalid UTF-8 and lone surrogates become U+FFFD).
+// It refuses, with a *[SettingsError]:
+//
+//   - input that is not valid JSON, or a value that is not an object;
+//   - a trust or alwaysLoadTools value that is neither a boolean nor null;
+//   - an includeTools or excludeTools value that is neither an array of
+//     strings nor null;
+//   - any key, known or not, that appears twice in the object. Keys are
+//     compared after unescaping, so "trust" and "tr\u0075st" are the same
+//     key.
+//
+// The first problem in document order is reported. Keys other than the four
+// settings are otherwise ignored, whatever their values. Nothing inside
+// their values is checked beyond JSON syntax. Key names are case-sensitive
+// ("Trust" is some other key). Strings are decoded exactly as
+// encoding/json.Unmarshal decodes them (invalid UTF-8 and lone surrogates
+// become U+FFFD).
 func ParseSettings(raw []byte) (Settings, error) {
 	// One copy of the input serves every string that needs no unescaping:
 	// those are substrings of it.

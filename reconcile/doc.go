@@ -3,11 +3,11 @@
 // transport pool ([pool.Pool]) and the session views ([view.View]), and
 // remembers which handle each (session, server) pair holds: its bindings.
 //
-// [Reconciler.Apply] acquires what is new, refreshes metadata on a held
-// handle whose captured identity still matches (an equal key changes
-// nothing), changes a transport make before break ([pool.Pool.Standby]),
+// [Reconciler.Apply] acquires what is new, and refreshes metadata on a
+// held handle whose captured identity still matches (an equal key changes
+// nothing). It changes a transport make before break ([pool.Pool.Standby]),
 // reacquires a failed or closed entry, and releases what is no longer
-// wanted; one failing binding does not stop the others ([Summary]). It also
+// wanted. One failing binding does not stop the others ([Summary]). It also
 // owns runtime overlays ([Reconciler.PutOverlay]), restarts, teardowns,
 // policy swaps ([Reconciler.SetPolicy]), pre-checks ([Reconciler.Check]),
 // and in-place repairs of failed views ([Reconciler.Repair]).

@@ -1,7 +1,8 @@
 // Package backoff is the retry schedule the daemon's and stdio mode's
 // supervisors share: exponential backoff per key, and a memory of recent
 // recoveries, so that a key that goes down again soon after a retry brought
-// it back is retried less and less often instead of from the start.
+// it back is retried less and less often instead of from the start. It
+// only computes delays: the supervisors wait and retry.
 package backoff
 
 import "time"

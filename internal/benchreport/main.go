@@ -6,9 +6,9 @@
 //	go run ./internal/benchreport -out BENCHMARKS.md
 //
 // Machines are noisy, so targets are ratios between a benchmark and its
-// baseline measured in the same process: each group of benchmarks below
+// baseline measured in the same process. Each group of benchmarks below
 // runs the target and its baseline in one test-binary invocation (the same
-// as one `go test -bench` invocation), and the groups are run in rounds, one
+// as one `go test -bench` invocation). The groups are run in rounds, one
 // after the other, so that a slow minute hurts both sides of every pair.
 // The ratio reported is the median of the per-round ratios, with their
 // range. The raw output of every invocation is written, in the format

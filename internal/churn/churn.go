@@ -5,7 +5,8 @@
 //
 // A [Counters] is shared by one pool and every view attached to it. Counters
 // only ever grow; tests take a [Values] before and after an action and
-// compare the difference ([Values.Sub]) with what they expect.
+// compare the difference ([Values.Sub]) with what they expect. It imports
+// nothing of wasmhost's and touches nothing but its counters.
 package churn
 
 import "sync/atomic"

@@ -1,5 +1,6 @@
 // Package clip cuts text that clients or upstreams choose to a bound, for
-// the places that keep or show it (spans, /v1/state).
+// the places that keep or show it (spans, /v1/state). It is a leaf: it
+// imports nothing of wasmhost's.
 package clip
 
 import "unicode/utf8"

@@ -3,10 +3,10 @@
 // sessions, so trying wasmhost needs nothing installed.
 //
 // It offers tools with real input schemas and annotations (some read-only,
-// some not), two prompts, two resources and a resource template, completion
-// of note names, subscriptions to notes (write_note notifies them), and a
-// tool that adds a tool at run time so that list_changed notifications can
-// be seen end to end.
+// some not), two prompts, two resources and a resource template. It
+// completes note names and takes subscriptions to notes (write_note
+// notifies them). One tool adds a tool at run time, so that list_changed
+// notifications can be seen end to end.
 package demoserver
 
 import (

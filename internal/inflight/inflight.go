@@ -1,5 +1,6 @@
 // Package inflight counts operations under way, so that a shutdown can stop
-// admitting new ones and wait for those already admitted to end.
+// admitting new ones and wait for those already admitted to end. It
+// touches nothing but its own counter.
 package inflight
 
 import (

@@ -1,8 +1,8 @@
 // Package jsonvalid checks JSON documents the way encoding/json's Valid
-// does, several times faster and without allocating: wasmhost checks every
-// settings object it sends a policy plugin and every canonical form a plugin
-// answers with, and on a reload of thousands of settings that check was a
-// noticeable share of a canonicalize call.
+// does, several times faster and without allocating. wasmhost checks every
+// settings object it sends a policy plugin and every canonical form a
+// plugin answers with. On a reload of thousands of settings that check was
+// a noticeable share of a canonicalize call.
 package jsonvalid
 
 import "unsafe"

@@ -1,7 +1,7 @@
 // Package mcpname holds the MCP specification's rule for tool names:
 // ASCII letters, digits, '_', '-' and '.', at most MaxLen characters.
 // Strict clients (and the model APIs behind them) refuse a whole tool list
-// for one name outside it, so wasmhost checks the names it makes: the
+// for one name outside it. So wasmhost checks the names it makes: the
 // config loader warns about a server name that would prefix tools with
 // other characters, and a session leaves out an upstream tool whose
 // exposed name breaks the rule.

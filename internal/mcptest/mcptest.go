@@ -1,4 +1,7 @@
-// Package mcptest has helpers for tests that run MCP servers in process.
+// Package mcptest has helpers for tests that run MCP servers in process:
+// connections, upstreams over HTTP, slow calls, and waits for events. Only
+// tests import it. It may start processes and install npm packages under
+// the user's cache directory.
 package mcptest
 
 import (

@@ -6,10 +6,11 @@
 // or made by a transport wrapped with [Transport] ends that group when it
 // closes ([Kill]). In a binary whose main (and a test binary's TestMain)
 // calls [Main] first, Detach runs the command under a supervisor: the same
-// binary started again, which starts the command, passes its exit status
-// back ([ServerPID] finds the command's pid), and ends the command and
-// everything it left when it exits, when the supervisor gets SIGTERM, or
-// when the host dies (a lifeline pipe reads end of file).
+// binary started again. The supervisor starts the command and passes its
+// exit status back ([ServerPID] finds the command's pid). It ends the
+// command and everything it left when the command exits, when the
+// supervisor gets SIGTERM, or when the host dies (a lifeline pipe reads
+// end of file).
 //
 // What is guaranteed: on Linux every descendant ends, setsid ones included
 // (the supervisor is a child subreaper); on other Unix systems the

@@ -2,11 +2,12 @@
 // URL passwords, header values, session tokens) out of what wasmhost
 // prints: log lines, admin API answers and the errors MCP clients get.
 //
-// Errors from the libraries below wasmhost quote upstream URLs whole
-// (net/http's `Post "https://host/mcp?api_key=...": ...`, wrapped by the
-// go-sdk, sometimes with %v so that no error chain leads back to it), so
-// the secrets are replaced wherever they appear in the text, as the config
-// spelled them and as JSON escapes them.
+// Errors from the libraries below wasmhost quote upstream URLs whole:
+// net/http's `Post "https://host/mcp?api_key=...": ...`, wrapped by the
+// go-sdk, sometimes with %v so that no error chain leads back to it. So the
+// secrets are replaced wherever they appear in the text, as the config
+// spelled them and as JSON escapes them. It reads config's types and
+// touches only the text, handlers and writers it is given.
 package redact
 
 import (

@@ -1,24 +1,23 @@
 // Package stderrlog bounds what a stdio upstream's standard error makes
-// wasmhost log: an upstream may write as much as it likes there, and one
-// that is chatty, or fails and retries, must not fill the log (a review
-// measured 216 MiB in 10 s from one upstream).
+// wasmhost log. It owns the cutting, grouping and rate limiting of those
+// lines, and touches nothing but the emit function it is given.
 //
-// A [Writer] takes the upstream's standard error and hands records to an
-// emit function (the daemon logs each at info, stdio mode writes it to its
-// own standard error):
+// A [Writer] takes the upstream's standard error and hands records to emit
+// (the daemon logs each at info, stdio mode writes it to its own standard
+// error):
 //
 //   - a line is cut at [Options.MaxLine] bytes (default 2 KiB), the cut
 //     noted with the number of bytes left out; empty lines are dropped; a
 //     line that waits for its newline longer than [Options.Burst] is taken
 //     as it is;
-//   - the lines of one burst, those that arrive within [Options.Burst]
-//     (default 100 ms) of each other such as a stack trace, make one record
-//     (at most [Options.MaxRecordLines], default 50, lines);
-//   - at most [Options.Lines] lines (default 100) are passed on per
-//     [Options.Interval] (default 10 s); what is over is counted, and said
-//     in one summary record when the interval ends. The budget is a
-//     [Budget], which the processes of one server share (a server that
-//     fails and is restarted does not get a fresh one each time).
+//   - the lines of one burst, within [Options.Burst] (default 100 ms) of
+//     each other such as a stack trace, make one record of at most
+//     [Options.MaxRecordLines] (default 50) lines;
+//   - at most [Options.Lines] lines (default 100) pass per
+//     [Options.Interval] (default 10 s); the rest are counted and said in
+//     one summary record when the interval ends. The budget is a [Budget],
+//     which the processes of one server share across restarts. Why:
+//     docs/design.md.
 package stderrlog
 
 import (

@@ -15,7 +15,8 @@
 // its CLIENT span's.
 //
 // jsonrpc.request.id is not recorded: go-sdk v1.8.0 keeps a request's ID
-// out of reach of middleware.
+// out of reach of middleware. It reads the OTEL_* environment and sends
+// spans over OTLP/HTTP; it imports internal/clip only of wasmhost's own.
 package telemetry
 
 import (

@@ -779,7 +779,7 @@ func TestSplitRewriteSameBytes(t *testing.T) {
 // writes for the modules of TestVersionNamesOutput.
 var versionOutputs = map[int]string{
 	1: "1be8bea230d29e4d9a27e191e4c6bedb5c26b1ff8beb3eae3cab72d595da2884",
-	2: "13308fb76a5060a8341a3a6a96d0da2a31402be57ab59fe69bb4492ddf61b6a9",
+	2: "aa1ee72073b4f623fe5c2cdb9a1c8f98f41abfeb9d60ffdf3865e17887eb6971",
 }
 
 // TestVersionNamesOutput: Instrument's output for a fixed set of modules is

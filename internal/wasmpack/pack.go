@@ -8,7 +8,8 @@
 // costs. Pack joins neighbouring segments whose gap is short, writing the
 // gap's zeros out: linear memory starts zeroed, so the module's meaning is
 // unchanged, and the output is a pure function of the input, so a
-// byte-reproducible build stays byte-reproducible.
+// byte-reproducible build stays byte-reproducible. It builds on
+// internal/wasmbin; only [PackFile] touches files, the one it is given.
 package wasmpack
 
 import (

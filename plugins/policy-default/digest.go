@@ -6,4 +6,4 @@ package policydefault
 
 // SHA256 is the hex SHA-256 of Wasm, so that a process loading the embedded
 // plugin need not hash it (TestDigest checks it).
-const SHA256 = "2878df09ceb4db4ce131fa1b777051256afde599be3f1973c8b051e2db505484"
+const SHA256 = "0f4caa00d189cab56a804a483c923e7dc673a749636e4ee03bc66c0a0c620bea"

@@ -15,40 +15,15 @@
 // default policy's answers (metakey.Reference), so a test can show that the
 // rest of the system keeps working around the misbehaving calls.
 //
-// A settings object selects a misbehaviour with the keys below, which the
-// default policy ignores:
-//
-//	"mode": "panic"    a Go panic
-//	        "bomb"     grow a Go slice until the memory cap refuses more
-//	        "recurse"  runaway recursion until the Go stack overflows
-//	        "loop"     an infinite loop
-//	        "big"      a well-formed answer larger than abi.MaxOutputBytes
-//	        "shape"    a well-formed answer of the wrong shape: one result
-//	                   short (canonicalize), an unknown tool index (project)
-//	        "fields"   canonicalize results without key or error (project
-//	                   answers normally)
-//	        "sandbox"  canonicalize reports, as each canonical form, what the
-//	                   plugin could read from the sandbox (files, environment,
-//	                   clock, randomness, network; project answers normally)
-//	        "rename"   project renames the first visible tool to "renamed"
-//	                   and redescribes it, although the handshake does not
-//	                   opt into renames (abi/SPEC.md section 5.3)
-//	        "slow"     spin the CPU ("spin" iterations, ~200 ms by default),
-//	                   then answer normally
-//	        "good"     answer normally
-//	"in":   "canonicalize" or "project" limits the mode to that export; the
-//	        other one answers normally. Missing: both.
-//	"spin": iterations of the "slow" mode's busy loop.
-//	"probePath": one more file the "sandbox" mode tries to read.
-//	"probeEnv":  one more environment variable the "sandbox" mode looks up.
-//
-// Each of these keys is read on its own; a value of another JSON type is
-// ignored.
-//
-// A canonicalize call misbehaves when one of its settings objects asks for
+// A settings object selects a misbehaviour with keys the default policy
+// ignores: the directive type lists them, and README.md in
+// testplugins/hostile-go says what the host reports for each. A
+// canonicalize call misbehaves when one of its settings objects asks for
 // it. The key of a settings object with a mode other than "good" ends in
 // " mode=MODE" (" in=EXPORT"), so a view's key changes with the mode and a
-// project-only mode reaches the project export.
+// project-only mode reaches the project export. It imports abi, metakey
+// and sandboxprobe; only the "sandbox" mode reaches for anything outside
+// its input.
 package main
 
 import (
@@ -80,7 +55,35 @@ const defaultSpin = 6_000_000
 // the memory cap while the stack grows.
 const maxStack = 16 << 20
 
-// A directive is the misbehaviour one settings object asks for.
+// A directive is the misbehaviour one settings object asks for, with these
+// keys:
+//
+//	"mode": "panic"    a Go panic
+//	        "bomb"     grow a Go slice until the memory cap refuses more
+//	        "recurse"  runaway recursion until the Go stack overflows
+//	        "loop"     an infinite loop
+//	        "big"      a well-formed answer larger than abi.MaxOutputBytes
+//	        "shape"    a well-formed answer of the wrong shape: one result
+//	                   short (canonicalize), an unknown tool index (project)
+//	        "fields"   canonicalize results without key or error (project
+//	                   answers normally)
+//	        "sandbox"  canonicalize reports, as each canonical form, what the
+//	                   plugin could read from the sandbox (files, environment,
+//	                   clock, randomness, network; project answers normally)
+//	        "rename"   project renames the first visible tool to "renamed"
+//	                   and redescribes it, although the handshake does not
+//	                   opt into renames (abi/SPEC.md section 5.3)
+//	        "slow"     spin the CPU ("spin" iterations, ~200 ms by default),
+//	                   then answer normally
+//	        "good"     answer normally
+//	"in":   "canonicalize" or "project" limits the mode to that export; the
+//	        other one answers normally. Missing: both.
+//	"spin": iterations of the "slow" mode's busy loop.
+//	"probePath": one more file the "sandbox" mode tries to read.
+//	"probeEnv":  one more environment variable the "sandbox" mode looks up.
+//
+// Each of these keys is read on its own; a value of another JSON type is
+// ignored.
 type directive struct {
 	Mode string
 	In   string

@@ -3,26 +3,18 @@
 // tested natively as well as inside the wasip1 plugin.
 //
 // It reads ABI v1 requests and writes ABI v1 responses (see package
-// github.com/wasmhost/wasmhost/abi) as bytes, with a small JSON scanner and
-// encoder of its own instead of encoding/json reflection, which is slow in a
-// Go WebAssembly guest. Only strings that hold escapes or non-ASCII bytes are
-// handed to encoding/json, so decoded strings and encoded bytes are exactly
-// what encoding/json would give.
-//
-// Speed inside the guest shapes the code. Every call, loop turn and taken
-// branch of Go code compiled to wasm is costly, and more so when the host
-// compiles plugins with wazero's CloseOnContextDone. So settings objects in
-// the form the host sends (compact JSON, plain strings, well-typed values)
-// are read by one function (fast.go) that leaves anything else to the
-// general scanner, strings are handled eight bytes at a time (words.go), and
-// projection looks names up in a hash set.
+// github.com/wasmhost/wasmhost/abi) as bytes, with a JSON scanner and
+// encoder of its own. Settings in the form the host sends are read by one
+// function (fast.go), anything else by the general scanner; strings are
+// handled eight bytes at a time (words.go); projection looks names up in a
+// hash set. Only strings that hold escapes or non-ASCII bytes go to
+// encoding/json, so what it decodes and encodes is exactly what
+// encoding/json would give.
 //
 // The rules are those of the native reference (package metakey), written
-// independently: trust keeps null, false and true apart; alwaysLoadTools is
-// true only for true; includeTools keeps null apart from [] and cuts every
-// entry at its first '('; excludeTools treats missing, null and [] alike;
-// both lists are deduplicated and sorted by bytes. The metadata key is the
-// compact canonical JSON.
+// independently; the metadata key is the compact canonical JSON. It
+// imports the standard library only and touches nothing but the bytes it
+// is given. Why it reads JSON by hand: docs/design.md.
 package policy
 
 import (
