@@ -1,21 +1,21 @@
 // Package host runs wasmhost policy plugins: WebAssembly modules speaking
 // ABI v1 (package abi, abi/SPEC.md) through Extism, in a sandbox without
-// filesystem, environment, network or real clock.
+// filesystem, environment, network or real clock. It imports abi and the
+// internal wasm and JSON helpers, never the embedded plugin.
 //
-// Load checks a module before it runs anything else: the SHA-256 pin, the
-// wasm header, the WebAssembly features and module limits of abi/SPEC.md
-// section 6.3 (wasmbin.go, meter.go), compilation, imports (only the Extism kernel and WASI) and
-// exports (handshake, canonicalize, project, and the types of the optional
-// project_batch and direct exports), then calls handshake and refuses other
-// ABI versions. A loaded Plugin keeps a bounded pool of instances; each call
-// runs on one instance under a memory cap and a timeout, and an instance that
-// timed out, trapped or produced bad output is discarded. *Plugin implements
-// abi.Policy and abi.BatchProjector.
+// Load checks a module before it runs anything else. It checks the SHA-256
+// pin and the wasm header, then the features and module limits of
+// abi/SPEC.md section 6.3 (modulecheck.go, meter.go). It compiles the module,
+// allows only the Extism kernel and WASI as imports, and checks the exports
+// (handshake, canonicalize, project, optional project_batch and direct
+// forms). Then it calls handshake and refuses other ABI versions.
 //
-// Two things keep calls cheap. The module is metered (meter.go, package
-// internal/wasmmeter) so that the timeout needs no exit to Go at every loop
-// turn; and a plugin with direct exports (direct.go) exchanges requests and
-// answers through its own memory instead of the Extism kernel.
+// A loaded Plugin keeps a bounded pool of instances (instance.go). Each call
+// runs on one instance under a memory cap and a timeout; an instance that
+// timed out, trapped or answered badly is discarded. *Plugin implements
+// abi.Policy and abi.BatchProjector. Calls stay cheap because the module is
+// metered (meter.go, internal/wasmmeter) and direct exports (direct.go)
+// exchange data through the plugin's own memory.
 package host
 
 import (

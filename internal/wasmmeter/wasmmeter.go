@@ -10,11 +10,11 @@
 // renumbered for the new import; other sections are copied byte for byte.
 //
 // The rewriter refuses (ErrUnsupported, ErrLimit, malformed) what it
-// cannot meter or prove harmless: opcodes wazero v1 does not accept with
-// its default features plus tail calls and atomics, out-of-range indexes,
-// counts larger than the bytes that hold them, functions past MaxBodyBytes,
-// MaxNesting, MaxBlocks, MaxCompileWork and MaxLocals, and growable tables
-// without a maximum. A host that runs only instrumented modules can turn
+// cannot meter or prove harmless. That covers opcodes wazero v1 does not
+// accept with its default features plus tail calls and atomics,
+// out-of-range indexes, and counts larger than the bytes that hold them. It
+// also covers functions past MaxBodyBytes, MaxNesting, MaxBlocks,
+// MaxCompileWork and MaxLocals, and growable tables without a maximum. A host that runs only instrumented modules can turn
 // wazero's CloseOnContextDone off. It reads and writes bytes only
 // (internal/wasmbin). Why it works this way: docs/design.md.
 package wasmmeter
