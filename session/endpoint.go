@@ -119,6 +119,8 @@ type kind struct {
 	// gone holds, for tools and prompts, the exposed names each server let
 	// go since it last registered any (deleteNamed).
 	gone map[string]map[string]bool
+	// names indexes the items' candidate names (see resolveNames).
+	names nameIndex
 }
 
 func newKind(name string, remove func(...string)) kind {

@@ -16,3 +16,11 @@ func BridgedCalls(r *ProgressRelay) int {
 	defer r.bmu.Unlock()
 	return len(r.byToken)
 }
+
+// ResolvedTools returns how many tools the endpoint's name resolution has
+// looked at so far.
+func (e *Endpoint) ResolvedTools() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.tools.names.resolved
+}

@@ -132,40 +132,106 @@ type named struct {
 	add func(exposed string) error
 }
 
-// resolveNames gives every item of k (a kind of named items) the name the
+// A nameIndex holds, for a kind of named items, each item's candidate
+// names (Naming.candidates) and, by candidate name, the items that have it.
+// An item's name depends only on how many items share each of its
+// candidates, so a change needs to resolve only the items that share a
+// candidate with what it added or removed (resolveNames), not every item
+// of the session: a reload re-registering each of a session's servers in
+// turn would otherwise cost the square of the session's items. The zero
+// value is empty; SetNaming empties it.
+type nameIndex struct {
+	cands   map[itemKey][]string
+	holders map[string][]itemKey
+	// resolved counts the items resolveNames has looked at, for tests.
+	resolved uint64
+}
+
+// drop forgets key's candidates, adding them to affected.
+func (x *nameIndex) drop(key itemKey, affected map[string]bool) {
+	for _, c := range x.cands[key] {
+		affected[c] = true
+		hs := slices.DeleteFunc(x.holders[c], func(h itemKey) bool { return h == key })
+		if len(hs) == 0 {
+			delete(x.holders, c)
+		} else {
+			x.holders[c] = hs
+		}
+	}
+	delete(x.cands, key)
+}
+
+// add records key's candidates, adding them to affected.
+func (x *nameIndex) add(key itemKey, cands []string, affected map[string]bool) {
+	if x.cands == nil {
+		x.cands = make(map[itemKey][]string)
+		x.holders = make(map[string][]itemKey)
+	}
+	x.cands[key] = cands
+	for _, c := range cands {
+		affected[c] = true
+		x.holders[c] = append(x.holders[c], key)
+	}
+}
+
+// resolveNames gives the items of k (a kind of named items) the name the
 // session's naming and the other items allow, and registers, renames or
-// leaves out items accordingly; redo names the items whose registration
-// must be made again even if their name stays (they were replaced). The
-// result depends only on the items and the naming, never on the order
-// they came in: an item gets its first candidate name (Naming.candidates)
-// that no other item of the session has among its candidates, and is left
-// out, with a warning, when there is none. So a name one item holds is
-// never given to another while the first is there, and an item renamed
-// because another arrived loses its old name rather than seeing it go to
-// the newcomer. e.putMu and e.mu are held; e.mu is let go between
+// leaves out items accordingly. touched names the items added, replaced
+// or removed since the last call (nil with all: every item, as after a
+// naming change); redo names the items whose registration must be made
+// again even if their name stays (they were replaced). The result depends
+// only on the items and the naming, never on the order they came in: an
+// item gets its first candidate name (Naming.candidates) that no other
+// item of the session has among its candidates, and is left out, with a
+// warning, when there is none. So a name one item holds is never given to
+// another while the first is there, and an item renamed because another
+// arrived loses its old name rather than seeing it go to the newcomer.
+// Only the touched items and those sharing a candidate name with what a
+// touched item had or has are looked at (nameIndex): no other item's name
+// can change. e.putMu and e.mu are held; e.mu is let go between
 // registrations (pause).
-func (e *Endpoint) resolveNames(k *kind, redo map[itemKey]bool) {
-	count := make(map[string]int)
-	cands := make(map[itemKey][]string)
-	for s, items := range k.items {
-		for n := range items {
-			c := e.naming.candidates(s, n)
-			cands[itemKey{s, n}] = c
-			for _, x := range c {
-				count[x]++
+func (e *Endpoint) resolveNames(k *kind, touched []itemKey, all bool, redo map[itemKey]bool) {
+	ix := &k.names
+	if all {
+		*ix = nameIndex{resolved: ix.resolved}
+		touched = touched[:0]
+		for s, items := range k.items {
+			for n := range items {
+				touched = append(touched, itemKey{s, n})
 			}
 		}
 	}
-	want := make(map[itemKey]string, len(cands))
-	for key, c := range cands {
-		for _, x := range c {
-			if count[x] == 1 {
-				want[key] = x
+	affected := make(map[string]bool)
+	look := make(map[itemKey]bool, len(touched))
+	for _, key := range touched {
+		_, present := k.items[key.server][key.name]
+		if _, indexed := ix.cands[key]; indexed && present {
+			// Replaced: its candidates, a function of its key and the
+			// naming, are the same, and so is every count.
+			look[key] = true
+			continue
+		}
+		ix.drop(key, affected)
+		if present {
+			ix.add(key, e.naming.candidates(key.server, key.name), affected)
+		}
+	}
+	for c := range affected {
+		for _, key := range ix.holders[c] {
+			look[key] = true
+		}
+	}
+	want := make(map[itemKey]string, len(look))
+	for key := range look {
+		for _, c := range ix.cands[key] {
+			if len(ix.holders[c]) == 1 {
+				want[key] = c
 				break
 			}
 		}
 	}
-	keys := slices.SortedFunc(maps.Keys(cands), func(a, b itemKey) int {
+	ix.resolved += uint64(len(look))
+	keys := slices.SortedFunc(maps.Keys(look), func(a, b itemKey) int {
 		return cmp.Or(cmp.Compare(a.server, b.server), cmp.Compare(a.name, b.name))
 	})
 	// Names let go first, so that no name routes to two items at once.
@@ -190,7 +256,7 @@ func (e *Endpoint) resolveNames(k *kind, redo map[itemKey]bool) {
 		x := want[key]
 		if x == "" {
 			if redo[key] || lost[key] {
-				e.log.Warn("name collision: "+k.name+" left out: another item of the session could take each of its names", "server", key.server, k.name, key.name, "names", cands[key])
+				e.log.Warn("name collision: "+k.name+" left out: another item of the session could take each of its names", "server", key.server, k.name, key.name, "names", ix.cands[key])
 			}
 			continue
 		}
@@ -234,6 +300,7 @@ func (e *Endpoint) putNamed(k *kind, server string, adds map[string]func(string)
 		k.items[server] = make(map[string]*named)
 	}
 	redo := make(map[itemKey]bool, len(adds))
+	touched := make([]itemKey, 0, len(adds))
 	for n, add := range adds {
 		if it := k.items[server][n]; it != nil {
 			it.add = add
@@ -242,8 +309,9 @@ func (e *Endpoint) putNamed(k *kind, server string, adds map[string]func(string)
 			k.items[server][n] = &named{add: add, upstream: upstream[n]}
 		}
 		redo[itemKey{server, n}] = true
+		touched = append(touched, itemKey{server, n})
 	}
-	e.resolveNames(k, redo)
+	e.resolveNames(k, touched, false, redo)
 }
 
 // deleteNamed forgets server's items names of k, remembering their
@@ -251,12 +319,14 @@ func (e *Endpoint) putNamed(k *kind, server string, adds map[string]func(string)
 // (unknownNames), and resolves k's names. e.putMu and e.mu are held.
 func (e *Endpoint) deleteNamed(k *kind, server string, names []string) {
 	var gone []string
+	var touched []itemKey
 	for _, n := range names {
 		it := k.items[server][n]
 		if it == nil {
 			continue
 		}
 		delete(k.items[server], n)
+		touched = append(touched, itemKey{server, n})
 		if it.exposed != "" {
 			delete(k.routes, it.exposed)
 			gone = append(gone, it.exposed)
@@ -273,7 +343,7 @@ func (e *Endpoint) deleteNamed(k *kind, server string, names []string) {
 		k.remove(gone...)
 		e.changes += uint64(len(gone))
 	}
-	e.resolveNames(k, nil)
+	e.resolveNames(k, touched, false, nil)
 }
 
 // goneServer returns the server that last exposed name in k and has let it
@@ -299,6 +369,6 @@ func (e *Endpoint) SetNaming(n Naming) {
 		return
 	}
 	e.naming = Naming{Mode: n.mode(), Prefix: maps.Clone(n.Prefix)}
-	e.resolveNames(&e.tools, nil)
-	e.resolveNames(&e.prompts, nil)
+	e.resolveNames(&e.tools, nil, true, nil)
+	e.resolveNames(&e.prompts, nil, true, nil)
 }

@@ -2,6 +2,7 @@ package session_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -292,4 +293,46 @@ func TestSetNamingRenames(t *testing.T) {
 	before = ep.Changes()
 	ep.SetNaming(session.Naming{Mode: session.NamesAuto})
 	assert.Equal(t, before, ep.Changes(), "the same naming changes nothing")
+}
+
+// TestPutToolsLooksAtItsOwn checks that registering one server's tools
+// again resolves the names of that server's tools only, not those of every
+// server of the session: a reload re-registering each of a session's
+// servers in turn would otherwise cost the square of its tools. The
+// servers offer tools of the same names (copies of one upstream), so under
+// auto naming every name is shared; a new server's tools look at the
+// items that share their names, and no more.
+func TestPutToolsLooksAtItsOwn(t *testing.T) {
+	const servers, tools = 200, 6
+	for _, mode := range session.Modes {
+		t.Run(string(mode), func(t *testing.T) {
+			ep := session.New(session.Options{Name: "s", Upstream: func(string) session.Target { return session.Target{} }, Logger: quiet, Naming: session.Naming{Mode: mode}})
+			list := func(trust bool) []*mcp.Tool {
+				var l []*mcp.Tool
+				for i := range tools {
+					l = append(l, &mcp.Tool{Name: fmt.Sprintf("tool_%d", i), InputSchema: map[string]any{"type": "object"}, Meta: mcp.Meta{"trust": trust}})
+				}
+				return l
+			}
+			for i := range servers {
+				ep.PutTools(fmt.Sprintf("srv%03d", i), list(false))
+			}
+			want := len(ep.Tools())
+			before := ep.ResolvedTools()
+			for i := range servers {
+				ep.PutTools(fmt.Sprintf("srv%03d", i), list(true))
+			}
+			require.Len(t, ep.Tools(), want)
+			require.LessOrEqual(t, ep.ResolvedTools()-before, uint64(servers*tools), "tools looked at to register %d servers' %d tools again", servers, tools)
+			// A server that goes and comes back looks at the items that
+			// share a name with its own: under auto naming, every server's.
+			before = ep.ResolvedTools()
+			var names []string
+			for _, tool := range list(true) {
+				names = append(names, tool.Name)
+			}
+			ep.DeleteTools("srv000", names)
+			require.LessOrEqual(t, ep.ResolvedTools()-before, uint64(servers*tools))
+		})
+	}
 }
