@@ -148,7 +148,7 @@ func TestKeepAliveOnSilentStreams(t *testing.T) {
 	assert.Equal(t, "text/event-stream", call.Header.Get("Content-Type"))
 	callLines := lines(call)
 	select {
-	case <-f.up.started:
+	case <-f.up.Started:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the call did not reach the upstream")
 	}
@@ -171,13 +171,13 @@ func TestKeepAliveOnSilentStreams(t *testing.T) {
 		goAnswer <- answer{res, err}
 	}()
 	select {
-	case <-f.up.started:
+	case <-f.up.Started:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the go-sdk client's call did not reach the upstream")
 	}
 	time.Sleep(150 * time.Millisecond) // three keep-alive intervals on its streams
 
-	close(f.up.release)
+	close(f.up.Release)
 	data := waitLine(t, callLines, "data: ", 5*time.Second)
 	var msg struct {
 		ID     int                `json:"id"`
