@@ -126,6 +126,7 @@ func TestCommittedPlugins(t *testing.T) {
 
 			orig, err := interp.CompileModule(ctx, wasm)
 			require.NoError(t, err)
+			defer func() { _ = orig.Close(ctx) }() // the runtime would keep every plugin's
 			m := &meter{budget: 1000, stopOnDone: true}
 			rc := wazero.NewRuntimeConfigInterpreter()
 			if path == defaultPlugin {
