@@ -18,7 +18,7 @@ GO_PLUGINS := plugins/policy-default/policy-default.wasm \
               testplugins/rename-policy/rename-policy.wasm \
               examples/team-access/team-access.wasm
 
-.PHONY: help build plugins go-plugins wat-plugins as-plugins test gotest peakmem conformance \
+.PHONY: help build plugins go-plugins wat-plugins as-plugins test test-short gotest peakmem conformance \
         fuzz bench lint check run build-note tools deploy-check
 
 help: ## list the targets
@@ -84,6 +84,9 @@ PEAKMEM := bin/peakmem
 
 gotest: peakmem
 	$(PEAKMEM) -label 'go test -race ./...' $(GO) test -race -count=1 -timeout 30m ./...
+
+test-short: ## go test -short ./...: the unit tests, without the heaviest end-to-end ones
+	$(GO) test -short -count=1 ./...
 
 peakmem:
 	@$(GO) build -o $(PEAKMEM) ./internal/peakmem/cmd/peakmem

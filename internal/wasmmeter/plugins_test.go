@@ -109,6 +109,9 @@ func stubImports(t testing.TB, ctx context.Context, r wazero.Runtime, m wazero.C
 }
 
 func TestCommittedPlugins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles every committed plugin")
+	}
 	ctx := context.Background()
 	// The originals are compiled only to read their signatures: the
 	// interpreter does that quickly. The instrumented default plugin is
