@@ -675,7 +675,10 @@ func TestListChangedFanOut(t *testing.T) {
 	before = e.counters.Snapshot()
 	for i := 1; i <= 8; i++ {
 		up.AddTool(fmt.Sprint("new", i))
-		time.Sleep(20 * time.Millisecond) // longer than the server's 10ms debounce
+		// The pacing is what is tested: each change comes after the
+		// server's 10ms debounce, so each is notified, while a listing is
+		// still in flight.
+		time.Sleep(20 * time.Millisecond)
 	}
 	up.ListDelay.Store(0)
 	require.Eventually(t, func() bool {
@@ -1037,6 +1040,8 @@ func TestHammer(t *testing.T) {
 				spec = unpooled
 			}
 			for j := range 60 {
+				// A hammer: the pause (0 to 2 ms) varies the interleaving of
+				// acquires, releases and kills; nothing is waited for.
 				time.Sleep(time.Duration(j%3) * time.Millisecond)
 				switch {
 				case s.handle == nil:
@@ -1292,7 +1297,10 @@ func TestCrashRightAfterRestartIsRestarted(t *testing.T) {
 	require.Equal(t, pool.StateReady, h.Entry().State())
 	up.Kill() // the new connection goes away at once
 	wentAway()
-	time.Sleep(20 * time.Millisecond) // the crash's restart asks to restart
+	// The crash's restart begins (its own, not the one fanning out, which
+	// would leave the entry ready on the dead connection).
+	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateRestarting }, 5*time.Second, 5*time.Millisecond,
+		"the second crash did not start a restart of its own")
 	close(p.release)
 
 	require.Eventually(t, func() bool { return up.Dials() == 3 }, 5*time.Second, 5*time.Millisecond,

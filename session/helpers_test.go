@@ -269,6 +269,8 @@ func (c *client) waitChanged(t *testing.T) {
 // drainChanged discards pending list_changed notifications after the
 // go-sdk's debounce has passed.
 func (c *client) drainChanged() int {
+	// Nothing to wait for: what is counted is what came within the
+	// go-sdk's 10 ms debounce and a margin.
 	time.Sleep(100 * time.Millisecond)
 	n := 0
 	for {
