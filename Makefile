@@ -18,7 +18,7 @@ GO_PLUGINS := plugins/policy-default/policy-default.wasm \
               testplugins/rename-policy/rename-policy.wasm \
               examples/team-access/team-access.wasm
 
-.PHONY: help build plugins go-plugins wat-plugins as-plugins test gotest conformance \
+.PHONY: help build plugins go-plugins wat-plugins as-plugins test test-short gotest peakmem conformance \
         fuzz bench lint check run build-note tools deploy-check
 
 help: ## list the targets
@@ -78,8 +78,18 @@ tools: ## install the build tools a fresh machine lacks (wat2wasm, haproxy, chro
 
 test: gotest deploy-check fuzz conformance ## go test -race ./..., the Kubernetes manifests, a bounded run of each fuzz target, the golden suites
 
-gotest:
-	$(GO) test -race -count=1 -timeout 30m ./...
+# gotest runs under bin/peakmem, which prints the peak resident memory of
+# go test and everything it started (README: "What the tests need").
+PEAKMEM := bin/peakmem
+
+gotest: peakmem
+	$(PEAKMEM) -label 'go test -race ./...' $(GO) test -race -count=1 -timeout 30m ./...
+
+test-short: ## go test -short ./...: the unit tests, without the heaviest end-to-end ones
+	$(GO) test -short -count=1 ./...
+
+peakmem:
+	@$(GO) build -o $(PEAKMEM) ./internal/peakmem/cmd/peakmem
 
 deploy-check: ## build deploy/kubernetes's kustomizations and decode every manifest strictly (offline)
 	cd $(VALIDATE) && $(GO) test -count=1 ./...

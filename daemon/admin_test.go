@@ -30,6 +30,9 @@ import (
 // writer, so the final state is known: /v1/state and what each session's
 // client lists agree with it, and the upstream is still shared.
 func TestAdminHammer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a hammer of admin requests")
+	}
 	cfg := baseConfig()
 	r := start(t, cfg)
 	self, err := os.Executable()
@@ -110,6 +113,8 @@ func TestAdminHammer(t *testing.T) {
 		for range 3 {
 			code, body := r.send("POST", "/v1/servers/demo/restart", "")
 			assert.Equal(t, http.StatusOK, code, body)
+			// The pace of the hammer: restarts spaced so that readers
+			// and reloads run between them; nothing is waited for.
 			time.Sleep(50 * time.Millisecond)
 		}
 	})

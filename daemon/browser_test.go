@@ -202,6 +202,9 @@ const toolsExpr = `[...document.querySelectorAll('#detail-tools [data-field=tool
 // page, in the matrix, the open cell and the reload history, while it
 // stays open. The token is never in a URL the page requests.
 func TestUIBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives a headless browser")
+	}
 	chromium(t)
 	r := start(t, baseConfig())
 	r.connect("alice", aliceToken)
@@ -273,6 +276,9 @@ func TestUIBrowser(t *testing.T) {
 // names below would run script if they were). The token comes in the
 // URL's fragment, which the page then takes out of the address bar.
 func TestUIBrowserEscapes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives a headless browser")
+	}
 	chromium(t)
 	const (
 		hostileTool   = `<img src=x onerror="window.__xss='tool'">`

@@ -131,6 +131,9 @@ func TestHTTPUpstreamOutageEndToEnd(t *testing.T) {
 // event stream never opens (its POSTs answered, its GET held) finishes,
 // the new server reported failed, and the daemon keeps serving the others.
 func TestHTTPUpstreamHangEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out an upstream that hangs")
+	}
 	u := newHTTPUpstream(t)
 	slow := newHTTPUpstream(t)
 	slow.Hang(func(r *http.Request, _ string) bool { return r.Method == http.MethodGet })

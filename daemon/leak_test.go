@@ -491,6 +491,9 @@ func newLeakSoak(t *testing.T) *leakSoak {
 // cancellation of the call arrives, and when a reload removes its session
 // (which also held the reload up, and every reload after it).
 func TestLeakCallsOfGoneClients(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a soak of calls by clients that go away")
+	}
 	s := newLeakSoak(t)
 	s.r = start(t, s.leakConfig(0), func(o *daemon.Options) { o.ClientIdleTimeout = time.Second })
 	s.warmClients()
@@ -535,6 +538,9 @@ func TestLeakCallsOfGoneClients(t *testing.T) {
 // were before the churn; and once the daemon has stopped, to what they
 // were before it started, with no child process.
 func TestLeakSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a soak of many sessions and reloads")
+	}
 	s := newLeakSoak(t)
 	opts := func(o *daemon.Options) {
 		o.ClientIdleTimeout = leakIdleTimeout

@@ -184,6 +184,9 @@ func TestSuperviseLegacyRepairsFailedView(t *testing.T) {
 // brought back must stay up a while before its backoff starts over), not
 // every tick for ever.
 func TestSuperviseLegacyCrashLoopBacksOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("watches an upstream crash for 6 s")
+	}
 	srv := fsServer()
 	var dials atomic.Int32
 	dial := func(ctx context.Context, _ pool.Spec) (mcp.Transport, error) {

@@ -64,6 +64,9 @@ func grandchildren(t *testing.T, file string) []int {
 // are what they were; after the stop there are no children, and no
 // script's child outlived its upstream.
 func TestStdioLegacyLeakSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a soak of many sessions and reloads")
+	}
 	dir := t.TempDir()
 	self, err := os.Executable()
 	require.NoError(t, err)

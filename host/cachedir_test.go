@@ -17,6 +17,9 @@ import (
 // the code the host runs, whatever the pin); one its own group may write
 // is used; a missing one is made for this user alone.
 func TestCacheDirOthersCannotWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the default plugin into fresh caches")
+	}
 	ctx := context.Background()
 	base := t.TempDir()
 	mkdir := func(name string, perm os.FileMode) string {

@@ -605,6 +605,8 @@ func TestCloseDuringNewInstance(t *testing.T) {
 		// The call holds its slot while it creates the instance; on a
 		// loaded machine it may also have finished before a look sees it.
 		require.Eventually(t, func() bool { return len(p.slots) == 1 || len(done) == 1 }, 5*time.Second, 100*time.Microsecond)
+		// Close comes 0, 1 or 2 ms into the instance's creation: the
+		// moment varies, nothing is waited for.
 		time.Sleep(time.Duration(i) * time.Millisecond)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 		_ = p.Close(ctx)

@@ -181,6 +181,9 @@ func TestGoPluginsReclaimMemory(t *testing.T) {
 // limit its Go runtime cannot start in: the refusal quotes what the
 // runtime said, so the operator sees which setting to raise.
 func TestDefaultTooLittleMemorySaysSo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the default plugin twice, without a cache")
+	}
 	for _, direct := range []bool{true, false} {
 		t.Run(fmt.Sprintf("direct=%t", direct), func(t *testing.T) {
 			_, err := loadEmbeddedDefault(context.Background(), Options{MemoryLimitBytes: 3 << 20, NoDirect: !direct})

@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"maps"
-	"net"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,100 +27,14 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// An upstream is a real go-sdk MCP server reached over in-memory
-// transports, one server session per dial.
-type upstream struct {
-	name   string
-	server *mcp.Server
-	// listDelay slows tools/list down (to keep a refresh in flight).
-	listDelay atomic.Int64
-
-	mu       sync.Mutex
-	tools    map[string]bool
-	sessions []net.Conn // the server ends of the connections
-	dials    int
-}
-
-func newUpstream(t *testing.T, name string, tools ...string) *upstream {
+// newUpstream returns the fake upstream the pool tests dial in memory:
+// tools that take a "path" and answer "<name>/<tool> says hi", the prompt
+// "greet", the resource file:///readme, lists paged two by two.
+func newUpstream(t *testing.T, name string, tools ...string) *mcptest.Upstream {
 	t.Helper()
-	u := &upstream{name: name, tools: make(map[string]bool)}
-	u.server = mcp.NewServer(&mcp.Implementation{Name: "up-" + name, Version: "1"}, &mcp.ServerOptions{Logger: quiet, PageSize: 2})
-	u.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if d := u.listDelay.Load(); d > 0 && method == "tools/list" {
-				time.Sleep(time.Duration(d))
-			}
-			return next(ctx, method, req)
-		}
+	return mcptest.NewUpstream(mcptest.UpstreamConfig{
+		Name: name, Tools: tools, PageSize: 2, Resource: "file:///readme", PathArg: true, Reply: " says hi",
 	})
-	for _, tool := range tools {
-		u.addTool(tool)
-	}
-	u.server.AddPrompt(&mcp.Prompt{Name: "greet", Description: "say hello"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		return &mcp.GetPromptResult{}, nil
-	})
-	u.server.AddResource(&mcp.Resource{URI: "file:///readme", Name: "readme"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		return &mcp.ReadResourceResult{}, nil
-	})
-	return u
-}
-
-func (u *upstream) addTool(name string) {
-	u.mu.Lock()
-	u.tools[name] = true
-	u.mu.Unlock()
-	u.server.AddTool(&mcp.Tool{
-		Name:        name,
-		Description: "the " + name + " tool of " + u.name,
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`),
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-	}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: u.name + "/" + name + " says hi"}}}, nil
-	})
-}
-
-func (u *upstream) removeTool(name string) {
-	u.mu.Lock()
-	delete(u.tools, name)
-	u.mu.Unlock()
-	u.server.RemoveTools(name)
-}
-
-func (u *upstream) toolNames() []string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return slices.Sorted(maps.Keys(u.tools))
-}
-
-func (u *upstream) dialCount() int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.dials
-}
-
-// kill closes the newest server session, as if the upstream crashed.
-func (u *upstream) kill() {
-	u.mu.Lock()
-	if len(u.sessions) == 0 {
-		u.mu.Unlock()
-		return
-	}
-	ss := u.sessions[len(u.sessions)-1]
-	u.mu.Unlock()
-	_ = ss.Close()
-}
-
-// transport connects a new server session; kill breaks its pipe.
-func (u *upstream) transport(ctx context.Context) (mcp.Transport, error) {
-	ct, sc, err := mcptest.Connect(ctx, u.server)
-	if err != nil {
-		return nil, err
-	}
-	u.mu.Lock()
-	u.sessions = append(u.sessions, sc)
-	u.dials++
-	u.mu.Unlock()
-	return ct, nil
 }
 
 // A transporter is an upstream a test dials in memory.
@@ -136,7 +47,7 @@ type env struct {
 	t         *testing.T
 	counters  *churn.Counters
 	pool      *pool.Pool
-	upstreams map[string]*upstream
+	upstreams map[string]*mcptest.Upstream
 	// others are upstreams of other kinds (hostile ones), by name.
 	others map[string]transporter
 	// beforeDial, when set, runs before each dial with the dial's context
@@ -144,11 +55,11 @@ type env struct {
 	beforeDial atomic.Pointer[func(context.Context, pool.Spec) error]
 }
 
-func newEnv(t *testing.T, opts pool.Options, ups ...*upstream) *env {
+func newEnv(t *testing.T, opts pool.Options, ups ...*mcptest.Upstream) *env {
 	t.Helper()
-	e := &env{t: t, counters: &churn.Counters{}, upstreams: make(map[string]*upstream), others: make(map[string]transporter)}
+	e := &env{t: t, counters: &churn.Counters{}, upstreams: make(map[string]*mcptest.Upstream), others: make(map[string]transporter)}
 	for _, u := range ups {
-		e.upstreams[u.name] = u
+		e.upstreams[u.Name] = u
 	}
 	opts.Counters = e.counters
 	if opts.Logger == nil {
@@ -161,7 +72,7 @@ func newEnv(t *testing.T, opts pool.Options, ups ...*upstream) *env {
 			}
 		}
 		if u := e.upstreams[spec.Name]; u != nil {
-			return u.transport(ctx)
+			return u.Transport(ctx)
 		}
 		if o := e.others[spec.Name]; o != nil {
 			return o.transport(ctx)

@@ -245,7 +245,7 @@ type hostileEnv struct {
 	logs *mcptest.LogBuffer
 }
 
-func newHostileEnv(t *testing.T, opts pool.Options, hs []*hostile, goods ...*upstream) *hostileEnv {
+func newHostileEnv(t *testing.T, opts pool.Options, hs []*hostile, goods ...*mcptest.Upstream) *hostileEnv {
 	t.Helper()
 	logs := &mcptest.LogBuffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -308,17 +308,17 @@ func (e *hostileEnv) acquireOutcome(spec pool.Spec, overran <-chan struct{}, wai
 // requireHealthy checks that a well-behaved server's session still works:
 // its registry holds the server's tools and a call through its handle is
 // answered.
-func requireHealthy(t *testing.T, h *pool.Handle, reg *viewtest.Registry, u *upstream) {
+func requireHealthy(t *testing.T, h *pool.Handle, reg *viewtest.Registry, u *mcptest.Upstream) {
 	t.Helper()
-	require.Equal(t, u.toolNames(), reg.ToolNames(u.name))
+	require.Equal(t, u.ToolNames(), reg.ToolNames(u.Name))
 	cs := h.Session()
 	require.NotNil(t, cs, "the well-behaved server's entry is not ready")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	tool := u.toolNames()[0]
+	tool := u.ToolNames()[0]
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"path": "x"}})
 	require.NoError(t, err)
-	require.Equal(t, u.name+"/"+tool+" says hi", mcptest.Text(res))
+	require.Equal(t, u.Name+"/"+tool+" says hi", mcptest.Text(res))
 }
 
 // listMethods are the paginated lists the pool discovers.

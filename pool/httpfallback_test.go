@@ -142,7 +142,7 @@ func TestDialURLKeepsSessionState(t *testing.T) {
 			var probed string           // the protocol version of the first initialize
 			var deleted []string        // Mcp-Protocol-Version of each DELETE
 			var bare []string           // requests without the spec's header
-			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return u.server }, &mcp.StreamableHTTPOptions{Logger: quiet, Stateless: tc.stateless})
+			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return u.Server }, &mcp.StreamableHTTPOptions{Logger: quiet, Stateless: tc.stateless})
 			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
 				if r.Header.Get("X-Token") != "sekrit" {
@@ -203,11 +203,11 @@ func TestDialURLKeepsSessionState(t *testing.T) {
 			}
 			if !tc.stateless {
 				assert.Eventually(t, func() bool {
-					return len(slices.Collect(u.server.Sessions())) == 1
+					return len(slices.Collect(u.Server.Sessions())) == 1
 				}, 5*time.Second, 10*time.Millisecond, "server sessions besides the pool's")
 			}
 
-			u.addTool("write")
+			u.AddTool("write")
 			assert.Eventually(t, func() bool {
 				return slices.Contains(snapshotToolNames(handle.Entry().Snapshot()), "write")
 			}, 5*time.Second, 10*time.Millisecond, "the pool never heard tools/list_changed")
@@ -242,9 +242,9 @@ func TestGoneHTTPUpstreamIsNoticed(t *testing.T) {
 	for _, httpURL := range []bool{true, false} {
 		t.Run(map[bool]string{true: "httpUrl", false: "url"}[httpURL], func(t *testing.T) {
 			u := newUpstream(t, "web", "read")
-			ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return u.server }, &mcp.StreamableHTTPOptions{Logger: quiet}))
+			ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return u.Server }, &mcp.StreamableHTTPOptions{Logger: quiet}))
 			t.Cleanup(func() {
-				for ss := range u.server.Sessions() {
+				for ss := range u.Server.Sessions() {
 					_ = ss.Close()
 				}
 				ts.Close()

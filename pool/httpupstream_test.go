@@ -31,8 +31,8 @@ import (
 // streams being served.
 type restartable struct {
 	*mcptest.HTTPUpstream
-	up    *upstream // the current process's; used on the test goroutine only
-	tools []string  // the next process's
+	up    *mcptest.Upstream // the current process's; used on the test goroutine only
+	tools []string          // the next process's
 
 	mu     sync.Mutex
 	active int // event stream requests being served by the MCP handler
@@ -52,7 +52,7 @@ func newRestartable(t *testing.T, opts mcp.StreamableHTTPOptions) *restartable {
 	r.HTTPUpstream = mcptest.NewHTTPUpstream(t, mcptest.HTTPUpstreamConfig{
 		NewServer: func() *mcp.Server {
 			r.up = newUpstream(t, "web", r.tools...)
-			return r.up.server
+			return r.up.Server
 		},
 		Options: opts,
 		Headers: []string{"X-Api-Key"},
@@ -381,21 +381,21 @@ func TestHTTPUpstreamStreamDropKeepsListChanged(t *testing.T) {
 				r.CloseClientConnections()
 				require.Eventually(t, func() bool { return r.activeStreams() == 0 }, 5*time.Second, 10*time.Millisecond)
 				gap := fmt.Sprintf("gap%d", i)
-				up.addTool(gap)
+				up.AddTool(gap)
 				want = append(want, gap)
 				close(gate)
 				r.SetFault(nil)
 
 				listed := func() bool { return assert.ObjectsAreEqual(sorted(want), snapshotToolNames(h.Entry().Snapshot())) }
 				require.Eventually(t, listed, 10*time.Second, 10*time.Millisecond,
-					"drop %d: the change made while the stream was down is missed: the pool lists %v, the upstream %v", i, snapshotToolNames(h.Entry().Snapshot()), up.toolNames())
+					"drop %d: the change made while the stream was down is missed: the pool lists %v, the upstream %v", i, snapshotToolNames(h.Entry().Snapshot()), up.ToolNames())
 				require.Eventually(t, func() bool { return r.streams() > before && r.activeStreams() == 1 }, 10*time.Second, 10*time.Millisecond,
 					"drop %d: the stream was not opened again; entry %+v; streams %d, active %d, requests %+v", i, h.Entry().Info(), r.streams(), r.activeStreams(), r.Requests())
 				after := fmt.Sprintf("after%d", i)
-				up.addTool(after)
+				up.AddTool(after)
 				want = append(want, after)
 				require.Eventually(t, listed, 10*time.Second, 10*time.Millisecond,
-					"drop %d: the change made after the stream was back is missed: the pool lists %v, the upstream %v", i, snapshotToolNames(h.Entry().Snapshot()), up.toolNames())
+					"drop %d: the change made after the stream was back is missed: the pool lists %v, the upstream %v", i, snapshotToolNames(h.Entry().Snapshot()), up.ToolNames())
 			}
 			eventuallyCalls(t, h, 5*time.Second, "calls after the drops")
 			t.Logf("%+v", p.Counters().Snapshot())

@@ -107,7 +107,7 @@ func TestKillUpstream(t *testing.T) {
 				cs := h.Session()
 				if cs == nil { // restarting: no session to call
 					stats.skipped.Add(1)
-					time.Sleep(2 * time.Millisecond)
+					time.Sleep(2 * time.Millisecond) // a hammer's pause while the entry restarts: nothing to wait for
 					continue
 				}
 				text := fmt.Sprintf("caller %d call %d %s", g, i, strings.Repeat("x", 4<<10))

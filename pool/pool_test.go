@@ -93,7 +93,7 @@ func TestSpecProtocolVersion(t *testing.T) {
 			var methods []string
 			var asked string                 // the version of an initialize request
 			var caps *mcp.ClientCapabilities // its client capabilities
-			u.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			u.Server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 				return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 					mu.Lock()
 					methods = append(methods, method)
@@ -199,7 +199,7 @@ func TestPooledRefresh(t *testing.T) {
 	r1, r2 := viewtest.NewRegistry(), viewtest.NewRegistry()
 	h1 := e.acquire(spec, "s1", `{}`, r1)
 	h2 := e.acquire(spec, "s2", `{"excludeTools":["delete"]}`, r2)
-	assert.Equal(t, 1, up.dialCount(), "one transport for both sessions")
+	assert.Equal(t, 1, up.Dials(), "one transport for both sessions")
 	assert.Same(t, h1.Entry(), h2.Entry())
 	assert.Equal(t, []string{"delete", "read", "write"}, r1.ToolNames("fs"))
 	assert.Equal(t, []string{"read", "write"}, r2.ToolNames("fs"))
@@ -218,7 +218,7 @@ func TestPooledRefresh(t *testing.T) {
 	info := e.entry(h1.ID())
 	assert.Equal(t, 2, info.Refs)
 	assert.Equal(t, pool.StateReady, info.State)
-	assert.Equal(t, 1, up.dialCount())
+	assert.Equal(t, 1, up.Dials())
 }
 
 // TestRefreshMetadataCases: table of refreshes on a pooled handle, each
@@ -275,7 +275,7 @@ func TestUnpooledIdentity(t *testing.T) {
 	assert.Equal(t, "team::fs::unpooled-1", h1.ID())
 	assert.Equal(t, "team::fs::unpooled-2", h2.ID())
 	assert.NotSame(t, h1.Entry(), h2.Entry())
-	assert.Equal(t, 2, up.dialCount(), "two connections")
+	assert.Equal(t, 2, up.Dials(), "two connections")
 
 	// The reconcile check: captured identity against the desired
 	// fingerprint, never the lifecycle id.
@@ -292,7 +292,7 @@ func TestUnpooledIdentity(t *testing.T) {
 	assert.Zero(t, d.Connects)
 	assert.Zero(t, d.Disconnects)
 	assert.Zero(t, d.Acquires)
-	assert.Equal(t, 2, up.dialCount(), "no reconnect on a metadata-only change")
+	assert.Equal(t, 2, up.Dials(), "no reconnect on a metadata-only change")
 	assert.Equal(t, []string{"read"}, r1.ToolNames("team::fs"))
 	assert.Equal(t, []string{"read", "write"}, r2.ToolNames("team::fs"))
 
@@ -328,7 +328,7 @@ func TestSpecMutationIgnored(t *testing.T) {
 
 	h2 := e.acquire(spec, "s2", `{}`, viewtest.NewRegistry())
 	assert.NotSame(t, h.Entry(), h2.Entry(), "the mutated spec is another transport")
-	assert.Equal(t, 2, up.dialCount())
+	assert.Equal(t, 2, up.Dials())
 
 	// Mutating what Spec() returned does not reach the entry either.
 	got := h.Spec()
@@ -440,7 +440,7 @@ func TestTerminalEntryFailsClosed(t *testing.T) {
 	h := e.acquire(stdioSpec("fs"), "s1", `{}`, reg)
 	require.Equal(t, []string{"read"}, reg.ToolNames("fs"))
 
-	up.kill()
+	up.Kill()
 	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, 5*time.Second, 5*time.Millisecond)
 	settle(t, h)
 	assert.Empty(t, reg.Servers(), "views of a failed entry are withdrawn")
@@ -505,7 +505,7 @@ func TestRefreshWhileEntryFails(t *testing.T) {
 		refreshed <- err
 	}()
 	<-p.entered
-	up.kill()
+	up.Kill()
 	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, 5*time.Second, 5*time.Millisecond)
 	close(p.release)
 	require.ErrorIs(t, <-refreshed, pool.ErrTerminal)
@@ -523,11 +523,11 @@ func TestCrashRestart(t *testing.T) {
 	reg := viewtest.NewRegistry()
 	h := e.acquire(stdioSpec("fs"), "s1", `{"trust":true}`, reg)
 	v1 := h.Entry().Info().Version
-	up.addTool("write")
+	up.AddTool("write")
 	require.Eventually(t, func() bool { return len(reg.ToolNames("fs")) == 2 }, 5*time.Second, 5*time.Millisecond)
 
-	up.kill()
-	require.Eventually(t, func() bool { return up.dialCount() == 2 }, 5*time.Second, 5*time.Millisecond)
+	up.Kill()
+	require.Eventually(t, func() bool { return up.Dials() == 2 }, 5*time.Second, 5*time.Millisecond)
 	settle(t, h)
 	info := h.Entry().Info()
 	assert.Equal(t, pool.StateReady, info.State)
@@ -548,8 +548,8 @@ func TestEntryInfoCountsRestarts(t *testing.T) {
 	assert.Zero(t, info.Restarts)
 	assert.NoError(t, info.LastErr)
 
-	up.kill()
-	require.Eventually(t, func() bool { return up.dialCount() == 2 }, 5*time.Second, 5*time.Millisecond)
+	up.Kill()
+	require.Eventually(t, func() bool { return up.Dials() == 2 }, 5*time.Second, 5*time.Millisecond)
 	settle(t, h)
 	info = h.Entry().Info()
 	assert.Equal(t, pool.StateReady, info.State)
@@ -609,7 +609,7 @@ func TestRefreshDuringRestart(t *testing.T) {
 	assert.Equal(t, ops, reg.OpCount(), "nothing replayed during the restart")
 	assert.Equal(t, []string{"read", "write"}, reg.ToolNames("fs"))
 
-	up.addTool("search") // the restart discovers it
+	up.AddTool("search") // the restart discovers it
 	close(g.release)
 	require.NoError(t, <-restarted)
 
@@ -620,7 +620,7 @@ func TestRefreshDuringRestart(t *testing.T) {
 	assert.Equal(t, []string{"read", "search", "write"}, snapshotToolNames(snap))
 	requireProjection(t, reg, "fs", `{"includeTools":["write","search"],"trust":true}`, snap)
 	requireProjection(t, other, "fs", `{}`, snap)
-	assert.Equal(t, 2, up.dialCount())
+	assert.Equal(t, 2, up.Dials())
 }
 
 // TestRefreshKeepsRefcount: refreshes never acquire.
@@ -657,7 +657,7 @@ func TestListChangedFanOut(t *testing.T) {
 	}
 
 	before := e.counters.Snapshot()
-	up.addTool("new0")
+	up.AddTool("new0")
 	require.Eventually(t, func() bool { return len(regs[0].ToolNames("fs")) == 2 }, 5*time.Second, 5*time.Millisecond)
 	settle(t, h)
 	d := e.delta(before)
@@ -671,15 +671,18 @@ func TestListChangedFanOut(t *testing.T) {
 	assert.Equal(t, []string{"new0", "read"}, regs[3].ToolNames("fs"))
 
 	// A burst: each change is notified while a slow listing is in flight.
-	up.listDelay.Store(int64(60 * time.Millisecond))
+	up.ListDelay.Store(int64(60 * time.Millisecond))
 	before = e.counters.Snapshot()
 	for i := 1; i <= 8; i++ {
-		up.addTool(fmt.Sprint("new", i))
-		time.Sleep(20 * time.Millisecond) // longer than the server's 10ms debounce
+		up.AddTool(fmt.Sprint("new", i))
+		// The pacing is what is tested: each change comes after the
+		// server's 10ms debounce, so each is notified, while a listing is
+		// still in flight.
+		time.Sleep(20 * time.Millisecond)
 	}
-	up.listDelay.Store(0)
+	up.ListDelay.Store(0)
 	require.Eventually(t, func() bool {
-		return cmp.Equal(up.toolNames(), snapshotToolNames(h.Entry().Snapshot()))
+		return cmp.Equal(up.ToolNames(), snapshotToolNames(h.Entry().Snapshot()))
 	}, 5*time.Second, 5*time.Millisecond)
 	settle(t, h)
 	d = e.delta(before)
@@ -738,7 +741,7 @@ func TestPolicyFailureFailsClosed(t *testing.T) {
 	assert.Equal(t, pool.StateReady, bad.Entry().State(), "the transport is untouched")
 
 	// A snapshot update while failing: s2 gets it, s1 stays closed.
-	fs.addTool("write")
+	fs.AddTool("write")
 	require.Eventually(t, func() bool { return len(other.ToolNames("fs")) == 2 }, 5*time.Second, 5*time.Millisecond)
 	settle(t, good)
 	assert.Equal(t, []string{"git"}, reg.Servers())
@@ -750,7 +753,7 @@ func TestPolicyFailureFailsClosed(t *testing.T) {
 	assert.NoError(t, bad.View().Err())
 	requireProjection(t, reg, "fs", `{"trust":true}`, bad.Entry().Snapshot())
 	requireProjection(t, reg, "git", `{}`, gitH.Entry().Snapshot())
-	assert.Equal(t, 1, fs.dialCount())
+	assert.Equal(t, 1, fs.Dials())
 }
 
 func TestAcquireErrors(t *testing.T) {
@@ -823,7 +826,7 @@ func TestPoolCloseWaitsForBackgroundCloses(t *testing.T) {
 	up := newUpstream(t, "fs", "read")
 	gate := make(chan struct{})
 	p := pool.New(pool.Options{Logger: quiet, Dialer: func(ctx context.Context, _ pool.Spec) (mcp.Transport, error) {
-		tr, err := up.transport(ctx)
+		tr, err := up.Transport(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -990,9 +993,9 @@ func TestHammer(t *testing.T) {
 			}
 			name := fmt.Sprint("t", i%6)
 			if i%3 == 2 {
-				up.removeTool(name)
+				up.RemoveTool(name)
 			} else {
-				up.addTool(name)
+				up.AddTool(name)
 			}
 		}
 	})
@@ -1005,7 +1008,7 @@ func TestHammer(t *testing.T) {
 				return
 			case <-time.After(15 * time.Millisecond):
 			}
-			up.kill() // the newest connection crashes and restarts itself
+			up.Kill() // the newest connection crashes and restarts itself
 			var entry *pool.Entry
 			liveMu.Lock()
 			for h := range liveSet {
@@ -1037,6 +1040,8 @@ func TestHammer(t *testing.T) {
 				spec = unpooled
 			}
 			for j := range 60 {
+				// A hammer: the pause (0 to 2 ms) varies the interleaving of
+				// acquires, releases and kills; nothing is waited for.
 				time.Sleep(time.Duration(j%3) * time.Millisecond)
 				switch {
 				case s.handle == nil:
@@ -1095,7 +1100,7 @@ func TestHammer(t *testing.T) {
 	}
 	for entry := range live {
 		require.Eventually(t, func() bool {
-			return cmp.Equal(up.toolNames(), snapshotToolNames(entry.Snapshot()))
+			return cmp.Equal(up.ToolNames(), snapshotToolNames(entry.Snapshot()))
 		}, 5*time.Second, 5*time.Millisecond)
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		require.NoError(t, entry.Settle(sctx))
@@ -1144,7 +1149,7 @@ func TestHammer(t *testing.T) {
 func TestDiscoverWithoutPool(t *testing.T) {
 	ctx := context.Background()
 	up := newUpstream(t, "fs", "a", "b", "c")
-	tr, err := up.transport(ctx)
+	tr, err := up.Transport(ctx)
 	require.NoError(t, err)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "legacy"}, nil).Connect(ctx, tr, nil)
 	require.NoError(t, err)
@@ -1194,7 +1199,7 @@ func TestRestartFailure(t *testing.T) {
 func TestRestartDoesNotWaitForHungCalls(t *testing.T) {
 	up := newUpstream(t, "fs", "read")
 	hung := make(chan struct{})
-	up.server.AddTool(&mcp.Tool{Name: "hang", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	up.Server.AddTool(&mcp.Tool{Name: "hang", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		close(hung)
 		<-t.Context().Done() // never answers, not even when cancelled
 		return nil, ctx.Err()
@@ -1218,7 +1223,7 @@ func TestRestartDoesNotWaitForHungCalls(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the call under way on the old connection did not end")
 	}
-	assert.Equal(t, 2, up.dialCount())
+	assert.Equal(t, 2, up.Dials())
 }
 
 // projectGate is the reference policy whose Project, while armed, reports
@@ -1286,16 +1291,19 @@ func TestCrashRightAfterRestartIsRestarted(t *testing.T) {
 	}
 
 	p.armed.Store(true)
-	up.kill()
+	up.Kill()
 	wentAway()
 	<-p.entered // the restart published its connection and fans it out
 	require.Equal(t, pool.StateReady, h.Entry().State())
-	up.kill() // the new connection goes away at once
+	up.Kill() // the new connection goes away at once
 	wentAway()
-	time.Sleep(20 * time.Millisecond) // the crash's restart asks to restart
+	// The crash's restart begins (its own, not the one fanning out, which
+	// would leave the entry ready on the dead connection).
+	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateRestarting }, 5*time.Second, 5*time.Millisecond,
+		"the second crash did not start a restart of its own")
 	close(p.release)
 
-	require.Eventually(t, func() bool { return up.dialCount() == 3 }, 5*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return up.Dials() == 3 }, 5*time.Second, 5*time.Millisecond,
 		"the second crash was not restarted")
 	settle(t, h)
 	require.Equal(t, pool.StateReady, h.Entry().State())

@@ -33,7 +33,7 @@ func TestStandbyMove(t *testing.T) {
 	sb, err := e.pool.Standby(ctx, newSpec)
 	require.NoError(t, err)
 	assert.Equal(t, newSpec.Fingerprint(), sb.Identity())
-	assert.Equal(t, 2, e.upstreams["fs"].dialCount(), "the new connection is made while the old one serves")
+	assert.Equal(t, 2, e.upstreams["fs"].Dials(), "the new connection is made while the old one serves")
 	assert.Equal(t, n, reg.OpCount(), "a standby is seen by no session")
 
 	h, err := sb.Move(ctx, old)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view/viewtest"
 )
@@ -29,18 +30,17 @@ type subscriptionCount struct {
 func (c *subscriptionCount) get() map[string]int { return c.Count(c.server) }
 
 // newSubscribableUpstream is an upstream offering resource subscriptions.
-func newSubscribableUpstream(name string, count *subscriptionCount) *upstream {
-	u := &upstream{name: name, tools: make(map[string]bool)}
-	u.server = mcp.NewServer(&mcp.Implementation{Name: "up-" + name, Version: "1"}, &mcp.ServerOptions{
+func newSubscribableUpstream(name string, count *subscriptionCount) *mcptest.Upstream {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "up-" + name, Version: "1"}, &mcp.ServerOptions{
 		Logger:             quiet,
 		SubscribeHandler:   count.Subscribe,
 		UnsubscribeHandler: count.Unsubscribe,
 	})
-	u.server.AddResource(&mcp.Resource{URI: "file:///readme", Name: "readme"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	srv.AddResource(&mcp.Resource{URI: "file:///readme", Name: "readme"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		return &mcp.ReadResourceResult{}, nil
 	})
-	count.server = u.server
-	return u
+	count.server = srv
+	return mcptest.NewUpstream(mcptest.UpstreamConfig{Name: name, Server: srv})
 }
 
 // upstreamVersions are the protocol versions the pool's subscription tests
@@ -73,7 +73,7 @@ func testSubscriptionsSharedPerEntry(t *testing.T, version string) {
 	upstreamHas(1)
 	assert.Equal(t, []string{uri}, h1.Entry().Subscriptions())
 
-	require.NoError(t, e.upstreams["docs"].server.ResourceUpdated(t.Context(), &mcp.ResourceUpdatedNotificationParams{URI: uri}))
+	require.NoError(t, e.upstreams["docs"].Server.ResourceUpdated(t.Context(), &mcp.ResourceUpdatedNotificationParams{URI: uri}))
 	assert.Equal(t, uri, <-got1)
 	assert.Equal(t, uri, <-got2)
 
@@ -103,7 +103,7 @@ func testSubscriptionsSharedPerEntry(t *testing.T, version string) {
 
 	require.ErrorIs(t, h1.Subscribe(t.Context(), uri, func(*mcp.ResourceUpdatedNotificationParams) {}), pool.ErrReleased)
 	h3 := e.acquire(spec, "s3", `{}`, viewtest.NewRegistry())
-	e.upstreams["docs"].kill() // no crash restarts configured: the entry fails
+	e.upstreams["docs"].Kill() // no crash restarts configured: the entry fails
 	require.Eventually(t, func() bool { return h3.Session() == nil }, 5*time.Second, 5*time.Millisecond)
 	require.ErrorIs(t, h3.Subscribe(t.Context(), uri, func(*mcp.ResourceUpdatedNotificationParams) {}), pool.ErrNotReady)
 	hp := e.acquire(pool.Spec{Name: "plain", Command: "plain", Pooled: true}, "s1", `{}`, viewtest.NewRegistry())
@@ -154,7 +154,7 @@ func testSubscriptionHammer(t *testing.T, version string) {
 	wg.Go(func() {
 		for range 50 {
 			for _, uri := range uris {
-				_ = e.upstreams["docs"].server.ResourceUpdated(t.Context(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
+				_ = e.upstreams["docs"].Server.ResourceUpdated(t.Context(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
 			}
 		}
 	})
@@ -230,7 +230,7 @@ func TestListChangesHeardAfterUnsubscribe(t *testing.T) {
 		t.Run("version="+version, func(t *testing.T) {
 			count := &subscriptionCount{}
 			up := newSubscribableUpstream("docs", count)
-			up.addTool("read")
+			up.AddTool("read")
 			e := newEnv(t, pool.Options{}, up)
 			reg := viewtest.NewRegistry()
 			h := e.acquire(pool.Spec{Name: "docs", Command: "docs", Pooled: true, ProtocolVersion: version}, "s1", `{}`, reg)
@@ -242,7 +242,7 @@ func TestListChangesHeardAfterUnsubscribe(t *testing.T) {
 				require.Eventually(t, func() bool { return count.get()[uri] == 0 }, 5*time.Second, 5*time.Millisecond)
 			}
 
-			up.addTool("write")
+			up.AddTool("write")
 			require.Eventually(t, func() bool { return slices.Equal(reg.ToolNames("docs"), []string{"read", "write"}) },
 				5*time.Second, 5*time.Millisecond, "the upstream's list change is heard; tools %v", reg.ToolNames("docs"))
 		})

@@ -242,7 +242,7 @@ func TestDownSaysWhyForTheSessionsOwnServers(t *testing.T) {
 	assert.Empty(t, e.rec.Down("nobody", "fs"))
 
 	e.setFailing("fs", errors.New("no route (test)"))
-	fs.kill()
+	fs.KillAll()
 	require.Eventually(t, func() bool { return e.rec.Down("bob", "fs") != "" }, 5*time.Second, 10*time.Millisecond)
 	assert.Contains(t, []string{"unavailable: its connection failed", "reconnecting; try again"}, e.rec.Down("bob", "fs"))
 }

@@ -42,11 +42,11 @@ func hammerSeed(t *testing.T, def uint64) uint64 {
 
 // upstreamSnapshot lists the upstream directly, through a connection of its
 // own (not the pool's), as the oracle of what it offers now.
-func upstreamSnapshot(t *testing.T, u *upstream) *view.Snapshot {
+func upstreamSnapshot(t *testing.T, u *mcptest.Upstream) *view.Snapshot {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ct, sc, err := mcptest.Connect(ctx, u.server)
+	ct, sc, err := mcptest.Connect(ctx, u.Server)
 	require.NoError(t, err)
 	defer sc.Close()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "oracle", Version: "1"}, nil).Connect(ctx, ct, nil)
@@ -155,7 +155,7 @@ func TestHammerInvariantsCrashRestart(t *testing.T) { hammerInvariants(t, 2, tru
 
 // newEnvWith is newEnv with crash restarts and a dial that may be slowed
 // down.
-func newEnvWith(t *testing.T, crashes int, slow func() time.Duration, ups ...*upstream) *env {
+func newEnvWith(t *testing.T, crashes int, slow func() time.Duration, ups ...*mcptest.Upstream) *env {
 	e := newEnv(t, ups...)
 	// Replace the pool and reconciler newEnv made (they hold nothing yet).
 	ctx := context.Background()
@@ -249,11 +249,11 @@ func hammerInvariants(t *testing.T, crashes int, chaos bool) {
 			if rng.IntN(2) == 0 {
 				u, tool = git, "wdyn"
 			}
-			key := u.name + "/" + tool
+			key := u.Name + "/" + tool
 			if on[key] {
-				u.server.RemoveTools(tool)
+				u.Server.RemoveTools(tool)
 			} else {
-				u.addTool(tool)
+				u.AddTool(tool)
 			}
 			on[key] = !on[key]
 			time.Sleep(time.Duration(rng.IntN(25)) * time.Millisecond) // go-sdk coalesces within 10ms
@@ -275,10 +275,10 @@ func hammerInvariants(t *testing.T, crashes int, chaos bool) {
 	// Crashes.
 	wg.Go(func() {
 		rng := rand.New(rand.NewPCG(seed, 60))
-		ups := []*upstream{fs, git, demo}
+		ups := []*mcptest.Upstream{fs, git, demo}
 		for range 8 {
 			time.Sleep(time.Duration(5+rng.IntN(20)) * time.Millisecond)
-			ups[rng.IntN(len(ups))].kill()
+			ups[rng.IntN(len(ups))].KillAll()
 		}
 	})
 	var readers sync.WaitGroup
@@ -496,9 +496,9 @@ func TestHammerEquivalentReload(t *testing.T) {
 		var wg sync.WaitGroup
 		rng2 := rand.New(rand.NewPCG(seed, uint64(round)))
 		wg.Go(func() {
-			fs.addTool("dyn")
+			fs.AddTool("dyn")
 			time.Sleep(time.Duration(rng2.IntN(20)) * time.Millisecond)
-			fs.server.RemoveTools("dyn")
+			fs.Server.RemoveTools("dyn")
 		})
 		for i := range 3 {
 			eq := equivalentCfg(rng, base)
@@ -629,13 +629,13 @@ func TestHammerInPlace(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				u, tool = git, "wdyn"
 			}
-			if on[u.name] {
-				u.server.RemoveTools(tool)
+			if on[u.Name] {
+				u.Server.RemoveTools(tool)
 			} else {
-				u.addTool(tool)
+				u.AddTool(tool)
 			}
-			on[u.name] = !on[u.name]
-			last = "toggle " + u.name
+			on[u.Name] = !on[u.Name]
+			last = "toggle " + u.Name
 		default:
 			server := hammerServers[rng.IntN(3)]
 			if err := e.rec.Restart(ctx, server); err != nil {

@@ -178,10 +178,10 @@ func TestHammer(t *testing.T) {
 	wg.Go(func() {
 		for range 30 {
 			if dyn.Load() {
-				fs.server.RemoveTools("dyn")
+				fs.Server.RemoveTools("dyn")
 				dyn.Store(false)
 			} else {
-				fs.addTool("dyn")
+				fs.AddTool("dyn")
 				dyn.Store(true)
 			}
 			time.Sleep(time.Millisecond)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"os"
 	"slices"
 	"sync"
@@ -46,80 +45,16 @@ func TestMain(m *testing.M) {
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// An upstream is a real go-sdk MCP server reached over in-memory
-// transports, one server session per dial.
-type upstream struct {
-	name   string
-	server *mcp.Server
-	demo   *demoserver.Server // for "demo" only
-
-	mu       sync.Mutex
-	sessions []net.Conn // the server ends of the live connections
-	dials    int
-}
-
-// newUpstream returns a server with the given tools, one prompt and one
-// resource. The name "demo" gets the demo server built from this repo
-// (plus the given tools).
-func newUpstream(name string, tools ...string) *upstream {
-	u := &upstream{name: name}
+// newUpstream returns the fake upstream the reconcile tests dial in
+// memory: tools that answer "<name>/<tool>", the prompt "greet", the
+// resource file:///<name>. The name "demo" gets the demo server built from
+// this repo (plus the given tools).
+func newUpstream(name string, tools ...string) *mcptest.Upstream {
+	cfg := mcptest.UpstreamConfig{Name: name, Tools: tools}
 	if name == "demo" {
-		u.demo = demoserver.New()
-		u.server = u.demo.MCP()
-	} else {
-		u.server = mcp.NewServer(&mcp.Implementation{Name: "up-" + name, Version: "1"}, &mcp.ServerOptions{Logger: quiet})
-		u.server.AddPrompt(&mcp.Prompt{Name: "greet"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-			return &mcp.GetPromptResult{}, nil
-		})
-		u.server.AddResource(&mcp.Resource{URI: "file:///" + name, Name: name}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-			return &mcp.ReadResourceResult{}, nil
-		})
+		cfg.Server = demoserver.New().MCP()
 	}
-	for _, tool := range tools {
-		u.addTool(tool)
-	}
-	return u
-}
-
-func (u *upstream) addTool(name string) {
-	u.server.AddTool(&mcp.Tool{
-		Name:        name,
-		Description: "the " + name + " tool of " + u.name,
-		InputSchema: json.RawMessage(`{"type":"object"}`),
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-	}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: u.name + "/" + name}}}, nil
-	})
-}
-
-// transport connects a new server session; kill breaks its pipe.
-func (u *upstream) transport(ctx context.Context) (mcp.Transport, error) {
-	ct, sc, err := mcptest.Connect(ctx, u.server)
-	if err != nil {
-		return nil, err
-	}
-	u.mu.Lock()
-	u.sessions = append(u.sessions, sc)
-	u.dials++
-	u.mu.Unlock()
-	return ct, nil
-}
-
-func (u *upstream) dialCount() int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.dials
-}
-
-// kill breaks every server connection, as if the upstream crashed.
-func (u *upstream) kill() {
-	u.mu.Lock()
-	ss := slices.Clone(u.sessions)
-	u.sessions = nil
-	u.mu.Unlock()
-	for _, s := range ss {
-		_ = s.Close()
-	}
+	return mcptest.NewUpstream(cfg)
 }
 
 // An env is a pool over in-memory upstreams, a registry per session and a
@@ -129,7 +64,7 @@ type env struct {
 	counters *churn.Counters
 	pool     *pool.Pool
 	rec      *reconcile.Reconciler
-	ups      map[string]*upstream
+	ups      map[string]*mcptest.Upstream
 
 	mu      sync.Mutex
 	regs    map[string]*viewtest.Registry
@@ -139,14 +74,14 @@ type env struct {
 	noReg   map[string]bool          // sessions whose registry is nil
 }
 
-func newEnv(t *testing.T, ups ...*upstream) *env {
+func newEnv(t *testing.T, ups ...*mcptest.Upstream) *env {
 	t.Helper()
 	e := &env{
-		t: t, counters: &churn.Counters{}, ups: make(map[string]*upstream),
+		t: t, counters: &churn.Counters{}, ups: make(map[string]*mcptest.Upstream),
 		regs: make(map[string]*viewtest.Registry), regCall: make(map[string]int), failing: make(map[string]error),
 	}
 	for _, u := range ups {
-		e.ups[u.name] = u
+		e.ups[u.Name] = u
 	}
 	e.pool = pool.New(pool.Options{Counters: e.counters, Logger: quiet, Dialer: e.dial})
 	e.rec = reconcile.New(reconcile.Options{
@@ -178,7 +113,7 @@ func (e *env) dial(ctx context.Context, spec pool.Spec) (mcp.Transport, error) {
 	if u == nil {
 		return nil, fmt.Errorf("no upstream %q", spec.Name)
 	}
-	return u.transport(ctx)
+	return u.Transport(ctx)
 }
 
 func (e *env) setFailing(server string, err error) {

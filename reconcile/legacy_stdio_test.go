@@ -351,7 +351,7 @@ func TestLegacyCloseNotHeldByStuckRefresh(t *testing.T) {
 	up := newUpstream("fs", "read")
 	var stuck atomic.Bool
 	listing := make(chan struct{}, 1)
-	up.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+	up.Server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if strings.HasSuffix(method, "/list") && stuck.Load() {
 				select {
@@ -368,7 +368,7 @@ func TestLegacyCloseNotHeldByStuckRefresh(t *testing.T) {
 	_, err := e.leg.Apply(t.Context(), newCfg().server("fs", "timeout", 20_000).session("alice").build(t), "alice")
 	require.NoError(t, err)
 	stuck.Store(true)
-	up.addTool("late") // tools/list_changed: a rediscovery that hangs
+	up.AddTool("late") // tools/list_changed: a rediscovery that hangs
 	select {
 	case <-listing:
 	case <-time.After(5 * time.Second):

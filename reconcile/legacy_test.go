@@ -15,6 +15,8 @@ import (
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/view"
@@ -42,7 +44,7 @@ type oneSession struct {
 	session string
 }
 
-func newLegacyEnv(t *testing.T, ups ...*upstream) *legacyEnv {
+func newLegacyEnv(t *testing.T, ups ...*mcptest.Upstream) *legacyEnv {
 	t.Helper()
 	e := newEnv(t, ups...)
 	return &legacyEnv{env: e, leg: &oneSession{e: e, session: "alice"}, lreg: e.reg("alice"), lc: e.counters}
@@ -181,13 +183,13 @@ func TestLegacyReconnectKeys(t *testing.T) {
 	t.Run("metadata change refreshes in place", func(t *testing.T) {
 		c := mk(`{"includeTools":["read","write"],"trust":true}`)
 		before := e.lc.Snapshot()
-		dials := up.dialCount()
+		dials := up.Dials()
 		sum := e.apply(c, "alice")
 		d := e.lc.Snapshot().Sub(before)
 		assert.Zero(t, d.Connects)
 		assert.Zero(t, d.Disconnects)
 		assert.Zero(t, d.Discoveries)
-		assert.Equal(t, dials, up.dialCount())
+		assert.Equal(t, dials, up.Dials())
 		assert.Zero(t, sum.Released)
 		assert.Zero(t, sum.Acquired)
 		assert.Equal(t, 1, sum.Refreshed)
@@ -243,11 +245,11 @@ func TestLegacyListChangedAndLoss(t *testing.T) {
 	e.apply(c, "alice")
 	require.Equal(t, []string{"read"}, e.lreg.ToolNames("fs"))
 
-	up.addTool("late")
+	up.AddTool("late")
 	require.Eventually(t, func() bool { return len(e.lreg.ToolNames("fs")) == 2 }, 5*time.Second, 5*time.Millisecond)
 	assert.Equal(t, []string{"late", "read"}, e.lreg.ToolNames("fs"))
 
-	up.kill()
+	up.KillAll()
 	// The connection is dropped first, then the view withdrawn and the
 	// error recorded: wait for all three.
 	require.Eventually(t, func() bool {
@@ -435,7 +437,7 @@ func TestLegacyProtocolVersion(t *testing.T) {
 	up := newUpstream("fs", "read")
 	var mu sync.Mutex
 	var asked string
-	up.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+	up.Server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if params, ok := req.GetParams().(*mcp.InitializeParams); ok {
 				mu.Lock()
@@ -457,7 +459,8 @@ func TestLegacyProtocolVersion(t *testing.T) {
 // TestLegacySubscriptions: a Legacy connection holds its one session's
 // resource subscriptions to the server.
 func TestLegacySubscriptions(t *testing.T) {
-	up := newUpstream("demo")
+	demo := demoserver.New()
+	up := mcptest.NewUpstream(mcptest.UpstreamConfig{Name: "demo", Server: demo.MCP()})
 	e := newLegacyEnv(t, up, newUpstream("fs", "read"))
 	// At protocol 2025-11-25, where an unsubscribe is passed upstream
 	// (from 2026-07-28 on the pool keeps the upstream's subscription
@@ -468,12 +471,12 @@ func TestLegacySubscriptions(t *testing.T) {
 	const uri = "demo://notes/welcome"
 	got := make(chan string, 4)
 	require.NoError(t, subs.Subscribe(t.Context(), uri, func(p *mcp.ResourceUpdatedNotificationParams) { got <- p.URI }))
-	require.Eventually(t, func() bool { return up.demo.Subscribed()[uri] == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return demo.Subscribed()[uri] == 1 }, 5*time.Second, 5*time.Millisecond)
 	_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "write_note", Arguments: map[string]any{"name": "welcome", "text": "x"}})
 	require.NoError(t, err)
 	assert.Equal(t, uri, <-got)
 	require.NoError(t, subs.Unsubscribe(t.Context(), uri))
-	require.Eventually(t, func() bool { return up.demo.Subscribed()[uri] == 0 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return demo.Subscribed()[uri] == 0 }, 5*time.Second, 5*time.Millisecond)
 
 	_, _, fs := e.leg.Upstream("fs")
 	require.ErrorIs(t, fs.Subscribe(t.Context(), "file:///fs", func(*mcp.ResourceUpdatedNotificationParams) {}), pool.ErrNoSubscriptions)
@@ -487,7 +490,7 @@ func TestLegacySubscriptions(t *testing.T) {
 // exceeded".
 func TestLegacyDiscoveryTimeoutSaysWhichLimit(t *testing.T) {
 	up := newUpstream("mute", "read")
-	up.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+	up.Server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if method == "tools/list" {
 				<-ctx.Done()

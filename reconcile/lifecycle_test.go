@@ -13,6 +13,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/pool"
 )
 
@@ -270,16 +271,16 @@ func TestHammerTrustedReloadRaces(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 10*round+3))
 			for range 6 {
 				time.Sleep(time.Duration(10+rng.IntN(20)) * time.Millisecond)
-				[]*upstream{fs, git}[rng.IntN(2)].kill()
+				[]*mcptest.Upstream{fs, git}[rng.IntN(2)].KillAll()
 			}
 		})
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, 10*round+4))
 			for i := range 20 {
 				if i%2 == 1 {
-					fs.server.RemoveTools("dyn")
+					fs.Server.RemoveTools("dyn")
 				} else {
-					fs.addTool("dyn")
+					fs.AddTool("dyn")
 				}
 				time.Sleep(time.Duration(rng.IntN(10)) * time.Millisecond)
 			}

@@ -120,7 +120,7 @@ func TestApplyTransportChange(t *testing.T) {
 	want := pool.FromConfig(c.Servers["fs"]).Fingerprint()
 	assert.Equal(t, want, e.handle("alice", "fs").Identity())
 	assert.NotEqual(t, oldAlice.Identity(), want)
-	assert.Equal(t, 2, up.dialCount())
+	assert.Equal(t, 2, up.Dials())
 	e.requireProjected(c, ref)
 	e.requireRefsMatch()
 }
@@ -298,7 +298,7 @@ func TestApplyAfterEquivalentReload(t *testing.T) {
 	// A failure in the background: the next reload, to yet another form,
 	// checks every binding and repairs the failed view with the new bytes.
 	fail.Store(true)
-	up.addTool("d")
+	up.AddTool("d")
 	require.Eventually(t, func() bool { return h.View().Err() != nil }, 5*time.Second, 5*time.Millisecond)
 	fail.Store(false)
 	sum = e.apply(mk(form2))
@@ -481,7 +481,7 @@ func TestRestart(t *testing.T) {
 	assert.Equal(t, int64(1), d.Connects)
 	assert.Equal(t, int64(1), d.Disconnects)
 	assert.Zero(t, d.Acquires+d.Releases, "handles stay")
-	assert.Equal(t, 2, up.dialCount())
+	assert.Equal(t, 2, up.Dials())
 	assert.Same(t, alice, e.handle("alice", "fs"))
 	assert.Same(t, bob, e.handle("bob", "fs"))
 	e.requireProjected(c, ref)
@@ -496,7 +496,7 @@ func TestRestartReplacesFailedEntry(t *testing.T) {
 	c := twoSessions().build(t)
 	e.apply(c)
 	h := e.handle("alice", "fs")
-	up.kill()
+	up.KillAll()
 	// The entry turns failed, then withdraws its views: wait for both.
 	require.Eventually(t, func() bool {
 		return h.Entry().State() == pool.StateFailed && len(e.reg("alice").ToolNames("fs")) == 0 &&
@@ -513,7 +513,7 @@ func TestRestartReplacesFailedEntry(t *testing.T) {
 	e.requireRefsMatch()
 
 	// Restart does the same for a failed entry.
-	up.kill()
+	up.KillAll()
 	h = e.handle("alice", "fs")
 	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, 5*time.Second, 5*time.Millisecond)
 	require.NoError(t, e.rec.Restart(context.Background(), "fs"))
@@ -965,7 +965,7 @@ func TestApplyRepairsBackgroundFailure(t *testing.T) {
 	require.Equal(t, []string{"read"}, e.reg("alice").ToolNames("fs"))
 
 	fail.Store(true)
-	up.addTool("write")
+	up.AddTool("write")
 	require.Eventually(t, func() bool {
 		return e.handle("alice", "fs").View().Err() != nil
 	}, 5*time.Second, 5*time.Millisecond, "the replay of the list change fails closed")
@@ -1024,7 +1024,7 @@ func TestHealthEpoch(t *testing.T) {
 
 	// So does an entry failing in the background.
 	h := e.handle("alice", "fs")
-	up.kill()
+	up.KillAll()
 	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, 5*time.Second, 5*time.Millisecond)
 	assert.Greater(t, e.rec.HealthEpoch(), moved, "entry failed")
 }

@@ -100,7 +100,7 @@ func TestMetaRelayedWithoutReservedKeys(t *testing.T) {
 	if diff := cmp.Diff(mcp.Meta{"example.com/answer": 42.0}, res.Meta); diff != "" {
 		t.Errorf("result _meta (-want +got):\n%s", diff)
 	}
-	got := f.up.lastMeta()
+	got := f.up.LastMeta()
 	assert.Equal(t, "abc", got["example.com/trace"])
 	assert.NotEqual(t, "1999-01-01", got["io.modelcontextprotocol/protocolVersion"], "the client's reserved keys must not reach the upstream")
 	_, hasTok := got["progressToken"]
@@ -151,7 +151,7 @@ func testProgressRelayed(t *testing.T, f *fixture) {
 	params.SetProgressToken(7)
 	_, err := a.cs.CallTool(t.Context(), params)
 	require.NoError(t, err)
-	tok, _ := f.up.lastMeta()["progressToken"].(string)
+	tok, _ := f.up.LastMeta()["progressToken"].(string)
 	assert.True(t, strings.HasPrefix(tok, "wasmhost-progress-"), "upstream token %q", tok)
 }
 
@@ -264,7 +264,7 @@ func TestUpstreamGoneGivesCleanError(t *testing.T) {
 	c := f.connect("alice", `{}`)
 
 	done := c.callBlocked(t, f)
-	f.up.dropAll() // the upstream crashes during the call
+	f.up.KillAll() // the upstream crashes during the call
 	var res *mcp.CallToolResult
 	select {
 	case res = <-done:
@@ -392,7 +392,7 @@ func TestDrainWaitsForCallsUnderWay(t *testing.T) {
 	default:
 	}
 
-	close(f.up.release)
+	close(f.up.Release)
 	require.NoError(t, <-drained)
 	assert.Equal(t, "released", text(<-answered))
 }
@@ -418,7 +418,7 @@ func TestDrainCutsCallsShort(t *testing.T) {
 		t.Fatal("the call cut short got no answer")
 	}
 	select {
-	case <-f.up.cancelled:
+	case <-f.up.Cancelled:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the upstream call was not cancelled")
 	}
@@ -468,14 +468,14 @@ func TestCancellationReachesUpstream(t *testing.T) {
 				done <- err
 			}()
 			select {
-			case <-f.up.started:
+			case <-f.up.Started:
 			case <-time.After(10 * time.Second):
 				t.Fatal("the call did not reach the upstream")
 			}
 			cancel()
 			require.Error(t, <-done)
 			select {
-			case <-f.up.cancelled:
+			case <-f.up.Cancelled:
 			case <-time.After(10 * time.Second):
 				t.Fatal("the upstream's call was not cancelled")
 			}
@@ -488,10 +488,10 @@ func TestCancellationReachesUpstream(t *testing.T) {
 // the go-sdk's bare "rejected by transport", which it reports as a
 // JSON-RPC error of its own making.
 func TestGoneHTTPUpstreamNamesTheServer(t *testing.T) {
-	up := newUpstream()
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up.server }, nil))
+	up, _ := newUpstream()
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up.Server }, nil))
 	t.Cleanup(func() {
-		for ss := range up.server.Sessions() { // the client could not end it
+		for ss := range up.Server.Sessions() { // the client could not end it
 			_ = ss.Close()
 		}
 		srv.Close()
@@ -518,8 +518,8 @@ func TestGoneHTTPUpstreamNamesTheServer(t *testing.T) {
 // that only looks its upstream up after Drain cut calls short is refused
 // there, and never sent upstream.
 func TestCallAfterCutShortNeverReachesUpstream(t *testing.T) {
-	up := newUpstream()
-	ct, _, err := mcptest.Connect(t.Context(), up.server)
+	up, _ := newUpstream()
+	ct, _, err := mcptest.Connect(t.Context(), up.Server)
 	require.NoError(t, err)
 	upCS, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(t.Context(), ct, nil)
 	require.NoError(t, err)
@@ -552,7 +552,7 @@ func TestCallAfterCutShortNeverReachesUpstream(t *testing.T) {
 	res := <-answered
 	assert.True(t, res.IsError)
 	assert.Contains(t, text(res), session.ErrDraining.Error())
-	assert.Nil(t, up.lastMeta(), "the call reached the upstream")
+	assert.Nil(t, up.LastMeta(), "the call reached the upstream")
 }
 
 // TestClientsCountsInitializedSessions: a connection that has not

@@ -750,7 +750,7 @@ func TestCallUnderWayWhenHidden(t *testing.T) {
 	_, err = c.call(t, "demo__echo", map[string]any{"text": "x"})
 	require.ErrorContains(t, err, "unknown tool", "a call starting after the reload is refused")
 
-	f.up.release <- struct{}{}
+	f.up.Release <- struct{}{}
 	select {
 	case res := <-answered:
 		assert.False(t, res.IsError, text(res))
@@ -770,7 +770,7 @@ func TestCallUnderWayWhenHidden(t *testing.T) {
 	require.Eventually(t, func() bool { return len(c.ep.Tools()) == 0 }, 5*time.Second, 5*time.Millisecond)
 	_, err = c.call(t, "demo__echo", map[string]any{"text": "x"})
 	require.ErrorContains(t, err, "unknown tool")
-	close(f.up.release)
+	close(f.up.Release)
 	select {
 	case res := <-answered:
 		assert.False(t, res.IsError, text(res))
@@ -792,17 +792,17 @@ func TestUpstreamDiesDuringPromptAndRead(t *testing.T) {
 			stop := make(chan struct{})
 			t.Cleanup(func() { close(stop) })
 			wait := func(ctx context.Context) error {
-				up.started <- struct{}{}
+				up.Started <- struct{}{}
 				select {
 				case <-ctx.Done():
 				case <-stop:
 				}
 				return fmt.Errorf("ended")
 			}
-			up.server.AddPrompt(&mcp.Prompt{Name: "wait"}, func(ctx context.Context, _ *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			up.Server.AddPrompt(&mcp.Prompt{Name: "wait"}, func(ctx context.Context, _ *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 				return nil, wait(ctx)
 			})
-			up.server.AddResource(&mcp.Resource{URI: "demo://wait", Name: "wait"}, func(ctx context.Context, _ *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			up.Server.AddResource(&mcp.Resource{URI: "demo://wait", Name: "wait"}, func(ctx context.Context, _ *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 				return nil, wait(ctx)
 			})
 			c := f.connect("alice", `{}`)
@@ -817,11 +817,11 @@ func TestUpstreamDiesDuringPromptAndRead(t *testing.T) {
 				done <- err
 			}()
 			select {
-			case <-up.started:
+			case <-up.Started:
 			case <-time.After(5 * time.Second):
 				t.Fatal("the call did not reach the upstream")
 			}
-			up.dropAll()
+			up.KillAll()
 			select {
 			case err := <-done:
 				require.Error(t, err)
@@ -837,6 +837,11 @@ func TestUpstreamDiesDuringPromptAndRead(t *testing.T) {
 	}
 }
 
+// A textIn is the argument of a tool that takes a text.
+type textIn struct {
+	Text string `json:"text"`
+}
+
 // TestHammerSharedUpstream: many clients of many sessions call
 // through one shared upstream connection at once, all with the same
 // progress tokens; every call gets its own answer and every progress
@@ -845,7 +850,7 @@ func TestHammerSharedUpstream(t *testing.T) {
 	for _, name := range []string{"in-memory", "streamable-http"} {
 		t.Run(name, func(t *testing.T) {
 			f := transportFixtures[name](t)
-			mcp.AddTool(f.up.server, &mcp.Tool{Name: "tag"}, func(ctx context.Context, req *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, any, error) {
+			mcp.AddTool(f.up.Server, &mcp.Tool{Name: "tag"}, func(ctx context.Context, req *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, any, error) {
 				if tok := req.Params.GetProgressToken(); tok != nil {
 					for i := range 2 {
 						if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i + 1), Message: in.Text}); err != nil {

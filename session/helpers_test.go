@@ -3,12 +3,9 @@ package session_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -28,103 +25,26 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// An upstream is a go-sdk MCP server reached over in-memory transports,
-// one server session per dial.
-type upstream struct {
-	demo   *demoserver.Server
-	server *mcp.Server
-
-	mu        sync.Mutex
-	sessions  []net.Conn // the server ends of the connections
-	metas     []mcp.Meta // _meta of each "meta" call
-	release   chan struct{}
-	started   chan struct{}
-	cancelled chan struct{} // one value per "block" call cancelled
+// newUpstream returns the demo server built from this repo plus mcptest's
+// test tools ("progress", "meta", "block", "fail"), as an mcptest.Upstream,
+// and the demo server itself (whose subscriptions tests count).
+func newUpstream() (*mcptest.Upstream, *demoserver.Server) {
+	demo := demoserver.New()
+	return mcptest.NewUpstream(mcptest.UpstreamConfig{Name: "demo", Server: demo.MCP(), TestTools: true}), demo
 }
 
-type textIn struct {
-	Text string `json:"text"`
-}
-
-// newUpstream returns the demo server plus test tools: "progress" (three
-// progress notifications, then "done"), "meta" (records the request _meta),
-// "block" (waits for release or cancellation) and "fail" (an isError
-// result).
-func newUpstream() *upstream {
-	u := &upstream{release: make(chan struct{}), started: make(chan struct{}, 16), cancelled: make(chan struct{}, 16)}
-	u.demo = demoserver.New()
-	u.server = u.demo.MCP()
-	mcp.AddTool(u.server, &mcp.Tool{Name: "progress"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		tok := req.Params.GetProgressToken()
-		for i := 1; i <= 3; i++ {
-			if tok != nil {
-				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3, Message: fmt.Sprintf("step %d", i)}); err != nil {
-					return nil, nil, err
-				}
-			}
-		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
-	})
-	mcp.AddTool(u.server, &mcp.Tool{Name: "meta"}, func(_ context.Context, req *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, any, error) {
-		u.mu.Lock()
-		u.metas = append(u.metas, req.Params.Meta)
-		u.mu.Unlock()
-		return &mcp.CallToolResult{Meta: mcp.Meta{"example.com/answer": 42.0}, Content: []mcp.Content{&mcp.TextContent{Text: "got " + in.Text}}}, nil, nil
-	})
-	mcp.AddTool(u.server, &mcp.Tool{Name: "block"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		u.started <- struct{}{}
-		select {
-		case <-u.release:
-		case <-ctx.Done():
-			u.cancelled <- struct{}{}
-		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil, nil
-	})
-	u.server.AddTool(&mcp.Tool{Name: "fail", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "it failed upstream"}}}, nil
-	})
-	return u
-}
-
-// dialer connects a fresh server session of u for each dial; dropAll
+// dialer connects a fresh server session of u for each dial; u.KillAll
 // breaks their pipes.
-func (u *upstream) dialer() pool.Dialer {
-	return func(ctx context.Context, _ pool.Spec) (mcp.Transport, error) {
-		ct, sc, err := mcptest.Connect(ctx, u.server)
-		if err != nil {
-			return nil, err
-		}
-		u.mu.Lock()
-		u.sessions = append(u.sessions, sc)
-		u.mu.Unlock()
-		return ct, nil
-	}
-}
-
-// dropAll closes every upstream server session (the upstream "crashes").
-func (u *upstream) dropAll() {
-	u.mu.Lock()
-	ss := slices.Clone(u.sessions)
-	u.mu.Unlock()
-	for _, s := range ss {
-		_ = s.Close()
-	}
-}
-
-func (u *upstream) lastMeta() mcp.Meta {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if len(u.metas) == 0 {
-		return nil
-	}
-	return u.metas[len(u.metas)-1]
+func dialer(u *mcptest.Upstream) pool.Dialer {
+	return func(ctx context.Context, _ pool.Spec) (mcp.Transport, error) { return u.Transport(ctx) }
 }
 
 // A fixture is a pool on one upstream ("demo") and sessions served by
 // endpoints, each with a connected client.
 type fixture struct {
 	t        *testing.T
-	up       *upstream
+	up       *mcptest.Upstream
+	demo     *demoserver.Server // up's server
 	pool     *pool.Pool
 	relay    *session.ProgressRelay
 	counters *churn.Counters
@@ -134,9 +54,11 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	up := newUpstream()
+	up, demo := newUpstream()
 	relay := session.NewProgressRelay()
-	return newFixtureWith(t, up, relay, relay.Dialer(up.dialer()))
+	f := newFixtureWith(t, up, relay, relay.Dialer(dialer(up)))
+	f.demo = demo
+	return f
 }
 
 // newHTTPFixture is newFixture with the upstream served over streamable
@@ -178,8 +100,8 @@ func dialURL(url string) (mcp.Transport, error) {
 // brings progress back.
 func newServedFixture(t *testing.T, handler func(*mcp.Server) http.Handler, dial func(url string) (mcp.Transport, error)) *fixture {
 	t.Helper()
-	up := newUpstream()
-	srv := httptest.NewServer(handler(up.server))
+	up, demo := newUpstream()
+	srv := httptest.NewServer(handler(up.Server))
 	t.Cleanup(srv.Close)
 	relay := session.NewProgressRelay()
 	f := newFixtureProgress(t, up, relay, relay.Dialer(func(context.Context, pool.Spec) (mcp.Transport, error) {
@@ -189,6 +111,7 @@ func newServedFixture(t *testing.T, handler func(*mcp.Server) http.Handler, dial
 		}
 		return relay.WrapTransport(tr), nil // twice: still one tap
 	}), nil) // no handler: progress comes through the tap alone
+	f.demo = demo
 	return f
 }
 
@@ -200,7 +123,7 @@ var transportFixtures = map[string]func(*testing.T) *fixture{
 	"http+sse":        newSSEFixture,
 }
 
-func newFixtureWith(t *testing.T, up *upstream, relay *session.ProgressRelay, dial pool.Dialer) *fixture {
+func newFixtureWith(t *testing.T, up *mcptest.Upstream, relay *session.ProgressRelay, dial pool.Dialer) *fixture {
 	t.Helper()
 	return newFixtureProgress(t, up, relay, dial, relay.Handle)
 }
@@ -208,7 +131,7 @@ func newFixtureWith(t *testing.T, up *upstream, relay *session.ProgressRelay, di
 // newFixtureProgress is newFixtureWith with the pool's progress handler
 // (nil: none, so that only what the relay's wrappers and taps read off the
 // connections is relayed).
-func newFixtureProgress(t *testing.T, up *upstream, relay *session.ProgressRelay, dial pool.Dialer, onProgress func(context.Context, *mcp.ProgressNotificationClientRequest)) *fixture {
+func newFixtureProgress(t *testing.T, up *mcptest.Upstream, relay *session.ProgressRelay, dial pool.Dialer, onProgress func(context.Context, *mcp.ProgressNotificationClientRequest)) *fixture {
 	t.Helper()
 	f := &fixture{t: t, up: up, relay: relay, counters: &churn.Counters{}}
 	f.pool = pool.New(pool.Options{Dialer: dial, OnProgress: onProgress, Counters: f.counters, Logger: quiet})
@@ -278,8 +201,15 @@ func (f *fixture) connectAs(name, server, settings string, opts *mcp.ClientSessi
 	ss, err := c.ep.Server().Connect(t.Context(), st, nil)
 	require.NoError(t, err)
 	cl := mcp.NewClient(&mcp.Implementation{Name: "test-" + name, Version: "1"}, &mcp.ClientOptions{
-		Logger:                 quiet,
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { c.changed <- struct{}{} },
+		Logger: quiet,
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			// Past 100 unread (a test toggling a view in a loop on a
+			// loaded machine), more would block the client's Close.
+			select {
+			case c.changed <- struct{}{}:
+			default:
+			}
+		},
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) { c.updated <- req.Params.URI },
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			c.mu.Lock()
@@ -307,7 +237,7 @@ func (c *client) callBlocked(t *testing.T, f *fixture) <-chan *mcp.CallToolResul
 		assert.NoError(t, err)
 		answered <- res
 	}()
-	<-f.up.started
+	<-f.up.Started
 	return answered
 }
 
@@ -339,6 +269,8 @@ func (c *client) waitChanged(t *testing.T) {
 // drainChanged discards pending list_changed notifications after the
 // go-sdk's debounce has passed.
 func (c *client) drainChanged() int {
+	// Nothing to wait for: what is counted is what came within the
+	// go-sdk's 10 ms debounce and a margin.
 	time.Sleep(100 * time.Millisecond)
 	n := 0
 	for {

@@ -77,7 +77,7 @@ func requireResourceNotFound(t *testing.T, err error, uri string) {
 // and no refused call reaches the shared upstream.
 func TestIsolationHiddenToolNames(t *testing.T) {
 	f := newFixture(t)
-	count := countMethods(f.up.server)
+	count := countMethods(f.up.Server)
 	alice := f.connect("alice", `{"includeTools":["echo","add"],"excludeTools":["add"]}`)
 	bob := f.connect("bob", `{}`)
 	carol := f.connectAs("carol", "other", `{}`, legacy, nil) // the same upstream, as server "other"
@@ -128,7 +128,7 @@ func TestIsolationHiddenToolNames(t *testing.T) {
 // found; none of it reaches the upstream.
 func TestIsolationHiddenPromptsResourcesCompletions(t *testing.T) {
 	f := newFixture(t)
-	count := countMethods(f.up.server)
+	count := countMethods(f.up.Server)
 	alice := f.connect("alice", `{"includeTools":["echo","greet"]}`)
 	bob := f.connect("bob", `{}`)
 	require.Equal(t, []string{"demo__greet"}, alice.ep.Prompts())
@@ -199,7 +199,7 @@ func (g *gatedRegistry) DeleteTools(server string, names []string) {
 // unavailable while the restart runs and until the fan-out has reached the
 // session's registrations, and as unknown after.
 func TestIsolationReloadDuringRestart(t *testing.T) {
-	up := newUpstream()
+	up, _ := newUpstream()
 	relay := session.NewProgressRelay()
 	var gateDial atomic.Bool
 	dialed, redial := make(chan struct{}, 1), make(chan struct{})
@@ -208,10 +208,10 @@ func TestIsolationReloadDuringRestart(t *testing.T) {
 			dialed <- struct{}{}
 			<-redial
 		}
-		return up.dialer()(ctx, spec)
+		return dialer(up)(ctx, spec)
 	}
 	f := newFixtureWith(t, up, relay, relay.Dialer(dial))
-	count := countMethods(up.server)
+	count := countMethods(up.Server)
 	var gate *gatedRegistry
 	alice := f.connectAs("alice", "demo", `{}`, legacy, func(ep *session.Endpoint) view.Registry {
 		gate = &gatedRegistry{Endpoint: ep, entered: make(chan struct{}), release: make(chan struct{})}
@@ -321,7 +321,7 @@ func TestIsolationRouteCheckedAfterUpstream(t *testing.T) {
 func TestIsolationClientCannotInjectProgress(t *testing.T) {
 	f := newFixture(t)
 	entered, proceed := make(chan any, 1), make(chan struct{})
-	mcp.AddTool(f.up.server, &mcp.Tool{Name: "slow"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+	mcp.AddTool(f.up.Server, &mcp.Tool{Name: "slow"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		tok := req.Params.GetProgressToken()
 		if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Message: "upstream 1"}); err != nil {
 			return nil, nil, err

@@ -2,6 +2,7 @@ package session_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -120,6 +121,44 @@ func waitLine(t *testing.T, ch <-chan string, prefix string, d time.Duration) st
 	}
 }
 
+// A keepAliveSpy is an HTTP transport that sends on seen each keep-alive
+// comment in the answers to POST requests (a call's event stream) that it
+// passes on.
+type keepAliveSpy struct {
+	base http.RoundTripper
+	seen chan<- struct{}
+}
+
+func (k keepAliveSpy) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := k.base.RoundTrip(req)
+	if err == nil && req.Method == http.MethodPost {
+		resp.Body = &commentCounter{ReadCloser: resp.Body, seen: k.seen}
+	}
+	return resp, err
+}
+
+// A commentCounter counts the keep-alive comments read through it, across
+// reads that cut one in two.
+type commentCounter struct {
+	io.ReadCloser
+	seen chan<- struct{}
+	tail []byte // the last bytes read, shorter than a comment
+}
+
+func (c *commentCounter) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	const comment = ": keepalive"
+	buf := append(c.tail, p[:n]...)
+	for range bytes.Count(buf, []byte(comment)) {
+		select {
+		case c.seen <- struct{}{}:
+		default:
+		}
+	}
+	c.tail = append([]byte(nil), buf[max(0, len(buf)-len(comment)+1):]...)
+	return n, err
+}
+
 // TestKeepAliveOnSilentStreams: an event stream with nothing to carry
 // (a call under way without progress, the GET stream between list
 // changes) gets its headers at once and a comment at each keep-alive
@@ -148,7 +187,7 @@ func TestKeepAliveOnSilentStreams(t *testing.T) {
 	assert.Equal(t, "text/event-stream", call.Header.Get("Content-Type"))
 	callLines := lines(call)
 	select {
-	case <-f.up.started:
+	case <-f.up.Started:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the call did not reach the upstream")
 	}
@@ -158,7 +197,9 @@ func TestKeepAliveOnSilentStreams(t *testing.T) {
 	// A go-sdk client reads an answer that comes after comments on its
 	// call's stream (and its GET stream).
 	cl := mcp.NewClient(&mcp.Implementation{Name: "go", Version: "1"}, &mcp.ClientOptions{Logger: quiet})
-	cs, err := cl.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: srv}, nil)
+	comments := make(chan struct{}, 64)
+	spy := &http.Client{Transport: keepAliveSpy{base: http.DefaultTransport, seen: comments}}
+	cs, err := cl.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: srv, HTTPClient: spy}, nil)
 	require.NoError(t, err)
 	defer cs.Close()
 	type answer struct {
@@ -171,13 +212,19 @@ func TestKeepAliveOnSilentStreams(t *testing.T) {
 		goAnswer <- answer{res, err}
 	}()
 	select {
-	case <-f.up.started:
+	case <-f.up.Started:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the go-sdk client's call did not reach the upstream")
 	}
-	time.Sleep(150 * time.Millisecond) // three keep-alive intervals on its streams
+	for i := range 3 { // three keep-alive comments reach the client on its call's stream
+		select {
+		case <-comments:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("keep-alive comment %d did not reach the go-sdk client's call stream", i+1)
+		}
+	}
 
-	close(f.up.release)
+	close(f.up.Release)
 	data := waitLine(t, callLines, "data: ", 5*time.Second)
 	var msg struct {
 		ID     int                `json:"id"`

@@ -42,8 +42,8 @@ func (c *client) subscribe(t *testing.T, uri string) {
 // upstreamSubscribed waits until the upstream counts n subscriptions to uri.
 func (f *fixture) upstreamSubscribed(t *testing.T, uri string, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return f.up.demo.Subscribed()[uri] == n }, 5*time.Second, 5*time.Millisecond,
-		"upstream subscriptions to %s: want %d, have %v", uri, n, f.up.demo.Subscribed())
+	require.Eventually(t, func() bool { return f.demo.Subscribed()[uri] == n }, 5*time.Second, 5*time.Millisecond,
+		"upstream subscriptions to %s: want %d, have %v", uri, n, f.demo.Subscribed())
 }
 
 func TestSubscriptionsShareOneUpstream(t *testing.T) {
@@ -86,8 +86,8 @@ func TestSubscriptionsShareOneUpstream(t *testing.T) {
 			}
 			f.upstreamSubscribed(t, welcome, kept)
 			if kept == 1 { // kept, not merely not yet ended
-				require.Never(t, func() bool { return f.up.demo.Subscribed()[welcome] != 1 }, 200*time.Millisecond, 5*time.Millisecond,
-					"the listen request was ended: %v", f.up.demo.Subscribed())
+				require.Never(t, func() bool { return f.demo.Subscribed()[welcome] != 1 }, 200*time.Millisecond, 5*time.Millisecond,
+					"the listen request was ended: %v", f.demo.Subscribed())
 			}
 
 			// Nobody hears of welcome any more; both hear of weather, and

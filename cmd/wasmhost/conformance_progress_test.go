@@ -65,6 +65,9 @@ func TestConformanceDefaultTimeoutAndProgress(t *testing.T) {
 // TestConformanceTimeoutFlag: --timeout sets the per-call limit, --progress
 // 0 turns progress off, and -h documents both defaults.
 func TestConformanceTimeoutFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a plugin call into its time limit")
+	}
 	dir := loopSuite(t, 1)
 	r := runBounded(t, 3*time.Minute, "conformance", "--plugin", hostileWasm, "--timeout", "200ms", "--progress", "0", dir)
 	require.Equal(t, exitFail, r.code, "%s%s", r.out, r.errOut)

@@ -27,6 +27,9 @@ var teamAccess = filepath.Join("..", "..", "examples", "team-access")
 // read-only setting and its overrides give it, under the names the
 // plugin gives them, and calls them by those names.
 func TestExampleTeamAccess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the example plugin and serves it in stdio mode")
+	}
 	config := filepath.Join(teamAccess, "wasmhost.json")
 	r := runCLI(t, "", "check", "--config", config)
 	require.Equal(t, exitOK, r.code, r.out+r.errOut)

@@ -234,6 +234,9 @@ func TestConformanceHostilePlugin(t *testing.T) {
 // plugin whose keys change from call to call fails, and every failing case
 // says it is nondeterministic; projections (deterministic) pass.
 func TestConformanceNondeterministicPlugin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the public suite against a Go plugin")
+	}
 	jsonFile := filepath.Join(t.TempDir(), "report.json")
 	r := runBounded(t, 3*time.Minute, "conformance", "--plugin", nondeterministicWasm, "--timeout", "20s", "--json", jsonFile, defaultSuite)
 	require.Equal(t, exitFail, r.code, "%s%s", r.out, r.errOut)

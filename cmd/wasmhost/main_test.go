@@ -207,6 +207,9 @@ func TestKeyErrors(t *testing.T) {
 }
 
 func TestKeyWithPluginFlags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the default plugin into a fresh cache")
+	}
 	wasm := defaultWasmFile(t)
 	cache := t.TempDir()
 	r := runCLI(t, "", "key", "--plugin", wasm, "--pin", sha256Hex(policydefault.Wasm),
@@ -313,6 +316,9 @@ func lines(s string) []string {
 }
 
 func TestConformancePasses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs whole golden suites")
+	}
 	r := runCLI(t, "", "conformance", "../../conformance/testdata/load/a")
 	require.Equal(t, exitOK, r.code, r.errOut)
 	assert.Equal(t, "0 passed, 0 failed\n", r.out)
@@ -353,6 +359,9 @@ func TestConformanceFails(t *testing.T) {
 // TestConformanceReportInSuiteDir: a --json report written into the suite
 // directory is not read as a (broken) suite by the next run.
 func TestConformanceReportInSuiteDir(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs whole golden suites")
+	}
 	dir := t.TempDir()
 	b, err := os.ReadFile("../../conformance/golden/default/trust.json")
 	require.NoError(t, err)
@@ -399,6 +408,9 @@ func TestConformanceExit2(t *testing.T) {
 }
 
 func TestConformancePublicSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the public suite")
+	}
 	r := runCLI(t, "", "conformance", "../../conformance/golden/default")
 	require.Equal(t, exitOK, r.code, r.out+r.errOut)
 	var l []string

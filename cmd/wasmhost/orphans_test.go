@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,22 +60,17 @@ func spawningUpstream(t *testing.T) (map[string]any, []string) {
 // running.
 func waitPIDFiles(t *testing.T, files []string, stderr *mcptest.LogBuffer) []int {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
 	var pids []int
 	for _, f := range files {
 		var pid int
-		for {
+		mcptest.WaitFor(t, 3*time.Minute, func() bool {
 			b, err := os.ReadFile(f)
-			if err == nil {
-				if pid, err = strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-					break
-				}
+			if err != nil {
+				return false
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no pid in %s; wasmhost's stderr:\n%s", f, stderr.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+			return err == nil
+		}, stderr.String, "a pid in %s (the logs are wasmhost's stderr)", f)
 		pids = append(pids, pid)
 		t.Cleanup(func() {
 			if !procgroup.Ended(pid) {
@@ -89,15 +85,16 @@ func waitPIDFiles(t *testing.T, files []string, stderr *mcptest.LogBuffer) []int
 // ended.
 func requireNoneLeft(t *testing.T, what string, pids []int, files []string, stderr *mcptest.LogBuffer) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for i, pid := range pids {
-		for !procgroup.Ended(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the upstream's %s (pid %d) still runs a minute later; wasmhost's stderr:\n%s", what, filepath.Base(files[i]), pid, stderr.String())
+	var left []string
+	mcptest.WaitFor(t, 60*time.Second, func() bool {
+		left = left[:0]
+		for i, pid := range pids {
+			if !procgroup.Ended(pid) {
+				left = append(left, fmt.Sprintf("%s (pid %d)", filepath.Base(files[i]), pid))
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
-	}
+		return len(left) == 0
+	}, stderr.String, "%s: every upstream process ends (still running: %v; the logs are wasmhost's stderr)", what, &left)
 }
 
 // killedLeavesNoUpstream runs the wasmhost command line args (this test
@@ -141,10 +138,16 @@ func killedLeavesNoUpstream(t *testing.T, args ...string) {
 // upstreams running (7 of 8 processes in the review): its upstream, the
 // child that ignores SIGTERM and the one that called setsid all end now.
 func TestStdioKilledLeavesNoUpstream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills wasmhost processes and their upstreams")
+	}
 	killedLeavesNoUpstream(t, "stdio", "--session", "alice")
 }
 
 // The same for the daemon, `wasmhost run`.
 func TestDaemonKilledLeavesNoUpstream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills wasmhost processes and their upstreams")
+	}
 	killedLeavesNoUpstream(t, "run", "--listen", "127.0.0.1:0")
 }

@@ -11,6 +11,9 @@ import (
 // `wasmhost project` states its renames and descriptions in the golden
 // form.
 func TestInspectRenames(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the rename test plugin")
+	}
 	plugin := "../../testplugins/rename-policy/rename-policy.wasm"
 	r := runCLI(t, "", "inspect", plugin)
 	require.Equal(t, exitOK, r.code, r.out+r.errOut)

@@ -295,6 +295,9 @@ func slowCall(t *testing.T, cs *mcp.ClientSession, ms int) <-chan *mcp.CallToolR
 // TestStdioSignalAnswersCallsUnderWay: at a signal, stdio mode refuses new
 // calls and lets the one under way finish and be answered before it exits.
 func TestStdioSignalAnswersCallsUnderWay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and signals wasmhost processes")
+	}
 	cs, interrupt, finish := slowStdio(t)
 	answered := slowCall(t, cs, 1500)
 	interrupt()
@@ -322,6 +325,9 @@ func TestStdioSignalAnswersCallsUnderWay(t *testing.T) {
 // call under way is written, however long encoding it takes after the call
 // returned (an 8 MiB answer is encoded twice, for tens of milliseconds).
 func TestStdioSignalWaitsForLargeAnswers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and signals wasmhost processes")
+	}
 	// What is tested is that the stop waits for the answer to be written,
 	// not how fast 8 MiB crosses three JSON codecs: under -race on a loaded
 	// machine that took more than the default 10 s grace.
@@ -691,6 +697,9 @@ func runUntil(t *testing.T, until string, args ...string) (out, errOut string) {
 // the plugin declares (testplugins/readonly-policy: config "hide" hides
 // tools, "readOnlyOnly" keeps the read-only ones).
 func TestStdioPluginConfigAndSettingsKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the read-only test plugin and serves it in stdio mode")
+	}
 	plugin, err := filepath.Abs("../../testplugins/readonly-policy/readonly-policy.wasm")
 	require.NoError(t, err)
 	path := demoConfigWith(t, func(cfg map[string]any) {

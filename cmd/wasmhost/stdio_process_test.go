@@ -227,6 +227,9 @@ func requireEnded(t *testing.T, what string, pids ...int) {
 // seconds and the upstream's whole process group ends with it: the
 // upstream and the child it started, which ignores standard input's end.
 func TestStdioProcessEndsUpstreamsOnEveryStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and stops wasmhost processes and their upstreams")
+	}
 	for _, tc := range []struct {
 		name string
 		stop func(p *stdioProcess)

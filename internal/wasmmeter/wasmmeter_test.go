@@ -458,11 +458,62 @@ func compiles(ctx context.Context, r wazero.Runtime, wasm []byte) (err error) {
 			err = fmt.Errorf("wazero panicked: %v", p)
 		}
 	}()
+	if err := implausible(wasm); err != nil {
+		return err
+	}
 	m, err := r.CompileModule(ctx, wasm)
 	if err == nil {
 		_ = m.Close(ctx)
 	}
 	return err
+}
+
+// implausible returns an error for a module with a section that runs past
+// the module's end, or that declares more items than it has bytes (every
+// item takes one at least): wazero would refuse it, but wazero v1.12.0
+// first allocates what the count asks for, gigabytes for some random
+// bytes (TestMalformed reached 10 GB of RSS under -race). nil means
+// wazero is to decide.
+func implausible(wasm []byte) error {
+	if len(wasm) < 8 {
+		return nil
+	}
+	b := wasm[8:]
+	for len(b) > 0 {
+		id := b[0]
+		size, n := uleb32(b[1:])
+		if n == 0 {
+			return nil
+		}
+		b = b[1+n:]
+		if uint64(size) > uint64(len(b)) {
+			return fmt.Errorf("section %d: %d bytes, %d left", id, size, len(b))
+		}
+		payload := b[:size]
+		b = b[size:]
+		if id >= 1 && id <= 11 && id != 8 { // the sections that are vectors
+			if count, n := uleb32(payload); n > 0 && uint64(count) > uint64(len(payload)) {
+				return fmt.Errorf("section %d: %d items in %d bytes", id, count, len(payload))
+			}
+		}
+	}
+	return nil
+}
+
+// uleb32 decodes an unsigned LEB128 u32 and its length, or 0 bytes if it is
+// not one.
+func uleb32(b []byte) (uint32, int) {
+	var v uint64
+	for i := 0; i < 5 && i < len(b); i++ {
+		v |= uint64(b[i]&0x7f) << (7 * i)
+		if b[i]&0x80 == 0 {
+			if v > 1<<32-1 {
+				return 0, 0
+			}
+			return uint32(v), i + 1
+		}
+	}
+	return 0, 0
 }
 
 // checkProperty is the property of FuzzInstrument: Instrument does not

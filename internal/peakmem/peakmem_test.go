@@ -1,0 +1,71 @@
+package peakmem
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+func TestParseStat(t *testing.T) {
+	// A command name with spaces and parentheses, as a process may set.
+	line := []byte("4242 (a) b (c)) S 17 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123 4096000 250 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n")
+	p, ok := parseStat(line)
+	if !ok || p.ppid != 17 || p.rss != 250*pageSize {
+		t.Fatalf("parseStat = %+v, %v; want ppid 17, rss %d", p, ok, 250*pageSize)
+	}
+	if _, ok := parseStat([]byte("1 (x) S 0")); ok {
+		t.Fatal("a short line parsed")
+	}
+}
+
+func TestTreeRSS(t *testing.T) {
+	procs := map[int]proc{
+		1:  {ppid: 0, rss: 1},
+		10: {ppid: 1, rss: 10},
+		11: {ppid: 10, rss: 100},
+		12: {ppid: 11, rss: 1000},
+		20: {ppid: 1, rss: 10000}, // a sibling: not in 10's tree
+	}
+	if got := treeRSS(procs, 10); got != 1110 {
+		t.Fatalf("treeRSS(10) = %d, want 1110", got)
+	}
+}
+
+// TestRunCountsChildren: the peak of a shell that starts a child holding
+// memory counts the child, and Run returns the command's exit status.
+func TestRunCountsChildren(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", `"$0" -test.run '^TestHold$' >/dev/null; exit 3`, self)
+	cmd.Env = append(os.Environ(), "PEAKMEM_HOLD=1")
+	peak, err := Run(context.Background(), cmd, 20*time.Millisecond)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+		t.Fatalf("Run error %v, want exit status 3", err)
+	}
+	if peak < 64<<20 {
+		t.Fatalf("peak %s, want at least the child's 64 MiB", Format(peak))
+	}
+}
+
+// TestHold is the child of TestRunCountsChildren: it touches 64 MiB and
+// holds them until its parent has sampled them.
+func TestHold(t *testing.T) {
+	if os.Getenv("PEAKMEM_HOLD") != "1" {
+		t.Skip("the child of TestRunCountsChildren")
+	}
+	b := make([]byte, 64<<20)
+	for i := range b {
+		b[i] = 1
+	}
+	// The parent samples every 20 ms; a second of holding is what is
+	// under test, not a wait for an event.
+	time.Sleep(time.Second)
+	_ = b[len(b)-1]
+}
