@@ -17,7 +17,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/wasmhost/wasmhost/internal/telemetry"
-	"github.com/wasmhost/wasmhost/view"
 )
 
 // A State is where an entry is in its lifecycle.
@@ -69,7 +68,6 @@ type Entry struct {
 	id       string
 	identity string
 	spec     Spec // deep copy captured at creation
-	memo     *view.Memo
 	log      *slog.Logger
 	timeout  time.Duration
 	// stop ends when the entry closes (closeLocked calls halt). Every
@@ -86,6 +84,9 @@ type Entry struct {
 	subMu sync.Mutex
 	// dupsWarned is the duplicated names last warned about.
 	dupsWarned atomic.Pointer[string]
+	// shared is what the entry's followers share (Shared), made once.
+	sharedOnce sync.Once
+	shared     any
 
 	mu          sync.Mutex
 	state       State
@@ -94,7 +95,7 @@ type Entry struct {
 	handles     map[*Handle]struct{}
 	session     *mcp.ClientSession
 	conn        uint64 // connection generation; bumped when a session is superseded
-	snap        *view.Snapshot
+	snap        *Snapshot
 	version     uint64
 	err         error
 	dirty       kinds         // lists changed upstream, not yet refreshed
@@ -139,7 +140,6 @@ func (p *Pool) newEntry(id string, spec Spec, identity string) *Entry {
 		id:       id,
 		identity: identity,
 		spec:     spec,
-		memo:     view.NewMemo(),
 		log:      entryLogger(p.log, spec, id),
 		timeout:  timeout,
 		stop:     stop,
@@ -193,15 +193,11 @@ func (e *Entry) State() State {
 
 // Snapshot returns the current snapshot (nil before the first discovery).
 // It is shared and must not be modified.
-func (e *Entry) Snapshot() *view.Snapshot {
+func (e *Entry) Snapshot() *Snapshot {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.snap
 }
-
-// Memo returns the memo through which the entry's views share projections
-// (see view.Prefill).
-func (e *Entry) Memo() *view.Memo { return e.memo }
 
 // Info describes the entry.
 func (e *Entry) Info() EntryInfo {
@@ -332,7 +328,7 @@ func (e *Entry) closeSessionNow(cs *mcp.ClientSession) {
 // establish dials, connects and discovers a full snapshot. The new session
 // belongs to connection generation gen, which its notification handlers
 // report back.
-func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error) {
+func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *Snapshot, error) {
 	ctx, cancel := context.WithTimeout(e.stop, e.timeout)
 	defer cancel()
 	t, err := e.pool.dial(ctx, e.spec.Clone())
@@ -376,7 +372,7 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 
 // discover lists the kinds in which from cs, taking the other lists from
 // base, and counts the discovery.
-func (e *Entry) discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *view.Snapshot) (*view.Snapshot, error) {
+func (e *Entry) discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *Snapshot) (*Snapshot, error) {
 	e.pool.counters.Discoveries.Add(1)
 	snap, err := discover(ctx, cs, which, base, e.spec.ListingCap())
 	if err != nil {
@@ -396,13 +392,13 @@ func (e *Entry) discover(ctx context.Context, cs *mcp.ClientSession, which kinds
 // server declares no capability for are empty, and so are the templates of
 // a server that does not know resources/templates/list. The pool uses the
 // same listing.
-func Discover(ctx context.Context, cs *mcp.ClientSession) (*view.Snapshot, error) {
+func Discover(ctx context.Context, cs *mcp.ClientSession) (*Snapshot, error) {
 	return discoverWithin(ctx, cs, DefaultMaxListingBytes)
 }
 
 // discoverWithin is Discover with maxBytes as each listing's byte cap
 // (Spec.ListingCap) instead of DefaultMaxListingBytes.
-func discoverWithin(ctx context.Context, cs *mcp.ClientSession, maxBytes int64) (*view.Snapshot, error) {
+func discoverWithin(ctx context.Context, cs *mcp.ClientSession, maxBytes int64) (*Snapshot, error) {
 	d, err := discover(ctx, cs, kindAll, nil, maxBytes)
 	return d.Snapshot, err
 }
@@ -412,12 +408,12 @@ func discoverWithin(ctx context.Context, cs *mcp.ClientSession, maxBytes int64) 
 // resource's URI, a template's URI template), so that every session sees
 // the same one at every rediscovery.
 type discovered struct {
-	*view.Snapshot
+	*Snapshot
 	duplicates []string // "tool \"x\"", ...
 }
 
-func discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *view.Snapshot, maxBytes int64) (discovered, error) {
-	snap := &view.Snapshot{}
+func discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *Snapshot, maxBytes int64) (discovered, error) {
+	snap := &Snapshot{}
 	if base != nil {
 		snap.Tools, snap.Prompts, snap.Resources, snap.ResourceTemplates = base.Tools, base.Prompts, base.Resources, base.ResourceTemplates
 	}
@@ -651,7 +647,7 @@ func (e *Entry) connect() {
 
 // finishConnect publishes the outcome of a connect or restart attempt made
 // for connection generation gen.
-func (e *Entry) finishConnect(gen uint64, cs *mcp.ClientSession, snap *view.Snapshot, err error) error {
+func (e *Entry) finishConnect(gen uint64, cs *mcp.ClientSession, snap *Snapshot, err error) error {
 	e.fanMu.Lock()
 	e.mu.Lock()
 	if e.state == StateClosed || e.conn != gen {
@@ -699,13 +695,13 @@ func (e *Entry) finishConnect(gen uint64, cs *mcp.ClientSession, snap *view.Snap
 }
 
 // fanOut applies snap to the views of handles. e.fanMu is held.
-func (e *Entry) fanOut(handles []*Handle, snap *view.Snapshot) {
+func (e *Entry) fanOut(handles []*Handle, snap *Snapshot) {
 	for _, h := range handles {
 		ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
 		err := h.att.Apply(ctx, snap)
 		cancel()
 		if err != nil {
-			e.log.Warn("view failed closed on snapshot", "session", h.view.Session(), "version", snap.Version, "err", err)
+			e.log.Warn("view failed closed on snapshot", "session", h.follower.Session(), "version", snap.Version, "err", err)
 		}
 	}
 }
@@ -1028,7 +1024,7 @@ func (e *Entry) refreshLoop() {
 }
 
 // sameListing reports whether a and b list the same items, field by field.
-func sameListing(a, b *view.Snapshot) bool {
+func sameListing(a, b *Snapshot) bool {
 	return a != nil && b != nil &&
 		reflect.DeepEqual(a.Tools, b.Tools) && reflect.DeepEqual(a.Prompts, b.Prompts) &&
 		reflect.DeepEqual(a.Resources, b.Resources) && reflect.DeepEqual(a.ResourceTemplates, b.ResourceTemplates)
