@@ -552,11 +552,14 @@ func (r *Reconciler) Down(sessionName, server string) string {
 	case b.handle == nil:
 		return "unavailable: it could not be reached (retried in the background)"
 	}
-	switch b.handle.Entry().Info().State {
+	switch st := b.handle.Entry().Info().State; st {
 	case pool.StateFailed, pool.StateClosed:
 		return "unavailable: its connection failed"
 	case pool.StateConnecting, pool.StateRestarting:
 		return "reconnecting; try again"
+	case pool.StateReady:
+	default:
+		panic(fmt.Sprintf("reconcile: unknown entry state %d", st))
 	}
 	if view.Of(b.handle).Err() != nil {
 		return "unavailable to this session: the policy could not compute its view"
