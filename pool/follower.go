@@ -7,10 +7,12 @@ import (
 
 // A Follower is what an entry fans its snapshots out to: one session's
 // projection of the server (the view layer's view.View implements it).
-// The pool defines it so that it needs nothing of the layer above; it
-// drives a subscriber only through the Attachment that AttachTo returns.
-// A follower must never call back into the pool from these methods: the
-// entry calls them with its fan-out lock held.
+// The pool defines it so that it needs nothing of the layer above: an
+// entry drives a follower through the Attachment that AttachTo returns,
+// and a Handle asks the follower itself for the rest. A follower must
+// not call back into the pool: the entry calls its Attachment with the
+// entry's fan-out lock held, and a Handle calls it with the handle's lock
+// held.
 type Follower interface {
 	// Session names the follower's session, in errors and logs.
 	Session() string
