@@ -9,6 +9,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/host"
+	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
 )
 
@@ -45,7 +46,7 @@ type batchItem struct {
 	snap *abi.BatchSnapshot
 	// vsnap is the snapshot of a project case, whose descriptions tell a
 	// replaced one; nil for a reject case.
-	vsnap *view.Snapshot
+	vsnap *pool.Snapshot
 	// result is the case's answer; f is set instead when the batch the
 	// case was last sent in failed as a whole.
 	result abi.BatchResult
@@ -64,7 +65,7 @@ func newSuiteBatch(ctx context.Context, p abi.Policy, cases []*Case) *suiteBatch
 	var batch []*Case
 	for _, c := range cases {
 		var snap *abi.BatchSnapshot
-		var vsnap *view.Snapshot
+		var vsnap *pool.Snapshot
 		switch c.Kind {
 		case KindProject:
 			vs, err := DecodeSnapshot(c.Snapshot)
@@ -197,7 +198,7 @@ func (sb *suiteBatch) check(c *Case, ans *answers, refusal string) *failure {
 // SummarizeSnapshot would the view's projection: a rename to the
 // upstream's own name is none, and a description is listed when it is
 // not vsnap's (the case's snapshot; nil for none).
-func summarizeResult(snap *abi.BatchSnapshot, vsnap *view.Snapshot, r *abi.ProjectResponse) Projected {
+func summarizeResult(snap *abi.BatchSnapshot, vsnap *pool.Snapshot, r *abi.ProjectResponse) Projected {
 	out := Projected{}.normalized()
 	if r == nil {
 		return out

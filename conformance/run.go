@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
 )
 
@@ -604,7 +605,7 @@ func runProject(ctx context.Context, p abi.Policy, c *Case, ans *answers) *failu
 	}
 	// Descriptions are stated only for a policy that may replace them;
 	// for any other a changed description is a changed item, below.
-	var descSnap *view.Snapshot
+	var descSnap *pool.Snapshot
 	if handshake(p).Renames {
 		descSnap = snap
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/host"
 	"github.com/wasmhost/wasmhost/metakey"
+	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
 )
 
@@ -488,39 +489,39 @@ func TestRunCatchesViewContractBreaks(t *testing.T) {
 
 	for _, tc := range []struct {
 		name  string
-		alter func(snap *view.Snapshot, p *view.Projection)
+		alter func(snap *pool.Snapshot, p *view.Projection)
 		msg   string
 	}{
-		{"mutates the snapshot", func(snap *view.Snapshot, p *view.Projection) {
+		{"mutates the snapshot", func(snap *pool.Snapshot, p *view.Projection) {
 			snap.Tools[0].Description = "changed"
 		}, "the snapshot passed to the projection was modified"},
-		{"changes a clone", func(snap *view.Snapshot, p *view.Projection) {
+		{"changes a clone", func(snap *pool.Snapshot, p *view.Projection) {
 			p.Tools[0].Description = "changed"
 		}, `projected tools[0] "read" differs from the snapshot in more than the session flags: want {`},
-		{"drops other _meta", func(snap *view.Snapshot, p *view.Projection) {
+		{"drops other _meta", func(snap *pool.Snapshot, p *view.Projection) {
 			delete(p.Tools[0].Meta, "vendor/x")
 		}, "differs from the snapshot in more than the session flags"},
-		{"shares the tool", func(snap *view.Snapshot, p *view.Projection) {
+		{"shares the tool", func(snap *pool.Snapshot, p *view.Projection) {
 			snap.Tools[0].Meta = p.Tools[0].Meta
 			p.Tools[0] = snap.Tools[0]
 		}, "the snapshot passed to the projection was modified"},
-		{"loses a flag", func(snap *view.Snapshot, p *view.Projection) {
+		{"loses a flag", func(snap *pool.Snapshot, p *view.Projection) {
 			delete(p.Tools[0].Meta, view.MetaAlwaysLoad)
 		}, `_meta lacks the session flag "wasmhost/alwaysLoad"`},
-		{"flag of the wrong type", func(snap *view.Snapshot, p *view.Projection) {
+		{"flag of the wrong type", func(snap *pool.Snapshot, p *view.Projection) {
 			p.Tools[0].Meta[view.MetaTrust] = "true"
 		}, `_meta["wasmhost/trust"] is string, want a boolean`},
-		{"changes a prompt", func(snap *view.Snapshot, p *view.Projection) {
+		{"changes a prompt", func(snap *pool.Snapshot, p *view.Projection) {
 			c := *p.Prompts[0]
 			c.Description = "new"
 			p.Prompts[0] = &c
 		}, `projected prompts[0] "read" differs`},
-		{"invents a resource", func(snap *view.Snapshot, p *view.Projection) {
+		{"invents a resource", func(snap *pool.Snapshot, p *view.Projection) {
 			p.Resources[0] = &mcp.Resource{URI: "file:///a", Name: "new"}
 		}, `projected resources[0] "file:///a" differs`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			projectFunc = func(ctx context.Context, p abi.Policy, settings json.RawMessage, snap *view.Snapshot) (*view.Projection, error) {
+			projectFunc = func(ctx context.Context, p abi.Policy, settings json.RawMessage, snap *pool.Snapshot) (*view.Projection, error) {
 				proj, err := view.Project(ctx, p, settings, snap)
 				if err == nil {
 					tc.alter(snap, proj)

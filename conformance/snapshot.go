@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
 )
 
@@ -112,7 +113,7 @@ func Summarize(p *view.Projection) (Projected, error) {
 // SummarizeSnapshot is [Summarize] for a projection of snap: an item whose
 // description differs from its snapshot item's (the first item of snap
 // with its upstream name) gets it as its Description.
-func SummarizeSnapshot(p *view.Projection, snap *view.Snapshot) (Projected, error) {
+func SummarizeSnapshot(p *view.Projection, snap *pool.Snapshot) (Projected, error) {
 	out := Projected{
 		Tools:     make([]ProjectedTool, 0, len(p.Tools)),
 		Prompts:   make([]ProjectedPrompt, 0, len(p.Prompts)),
@@ -183,19 +184,19 @@ func flag(t *mcp.Tool, key string) (bool, error) {
 }
 
 // DecodeSnapshot decodes a golden snapshot, {"tools": [...], "prompts":
-// [...], "resources": [...]} with each list optional, into a view.Snapshot.
+// [...], "resources": [...]} with each list optional, into a pool.Snapshot.
 // It is strict about the shape the golden format fixes: an unknown or
 // duplicated top-level key, a list that is not an array, an item that is not
 // an object, a tool or prompt without a string "name" or a resource without
 // a string "uri" is an error naming the JSON path. Other MCP fields of an
 // item are decoded as the MCP SDK decodes them; a value of the wrong type
 // for one is an error naming its exact JSON path too (tools[0].icons[1].sizes).
-func DecodeSnapshot(raw []byte) (*view.Snapshot, error) {
+func DecodeSnapshot(raw []byte) (*pool.Snapshot, error) {
 	fields, err := readObject(raw)
 	if err != nil {
 		return nil, err
 	}
-	snap := &view.Snapshot{}
+	snap := &pool.Snapshot{}
 	for _, f := range fields {
 		var err error
 		switch f.key {

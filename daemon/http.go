@@ -383,7 +383,7 @@ func (d *Daemon) putOverlay(w http.ResponseWriter, verb, sessionName, server str
 		d.log.Warn("overlay "+verb+": "+msg, "session", sessionName, "server", server)
 	}
 	if !srv.Disabled {
-		if err := pool.FromConfig(srv).CheckCommand(); err != nil {
+		if err := reconcile.SpecOf(srv).CheckCommand(); err != nil {
 			d.writeJSON(w, http.StatusBadRequest, errorBody{Error: "request body: " + pool.CommandField(err) + ": server " + strconv.Quote(server) + " cannot start: " + err.Error()})
 			return
 		}

@@ -178,7 +178,7 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 			counts[e.State]++
 		}
 	}
-	for _, s := range []pool.State{pool.StateConnecting, pool.StateReady, pool.StateRestarting, pool.StateFailed, pool.StateClosed} {
+	for _, s := range pool.States() {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s.String()]), s.String())
 	}
 }

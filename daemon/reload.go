@@ -266,13 +266,13 @@ func (d *Daemon) checkCommands(cfg *config.Config) (warnings []string, err error
 		if srv.Command == "" {
 			continue
 		}
-		spec := pool.FromConfig(srv)
+		spec := reconcile.SpecOf(srv)
 		var old *config.Server
 		if running != nil {
 			old = running.Servers[name]
 		}
 		added := old == nil
-		if added && !usedBy(cfg, name) || !added && spec.Fingerprint() == pool.FromConfig(old).Fingerprint() {
+		if added && !usedBy(cfg, name) || !added && spec.Fingerprint() == reconcile.SpecOf(old).Fingerprint() {
 			continue
 		}
 		cerr := spec.CheckCommand()

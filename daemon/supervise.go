@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/backoff"
+	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 )
 
@@ -25,7 +26,8 @@ func unhealthy(b reconcile.BindingState) bool {
 	if b.Identity == "" || b.Error != "" {
 		return true
 	}
-	return b.EntryState == "failed" || b.EntryState == "closed"
+	st, ok := pool.ParseState(b.EntryState)
+	return ok && st.Terminal()
 }
 
 // supervise retries unhealthy bindings with exponential backoff until ctx

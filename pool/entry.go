@@ -2,64 +2,15 @@ package pool
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/wasmhost/wasmhost/internal/telemetry"
-	"github.com/wasmhost/wasmhost/view"
-)
-
-// A State is where an entry is in its lifecycle.
-type State int
-
-// The states of an entry. StateFailed and StateClosed are terminal.
-const (
-	StateConnecting State = iota
-	StateReady
-	StateRestarting
-	StateFailed
-	StateClosed
-)
-
-// String returns the state's lower-case name, e.g. "restarting".
-func (s State) String() string {
-	switch s {
-	case StateConnecting:
-		return "connecting"
-	case StateReady:
-		return "ready"
-	case StateRestarting:
-		return "restarting"
-	case StateFailed:
-		return "failed"
-	case StateClosed:
-		return "closed"
-	}
-	return fmt.Sprintf("State(%d)", int(s))
-}
-
-// Terminal reports whether s is failed or closed.
-func (s State) Terminal() bool { return s == StateFailed || s == StateClosed }
-
-// kinds is a set of snapshot lists to (re)discover.
-type kinds uint8
-
-const (
-	kindTools kinds = 1 << iota
-	kindPrompts
-	kindResources
-	kindAll = kindTools | kindPrompts | kindResources
 )
 
 // An Entry is one upstream connection and the snapshot discovered on it,
@@ -69,7 +20,6 @@ type Entry struct {
 	id       string
 	identity string
 	spec     Spec // deep copy captured at creation
-	memo     *view.Memo
 	log      *slog.Logger
 	timeout  time.Duration
 	// stop ends when the entry closes (closeLocked calls halt). Every
@@ -86,6 +36,9 @@ type Entry struct {
 	subMu sync.Mutex
 	// dupsWarned is the duplicated names last warned about.
 	dupsWarned atomic.Pointer[string]
+	// shared is what the entry's followers share (Shared), made once.
+	sharedOnce sync.Once
+	shared     any
 
 	mu          sync.Mutex
 	state       State
@@ -94,7 +47,7 @@ type Entry struct {
 	handles     map[*Handle]struct{}
 	session     *mcp.ClientSession
 	conn        uint64 // connection generation; bumped when a session is superseded
-	snap        *view.Snapshot
+	snap        *Snapshot
 	version     uint64
 	err         error
 	dirty       kinds         // lists changed upstream, not yet refreshed
@@ -139,7 +92,6 @@ func (p *Pool) newEntry(id string, spec Spec, identity string) *Entry {
 		id:       id,
 		identity: identity,
 		spec:     spec,
-		memo:     view.NewMemo(),
 		log:      entryLogger(p.log, spec, id),
 		timeout:  timeout,
 		stop:     stop,
@@ -193,15 +145,11 @@ func (e *Entry) State() State {
 
 // Snapshot returns the current snapshot (nil before the first discovery).
 // It is shared and must not be modified.
-func (e *Entry) Snapshot() *view.Snapshot {
+func (e *Entry) Snapshot() *Snapshot {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.snap
 }
-
-// Memo returns the memo through which the entry's views share projections
-// (see view.Prefill).
-func (e *Entry) Memo() *view.Memo { return e.memo }
 
 // Info describes the entry.
 func (e *Entry) Info() EntryInfo {
@@ -259,6 +207,10 @@ func (e *Entry) waitReady(ctx context.Context) error {
 			e.mu.Unlock()
 			e.fanMu.Unlock()
 			return err
+		case StateConnecting, StateRestarting:
+			// wait for the next change
+		default:
+			panic(unknownState(e.state))
 		}
 		ch := e.changed
 		e.mu.Unlock()
@@ -332,7 +284,7 @@ func (e *Entry) closeSessionNow(cs *mcp.ClientSession) {
 // establish dials, connects and discovers a full snapshot. The new session
 // belongs to connection generation gen, which its notification handlers
 // report back.
-func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error) {
+func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *Snapshot, error) {
 	ctx, cancel := context.WithTimeout(e.stop, e.timeout)
 	defer cancel()
 	t, err := e.pool.dial(ctx, e.spec.Clone())
@@ -374,272 +326,6 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *view.Snapshot, error
 	return cs, snap, nil
 }
 
-// discover lists the kinds in which from cs, taking the other lists from
-// base, and counts the discovery.
-func (e *Entry) discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *view.Snapshot) (*view.Snapshot, error) {
-	e.pool.counters.Discoveries.Add(1)
-	snap, err := discover(ctx, cs, which, base, e.spec.ListingCap())
-	if err != nil {
-		return nil, fmt.Errorf("discover: %w", err)
-	}
-	// Warned once for each set of duplicates, not at every rediscovery.
-	dups := strings.Join(snap.duplicates, ", ")
-	if last := e.dupsWarned.Swap(&dups); dups != "" && (last == nil || *last != dups) {
-		e.log.Warn("upstream lists names twice; the first of each is used", "duplicates", dups)
-	}
-	return snap.Snapshot, nil
-}
-
-// Discover lists every tool, prompt, resource and resource template of an
-// initialized upstream session, following pagination cursors, into a
-// snapshot with Version 0 (the caller numbers its snapshots). Lists the
-// server declares no capability for are empty, and so are the templates of
-// a server that does not know resources/templates/list. The pool uses the
-// same listing.
-func Discover(ctx context.Context, cs *mcp.ClientSession) (*view.Snapshot, error) {
-	return discoverWithin(ctx, cs, DefaultMaxListingBytes)
-}
-
-// discoverWithin is Discover with maxBytes as each listing's byte cap
-// (Spec.ListingCap) instead of DefaultMaxListingBytes.
-func discoverWithin(ctx context.Context, cs *mcp.ClientSession, maxBytes int64) (*view.Snapshot, error) {
-	d, err := discover(ctx, cs, kindAll, nil, maxBytes)
-	return d.Snapshot, err
-}
-
-// A discovered snapshot is a listing with the names it held twice: each
-// list keeps the first item of a name (a tool's or prompt's name, a
-// resource's URI, a template's URI template), so that every session sees
-// the same one at every rediscovery.
-type discovered struct {
-	*view.Snapshot
-	duplicates []string // "tool \"x\"", ...
-}
-
-func discover(ctx context.Context, cs *mcp.ClientSession, which kinds, base *view.Snapshot, maxBytes int64) (discovered, error) {
-	snap := &view.Snapshot{}
-	if base != nil {
-		snap.Tools, snap.Prompts, snap.Resources, snap.ResourceTemplates = base.Tools, base.Prompts, base.Resources, base.ResourceTemplates
-	}
-	caps := &mcp.ServerCapabilities{}
-	if r := cs.InitializeResult(); r != nil && r.Capabilities != nil {
-		caps = r.Capabilities
-	}
-	var err error
-	if which&kindTools != 0 {
-		snap.Tools = nil
-		if caps.Tools != nil {
-			if snap.Tools, err = listAll(ctx, maxBytes, func(ctx context.Context, c string) ([]*mcp.Tool, string, error) {
-				r, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: c})
-				if err != nil {
-					return nil, "", err
-				}
-				return r.Tools, r.NextCursor, nil
-			}); err != nil {
-				return discovered{}, fmt.Errorf("list tools: %w", err)
-			}
-		}
-	}
-	if which&kindPrompts != 0 {
-		snap.Prompts = nil
-		if caps.Prompts != nil {
-			if snap.Prompts, err = listAll(ctx, maxBytes, func(ctx context.Context, c string) ([]*mcp.Prompt, string, error) {
-				r, err := cs.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: c})
-				if err != nil {
-					return nil, "", err
-				}
-				return r.Prompts, r.NextCursor, nil
-			}); err != nil {
-				return discovered{}, fmt.Errorf("list prompts: %w", err)
-			}
-		}
-	}
-	if which&kindResources != 0 {
-		snap.Resources, snap.ResourceTemplates = nil, nil
-		if caps.Resources != nil {
-			if snap.Resources, err = listAll(ctx, maxBytes, func(ctx context.Context, c string) ([]*mcp.Resource, string, error) {
-				r, err := cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: c})
-				if err != nil {
-					return nil, "", err
-				}
-				return r.Resources, r.NextCursor, nil
-			}); err != nil {
-				return discovered{}, fmt.Errorf("list resources: %w", err)
-			}
-			// Templates are optional for a server with resources: one that
-			// does not know the method has none.
-			snap.ResourceTemplates, err = listAll(ctx, maxBytes, func(ctx context.Context, c string) ([]*mcp.ResourceTemplate, string, error) {
-				r, err := cs.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: c})
-				if err != nil {
-					return nil, "", err
-				}
-				return r.ResourceTemplates, r.NextCursor, nil
-			})
-			var werr *jsonrpc.Error
-			if errors.As(err, &werr) && werr.Code == jsonrpc.CodeMethodNotFound {
-				snap.ResourceTemplates, err = nil, nil
-			}
-			if err != nil {
-				return discovered{}, fmt.Errorf("list resource templates: %w", err)
-			}
-		}
-	}
-	var d discovered
-	d.Snapshot = snap
-	snap.Tools = firstOf(snap.Tools, "tool", func(t *mcp.Tool) string { return t.Name }, &d.duplicates)
-	snap.Prompts = firstOf(snap.Prompts, "prompt", func(p *mcp.Prompt) string { return p.Name }, &d.duplicates)
-	snap.Resources = firstOf(snap.Resources, "resource", func(r *mcp.Resource) string { return r.URI }, &d.duplicates)
-	snap.ResourceTemplates = firstOf(snap.ResourceTemplates, "resource template", func(r *mcp.ResourceTemplate) string { return r.URITemplate }, &d.duplicates)
-	if base != nil {
-		if which&kindTools != 0 {
-			keepUnchanged(base.Tools, snap.Tools, func(t *mcp.Tool) string { return t.Name })
-		}
-		if which&kindPrompts != 0 {
-			keepUnchanged(base.Prompts, snap.Prompts, func(p *mcp.Prompt) string { return p.Name })
-		}
-		if which&kindResources != 0 {
-			keepUnchanged(base.Resources, snap.Resources, func(r *mcp.Resource) string { return r.URI })
-			keepUnchanged(base.ResourceTemplates, snap.ResourceTemplates, func(r *mcp.ResourceTemplate) string { return r.URITemplate })
-		}
-	}
-	return d, nil
-}
-
-// keepUnchanged replaces each item of listed (a fresh listing, which it
-// modifies) that is deeply equal to base's item of the same key with
-// base's own, so that an item a rediscovery found unchanged keeps its
-// identity. The new listing is then compared with the last one, and the
-// projections of each key with their predecessors (view's registry
-// deltas), mostly by pointer: one deep comparison per item and
-// rediscovery instead of one per item, key and comparison.
-func keepUnchanged[T any](base, listed []*T, key func(*T) string) {
-	if len(base) == 0 || len(listed) == 0 {
-		return
-	}
-	old := make(map[string]*T, len(base))
-	for _, x := range base {
-		old[key(x)] = x
-	}
-	for i, x := range listed {
-		if o, ok := old[key(x)]; ok && reflect.DeepEqual(o, x) {
-			listed[i] = o
-		}
-	}
-}
-
-// firstOf returns items without the later items of a key seen before,
-// adding `what "key"` to dups for each key given twice; items itself when
-// every key is distinct.
-func firstOf[T any](items []*T, what string, key func(*T) string, dups *[]string) []*T {
-	seen := make(map[string]bool, len(items))
-	var out []*T
-	for i, it := range items {
-		k := key(it)
-		if !seen[k] {
-			seen[k] = true
-			if out != nil {
-				out = append(out, it)
-			}
-			continue
-		}
-		if out == nil {
-			out = append(make([]*T, 0, len(items)), items[:i]...)
-		}
-		*dups = append(*dups, what+" "+strconv.Quote(k))
-	}
-	if out == nil {
-		return items
-	}
-	return out
-}
-
-// The bounds of one listing (tools, prompts, resources or resource
-// templates) of one server: an upstream that pages forever, or lists more
-// than any session could use, fails its entry instead of filling memory
-// until the timeout. The listing's bytes are bounded too (Spec.ListingCap).
-const (
-	maxListPages = 1000
-	maxListItems = 50_000
-)
-
-// DefaultMaxListingBytes is the byte cap of one listing of a server whose
-// spec sets none (config "maxListingBytes"): 32 MiB.
-const DefaultMaxListingBytes = 32 << 20
-
-// ErrBadListing is wrapped by the error of a discovery that an upstream's
-// listing broke off: a cursor it had given before (its pages would never
-// end), more than maxListPages pages or maxListItems items, or more bytes
-// than its cap (ErrListingTooLarge).
-var ErrBadListing = errors.New("upstream listing refused")
-
-// ErrListingTooLarge, which wraps ErrBadListing, is wrapped by the error of
-// a discovery that a listing's bytes went past the server's cap
-// (Spec.ListingCap). The entry fails, at a rediscovery too: the upstream
-// asks for more memory than the operator allowed it.
-var ErrListingTooLarge = fmt.Errorf("%w: over its byte cap", ErrBadListing)
-
-// listAll follows one listing's cursors from the first page to the last,
-// with page asking for the page at a cursor ("" for the first). The items
-// of all its pages together may take at most maxBytes bytes.
-//
-// The bytes counted are each item's JSON encoding, what is kept of the
-// upstream's answer once decoded (fields the go-sdk does not know are
-// dropped, so they cost nothing held), and each cursor, which is sent
-// back (only a digest of it is kept). A page is counted as it arrives,
-// one item at a time, and the listing is given up on at the first item
-// past the cap, so that what the listing holds stays within maxBytes plus
-// one page; a page is itself bounded by the transport, 16 MiB a message
-// (the go-sdk's line limit on stdio, maxAnswerBytes and the go-sdk's event
-// limit over HTTP).
-func listAll[T any](ctx context.Context, maxBytes int64, page func(ctx context.Context, cursor string) ([]*T, string, error)) ([]*T, error) {
-	var out []*T
-	var size int64
-	seen := make(map[[sha256.Size]byte]bool) // digests of the cursors given
-	cursor := ""
-	for pages := 1; ; pages++ {
-		items, next, err := page(ctx, cursor)
-		if err != nil {
-			return nil, err
-		}
-		for _, it := range items {
-			b, err := json.Marshal(it)
-			if err != nil {
-				return nil, fmt.Errorf("page %d: %w", pages, err)
-			}
-			if size += int64(len(b)); size > maxBytes {
-				return nil, fmt.Errorf("%w: more than %d bytes (maxListingBytes) by page %d", ErrListingTooLarge, maxBytes, pages)
-			}
-		}
-		// The cursor counts too: the listing sends it back, and keeps a
-		// digest of it to refuse one given twice.
-		if size += int64(len(next)); size > maxBytes {
-			return nil, fmt.Errorf("%w: more than %d bytes (maxListingBytes), cursors included, by page %d", ErrListingTooLarge, maxBytes, pages)
-		}
-		out = append(out, items...)
-		key := sha256.Sum256([]byte(next))
-		switch {
-		case len(out) > maxListItems || next != "" && len(out) == maxListItems:
-			return nil, fmt.Errorf("%w: more than %d items", ErrBadListing, maxListItems)
-		case next == "":
-			return out, nil
-		case seen[key]:
-			return nil, fmt.Errorf("%w: page %d gives cursor %q, which an earlier page gave: the pages would never end", ErrBadListing, pages, truncate(next))
-		case pages >= maxListPages:
-			return nil, fmt.Errorf("%w: more than %d pages", ErrBadListing, maxListPages)
-		}
-		seen[key] = true
-		cursor = next
-	}
-}
-
-// truncate shortens an upstream's string for a message.
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
-}
-
 // connect makes the entry's first connection.
 func (e *Entry) connect() {
 	e.mu.Lock()
@@ -651,7 +337,7 @@ func (e *Entry) connect() {
 
 // finishConnect publishes the outcome of a connect or restart attempt made
 // for connection generation gen.
-func (e *Entry) finishConnect(gen uint64, cs *mcp.ClientSession, snap *view.Snapshot, err error) error {
+func (e *Entry) finishConnect(gen uint64, cs *mcp.ClientSession, snap *Snapshot, err error) error {
 	e.fanMu.Lock()
 	e.mu.Lock()
 	if e.state == StateClosed || e.conn != gen {
@@ -699,13 +385,13 @@ func (e *Entry) finishConnect(gen uint64, cs *mcp.ClientSession, snap *view.Snap
 }
 
 // fanOut applies snap to the views of handles. e.fanMu is held.
-func (e *Entry) fanOut(handles []*Handle, snap *view.Snapshot) {
+func (e *Entry) fanOut(handles []*Handle, snap *Snapshot) {
 	for _, h := range handles {
 		ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
 		err := h.att.Apply(ctx, snap)
 		cancel()
 		if err != nil {
-			e.log.Warn("view failed closed on snapshot", "session", h.view.Session(), "version", snap.Version, "err", err)
+			e.log.Warn("view failed closed on snapshot", "session", h.follower.Session(), "version", snap.Version, "err", err)
 		}
 	}
 }
@@ -909,131 +595,6 @@ func wait(ctx context.Context, c *call) error {
 	}
 }
 
-// listChanged records an upstream list_changed from connection generation
-// gen and makes sure a refresh will run. While the entry is connecting or
-// restarting, the attempt in progress looks at the dirty kinds when it
-// publishes.
-func (e *Entry) listChanged(gen uint64, k kinds) {
-	e.pool.counters.Notifications.Add(1)
-	e.markDirty(gen, k)
-}
-
-// markDirty records that the lists k of connection generation gen may have
-// changed, as listChanged does, without a notification to count.
-func (e *Entry) markDirty(gen uint64, k kinds) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.conn != gen || e.state.Terminal() {
-		return
-	}
-	e.dirty |= k
-	e.startRefreshLocked()
-}
-
-// startRefreshLocked starts the refresh loop if something is dirty, the
-// entry is ready and no loop runs; a running loop picks new dirty kinds up
-// itself, so notifications coalesce into at most one refresh in flight and
-// one pending. e.mu is held.
-func (e *Entry) startRefreshLocked() {
-	if e.refreshing || e.dirty == 0 || e.state != StateReady {
-		return
-	}
-	e.refreshing = true
-	e.idle = make(chan struct{})
-	go e.refreshLoop()
-}
-
-// The pace of an entry's rediscoveries: at most one per
-// minRefreshInterval however fast an upstream sends list_changed (those
-// that come meanwhile coalesce into the next one), and after a failed one a
-// delay from minRefreshRetry doubling up to maxRefreshRetry before the
-// lists it was to refresh are tried again.
-const (
-	minRefreshInterval = 100 * time.Millisecond
-	minRefreshRetry    = 250 * time.Millisecond
-	maxRefreshRetry    = 30 * time.Second
-)
-
-// refreshLoop rediscovers dirty lists and fans each new snapshot out until
-// nothing is dirty. A listing equal to the current one is not published
-// (views would replay it for nothing); a failed one is tried again.
-func (e *Entry) refreshLoop() {
-	var last time.Time
-	var retry time.Duration
-	for {
-		wait := max(time.Until(last.Add(minRefreshInterval)), retry-time.Since(last))
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-e.stop.Done(): // closing: the check below ends the loop
-			case <-t.C:
-			}
-			t.Stop()
-		}
-		e.mu.Lock()
-		if e.dirty == 0 || e.state != StateReady {
-			e.refreshing = false
-			close(e.idle)
-			e.mu.Unlock()
-			return
-		}
-		which, cs, gen, base := e.dirty, e.session, e.conn, e.snap
-		e.dirty = 0
-		e.mu.Unlock()
-
-		last = time.Now()
-		ctx, cancel := context.WithTimeout(e.stop, e.timeout)
-		snap, err := e.discover(ctx, cs, which, base)
-		cancel()
-		if errors.Is(err, ErrListingTooLarge) {
-			// Trying again would only take the memory again.
-			if e.fail(gen, fmt.Errorf("server %s: %w", e.spec.Name, err)) {
-				e.closeSession(context.Background(), cs)
-			}
-			continue
-		}
-		if err != nil {
-			retry = min(max(2*retry, minRefreshRetry), maxRefreshRetry)
-			e.log.Warn("snapshot refresh failed; trying again", "err", err, "in", retry)
-			e.mu.Lock()
-			if e.conn == gen {
-				e.dirty |= which // the change announced is still to be seen
-			}
-			e.mu.Unlock()
-			continue
-		}
-		retry = 0
-		e.fanMu.Lock()
-		e.mu.Lock()
-		if e.conn != gen || e.state != StateReady {
-			// A restart or close superseded this connection and does its
-			// own discovery.
-			e.mu.Unlock()
-			e.fanMu.Unlock()
-			continue
-		}
-		if sameListing(e.snap, snap) {
-			e.mu.Unlock()
-			e.fanMu.Unlock()
-			continue
-		}
-		e.version++
-		snap.Version = e.version
-		e.snap = snap
-		handles := e.handleList()
-		e.mu.Unlock()
-		e.fanOut(handles, snap)
-		e.fanMu.Unlock()
-	}
-}
-
-// sameListing reports whether a and b list the same items, field by field.
-func sameListing(a, b *view.Snapshot) bool {
-	return a != nil && b != nil &&
-		reflect.DeepEqual(a.Tools, b.Tools) && reflect.DeepEqual(a.Prompts, b.Prompts) &&
-		reflect.DeepEqual(a.Resources, b.Resources) && reflect.DeepEqual(a.ResourceTemplates, b.ResourceTemplates)
-}
-
 // steady reports whether nothing is connecting, restarting or refreshing.
 func (e *Entry) steady() bool {
 	e.mu.Lock()
@@ -1050,11 +611,15 @@ func (e *Entry) Settle(ctx context.Context) error {
 	for {
 		e.mu.Lock()
 		var ch chan struct{}
-		switch {
-		case e.state == StateConnecting || e.state == StateRestarting:
+		switch e.state {
+		case StateConnecting, StateRestarting:
 			ch = e.changed
-		case e.refreshing:
-			ch = e.idle
+		case StateReady, StateFailed, StateClosed:
+			if e.refreshing {
+				ch = e.idle
+			}
+		default:
+			panic(unknownState(e.state))
 		}
 		e.mu.Unlock()
 		if ch == nil {

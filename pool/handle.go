@@ -9,17 +9,16 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/wasmhost/wasmhost/view"
 )
 
 // A Handle is one session's hold on an entry: it keeps the entry alive and
 // its view attached. A Handle is safe for concurrent use; its operations are
 // serialised.
 type Handle struct {
-	pool  *Pool
-	entry *Entry
-	view  *view.View
-	att   *view.Attachment
+	pool     *Pool
+	entry    *Entry
+	follower Follower
+	att      Attachment
 
 	// released is written under mu (which serialises RefreshMetadata and
 	// Release) and read without it by Session and Released, so forwarding
@@ -47,8 +46,9 @@ func (h *Handle) CallTimeout() time.Duration { return h.entry.spec.Timeout }
 // Entry returns the entry the handle holds.
 func (h *Handle) Entry() *Entry { return h.entry }
 
-// View returns the handle's view.
-func (h *Handle) View() *view.View { return h.view }
+// Follower returns what the handle attached to its entry: the session's
+// view of the server.
+func (h *Handle) Follower() Follower { return h.follower }
 
 // Released reports whether Release was called.
 func (h *Handle) Released() bool { return h.released.Load() }
@@ -56,12 +56,12 @@ func (h *Handle) Released() bool { return h.released.Load() }
 // Session returns the entry's current upstream session, for forwarding
 // calls, or nil when the entry is not ready (connecting, restarting, or
 // terminal), the handle is released, or the view's registrations lag its
-// settings (view.View.Lagging: a refresh taken during a restart, until the
+// settings (Follower.Lagging: a refresh taken during a restart, until the
 // restart's fan-out has replayed it), so that no call goes out under a
 // projection the session's settings no longer give. Fetch it for each
 // call: a restart replaces it.
 func (h *Handle) Session() *mcp.ClientSession {
-	if h.released.Load() || h.view.Lagging() {
+	if h.released.Load() || h.follower.Lagging() {
 		return nil
 	}
 	h.entry.mu.Lock()
@@ -83,12 +83,12 @@ func (h *Handle) RefreshMetadata(ctx context.Context, settings json.RawMessage) 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.released.Load() {
-		return false, fmt.Errorf("refresh %s for session %q: %w", h.entry.id, h.view.Session(), ErrReleased)
+		return false, fmt.Errorf("refresh %s for session %q: %w", h.entry.id, h.follower.Session(), ErrReleased)
 	}
 	if err := h.terminal(); err != nil {
 		return false, err
 	}
-	changed, err = h.view.SetSettings(ctx, settings)
+	changed, err = h.follower.SetSettings(ctx, settings)
 	// The entry may have failed while the policy ran: the failure withdraws
 	// the view once SetSettings lets go of it, so report the entry as
 	// terminal now rather than a refresh that will not last, and the caller
@@ -105,7 +105,7 @@ func (h *Handle) terminal() error {
 	h.entry.mu.Lock()
 	defer h.entry.mu.Unlock()
 	if h.entry.state.Terminal() {
-		return fmt.Errorf("refresh for session %q: %w", h.view.Session(), h.entry.terminalErr())
+		return fmt.Errorf("refresh for session %q: %w", h.follower.Session(), h.entry.terminalErr())
 	}
 	return nil
 }
@@ -117,7 +117,7 @@ func (h *Handle) Release(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.released.Load() {
-		return fmt.Errorf("release %s for session %q: %w", h.entry.id, h.view.Session(), ErrReleased)
+		return fmt.Errorf("release %s for session %q: %w", h.entry.id, h.follower.Session(), ErrReleased)
 	}
 	h.released.Store(true)
 	h.unsubscribeAll(ctx)

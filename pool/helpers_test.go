@@ -132,7 +132,7 @@ func stdioSpec(name string) pool.Spec {
 // requireProjection checks that reg holds, for server, exactly the
 // projection of snap under settings computed independently with the
 // reference policy.
-func requireProjection(t *testing.T, reg *viewtest.Registry, server, settings string, snap *view.Snapshot) {
+func requireProjection(t *testing.T, reg *viewtest.Registry, server, settings string, snap *pool.Snapshot) {
 	t.Helper()
 	want, err := view.Project(context.Background(), metakey.Reference{}, json.RawMessage(settings), snap)
 	require.NoError(t, err)
@@ -141,7 +141,7 @@ func requireProjection(t *testing.T, reg *viewtest.Registry, server, settings st
 	}
 }
 
-func snapshotToolNames(s *view.Snapshot) []string {
+func snapshotToolNames(s *pool.Snapshot) []string {
 	var out []string
 	for _, t := range s.Tools {
 		out = append(out, t.Name)

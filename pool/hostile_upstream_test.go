@@ -27,6 +27,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/view"
 	"github.com/wasmhost/wasmhost/view/viewtest"
 )
 
@@ -689,7 +690,7 @@ func TestHostileSilentListOnRefresh(t *testing.T) {
 	// (The refresh is tried again with a growing delay while the upstream
 	// stays silent, so the entry does not settle.)
 	require.Equal(t, []string{"one"}, reg.ToolNames("stall"))
-	require.Nil(t, hd.View().Err())
+	require.Nil(t, view.Of(hd).Err())
 	require.LessOrEqual(t, e.counters.Snapshot().Sub(before).Discoveries, int64(3), "50 list_changed during one stalled refresh")
 
 	stalled.Store(false)
@@ -772,8 +773,8 @@ func TestHostileClosesDuringDiscovery(t *testing.T) {
 		require.Eventually(t, func() bool { return hd.Entry().State() == pool.StateFailed }, 5*time.Second, 5*time.Millisecond)
 		settle(t, hd)
 		require.Empty(t, reg.ToolNames("quitter"))
-		require.ErrorIs(t, hd.View().Err(), pool.ErrTerminal)
-		require.Contains(t, hd.View().Err().Error(), "quitter")
+		require.ErrorIs(t, view.Of(hd).Err(), pool.ErrTerminal)
+		require.Contains(t, view.Of(hd).Err().Error(), "quitter")
 		require.Equal(t, 2, h.dialCount())
 	})
 }
@@ -803,7 +804,7 @@ func TestHostileCrashLoopIsBounded(t *testing.T) {
 	settle(t, hd)
 	require.Equal(t, 4, h.dialCount(), "one connection and three restarts")
 	require.Empty(t, reg.ToolNames("crashy"))
-	err := hd.View().Err()
+	err := view.Of(hd).Err()
 	require.ErrorIs(t, err, pool.ErrTerminal)
 	require.ErrorIs(t, err, pool.ErrDisconnected)
 	require.Contains(t, err.Error(), "crashy")

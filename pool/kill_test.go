@@ -240,7 +240,7 @@ func requireProjections(t *testing.T, entry *pool.Entry, handles []*pool.Handle,
 	defer cancel()
 	require.NoError(t, entry.Settle(ctx))
 	for i, h := range handles {
-		v := h.View()
+		v := view.Of(h)
 		require.NoError(t, v.Err(), v.Session())
 		requireProjection(t, regs[i], v.Server(), string(v.Settings()), entry.Snapshot())
 		for _, op := range regs[i].Ops() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/view/viewtest"
 )
 
@@ -140,12 +141,12 @@ func TestMaxListingBytesFromConfig(t *testing.T) {
 	}
 	cfg, err := parse(`{"command": "srv", "maxListingBytes": 1048576}`)
 	require.NoError(t, err)
-	spec := pool.FromConfig(cfg.Servers["fs"])
+	spec := reconcile.SpecOf(cfg.Servers["fs"])
 	require.Equal(t, int64(1<<20), spec.ListingCap())
 	plain, err := parse(`{"command": "srv"}`)
 	require.NoError(t, err)
-	require.Equal(t, int64(pool.DefaultMaxListingBytes), pool.FromConfig(plain.Servers["fs"]).ListingCap())
-	require.NotEqual(t, spec.Fingerprint(), pool.FromConfig(plain.Servers["fs"]).Fingerprint())
+	require.Equal(t, int64(pool.DefaultMaxListingBytes), reconcile.SpecOf(plain.Servers["fs"]).ListingCap())
+	require.NotEqual(t, spec.Fingerprint(), reconcile.SpecOf(plain.Servers["fs"]).Fingerprint())
 
 	for _, bad := range []string{`0`, `-1`, `"1"`, `5000000000`} {
 		_, err := parse(`{"command": "srv", "maxListingBytes": ` + bad + `}`)

@@ -1,12 +1,13 @@
 // Package pool keeps one healthy MCP connection per upstream transport and
-// shares it between the sessions that use it, each through a [view.View].
+// shares it between the sessions that use it, each through its own view
+// ([Follower]; the view layer's view.View is one).
 //
 // A [Spec] holds transport fields only; its [Spec.Fingerprint] is the
 // transport identity, deep-copied into the [Entry] made for it. Pooled
 // specs share one entry per fingerprint; an unpooled spec gets one per
 // [Pool.Acquire]. An entry moves through typed states ([State]: connecting,
 // ready, restarting, failed, closed), holds the upstream's listings as an
-// immutable [view.Snapshot] rediscovered on list_changed, and fans each
+// immutable [Snapshot] rediscovered on list_changed, and fans each
 // snapshot out to its attached views in order. A [Handle] is one session's
 // reference: [Handle.RefreshMetadata] applies new settings without
 // reconnecting, [Handle.Subscribe] joins the entry's one upstream
@@ -34,7 +35,6 @@ import (
 
 	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/inflight"
-	"github.com/wasmhost/wasmhost/view"
 )
 
 // Errors returned by the pool. They are wrapped with the server, session or
@@ -167,10 +167,11 @@ func (p *Pool) Counters() *churn.Counters { return p.counters }
 // the connection for other callers waiting on it.
 //
 // A policy failure while applying the snapshot does not fail Acquire: the
-// view fails closed and reports it through View.Err, and the handle is live.
+// view fails closed and reports it through its Err, and the handle is live.
 // Acquire fails if the pool is closed, the spec is invalid, v is attached
-// elsewhere ([view.ErrAttached]), or the connection cannot be made.
-func (p *Pool) Acquire(ctx context.Context, spec Spec, v *view.View) (*Handle, error) {
+// elsewhere ([Follower.AttachTo] fails: view.ErrAttached), or the
+// connection cannot be made.
+func (p *Pool) Acquire(ctx context.Context, spec Spec, v Follower) (*Handle, error) {
 	if v == nil {
 		return nil, errors.New("pool: acquire: nil view")
 	}
@@ -188,7 +189,7 @@ func (p *Pool) Acquire(ctx context.Context, spec Spec, v *view.View) (*Handle, e
 	e := p.refEntry(spec, identity)
 	p.mu.Unlock()
 
-	att, err := v.Attach(e.memo)
+	att, err := v.AttachTo(e)
 	if err != nil {
 		p.unref(ctx, e)
 		return nil, fmt.Errorf("pool: acquire %s: %w", e.label(), err)
@@ -202,7 +203,7 @@ func (p *Pool) Acquire(ctx context.Context, spec Spec, v *view.View) (*Handle, e
 		return nil, fmt.Errorf("pool: session %q: %w", v.Session(), err) // err names the entry
 	}
 	// waitReady returned with fanMu and mu held and the entry ready.
-	h := &Handle{pool: p, entry: e, view: v, att: att}
+	h := &Handle{pool: p, entry: e, follower: v, att: att}
 	e.handles[h] = struct{}{}
 	snap := e.snap
 	e.mu.Unlock()

@@ -23,6 +23,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/view"
 	"github.com/wasmhost/wasmhost/view/viewtest"
 )
@@ -75,7 +76,7 @@ func TestFingerprint(t *testing.T) {
 	cfgB := cfgA.Clone()
 	cfgB.Description = "two"
 	cfgB.Settings = config.Settings{IncludeTools: json.RawMessage(`[]`), AlwaysLoadTools: json.RawMessage(`true`)}
-	assert.Equal(t, pool.FromConfig(cfgA).Fingerprint(), pool.FromConfig(cfgB).Fingerprint())
+	assert.Equal(t, reconcile.SpecOf(cfgA).Fingerprint(), reconcile.SpecOf(cfgB).Fingerprint())
 }
 
 // TestSpecProtocolVersion: a spec's ProtocolVersion is what the pool's
@@ -394,11 +395,11 @@ func TestPerSessionAlwaysLoadAndIsolation(t *testing.T) {
 }
 
 // cloneSnapshot deep-copies a snapshot through JSON.
-func cloneSnapshot(t *testing.T, s *view.Snapshot) *view.Snapshot {
+func cloneSnapshot(t *testing.T, s *pool.Snapshot) *pool.Snapshot {
 	t.Helper()
 	b, err := json.Marshal(s)
 	require.NoError(t, err)
-	var out view.Snapshot
+	var out pool.Snapshot
 	require.NoError(t, json.Unmarshal(b, &out))
 	return &out
 }
@@ -424,7 +425,7 @@ func TestReleasedHandleFailsClosed(t *testing.T) {
 	assert.Equal(t, churn.Values{}, e.delta(before))
 	assert.Equal(t, ops, reg.OpCount())
 	assert.Equal(t, 1, e.entry(keep.ID()).Refs)
-	assert.Equal(t, `{}`, string(h.View().Settings()), "settings not taken")
+	assert.Equal(t, `{}`, string(view.Of(h).Settings()), "settings not taken")
 	require.ErrorIs(t, h.Release(ctx), pool.ErrReleased)
 	assert.Nil(t, h.Session())
 }
@@ -444,8 +445,8 @@ func TestTerminalEntryFailsClosed(t *testing.T) {
 	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, 5*time.Second, 5*time.Millisecond)
 	settle(t, h)
 	assert.Empty(t, reg.Servers(), "views of a failed entry are withdrawn")
-	assert.ErrorIs(t, h.View().Err(), pool.ErrTerminal)
-	assert.ErrorIs(t, h.View().Err(), pool.ErrDisconnected)
+	assert.ErrorIs(t, view.Of(h).Err(), pool.ErrTerminal)
+	assert.ErrorIs(t, view.Of(h).Err(), pool.ErrDisconnected)
 	assert.Nil(t, h.Session())
 
 	before := e.counters.Snapshot()
@@ -511,7 +512,7 @@ func TestRefreshWhileEntryFails(t *testing.T) {
 	require.ErrorIs(t, <-refreshed, pool.ErrTerminal)
 	settle(t, h)
 	assert.Empty(t, reg.Servers(), "the failure withdrew the view")
-	assert.ErrorIs(t, h.View().Err(), pool.ErrTerminal)
+	assert.ErrorIs(t, view.Of(h).Err(), pool.ErrTerminal)
 	require.NoError(t, h.Release(ctx))
 }
 
@@ -735,7 +736,7 @@ func TestPolicyFailureFailsClosed(t *testing.T) {
 	fail.Store(true)
 	_, err = bad.RefreshMetadata(ctx, json.RawMessage(`{"trust":true}`))
 	require.ErrorIs(t, err, errTrap)
-	assert.ErrorIs(t, bad.View().Err(), errTrap)
+	assert.ErrorIs(t, view.Of(bad).Err(), errTrap)
 	assert.Equal(t, []string{"git"}, reg.Servers(), "nothing from fs in s1; git untouched")
 	assert.Equal(t, []string{"read"}, other.ToolNames("fs"))
 	assert.Equal(t, pool.StateReady, bad.Entry().State(), "the transport is untouched")
@@ -750,7 +751,7 @@ func TestPolicyFailureFailsClosed(t *testing.T) {
 	changed, err := bad.RefreshMetadata(ctx, json.RawMessage(`{"trust":true}`))
 	require.NoError(t, err)
 	assert.True(t, changed)
-	assert.NoError(t, bad.View().Err())
+	assert.NoError(t, view.Of(bad).Err())
 	requireProjection(t, reg, "fs", `{"trust":true}`, bad.Entry().Snapshot())
 	requireProjection(t, reg, "git", `{}`, gitH.Entry().Snapshot())
 	assert.Equal(t, 1, fs.Dials())
@@ -1185,7 +1186,7 @@ func TestRestartFailure(t *testing.T) {
 	assert.Equal(t, pool.StateFailed, h.Entry().State())
 	assert.ErrorIs(t, h.Entry().Info().Err, errDown)
 	assert.Empty(t, reg.Servers())
-	assert.ErrorIs(t, h.View().Err(), errDown)
+	assert.ErrorIs(t, view.Of(h).Err(), errDown)
 	_, err = h.RefreshMetadata(ctx, json.RawMessage(`{}`))
 	require.ErrorIs(t, err, pool.ErrTerminal)
 	require.NoError(t, h.Release(ctx))

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/wasmhost/wasmhost/config"
 )
 
 // A Spec is the transport identity of one upstream MCP server: everything
@@ -39,8 +38,8 @@ type Spec struct {
 	Timeout time.Duration
 	// Pooled specs share one connection among all sessions with the same
 	// fingerprint; an unpooled spec gets a connection per Acquire. The
-	// zero value is unpooled; the config loader already defaults
-	// config.Server.Pooled to true, which FromConfig carries over.
+	// zero value is unpooled; the config loader defaults a server
+	// entry's "pooled" to true, which reconcile.SpecOf carries over.
 	Pooled bool
 	// ProtocolVersion is the MCP protocol version the pool's client asks
 	// for (mcp.ClientSessionOptions.ProtocolVersion); empty means the
@@ -64,27 +63,6 @@ func (s Spec) ListingCap() int64 {
 		return s.MaxListingBytes
 	}
 	return DefaultMaxListingBytes
-}
-
-// FromConfig returns the transport identity of a config server entry,
-// copying its slices and maps.
-func FromConfig(s *config.Server) Spec {
-	return Spec{
-		Name:    s.Name,
-		Command: s.Command,
-		Args:    s.Args,
-		Env:     s.Env,
-		Cwd:     s.Cwd,
-		URL:     s.URL,
-		HTTPURL: s.HTTPURL,
-		Headers: s.Headers,
-		Timeout: s.Timeout,
-		Pooled:  s.Pooled,
-
-		ProtocolVersion:   s.ProtocolVersion,
-		MaxListingBytes:   s.MaxListingBytes,
-		NoBridgeInference: s.NoBridgeInference,
-	}.Clone()
 }
 
 // Clone returns a deep copy of s: its slices and maps are not shared.

@@ -58,7 +58,7 @@ func (s *Standby) Identity() string { return s.entry.identity }
 
 // Move moves old's view onto the standby's entry and returns the new
 // handle holding it, without the session losing any item both connections
-// have: the view keeps its registrations ([view.Attachment.Handover]) and
+// have: the view keeps its registrations ([Attachment.HandoverTo]) and
 // the entry's snapshot is applied over them as a diff, so the session's
 // registry is told only what differs. Resource subscriptions old holds are
 // joined on the new entry.
@@ -75,7 +75,7 @@ func (s *Standby) Move(ctx context.Context, old *Handle) (*Handle, error) {
 	}
 	old.mu.Lock()
 	defer old.mu.Unlock()
-	v := old.view
+	v := old.follower
 	if old.released.Load() {
 		return nil, fmt.Errorf("pool: move %s for session %q: %w", old.entry.id, v.Session(), ErrReleased)
 	}
@@ -94,11 +94,11 @@ func (s *Standby) Move(ctx context.Context, old *Handle) (*Handle, error) {
 	}
 	// waitReady returned with fanMu and mu held and the entry ready: no
 	// fan-out can reach the new handle before its first Apply below.
-	h := &Handle{pool: p, entry: e, view: v}
+	h := &Handle{pool: p, entry: e, follower: v}
 	e.handles[h] = struct{}{}
 	snap := e.snap
 	e.mu.Unlock()
-	h.att = old.att.Handover(e.memo)
+	h.att = old.att.HandoverTo(e)
 	if h.att == nil {
 		// Not released, so still attached: unreachable, but fail closed.
 		e.mu.Lock()
@@ -133,7 +133,7 @@ func (old *Handle) moveSubscriptions(ctx context.Context, h *Handle) {
 	oe.mu.Unlock()
 	for uri, fn := range subs {
 		if err := h.Subscribe(ctx, uri, fn); err != nil {
-			h.entry.log.Debug("subscription not moved to the new connection", "session", h.view.Session(), "uri", uri, "err", err)
+			h.entry.log.Debug("subscription not moved to the new connection", "session", h.follower.Session(), "uri", uri, "err", err)
 		}
 	}
 }

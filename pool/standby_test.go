@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/view"
 	"github.com/wasmhost/wasmhost/view/viewtest"
 )
 
@@ -40,7 +41,7 @@ func TestStandbyMove(t *testing.T) {
 	require.NoError(t, err)
 	sb.Release(ctx)
 	assert.Equal(t, newSpec.Fingerprint(), h.Identity())
-	assert.Same(t, old.View(), h.View())
+	assert.Same(t, view.Of(old), view.Of(h))
 	assert.Equal(t, n, reg.OpCount(), "the same lists on both connections: the session's registry is not touched")
 	requireProjection(t, reg, "fs", `{"trust":true}`, h.Entry().Snapshot())
 	require.NotNil(t, h.Session())

@@ -58,7 +58,7 @@ func (h *Handle) Subscribe(ctx context.Context, uri string, fn UpdateFunc) error
 	e.subMu.Lock()
 	defer e.subMu.Unlock()
 	if h.released.Load() {
-		return fmt.Errorf("subscribe %s for session %q: %w", e.label(), h.view.Session(), ErrReleased)
+		return fmt.Errorf("subscribe %s for session %q: %w", e.label(), h.follower.Session(), ErrReleased)
 	}
 	e.mu.Lock()
 	cs, gen, held := e.session, e.conn, len(e.subs[uri]) > 0

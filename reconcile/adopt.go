@@ -181,7 +181,7 @@ func (a *adopter) try(t task) bool {
 // into adopts t, a refresh of h (see inPlace) to settings of key key,
 // through h's view, and reports whether the view took them.
 func (a *adopter) into(t task, h *pool.Handle, key string) bool {
-	if !h.View().AdoptSettings(t.want.settings, a.keys, key) {
+	if !view.Of(h).AdoptSettings(t.want.settings, a.keys, key) {
 		return false
 	}
 	a.pending = append(a.pending, adoption{s: t.s, server: t.server, b: binding{handle: h, want: t.want}})
@@ -237,7 +237,7 @@ func (r *Reconciler) adopt(ad *adopter, tasks []task) ([]task, []view.PrefillIte
 				if ad.into(t, h, key) {
 					continue
 				}
-				if key != h.View().Key() {
+				if key != view.Of(h).Key() {
 					items = append(items, prefillItem(h, key, t.want.settings))
 				}
 			}

@@ -139,7 +139,7 @@ func (r *Reconciler) check(ctx context.Context, p abi.Policy, items []checked) e
 		// another policy is asked unless the binding shows nothing now
 		// (failed closed, or holding no connection), which it cannot
 		// take away.
-		return running || b.handle == nil || b.handle.View().Err() != nil
+		return running || b.handle == nil || view.Of(b.handle).Err() != nil
 	})
 	// A swap also tries the new policy on what each binding that shows
 	// something sees now (see trials).
@@ -208,7 +208,7 @@ func (r *Reconciler) trials(items []checked) ([]view.Trial, []checked) {
 			continue
 		}
 		b := s.bindings[c.server]
-		if b == nil || b.handle == nil || b.handle.Released() || b.handle.View().Err() != nil {
+		if b == nil || b.handle == nil || b.handle.Released() || view.Of(b.handle).Err() != nil {
 			continue
 		}
 		if snap := b.handle.Entry().Snapshot(); snap != nil {

@@ -42,7 +42,7 @@ func hammerSeed(t *testing.T, def uint64) uint64 {
 
 // upstreamSnapshot lists the upstream directly, through a connection of its
 // own (not the pool's), as the oracle of what it offers now.
-func upstreamSnapshot(t *testing.T, u *mcptest.Upstream) *view.Snapshot {
+func upstreamSnapshot(t *testing.T, u *mcptest.Upstream) *pool.Snapshot {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -87,7 +87,7 @@ func (e *env) requireFinal(c *config.Config, policy abi.Policy) {
 	ctx := context.Background()
 	e.settleAll()
 	// The upstreams as they are now, listed independently of the pool.
-	snaps := make(map[string]*view.Snapshot)
+	snaps := make(map[string]*pool.Snapshot)
 	for name, u := range e.ups {
 		snaps[name] = upstreamSnapshot(t, u)
 	}
@@ -121,7 +121,7 @@ func (e *env) requireFinal(c *config.Config, policy abi.Policy) {
 			// settings.
 			wantKey, err := view.CanonicalKey(ctx, policy, settings)
 			require.NoError(t, err)
-			v := h.View()
+			v := view.Of(h)
 			require.NoError(t, v.Err(), "session %q server %q", s, server)
 			require.Equal(t, wantKey, v.Key(), "session %q server %q: view key (view settings %s, desired %s)", s, server, v.Settings(), settings)
 			viewKey, err := view.CanonicalKey(ctx, policy, v.Settings())
@@ -288,7 +288,7 @@ func hammerInvariants(t *testing.T, crashes int, chaos bool) {
 				for _, b := range s.Servers {
 					if h := e.rec.Handle(s.Name, b.Server); h != nil {
 						_ = h.Session()
-						_ = h.View().Applied()
+						_ = view.Of(h).Applied()
 					}
 				}
 			}
@@ -688,7 +688,7 @@ func (e *env) inPlaceMismatch(c *config.Config, overlays map[string]map[string]*
 			if err != nil {
 				return err.Error()
 			}
-			v := h.View()
+			v := view.Of(h)
 			if v.Err() != nil || v.Key() != wantKey {
 				return fmt.Sprintf("session %q server %q: view key %q (err %v, settings %s), want %q of %s", s, server, v.Key(), v.Err(), v.Settings(), wantKey, settings)
 			}
@@ -712,7 +712,7 @@ func (e *env) inPlaceMismatch(c *config.Config, overlays map[string]map[string]*
 	return ""
 }
 
-func snapTools(snap *view.Snapshot) []string {
+func snapTools(snap *pool.Snapshot) []string {
 	var names []string
 	for _, t := range snap.Tools {
 		names = append(names, t.Name)

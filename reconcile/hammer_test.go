@@ -18,6 +18,7 @@ import (
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
+	"github.com/wasmhost/wasmhost/view"
 )
 
 var (
@@ -197,7 +198,7 @@ func TestHammer(t *testing.T) {
 					for _, b := range s.Servers {
 						if h := e.rec.Handle(s.Name, b.Server); h != nil {
 							_ = h.Session()
-							_ = h.View().Applied()
+							_ = view.Of(h).Applied()
 						}
 					}
 				}

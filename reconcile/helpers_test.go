@@ -213,7 +213,7 @@ func nilIfEmpty(s []string) []string {
 
 // requireProjection checks that reg holds exactly what policy projects of
 // snap under settings for server.
-func requireProjection(t *testing.T, reg *viewtest.Registry, session, server string, policy abi.Policy, settings json.RawMessage, snap *view.Snapshot) {
+func requireProjection(t *testing.T, reg *viewtest.Registry, session, server string, policy abi.Policy, settings json.RawMessage, snap *pool.Snapshot) {
 	t.Helper()
 	want, err := view.Project(context.Background(), policy, settings, snap)
 	require.NoError(t, err)

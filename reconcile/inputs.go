@@ -219,7 +219,7 @@ func newBuilder() *builder {
 
 // server returns the input of srv, prev when srv still gives the same.
 func (b *builder) server(prev *serverInput, srv *config.Server) (in *serverInput, same bool) {
-	spec := pool.FromConfig(srv)
+	spec := SpecOf(srv)
 	identity := spec.Fingerprint()
 	if prev != nil && prev.same(srv, identity) {
 		return prev, true

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/config"
-	"github.com/wasmhost/wasmhost/pool"
 )
 
 // A model is a config file under random edits: each step changes a few
@@ -259,7 +258,7 @@ func TestWantsFollowConfigs(t *testing.T) {
 				}
 				require.NotNil(t, w, at)
 				require.Equal(t, string(settings), string(w.settings), at)
-				require.Equal(t, pool.FromConfig(srv).Fingerprint(), w.identity, at)
+				require.Equal(t, SpecOf(srv).Fingerprint(), w.identity, at)
 			}
 
 			d := deltas[name]

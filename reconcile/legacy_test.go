@@ -137,7 +137,7 @@ func legacyIdentity(t *testing.T, c *config.Config, session, server string) stri
 	require.True(t, ok)
 	key, err := view.CanonicalKey(context.Background(), ref, settings)
 	require.NoError(t, err)
-	return pool.FromConfig(srv).Fingerprint() + "#" + key
+	return reconcile.SpecOf(srv).Fingerprint() + "#" + key
 }
 
 // identity joins b's connection identity (the fingerprint) and its view's
@@ -171,7 +171,7 @@ func TestLegacyReconnectKeys(t *testing.T) {
 	b := e.binding("fs")
 	assert.Equal(t, legacyIdentity(t, c, "alice", "fs"), identity(b), "fingerprint#key")
 	assert.Equal(t, b.Desired, b.Identity)
-	assert.Equal(t, pool.FromConfig(c.Servers["fs"]).Fingerprint()+`#{"trust":null,"alwaysLoadTools":false,"includeTools":["read"],"excludeTools":[]}`, identity(b))
+	assert.Equal(t, reconcile.SpecOf(c.Servers["fs"]).Fingerprint()+`#{"trust":null,"alwaysLoadTools":false,"includeTools":["read"],"excludeTools":[]}`, identity(b))
 	assert.Equal(t, []string{"read"}, e.lreg.ToolNames("fs"))
 	first := e.leg.Session("fs")
 	assert.Equal(t, "fs/read", callText(t, first, "read", nil))
@@ -296,7 +296,7 @@ func TestLegacySetPolicyAndErrors(t *testing.T) {
 	_, settings, _ := c.Sessions["alice"].Effective("fs")
 	key, err := view.CanonicalKey(context.Background(), altPolicy{}, settings)
 	require.NoError(t, err)
-	assert.Equal(t, pool.FromConfig(c.Servers["fs"]).Fingerprint()+"#"+key, identity(e.binding("fs")))
+	assert.Equal(t, reconcile.SpecOf(c.Servers["fs"]).Fingerprint()+"#"+key, identity(e.binding("fs")))
 
 	// The re-keyed identity is what the next Apply compares against.
 	before = e.lc.Snapshot()
@@ -323,7 +323,7 @@ func TestLegacyWithoutSessions(t *testing.T) {
 	assert.Equal(t, []string{"write"}, e.lreg.ToolNames("fs"))
 	key, err := view.CanonicalKey(context.Background(), ref, json.RawMessage(`{"includeTools":["write"]}`))
 	require.NoError(t, err)
-	assert.Equal(t, pool.FromConfig(c.Servers["fs"]).Fingerprint()+"#"+key, identity(e.binding("fs")))
+	assert.Equal(t, reconcile.SpecOf(c.Servers["fs"]).Fingerprint()+"#"+key, identity(e.binding("fs")))
 }
 
 // TestLegacyRepairsFailedView: a view that failed closed on a policy
@@ -374,7 +374,7 @@ func TestLegacySetPolicyFailureRepairsInPlace(t *testing.T) {
 	// on the one path the view forgets its key when it fails closed, and
 	// the binding's desired settings (its want) are what the next Apply
 	// compares: it repairs the view in place (below).
-	assert.Equal(t, pool.FromConfig(c.Servers["fs"]).Fingerprint(), b.Identity, "the connection is kept")
+	assert.Equal(t, reconcile.SpecOf(c.Servers["fs"]).Fingerprint(), b.Identity, "the connection is kept")
 	assert.Equal(t, b.Desired, b.Identity)
 
 	fail.Store(false)
@@ -422,7 +422,7 @@ func TestLegacySetPolicyKeysDesiredSettings(t *testing.T) {
 	require.True(t, ok)
 	key, err := view.CanonicalKey(context.Background(), bytesPolicy{}, settings)
 	require.NoError(t, err)
-	assert.Equal(t, pool.FromConfig(srv).Fingerprint()+"#"+key, identity(e.binding("fs")))
+	assert.Equal(t, reconcile.SpecOf(srv).Fingerprint()+"#"+key, identity(e.binding("fs")))
 	assert.Equal(t, key, e.binding("fs").Key)
 
 	before = e.lc.Snapshot()

@@ -15,6 +15,8 @@ import (
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/pool"
+	"github.com/wasmhost/wasmhost/reconcile"
+	"github.com/wasmhost/wasmhost/view"
 )
 
 // sameKeysPolicy is another policy build whose keys are byte for byte the
@@ -41,7 +43,7 @@ func TestSetPolicySameKeysReprojects(t *testing.T) {
 	c := twoSessions().build(t)
 	e.apply(c)
 	alice := e.handle("alice", "fs")
-	key := alice.View().Key()
+	key := view.Of(alice).Key()
 
 	before := e.snap()
 	sum, err := e.rec.SetPolicy(context.Background(), sameKeysPolicy{})
@@ -50,7 +52,7 @@ func TestSetPolicySameKeysReprojects(t *testing.T) {
 	assert.Zero(t, d.Connects+d.Disconnects+d.Acquires+d.Releases, "no transport touched")
 	assert.Equal(t, int64(2), d.Replays, "both views re-projected")
 	assert.Equal(t, []string{"alice", "bob"}, sum.Changed)
-	assert.Equal(t, key, alice.View().Key(), "the same key bytes")
+	assert.Equal(t, key, view.Of(alice).Key(), "the same key bytes")
 	assert.Equal(t, []string{"read"}, e.reg("alice").ToolNames("fs"))
 	assert.Equal(t, []string{"read"}, e.reg("bob").ToolNames("fs"))
 	e.requireProjected(c, sameKeysPolicy{})
@@ -90,7 +92,7 @@ func TestApplyInPlaceMutationAfterApply(t *testing.T) {
 		session("bob", "overrides", override("fs", `{"excludeTools":["aa"]}`)).build(t)
 	e.apply(c)
 	h := e.handle("alice", "fs")
-	key := h.View().Key()
+	key := view.Of(h).Key()
 	inc := c.Servers["fs"].Settings.IncludeTools
 	require.Equal(t, `["aa","bb"]`, string(inc))
 
@@ -98,10 +100,10 @@ func TestApplyInPlaceMutationAfterApply(t *testing.T) {
 	copy(inc, `["cc","cc"]`)
 	_, err := e.rec.SetPolicy(context.Background(), bytesPolicy{})
 	require.NoError(t, err)
-	assert.Equal(t, `bytes:{"includeTools":["aa","bb"]}`, h.View().Key())
+	assert.Equal(t, `bytes:{"includeTools":["aa","bb"]}`, view.Of(h).Key())
 	_, err = e.rec.SetPolicy(context.Background(), ref)
 	require.NoError(t, err)
-	assert.Equal(t, key, h.View().Key())
+	assert.Equal(t, key, view.Of(h).Key())
 	assert.Equal(t, []string{"aa", "bb"}, e.reg("alice").ToolNames("fs"))
 
 	// The edited config, applied: a change, on the same handle.
@@ -113,12 +115,12 @@ func TestApplyInPlaceMutationAfterApply(t *testing.T) {
 	// Edited in place to canonical-equivalent bytes: nothing at all, and
 	// the view keeps the key it computed.
 	copy(inc, `["cc(x)"]  `)
-	key = h.View().Key()
+	key = view.Of(h).Key()
 	before := e.snap()
 	e.apply(c)
 	d := e.delta(before)
 	assert.Zero(t, d.RegistryOps+d.Replays+d.Connects+d.Acquires, "%+v", d)
-	assert.Equal(t, key, h.View().Key())
+	assert.Equal(t, key, view.Of(h).Key())
 
 	// The overrides maps edited in place.
 	delete(c.Sessions["bob"].Overrides, "fs")
@@ -196,7 +198,7 @@ func TestPutOverlayUnpooledRefresh(t *testing.T) {
 	assert.Equal(t, []string{"alice"}, sum.Changed)
 	assert.Same(t, alice, e.handle("alice", "fs"))
 	assert.Equal(t, []string{"list"}, e.reg("alice").ToolNames("fs"))
-	assert.Equal(t, pool.FromConfig(ov).Fingerprint(), alice.Identity())
+	assert.Equal(t, reconcile.SpecOf(ov).Fingerprint(), alice.Identity())
 	e.requireRefsMatch()
 }
 

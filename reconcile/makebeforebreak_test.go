@@ -141,7 +141,7 @@ func TestTransportChangeToMissingArgsKeepsServing(t *testing.T) {
 		b := r.rec.Bindings(s)
 		require.Len(t, b, 1)
 		assert.Equal(t, running, b[0].Identity, "the running transport")
-		assert.Equal(t, pool.FromConfig(bad.Servers["demo"]).Fingerprint(), b[0].Desired, "the desired one")
+		assert.Equal(t, reconcile.SpecOf(bad.Servers["demo"]).Fingerprint(), b[0].Desired, "the desired one")
 		assert.Contains(t, b[0].SwitchError, "transport change not made")
 		assert.False(t, b[0].Pending)
 		assert.Empty(t, b[0].Error, "the binding is healthy")
@@ -386,7 +386,7 @@ func TestTransportChangeWhileOthersChange(t *testing.T) {
 	r2 := <-second
 	require.NoError(t, r2.err)
 	assert.Equal(t, []reconcile.TransportChange{{Server: "fs", Moved: 2}}, r2.sum.TransportChanges, "the later reload moves it on")
-	want := pool.FromConfig(base([]string{"/b"}, `{}`).build(t).Servers["fs"]).Fingerprint()
+	want := reconcile.SpecOf(base([]string{"/b"}, `{}`).build(t).Servers["fs"]).Fingerprint()
 	for _, s := range []string{"alice", "bob"} {
 		h := e.handle(s, "fs")
 		assert.Equal(t, want, h.Identity(), s)

@@ -114,7 +114,7 @@ type want struct {
 }
 
 func newWant(srv *config.Server, settings json.RawMessage, overlay bool) *want {
-	spec := pool.FromConfig(srv)
+	spec := SpecOf(srv)
 	return &want{
 		spec:     &spec,
 		identity: spec.Fingerprint(),
@@ -308,7 +308,7 @@ func (r *Reconciler) SetPolicy(ctx context.Context, p abi.Policy) (Summary, erro
 	r.prefill(ctx, keys, items)
 	parallel(len(hs), func(i int) {
 		o.count(&o.sum.Refreshed)
-		v := hs[i].View()
+		v := view.Of(hs[i])
 		if err := v.SetPolicyWith(ctx, keys, settings[i]); err != nil {
 			o.fail(v.Session(), v.Server(), err)
 		}
@@ -332,7 +332,7 @@ func (r *Reconciler) PutOverlay(ctx context.Context, sessionName string, srv *co
 	}
 	srv = srv.Clone()
 	if !srv.Disabled {
-		if err := pool.FromConfig(srv).Validate(); err != nil {
+		if err := SpecOf(srv).Validate(); err != nil {
 			return Summary{}, fmt.Errorf("reconcile: put overlay for session %q: %w", sessionName, err)
 		}
 	}
@@ -498,7 +498,7 @@ func (r *Reconciler) Repair(ctx context.Context, sessionName, server string) (bo
 	if s := r.sessions[sessionName]; s != nil && !r.closed {
 		if b := s.bindings[server]; b != nil && b.handle != nil && !b.handle.Entry().State().Terminal() {
 			w := r.wantOf(sessionName, server)
-			if b.handle.View().Err() == nil || w == nil || b.handle.Identity() != w.identity {
+			if view.Of(b.handle).Err() == nil || w == nil || b.handle.Identity() != w.identity {
 				return false, nil
 			}
 			o := r.begin()
@@ -552,13 +552,16 @@ func (r *Reconciler) Down(sessionName, server string) string {
 	case b.handle == nil:
 		return "unavailable: it could not be reached (retried in the background)"
 	}
-	switch b.handle.Entry().Info().State {
+	switch st := b.handle.Entry().Info().State; st {
 	case pool.StateFailed, pool.StateClosed:
 		return "unavailable: its connection failed"
 	case pool.StateConnecting, pool.StateRestarting:
 		return "reconnecting; try again"
+	case pool.StateReady:
+	default:
+		panic(fmt.Sprintf("reconcile: unknown entry state %d", st))
 	}
-	if b.handle.View().Err() != nil {
+	if view.Of(b.handle).Err() != nil {
 		return "unavailable to this session: the policy could not compute its view"
 	}
 	return ""
@@ -626,7 +629,7 @@ func distinct(settings []json.RawMessage) []json.RawMessage {
 // for when it re-keys to key with settings.
 func prefillItem(h *pool.Handle, key string, settings json.RawMessage) view.PrefillItem {
 	e := h.Entry()
-	return view.PrefillItem{Memo: e.Memo(), Key: key, Settings: settings, Snap: e.Snapshot()}
+	return view.PrefillItem{Memo: view.MemoOf(e), Key: key, Settings: settings, Snap: e.Snapshot()}
 }
 
 // prefill computes items in batched policy calls (view.Prefill), when the
@@ -1030,7 +1033,7 @@ func (r *Reconciler) switchOver(ctx context.Context, o *op, ts []task) {
 		o.switched(server, true, nil)
 		r.setBinding(t.s, t.server, &binding{handle: h, want: t.want})
 		r.release(ctx, o, t, old)
-		if err := h.View().Err(); err != nil {
+		if err := view.Of(h).Err(); err != nil {
 			o.fail(t.s.name, t.server, err)
 		}
 	})
@@ -1049,7 +1052,7 @@ func settled(cur *binding, w *want) bool {
 	}
 	h := cur.handle
 	return cur.switchErr == nil && h.Identity() == w.identity && bytes.Equal(cur.want.settings, w.settings) &&
-		!h.Released() && !h.Entry().State().Terminal() && h.View().Err() == nil
+		!h.Released() && !h.Entry().State().Terminal() && view.Of(h).Err() == nil
 }
 
 // converge performs one task. A forced one (Teardown, Repair, Restart)
@@ -1166,7 +1169,7 @@ func describe(bs map[string]*binding) []BindingState {
 		if h := b.handle; h != nil {
 			info := h.Entry().Info()
 			st.Identity, st.EntryID, st.EntryState = info.Identity, info.ID, info.State.String()
-			describeView(&st, h.View())
+			describeView(&st, view.Of(h))
 		}
 		out = append(out, st)
 	}
@@ -1224,7 +1227,7 @@ func (r *Reconciler) Tools(session, server string) ([]ToolState, error) {
 	if b.handle == nil {
 		return out, nil
 	}
-	if p := b.handle.View().Applied(); p != nil {
+	if p := view.Of(b.handle).Applied(); p != nil {
 		for _, t := range p.Tools {
 			ts := ToolState{Name: t.Name, Trust: t.Meta[view.MetaTrust] == true, AlwaysLoad: t.Meta[view.MetaAlwaysLoad] == true}
 			if up, ok := t.Meta[view.MetaUpstreamName].(string); ok {

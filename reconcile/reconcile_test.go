@@ -117,7 +117,7 @@ func TestApplyTransportChange(t *testing.T) {
 	assert.Zero(t, sum.TransportsReused)
 	assert.True(t, oldAlice.Released())
 	assert.True(t, oldBob.Released())
-	want := pool.FromConfig(c.Servers["fs"]).Fingerprint()
+	want := reconcile.SpecOf(c.Servers["fs"]).Fingerprint()
 	assert.Equal(t, want, e.handle("alice", "fs").Identity())
 	assert.NotEqual(t, oldAlice.Identity(), want)
 	assert.Equal(t, 2, up.Dials())
@@ -134,7 +134,7 @@ func TestApplyUnpooledIdentity(t *testing.T) {
 	e.apply(c)
 	assert.Equal(t, int64(2), e.delta(before).Connects, "one connection per session")
 	alice, bob := e.handle("alice", "fs"), e.handle("bob", "fs")
-	fp := pool.FromConfig(c.Servers["fs"]).Fingerprint()
+	fp := reconcile.SpecOf(c.Servers["fs"]).Fingerprint()
 	for _, h := range []*pool.Handle{alice, bob} {
 		assert.True(t, strings.HasPrefix(h.ID(), "fs::unpooled-"), h.ID())
 		assert.NotEqual(t, fp, h.ID(), "the lifecycle id is not the fingerprint")
@@ -196,8 +196,8 @@ func TestApplyEquivalentFilterNormalization(t *testing.T) {
 				}
 				e.apply(mk(tc.from))
 				h := e.handle("alice", "fs")
-				key := h.View().Key()
-				from := string(h.View().Settings())
+				key := view.Of(h).Key()
+				from := string(view.Of(h).Settings())
 				if !trusted {
 					// A failure in the background (here, only counted):
 					// the next reload checks every binding.
@@ -212,15 +212,15 @@ func TestApplyEquivalentFilterNormalization(t *testing.T) {
 				assert.Zero(t, d.Acquires)
 				assert.Empty(t, sum.Changed)
 				assert.Same(t, h, e.handle("alice", "fs"))
-				assert.Equal(t, key, h.View().Key())
+				assert.Equal(t, key, view.Of(h).Key())
 				assert.Equal(t, 3, sum.Refreshed)
 				assert.Equal(t, int64(3), d.Refreshes)
 				assert.Zero(t, d.PolicyCalls, "no view calls the policy")
 				want, _ := mk(tc.to).Sessions["alice"].EffectiveSettings("fs")
 				if trusted {
-					assert.Equal(t, from, string(h.View().Settings()), "the view keeps bytes of the same meaning")
+					assert.Equal(t, from, string(view.Of(h).Settings()), "the view keeps bytes of the same meaning")
 				} else {
-					assert.Equal(t, string(want), string(h.View().Settings()), "the view adopts the new bytes")
+					assert.Equal(t, string(want), string(view.Of(h).Settings()), "the view adopts the new bytes")
 				}
 
 				// The same config again: nothing to do.
@@ -232,7 +232,7 @@ func TestApplyEquivalentFilterNormalization(t *testing.T) {
 				_, err := e.rec.SetPolicy(context.Background(), bytesPolicy{})
 				require.NoError(t, err)
 				for _, session := range []string{"alice", "bob"} {
-					v := e.handle(session, "fs").View()
+					v := view.Of(e.handle(session, "fs"))
 					assert.Equal(t, "bytes:"+string(want), v.Key(), session)
 					assert.Equal(t, string(want), string(v.Settings()), session)
 				}
@@ -241,7 +241,7 @@ func TestApplyEquivalentFilterNormalization(t *testing.T) {
 				// And back to the first form, now apart from the second.
 				sum = e.apply(mk(tc.from))
 				assert.Equal(t, 3, sum.Refreshed)
-				assert.Equal(t, "bytes:"+tc.from, h.View().Key())
+				assert.Equal(t, "bytes:"+tc.from, view.Of(h).Key())
 			})
 		}
 	}
@@ -278,14 +278,14 @@ func TestApplyAfterEquivalentReload(t *testing.T) {
 		require.Equal(t, churn.Values{Refreshes: int64(n)}, e.delta(before), "adopted by the wants alone")
 	}
 	adopt(form2, 2)
-	require.Equal(t, form1, string(h.View().Settings()), "the view keeps bytes of the same meaning")
+	require.Equal(t, form1, string(view.Of(h).Settings()), "the view keeps bytes of the same meaning")
 
 	// Another meaning: refreshed on the same handle.
 	sum := e.apply(mk(other))
 	assert.Equal(t, 2, sum.Refreshed)
 	assert.Equal(t, []string{"alice", "bob"}, sum.Changed)
 	assert.Same(t, h, e.handle("alice", "fs"))
-	assert.Equal(t, other, string(h.View().Settings()))
+	assert.Equal(t, other, string(view.Of(h).Settings()))
 	e.requireProjected(mk(other), ref)
 
 	// Back, and to the first form again: the view holds form2's bytes
@@ -293,25 +293,25 @@ func TestApplyAfterEquivalentReload(t *testing.T) {
 	e.apply(mk(form2))
 	adopt(form1, 2)
 	e.requireProjected(mk(form1), ref)
-	require.Equal(t, form2, string(h.View().Settings()))
+	require.Equal(t, form2, string(view.Of(h).Settings()))
 
 	// A failure in the background: the next reload, to yet another form,
 	// checks every binding and repairs the failed view with the new bytes.
 	fail.Store(true)
 	up.AddTool("d")
-	require.Eventually(t, func() bool { return h.View().Err() != nil }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return view.Of(h).Err() != nil }, 5*time.Second, 5*time.Millisecond)
 	fail.Store(false)
 	sum = e.apply(mk(form2))
 	assert.Equal(t, 2, sum.Refreshed)
-	assert.NoError(t, h.View().Err())
-	assert.Equal(t, form2, string(h.View().Settings()), "repaired with the desired bytes")
+	assert.NoError(t, view.Of(h).Err())
+	assert.Equal(t, form2, string(view.Of(h).Settings()), "repaired with the desired bytes")
 	assert.Equal(t, []string{"a", "b"}, e.reg("alice").ToolNames("fs"))
 	e.requireProjected(mk(form2), ref)
 
 	// A teardown and an overlay acquire or refresh with the desired bytes.
 	adopt(form1, 2)
 	require.NoError(t, e.rec.Teardown(context.Background(), "alice", "fs"))
-	assert.Equal(t, form1, string(e.handle("alice", "fs").View().Settings()))
+	assert.Equal(t, form1, string(view.Of(e.handle("alice", "fs")).Settings()))
 	adopt(form2, 2)
 	srv := mk(form2).Servers["fs"].Clone()
 	srv.Settings.IncludeTools = raw(`["c"]`)
@@ -321,7 +321,7 @@ func TestApplyAfterEquivalentReload(t *testing.T) {
 	adopt(form1, 1) // bob's overlay is desired, not the file's form
 	_, err = e.rec.DeleteOverlay(context.Background(), "bob", "fs")
 	require.NoError(t, err)
-	assert.Equal(t, form1, string(e.handle("bob", "fs").View().Settings()))
+	assert.Equal(t, form1, string(view.Of(e.handle("bob", "fs")).Settings()))
 	e.requireProjected(mk(form1), ref)
 	e.requireRefsMatch()
 }
@@ -378,7 +378,7 @@ func TestApplyInPlaceConfigMutation(t *testing.T) {
 	assert.Equal(t, int64(1), d.Connects)
 	assert.Equal(t, int64(1), d.Releases)
 	assert.True(t, h.Released())
-	assert.Equal(t, pool.FromConfig(c.Servers["fs"]).Fingerprint(), e.handle("alice", "fs").Identity())
+	assert.Equal(t, reconcile.SpecOf(c.Servers["fs"]).Fingerprint(), e.handle("alice", "fs").Identity())
 	e.requireProjected(c, ref)
 }
 
@@ -565,7 +565,7 @@ func TestSetPolicyRekeysWithoutReconnect(t *testing.T) {
 	c := twoSessions().build(t)
 	e.apply(c)
 	alice := e.handle("alice", "fs")
-	oldKey := alice.View().Key()
+	oldKey := view.Of(alice).Key()
 
 	before := e.snap()
 	sum, err := e.rec.SetPolicy(context.Background(), altPolicy{})
@@ -574,7 +574,7 @@ func TestSetPolicyRekeysWithoutReconnect(t *testing.T) {
 	assert.Zero(t, d.Connects+d.Disconnects+d.Acquires+d.Releases, "no transport touched")
 	assert.Equal(t, 2, sum.Refreshed)
 	assert.Equal(t, []string{"alice", "bob"}, sum.Changed)
-	assert.Equal(t, "alt:"+oldKey, alice.View().Key())
+	assert.Equal(t, "alt:"+oldKey, view.Of(alice).Key())
 	assert.Same(t, alice, e.handle("alice", "fs"))
 	assert.Equal(t, []string{"read"}, e.reg("alice").ToolNames("fs"))
 	assert.Equal(t, []string{"read"}, e.reg("bob").ToolNames("fs"))
@@ -586,7 +586,7 @@ func TestSetPolicyRekeysWithoutReconnect(t *testing.T) {
 	next.session("carol")
 	c = next.build(t)
 	e.apply(c)
-	assert.True(t, strings.HasPrefix(e.handle("carol", "fs").View().Key(), "alt:"))
+	assert.True(t, strings.HasPrefix(view.Of(e.handle("carol", "fs")).Key(), "alt:"))
 	e.requireProjected(c, altPolicy{})
 
 	_, err = e.rec.SetPolicy(context.Background(), ref)
@@ -615,7 +615,7 @@ func TestErrorsDoNotBlockOthers(t *testing.T) {
 		if b.Server == "broken" {
 			assert.Contains(t, b.Error, errDial.Error())
 			assert.Empty(t, b.Identity)
-			assert.Equal(t, pool.FromConfig(c.Servers["broken"]).Fingerprint(), b.Desired)
+			assert.Equal(t, reconcile.SpecOf(c.Servers["broken"]).Fingerprint(), b.Desired)
 		} else {
 			assert.Empty(t, b.Error)
 		}
@@ -776,7 +776,7 @@ func TestPutOverlayDifferentTransport(t *testing.T) {
 	assert.Equal(t, 1, sum.Acquired)
 	assert.True(t, alice.Released())
 	assert.Same(t, bob, e.handle("bob", "fs"))
-	assert.Equal(t, pool.FromConfig(ov).Fingerprint(), e.handle("alice", "fs").Identity())
+	assert.Equal(t, reconcile.SpecOf(ov).Fingerprint(), e.handle("alice", "fs").Identity())
 	assert.NotSame(t, bob.Entry(), e.handle("alice", "fs").Entry())
 	e.requireProjected(c, ref) // same settings as the file
 	e.requireRefsMatch()
@@ -967,7 +967,7 @@ func TestApplyRepairsBackgroundFailure(t *testing.T) {
 	fail.Store(true)
 	up.AddTool("write")
 	require.Eventually(t, func() bool {
-		return e.handle("alice", "fs").View().Err() != nil
+		return view.Of(e.handle("alice", "fs")).Err() != nil
 	}, 5*time.Second, 5*time.Millisecond, "the replay of the list change fails closed")
 	assert.Empty(t, e.reg("alice").ToolNames("fs"))
 

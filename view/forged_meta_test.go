@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
 )
 
@@ -41,7 +42,7 @@ func (p *onlyPolicy) Project(_ context.Context, req *abi.ProjectRequest) (*abi.P
 // or without renames: a session routes calls by that key, and an upstream
 // must not turn a visible name into a route to a hidden tool.
 func TestUpstreamCannotForgeUpstreamName(t *testing.T) {
-	snap := &view.Snapshot{Version: 1,
+	snap := &pool.Snapshot{Version: 1,
 		Tools: []*mcp.Tool{
 			{Name: "safe", InputSchema: map[string]any{"type": "object"}, Meta: mcp.Meta{view.MetaUpstreamName: "admin_delete"}},
 			{Name: "admin_delete", InputSchema: map[string]any{"type": "object"}},

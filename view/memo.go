@@ -8,6 +8,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/pool"
 )
 
 // A Memo shares projection work between the views attached to one snapshot
@@ -25,7 +26,7 @@ import (
 // memo. The zero value is not usable; a nil *Memo memoizes nothing.
 type Memo struct {
 	mu    sync.Mutex
-	snap  *Snapshot
+	snap  *pool.Snapshot
 	calls map[memoKey]*memoCall
 	// deltas are the registry deltas computed from one projection to
 	// another of the memo's snapshot, by (old, new) pair: a rediscovery or
@@ -64,7 +65,7 @@ func NewMemo() *Memo {
 // project returns the projection of snap for settings whose metadata key
 // under p is key, computing it at most once per (p, key, snap) while snap
 // is the memo's newest snapshot.
-func (m *Memo) project(ctx context.Context, p abi.Policy, c *churn.Counters, key string, settings json.RawMessage, snap *Snapshot) (*Projection, error) {
+func (m *Memo) project(ctx context.Context, p abi.Policy, c *churn.Counters, key string, settings json.RawMessage, snap *pool.Snapshot) (*Projection, error) {
 	compute := func() (*Projection, error) {
 		return Project(ctx, counted{p, c}, settings, snap)
 	}
@@ -110,7 +111,7 @@ func (m *Memo) project(ctx context.Context, p abi.Policy, c *churn.Counters, key
 // adopt makes snap the memo's snapshot, forgetting the results for an
 // older one, and reports true; for a snapshot older than the memo's it
 // changes nothing and reports false. m.mu is held.
-func (m *Memo) adopt(snap *Snapshot) bool {
+func (m *Memo) adopt(snap *pool.Snapshot) bool {
 	if m.snap == snap {
 		return true
 	}
@@ -127,7 +128,7 @@ func (m *Memo) adopt(snap *Snapshot) bool {
 // computing it once per pair while next is a projection of the memo's
 // snapshot (snap); a nil *Memo computes it every time, and so does a
 // delta from or to nothing, which compares no items.
-func (m *Memo) delta(old, next *Projection, snap *Snapshot) *delta {
+func (m *Memo) delta(old, next *Projection, snap *pool.Snapshot) *delta {
 	if m == nil || old == nil || next == nil {
 		return diffOf(old, next) // nothing to compare
 	}
@@ -157,7 +158,7 @@ func (m *Memo) delta(old, next *Projection, snap *Snapshot) *delta {
 // wants reports whether the memo would compute the projection of snap for
 // (p, key) if asked now: snap is not older than the memo's snapshot and no
 // call for (p, key) is remembered or in flight for it.
-func (m *Memo) wants(p abi.Policy, key string, snap *Snapshot) bool {
+func (m *Memo) wants(p abi.Policy, key string, snap *pool.Snapshot) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.snap != snap {
@@ -170,7 +171,7 @@ func (m *Memo) wants(p abi.Policy, key string, snap *Snapshot) bool {
 // put remembers proj as the projection of snap for (p, key), as if a call
 // had computed it, unless snap is older than the memo's snapshot or the
 // memo already has a call for (p, key).
-func (m *Memo) put(p abi.Policy, key string, snap *Snapshot, proj *Projection) {
+func (m *Memo) put(p abi.Policy, key string, snap *pool.Snapshot, proj *Projection) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.adopt(snap) {

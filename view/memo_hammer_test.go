@@ -11,6 +11,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/metakey"
+	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
 	"github.com/wasmhost/wasmhost/view/viewtest"
 )
@@ -24,7 +25,7 @@ func TestMemoDeltasHammer(t *testing.T) {
 	c := &churn.Counters{}
 	memo := view.NewMemo()
 	settings := []string{`{}`, `{"trust":true}`, `{"includeTools":["b"]}`, `{"excludeTools":["a"]}`}
-	snaps := make([]*view.Snapshot, 30)
+	snaps := make([]*pool.Snapshot, 30)
 	for i := range snaps {
 		names := []string{"a", "b", "c", "d"}[:1+i%4]
 		snaps[i] = newSnapshot(uint64(i+1), names...)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/pool"
 )
 
 // prefillChunk is the fewest items worth a batch call of their own: a
@@ -21,7 +22,7 @@ type PrefillItem struct {
 	Memo     *Memo
 	Key      string
 	Settings json.RawMessage
-	Snap     *Snapshot
+	Snap     *pool.Snapshot
 }
 
 // Prefill computes the projections of items that their memos lack in a few
@@ -112,23 +113,23 @@ func prefill(ctx context.Context, p abi.Policy, bp abi.BatchProjector, c *churn.
 type batch struct {
 	req        abi.ProjectBatchRequest
 	settingsAt map[string]int
-	snapAt     map[*Snapshot]int
+	snapAt     map[*pool.Snapshot]int
 	itemAt     map[batchPair]int
 }
 
 type batchPair struct {
 	settings string
-	snap     *Snapshot
+	snap     *pool.Snapshot
 }
 
 func newBatch() *batch {
-	return &batch{settingsAt: make(map[string]int), snapAt: make(map[*Snapshot]int), itemAt: make(map[batchPair]int)}
+	return &batch{settingsAt: make(map[string]int), snapAt: make(map[*pool.Snapshot]int), itemAt: make(map[batchPair]int)}
 }
 
 // add returns the index of the item projecting snap for settings, adding
 // what the request lacks of them; what of snap crosses into p is as
 // Project sends it.
-func (b *batch) add(p abi.Policy, settings json.RawMessage, snap *Snapshot) (int, error) {
+func (b *batch) add(p abi.Policy, settings json.RawMessage, snap *pool.Snapshot) (int, error) {
 	k := batchPair{string(settings), snap}
 	if n, ok := b.itemAt[k]; ok {
 		return n, nil

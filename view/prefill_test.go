@@ -13,6 +13,7 @@ import (
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/metakey"
+	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
 	"github.com/wasmhost/wasmhost/view/viewtest"
 )
@@ -62,7 +63,7 @@ func TestPrefill(t *testing.T) {
 	require.NoError(t, view.Prefill(ctx, ref, b, c, items))
 	assert.Equal(t, int64(1), b.calls.Load())
 
-	apply := func(memo *view.Memo, snap *view.Snapshot) *viewtest.Registry {
+	apply := func(memo *view.Memo, snap *pool.Snapshot) *viewtest.Registry {
 		reg := viewtest.NewRegistry()
 		v := view.New(view.Config{Session: "s", Server: "fs", Registry: reg, Counters: c, Policy: ref, Settings: settings, Logger: quiet})
 		_, err := v.SetSettings(ctx, settings)

@@ -11,6 +11,7 @@ import (
 	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/pool"
 )
 
 // Keys under which a projected tool's Meta carries the two session flags.
@@ -25,26 +26,6 @@ const (
 	// what its clients see.
 	MetaUpstreamName = "wasmhost/upstreamName"
 )
-
-// A Snapshot is one upstream server's discovered tools, prompts and
-// resources, in the order the server listed them. A Snapshot is immutable
-// once published: neither it, its slices, nor the items they point to may be
-// modified, so one snapshot can be shared by every view of every session on
-// a transport. Version grows each time the owner publishes a new snapshot;
-// a view never applies a snapshot older than the one it already holds.
-type Snapshot struct {
-	Version   uint64
-	Tools     []*mcp.Tool
-	Prompts   []*mcp.Prompt
-	Resources []*mcp.Resource
-	// ResourceTemplates are the server's resource templates. ABI v1 gives
-	// the policy no say over them (it sees resources by URI, and a
-	// template is no URI): every projection shares them, as the default
-	// policy shares every resource, except those that match the URI of a
-	// resource the projection hides (a read of that URI would go through
-	// the template).
-	ResourceTemplates []*mcp.ResourceTemplate
-}
 
 // A Projection is what one session sees of one server's snapshot. Tools are
 // shallow clones of the snapshot's tools whose Meta map is a private copy
@@ -71,7 +52,7 @@ type Projection struct {
 // validate it themselves, so a faulty policy fails closed rather than
 // indexing out of range. snap is never modified. A nil snap projects to an
 // empty projection without calling the policy.
-func Project(ctx context.Context, p abi.Policy, settings json.RawMessage, snap *Snapshot) (*Projection, error) {
+func Project(ctx context.Context, p abi.Policy, settings json.RawMessage, snap *pool.Snapshot) (*Projection, error) {
 	if snap == nil {
 		return &Projection{}, nil
 	}
@@ -100,7 +81,7 @@ func Project(ctx context.Context, p abi.Policy, settings json.RawMessage, snap *
 }
 
 // snapshotNames lists what of snap crosses into the policy p.
-func snapshotNames(p abi.Policy, snap *Snapshot) (abi.BatchSnapshot, error) {
+func snapshotNames(p abi.Policy, snap *pool.Snapshot) (abi.BatchSnapshot, error) {
 	return SnapshotNames(snap, slices.Contains(p.Handshake().Wants, abi.WantToolAnnotations))
 }
 
@@ -108,7 +89,7 @@ func snapshotNames(p abi.Policy, snap *Snapshot) (abi.BatchSnapshot, error) {
 // tools and prompts, the URIs of its resources, and, with annotations (the
 // policy's handshake wants [abi.WantToolAnnotations]), each tool's
 // annotations as JSON. Schemas and descriptions never cross.
-func SnapshotNames(snap *Snapshot, annotations bool) (abi.BatchSnapshot, error) {
+func SnapshotNames(snap *pool.Snapshot, annotations bool) (abi.BatchSnapshot, error) {
 	names := abi.BatchSnapshot{
 		Tools:     make([]string, len(snap.Tools)),
 		Prompts:   make([]string, len(snap.Prompts)),
@@ -140,7 +121,7 @@ func SnapshotNames(snap *Snapshot, annotations bool) (abi.BatchSnapshot, error) 
 // cloned with their session flags, prompts, resources and resource
 // templates are shared, except the templates that match the URI of a
 // resource the policy hides (see visibleTemplates).
-func projection(snap *Snapshot, resp *abi.ProjectResponse) *Projection {
+func projection(snap *pool.Snapshot, resp *abi.ProjectResponse) *Projection {
 	out := &Projection{
 		Tools:             make([]*mcp.Tool, len(resp.Tools)),
 		Prompts:           make([]*mcp.Prompt, len(resp.Prompts)),
@@ -167,7 +148,7 @@ func projection(snap *Snapshot, resp *abi.ProjectResponse) *Projection {
 // resource the policy hid. The policy has no say over templates
 // otherwise (ABI v1 shows it none), so with every resource shown, as the
 // default policy shows them, every template is.
-func visibleTemplates(snap *Snapshot, shown []int) []*mcp.ResourceTemplate {
+func visibleTemplates(snap *pool.Snapshot, shown []int) []*mcp.ResourceTemplate {
 	if len(shown) == len(snap.Resources) || len(snap.ResourceTemplates) == 0 {
 		return snap.ResourceTemplates
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/pool"
 )
 
 // Smoke makes the trial calls a daemon makes before it runs a policy: it
@@ -25,7 +26,7 @@ func Smoke(ctx context.Context, p abi.Policy) error {
 		}
 		return fmt.Errorf("smoke run (settings {}): %w", err)
 	}
-	snap := &Snapshot{
+	snap := &pool.Snapshot{
 		Tools:     []*mcp.Tool{{Name: "smoke_tool", InputSchema: map[string]any{"type": "object"}}},
 		Prompts:   []*mcp.Prompt{{Name: "smoke_prompt"}},
 		Resources: []*mcp.Resource{{URI: "smoke://resource", Name: "smoke"}},

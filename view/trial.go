@@ -6,13 +6,14 @@ import (
 	"errors"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/pool"
 )
 
 // A Trial is a projection a caller needs to know a policy can make before
 // it lets views depend on that policy: Snap projected for Settings.
 type Trial struct {
 	Settings json.RawMessage
-	Snap     *Snapshot
+	Snap     *pool.Snapshot
 }
 
 // TryProject projects each trial with p and keeps nothing: a policy swap
@@ -70,11 +71,11 @@ func TryProject(ctx context.Context, p abi.Policy, trials []Trial) (errs []error
 }
 
 // snapOrEmpty returns snap, or one shared empty snapshot for nil.
-func snapOrEmpty(snap *Snapshot) *Snapshot {
+func snapOrEmpty(snap *pool.Snapshot) *pool.Snapshot {
 	if snap == nil {
 		return emptySnapshot
 	}
 	return snap
 }
 
-var emptySnapshot = &Snapshot{}
+var emptySnapshot = &pool.Snapshot{}

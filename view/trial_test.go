@@ -13,6 +13,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/metakey"
+	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
 )
 
@@ -38,8 +39,8 @@ func (p *batchFails) Project(ctx context.Context, req *abi.ProjectRequest) (*abi
 // fails alone is the call's error, pinned on none.
 func TestTryProject(t *testing.T) {
 	ctx := t.Context()
-	a := &view.Snapshot{Tools: []*mcp.Tool{{Name: "read"}}}
-	b := &view.Snapshot{Tools: []*mcp.Tool{{Name: "log"}}}
+	a := &pool.Snapshot{Tools: []*mcp.Tool{{Name: "read"}}}
+	b := &pool.Snapshot{Tools: []*mcp.Tool{{Name: "log"}}}
 	trials := []view.Trial{
 		{Settings: json.RawMessage(`{}`), Snap: a},
 		{Settings: json.RawMessage(`{"trust":"yes"}`), Snap: b}, // refused: not a bool

@@ -32,6 +32,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/pool"
 )
 
 // ErrRefused is wrapped by the error a view records when the policy refuses
@@ -78,13 +79,13 @@ type View struct {
 	gen      uint64 // policy generation, bumped by SetPolicy
 	key      string // captured key; "" when not computed or after a failure
 	att      *Attachment
-	snap     *Snapshot // the snapshot to show; nil when none
-	hold     bool      // defer replays until the next Apply
+	snap     *pool.Snapshot // the snapshot to show; nil when none
+	hold     bool           // defer replays until the next Apply
 	err      error
 
 	// What the registry holds now, and what it was computed from.
 	applied     *Projection
-	appliedSnap *Snapshot
+	appliedSnap *pool.Snapshot
 	appliedKey  string
 	appliedGen  uint64
 
@@ -298,7 +299,7 @@ func (a *Attachment) View() *View { return a.v }
 // current settings and policy; it clears a Hold. A snapshot older (by
 // Version) than the one the view holds is ignored. The returned error is a
 // policy failure, after which the view has failed closed.
-func (a *Attachment) Apply(ctx context.Context, snap *Snapshot) error {
+func (a *Attachment) Apply(ctx context.Context, snap *pool.Snapshot) error {
 	v := a.v
 	v.mu.Lock()
 	defer v.mu.Unlock()

@@ -18,6 +18,7 @@ import (
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/metakey"
+	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
 	"github.com/wasmhost/wasmhost/view/viewtest"
 )
@@ -25,8 +26,8 @@ import (
 // newSnapshot builds a snapshot with tools carrying descriptions, input
 // schemas, annotations and their own _meta. Calling it twice gives two
 // deep-equal, pointer-disjoint snapshots.
-func newSnapshot(version uint64, tools ...string) *view.Snapshot {
-	s := &view.Snapshot{Version: version}
+func newSnapshot(version uint64, tools ...string) *pool.Snapshot {
+	s := &pool.Snapshot{Version: version}
 	for i, name := range tools {
 		s.Tools = append(s.Tools, &mcp.Tool{
 			Name:        name,
@@ -236,7 +237,7 @@ type fixture struct {
 	att      *view.Attachment
 }
 
-func newFixture(t *testing.T, policy abi.Policy, settings string, snap *view.Snapshot) *fixture {
+func newFixture(t *testing.T, policy abi.Policy, settings string, snap *pool.Snapshot) *fixture {
 	t.Helper()
 	f := &fixture{counters: &churn.Counters{}, reg: viewtest.NewRegistry()}
 	f.view = view.New(view.Config{Session: "s1", Server: "fs", Registry: f.reg, Counters: f.counters, Policy: policy, Settings: json.RawMessage(settings), Logger: quiet})
@@ -251,7 +252,7 @@ func newFixture(t *testing.T, policy abi.Policy, settings string, snap *view.Sna
 
 // requireRegistered checks the registry holds exactly the projection of
 // snap under settings (computed independently with the reference policy).
-func requireRegistered(t *testing.T, reg *viewtest.Registry, server, settings string, snap *view.Snapshot) {
+func requireRegistered(t *testing.T, reg *viewtest.Registry, server, settings string, snap *pool.Snapshot) {
 	t.Helper()
 	want, err := view.Project(context.Background(), metakey.Reference{}, json.RawMessage(settings), snap)
 	require.NoError(t, err)
@@ -501,7 +502,7 @@ func TestPolicyFailureFailsClosed(t *testing.T) {
 	assert.Nil(t, bad.view.Applied())
 	assert.Equal(t, []string{"a", "b"}, good.reg.ToolNames("fs"))
 
-	// view.Snapshot fan-out while the plugin is still down keeps it closed.
+	// pool.Snapshot fan-out while the plugin is still down keeps it closed.
 	require.ErrorIs(t, bad.att.Apply(ctx, newSnapshot(2, "a", "b", "c")), errPluginDown)
 	assert.Empty(t, bad.reg.Servers())
 

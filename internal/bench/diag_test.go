@@ -12,6 +12,7 @@ import (
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/metakey"
 	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
+	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
 )
 
@@ -51,7 +52,7 @@ func encode(b *testing.B, req any) []byte {
 
 // projectRequest is the request view.Project sends the default plugin for
 // snap.
-func projectRequest(b *testing.B, settings json.RawMessage, snap *view.Snapshot) *abi.ProjectRequest {
+func projectRequest(b *testing.B, settings json.RawMessage, snap *pool.Snapshot) *abi.ProjectRequest {
 	b.Helper()
 	names, err := view.SnapshotNames(snap, slices.Contains(wasmPolicy(b).Handshake().Wants, abi.WantToolAnnotations))
 	if err != nil {

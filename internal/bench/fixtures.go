@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
 )
 
@@ -89,8 +90,8 @@ func Tools(server string, n int) []*mcp.Tool {
 
 // Snapshot returns a snapshot of a server with nTools tools (see Tools),
 // nTools/10 prompts and nTools/10 resources.
-func Snapshot(server string, nTools int) *view.Snapshot {
-	snap := &view.Snapshot{Version: 1, Tools: Tools(server, nTools)}
+func Snapshot(server string, nTools int) *pool.Snapshot {
+	snap := &pool.Snapshot{Version: 1, Tools: Tools(server, nTools)}
 	for i := range nTools / 10 {
 		snap.Prompts = append(snap.Prompts, &mcp.Prompt{
 			Name:        fmt.Sprintf("prompt_%03d", i),

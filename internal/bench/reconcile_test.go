@@ -336,7 +336,7 @@ func TestSetPolicyPluginCalls(t *testing.T) {
 	require.Same(t, next, w.Rec.Policy())
 	for s := range topo.Sessions {
 		for i := range topo.Servers {
-			v := w.Rec.Handle(SessionName(s), ServerName(i)).View()
+			v := view.Of(w.Rec.Handle(SessionName(s), ServerName(i)))
 			require.NoError(t, v.Err(), "session %d, server %d", s, i)
 			require.NotEmpty(t, v.Applied().Tools, "session %d, server %d", s, i)
 		}
