@@ -1,6 +1,5 @@
 // Package pool keeps one healthy MCP connection per upstream transport and
-// shares it between the sessions that use it, each through its own view
-// ([Follower]; the view layer's view.View is one).
+// shares it between the sessions that use it, each through a [Follower].
 //
 // A [Spec] holds transport fields only; its [Spec.Fingerprint] is the
 // transport identity, deep-copied into the [Entry] made for it. Pooled
