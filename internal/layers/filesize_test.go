@@ -4,11 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -23,37 +19,9 @@ const maxFileLines = 800
 // nor testdata) and fails for each non-test Go file, generated files aside,
 // that runs past maxFileLines lines, naming the file and its length.
 func TestSourceFilesAreShort(t *testing.T) {
-	root := filepath.Join("..", "..")
 	var long []string
 	files := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if path == root {
-				return nil
-			}
-			if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "node_modules" || name == "vendor" {
-				return filepath.SkipDir
-			}
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-				return filepath.SkipDir // a nested module
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			return nil
-		}
-		src, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("reading %s: %w", path, err)
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, src, parser.PackageClauseOnly|parser.ParseComments)
-		if err != nil {
-			return fmt.Errorf("reading the package clause of %s: %w", path, err)
-		}
+	err := walkGoFiles(token.NewFileSet(), false, func(rel string, src []byte, f *ast.File) error {
 		if ast.IsGenerated(f) {
 			return nil
 		}
@@ -63,11 +31,7 @@ func TestSourceFilesAreShort(t *testing.T) {
 			n++
 		}
 		if n > maxFileLines {
-			rel, err := filepath.Rel(root, path)
-			if err != nil {
-				return fmt.Errorf("placing %s: %w", path, err)
-			}
-			long = append(long, fmt.Sprintf("%s: %d lines", filepath.ToSlash(rel), n))
+			long = append(long, fmt.Sprintf("%s: %d lines", rel, n))
 		}
 		return nil
 	})
@@ -75,7 +39,7 @@ func TestSourceFilesAreShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	if files < 50 {
-		t.Fatalf("found only %d Go files under %s; is the walk rooted at the repository?", files, root)
+		t.Fatalf("found only %d Go files under %s; is the walk rooted at the repository?", files, repoRoot)
 	}
 	slices.Sort(long)
 	if len(long) > 0 {

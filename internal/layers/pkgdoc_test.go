@@ -2,10 +2,9 @@ package layers_test
 
 import (
 	"fmt"
-	"go/parser"
+	"go/ast"
 	"go/token"
-	"io/fs"
-	"path/filepath"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -21,43 +20,21 @@ const maxPackageComment = 20
 // leaves out) and fails for each package whose comment runs past
 // maxPackageComment lines, naming the package and its length.
 func TestPackageCommentsAreShort(t *testing.T) {
-	root := filepath.Join("..", "..")
 	lines := map[string]int{} // "dir (package name)" -> lines of its comment, over all its files
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if path != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "node_modules" || name == "vendor") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.PackageClauseOnly|parser.ParseComments)
-		if err != nil {
-			return fmt.Errorf("reading the package clause of %s: %w", path, err)
-		}
+	err := walkGoFiles(fset, true, func(rel string, _ []byte, f *ast.File) error {
 		if f.Doc == nil {
 			return nil
 		}
-		rel, err := filepath.Rel(root, filepath.Dir(path))
-		if err != nil {
-			return fmt.Errorf("placing %s: %w", path, err)
-		}
 		n := fset.Position(f.Doc.End()).Line - fset.Position(f.Doc.Pos()).Line + 1
-		lines[fmt.Sprintf("%s (package %s)", filepath.ToSlash(rel), f.Name.Name)] += n
+		lines[fmt.Sprintf("%s (package %s)", path.Dir(rel), f.Name.Name)] += n
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(lines) < 10 {
-		t.Fatalf("found package comments in only %d packages under %s; is the walk rooted at the repository?", len(lines), root)
+		t.Fatalf("found package comments in only %d packages under %s; is the walk rooted at the repository?", len(lines), repoRoot)
 	}
 	var long []string
 	for pkg, n := range lines {
