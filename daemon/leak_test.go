@@ -211,6 +211,33 @@ type leakClient struct {
 	mu    sync.Mutex
 	conns []net.Conn
 	gone  bool
+	// stopPings ends keepAlive's pings, if they run; leave calls it.
+	stopPings func()
+}
+
+// keepAlive pings the daemon every tenth of leakIdleTimeout until the
+// client leaves, so that a client held across rounds stays active however
+// long a round takes on a loaded machine (a round's reload, kill and
+// clients took more than leakIdleTimeout there, and the daemon rightly
+// closed the held client before its next call).
+func (c *leakClient) keepAlive() {
+	ctx, cancel := context.WithCancel(c.s.t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(leakIdleTimeout / 10)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				// A failed ping shows in the client's next call.
+				_ = c.cs.Ping(ctx, nil)
+			}
+		}
+	}()
+	c.stopPings = func() { cancel(); <-done }
 }
 
 // dial makes the client's connections, and refuses them once it is gone.
@@ -252,6 +279,9 @@ func (s *leakSoak) connect(session, token string, vanish bool) *leakClient {
 // connections.
 func (c *leakClient) leave() {
 	c.s.t.Helper()
+	if c.stopPings != nil {
+		c.stopPings()
+	}
 	if c.vanish {
 		c.mu.Lock()
 		c.gone = true
@@ -399,10 +429,11 @@ func (s *leakSoak) clients(round int) {
 	if s.holder == nil && round != 0 {
 		s.holder = s.connect("alice", aliceToken, round%2 == 0)
 		s.holder.subscribe()
+		s.holder.keepAlive()
 		s.holderLeaves = round + 3
 	}
 	if s.holder != nil {
-		s.holder.call("demo__echo") // keeps it from timing out
+		s.holder.call("demo__echo") // a held client calls in every round
 	}
 }
 
