@@ -145,7 +145,7 @@ func TestTransportChangeToMissingArgsKeepsServing(t *testing.T) {
 		assert.Contains(t, b[0].SwitchError, "transport change not made")
 		assert.False(t, b[0].Pending)
 		assert.Empty(t, b[0].Error, "the binding is healthy")
-		assert.Empty(t, r.rec.Down(s, "demo"))
+		assert.Empty(t, r.rec.Unavailable(s, "demo"))
 	}
 
 	// If the running process dies meanwhile, the supervisor's Repair

@@ -30,11 +30,11 @@ func (r *Reconciler) bindingOf(sessionName, server string) *binding {
 	return nil
 }
 
-// Down says why session's binding of server shows the session nothing, in
+// Unavailable says why session's binding of server shows the session nothing, in
 // words for the session's clients (no error text, which is the operator's:
 // the log and State have it): "" when the session has no binding of
 // server, or a healthy one.
-func (r *Reconciler) Down(sessionName, server string) string {
+func (r *Reconciler) Unavailable(sessionName, server string) string {
 	b := r.bindingOf(sessionName, server)
 	switch {
 	case b == nil:
