@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
@@ -100,7 +100,7 @@ func (r *restartable) back(tools ...string) {
 func httpPool(t *testing.T, opts pool.Options) *pool.Pool {
 	t.Helper()
 	if opts.Counters == nil {
-		opts.Counters = &churn.Counters{}
+		opts.Counters = &opcount.Counters{}
 	}
 	if opts.Logger == nil {
 		opts.Logger = quiet

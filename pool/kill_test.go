@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
@@ -63,7 +63,7 @@ func TestKillUpstream(t *testing.T) {
 		Pooled:  true,
 	}
 	const kills = 20
-	counters := &churn.Counters{}
+	counters := &opcount.Counters{}
 	p := pool.New(pool.Options{Counters: counters, Logger: quiet, CrashRestarts: 2 * kills})
 	closed := false
 	t.Cleanup(func() {

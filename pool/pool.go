@@ -32,8 +32,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/inflight"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 )
 
 // Errors returned by the pool. They are wrapped with the server, session or
@@ -64,9 +64,9 @@ const DefaultTimeout = 30 * time.Second
 type Options struct {
 	// Dialer makes transports; nil means DefaultDialer.
 	Dialer Dialer
-	// Counters receives the pool's and its views' churn; nil means a fresh
+	// Counters counts the pool's and its views' work; nil means a fresh
 	// set (see Pool.Counters). Pass the same Counters to the views.
-	Counters *churn.Counters
+	Counters *opcount.Counters
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 	// Client is the implementation the pool announces upstream; nil means
@@ -94,7 +94,7 @@ type Options struct {
 // for concurrent use.
 type Pool struct {
 	dial     Dialer
-	counters *churn.Counters
+	counters *opcount.Counters
 	log      *slog.Logger
 	client   *mcp.Implementation
 	timeout  time.Duration
@@ -141,7 +141,7 @@ func New(opts Options) *Pool {
 		p.dial = DefaultDialer
 	}
 	if p.counters == nil {
-		p.counters = &churn.Counters{}
+		p.counters = &opcount.Counters{}
 	}
 	if p.log == nil {
 		p.log = slog.Default()
@@ -155,8 +155,8 @@ func New(opts Options) *Pool {
 	return p
 }
 
-// Counters returns the pool's churn counters.
-func (p *Pool) Counters() *churn.Counters { return p.counters }
+// Counters returns the pool's operation counters.
+func (p *Pool) Counters() *opcount.Counters { return p.counters }
 
 // Acquire attaches v to a connection for spec and returns the handle that
 // holds it. A pooled spec joins the live entry with the same fingerprint or

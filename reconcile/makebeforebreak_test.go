@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/config"
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
@@ -45,7 +45,7 @@ func newSwitchRig(t *testing.T) *switchRig {
 		t.Skip("no /bin/sh")
 	}
 	r := &switchRig{t: t, dir: t.TempDir(), regs: map[string]*viewtest.Registry{"alice": viewtest.NewRegistry(), "bob": viewtest.NewRegistry()}}
-	counters := &churn.Counters{}
+	counters := &opcount.Counters{}
 	r.pool = pool.New(pool.Options{Counters: counters, Logger: quiet, Timeout: time.Minute})
 	r.rec = reconcile.New(reconcile.Options{
 		Pool: r.pool, Policy: metakey.Reference{}, Counters: counters, Logger: quiet,

@@ -116,7 +116,7 @@ func (r *Reconciler) State() State {
 
 // HealthEpoch returns a number that moves whenever a binding may have
 // become unhealthy: a view failed closed or was withdrawn, an entry turned
-// failed or closed (both counted in churn.Counters.Failures), or a
+// failed or closed (both counted in opcount.Counters.Failures), or a
 // reconciling call recorded a binding error (a failed acquire, refresh,
 // release or teardown). While it stays the same, no binding that was
 // healthy has turned unhealthy, so a supervisor that found nothing to

@@ -14,8 +14,8 @@ import (
 
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/host"
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/view"
@@ -43,7 +43,7 @@ func TestStdioHarness(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, policy.Close(context.Background())) })
 
-	counters := &churn.Counters{}
+	counters := &opcount.Counters{}
 	p := pool.New(pool.Options{Counters: counters, Logger: quiet, Timeout: time.Minute})
 	regs := map[string]*viewtest.Registry{"alice": viewtest.NewRegistry(), "bob": viewtest.NewRegistry(), "carol": viewtest.NewRegistry()}
 	rec := reconcile.New(reconcile.Options{
