@@ -140,7 +140,7 @@ func (d *Daemon) upstreamFor(name string) func(string) session.Target {
 		if h == nil {
 			return session.Target{}
 		}
-		return session.Target{Session: h.Session(), Timeout: h.CallTimeout(), Subscriptions: h}
+		return session.Target{Conn: h.Conn(), Timeout: h.CallTimeout(), Subscriptions: h}
 	}
 }
 

@@ -113,8 +113,8 @@ func newMetrics(d *Daemon) *metrics {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "wasmhost_" + name + "_total", Help: help},
 			func() float64 { return float64(v.Load()) }))
 	}
-	opCounter("upstream_connects", "Upstream MCP sessions established.", &c.Connects)
-	opCounter("upstream_disconnects", "Upstream MCP sessions ended.", &c.Disconnects)
+	opCounter("upstream_connects", "Upstream connections established.", &c.Connects)
+	opCounter("upstream_disconnects", "Upstream connections ended.", &c.Disconnects)
 	opCounter("handle_acquires", "Pool handles acquired by sessions.", &c.Acquires)
 	opCounter("handle_releases", "Pool handles released.", &c.Releases)
 	opCounter("view_refreshes", "Settings refreshes of session views.", &c.Refreshes)

@@ -184,7 +184,7 @@ func TestDialURLKeepsSessionState(t *testing.T) {
 				spec.URL = ts.URL
 			}
 			handle := acquireHTTP(t, spec)
-			require.Equal(t, tc.want, handle.Session().InitializeResult().ProtocolVersion)
+			require.Equal(t, tc.want, handle.Conn().InitializeResult().ProtocolVersion)
 
 			mu.Lock()
 			got, listed := sent["tools/list"]

@@ -127,7 +127,7 @@ func acquireFrom(t *testing.T, p *pool.Pool, spec pool.Spec, reg *viewtest.Regis
 
 // callRead calls the upstream tool "read" through h's current session.
 func callRead(ctx context.Context, h *pool.Handle) (string, error) {
-	cs := h.Session()
+	cs := h.Conn()
 	if cs == nil {
 		return "", errNotReady
 	}

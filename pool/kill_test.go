@@ -104,7 +104,7 @@ func TestKillUpstream(t *testing.T) {
 			defer wg.Done()
 			h := handles[g%len(handles)]
 			for i := 0; !stop.Load(); i++ {
-				cs := h.Session()
+				cs := h.Conn()
 				if cs == nil { // restarting: no session to call
 					stats.skipped.Add(1)
 					time.Sleep(2 * time.Millisecond) // a hammer's pause while the entry restarts: nothing to wait for
@@ -211,7 +211,7 @@ func upstreamPID(t *testing.T, h *pool.Handle, not int) int {
 	t.Helper()
 	var pid int
 	require.Eventually(t, func() bool {
-		cs := h.Session()
+		cs := h.Conn()
 		if cs == nil {
 			return false
 		}

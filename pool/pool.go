@@ -109,16 +109,16 @@ type Pool struct {
 	unpooled map[string]int      // last unpooled sequence number per name
 
 	// work counts what Close must see finished (see track): connection
-	// attempts (first connects and restarts) and upstream sessions being
+	// attempts (first connects and restarts) and upstream connections being
 	// closed, possibly in the background after their caller's context
 	// ended (startClose). It is never closed: a close may start while Close
 	// waits. Its lock is a leaf: taken with p.mu or an entry's mu held or
 	// not.
 	work inflight.Gate
 
-	// closers holds the closer beneath each upstream session not yet
+	// closers holds the closer beneath each upstream connection not yet
 	// closed (*mcp.ClientSession to *closer), for a restart to close it
-	// at once (Entry.closeSessionNow).
+	// at once (Entry.closeConnNow).
 	closers sync.Map
 }
 
@@ -258,7 +258,7 @@ func (p *Pool) unref(ctx context.Context, e *Entry) {
 	cs := e.closeLocked(nil)
 	e.mu.Unlock()
 	p.mu.Unlock()
-	e.closeSession(ctx, cs)
+	e.closeConn(ctx, cs)
 }
 
 // EntryInfo describes an entry at one instant.
@@ -338,11 +338,11 @@ func (p *Pool) Close(ctx context.Context) error {
 			h.att.Withdraw(fmt.Errorf("server %s: %w", e.spec.Name, cause))
 		}
 		e.fanMu.Unlock()
-		e.closeSession(ctx, cs)
+		e.closeConn(ctx, cs)
 	}
 	// Wait, within ctx, for every connection attempt and every close still
 	// going on, including those a release or restart left to finish in the
-	// background: after Close returns nil no upstream session or process is
+	// background: after Close returns nil no upstream connection or process is
 	// left behind. Closing the entries cut their attempts short.
 	_ = p.work.Wait(ctx) // its error is ctx's
 	return ctx.Err()

@@ -126,7 +126,7 @@ func TestSpecProtocolVersion(t *testing.T) {
 				}
 			}
 			mu.Unlock()
-			res, err := h.Session().CallTool(context.Background(), &mcp.CallToolParams{Name: "read"})
+			res, err := h.Conn().CallTool(context.Background(), &mcp.CallToolParams{Name: "read"})
 			require.NoError(t, err)
 			assert.False(t, res.IsError)
 		})
@@ -427,7 +427,7 @@ func TestReleasedHandleFailsClosed(t *testing.T) {
 	assert.Equal(t, 1, e.entry(keep.ID()).Refs)
 	assert.Equal(t, `{}`, string(view.Of(h).Settings()), "settings not taken")
 	require.ErrorIs(t, h.Release(ctx), pool.ErrReleased)
-	assert.Nil(t, h.Session())
+	assert.Nil(t, h.Conn())
 }
 
 // TestTerminalEntryFailsClosed: when the upstream goes away and no restart
@@ -447,7 +447,7 @@ func TestTerminalEntryFailsClosed(t *testing.T) {
 	assert.Empty(t, reg.Servers(), "views of a failed entry are withdrawn")
 	assert.ErrorIs(t, view.Of(h).Err(), pool.ErrTerminal)
 	assert.ErrorIs(t, view.Of(h).Err(), pool.ErrDisconnected)
-	assert.Nil(t, h.Session())
+	assert.Nil(t, h.Conn())
 
 	before := e.counters.Snapshot()
 	ops := reg.OpCount()
@@ -601,7 +601,7 @@ func TestRefreshDuringRestart(t *testing.T) {
 	go func() { restarted <- h.Entry().Restart(ctx) }()
 	<-g.entered
 	assert.Equal(t, pool.StateRestarting, h.Entry().State())
-	assert.Nil(t, h.Session())
+	assert.Nil(t, h.Conn())
 
 	ops := reg.OpCount()
 	changed, err := h.RefreshMetadata(ctx, json.RawMessage(`{"includeTools":["write","search"],"trust":true}`))
@@ -615,7 +615,7 @@ func TestRefreshDuringRestart(t *testing.T) {
 	require.NoError(t, <-restarted)
 
 	assert.Equal(t, pool.StateReady, h.Entry().State())
-	assert.NotNil(t, h.Session())
+	assert.NotNil(t, h.Conn())
 	assert.Equal(t, refs, h.Entry().Info().Refs)
 	snap := h.Entry().Snapshot()
 	assert.Equal(t, []string{"read", "search", "write"}, snapshotToolNames(snap))
@@ -933,7 +933,7 @@ func TestSessionForwarding(t *testing.T) {
 	up := newUpstream(t, "fs", "read")
 	e := newEnv(t, pool.Options{}, up)
 	h := e.acquire(stdioSpec("fs"), "s1", `{}`, viewtest.NewRegistry())
-	res, err := h.Session().CallTool(ctx, &mcp.CallToolParams{Name: "read", Arguments: map[string]any{"path": "x"}})
+	res, err := h.Conn().CallTool(ctx, &mcp.CallToolParams{Name: "read", Arguments: map[string]any{"path": "x"}})
 	require.NoError(t, err)
 	require.Len(t, res.Content, 1)
 	assert.Equal(t, "fs/read says hi", res.Content[0].(*mcp.TextContent).Text)
@@ -1209,7 +1209,7 @@ func TestRestartDoesNotWaitForHungCalls(t *testing.T) {
 	h := e.acquire(stdioSpec("fs"), "s1", `{}`, viewtest.NewRegistry())
 	called := make(chan error, 1)
 	go func() {
-		_, err := h.Session().CallTool(context.Background(), &mcp.CallToolParams{Name: "hang", Arguments: map[string]any{}})
+		_, err := h.Conn().CallTool(context.Background(), &mcp.CallToolParams{Name: "hang", Arguments: map[string]any{}})
 		called <- err
 	}()
 	<-hung
@@ -1308,7 +1308,7 @@ func TestCrashRightAfterRestartIsRestarted(t *testing.T) {
 		"the second crash was not restarted")
 	settle(t, h)
 	require.Equal(t, pool.StateReady, h.Entry().State())
-	cs := h.Session()
+	cs := h.Conn()
 	require.NotNil(t, cs)
 	_, err = cs.ListTools(context.Background(), nil)
 	require.NoError(t, err, "the entry serves a live connection")

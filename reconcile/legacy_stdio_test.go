@@ -64,7 +64,7 @@ func newStdioRig(t *testing.T) *stdioRig {
 		Logger: quiet,
 		Upstream: func(server string) session.Target {
 			cs, timeout, subs := r.leg.Upstream(server)
-			return session.Target{Session: cs, Timeout: timeout, Subscriptions: subs}
+			return session.Target{Conn: cs, Timeout: timeout, Subscriptions: subs}
 		},
 	})
 	e := &env{t: t, counters: &opcount.Counters{}}

@@ -83,7 +83,7 @@ func (o *oneSession) Apply(ctx context.Context, cfg *config.Config, session stri
 // Session returns the upstream session serving server, nil when none.
 func (o *oneSession) Session(server string) *mcp.ClientSession {
 	if h := o.e.rec.Handle(o.session, server); h != nil {
-		return h.Session()
+		return h.Conn()
 	}
 	return nil
 }
@@ -95,7 +95,7 @@ func (o *oneSession) Upstream(server string) (*mcp.ClientSession, time.Duration,
 	if h == nil {
 		return nil, 0, nil
 	}
-	return h.Session(), h.CallTimeout(), h
+	return h.Conn(), h.CallTimeout(), h
 }
 
 func (o *oneSession) Restart(ctx context.Context, server string) error {

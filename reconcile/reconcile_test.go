@@ -840,7 +840,7 @@ func TestForwardedCallThroughHandle(t *testing.T) {
 	e := newEnv(t, newUpstream("demo"))
 	c := newCfg().server("demo").session("alice").build(t)
 	e.apply(c)
-	res, err := e.handle("alice", "demo").Session().CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hello"}})
+	res, err := e.handle("alice", "demo").Conn().CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hello"}})
 	require.NoError(t, err)
 	require.Len(t, res.Content, 1)
 	assert.Equal(t, "hello", res.Content[0].(*mcp.TextContent).Text)

@@ -76,7 +76,7 @@ func TestStdioHarness(t *testing.T) {
 		t.Helper()
 		h := rec.Handle(session, "demo")
 		require.NotNil(t, h)
-		n, err := strconv.Atoi(callText(t, h.Session(), "pid", nil))
+		n, err := strconv.Atoi(callText(t, h.Conn(), "pid", nil))
 		require.NoError(t, err)
 		return n
 	}
@@ -107,7 +107,7 @@ func TestStdioHarness(t *testing.T) {
 	}
 
 	// An actual tool call through a session.
-	assert.Equal(t, "hello from bob", callText(t, rec.Handle("bob", "demo").Session(), "echo", map[string]any{"text": "hello from bob"}))
+	assert.Equal(t, "hello from bob", callText(t, rec.Handle("bob", "demo").Conn(), "echo", map[string]any{"text": "hello from bob"}))
 
 	// A metadata change: applied with no reconnect.
 	c = mk(`{"trust":true,"alwaysLoadTools":false,"includeTools":["echo","pid","add"]}`)

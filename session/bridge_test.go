@@ -211,7 +211,7 @@ func (r *bridgeRig) connect(name string, level mcp.LoggingLevel) *bridgeClient {
 			if handle == nil {
 				return session.Target{}
 			}
-			return session.Target{Session: handle.Session(), Timeout: 30 * time.Second}
+			return session.Target{Conn: handle.Conn(), Timeout: 30 * time.Second}
 		},
 	})
 	v := view.New(view.Config{Session: name, Server: "up", Registry: c.ep, Counters: &opcount.Counters{}, Policy: metakey.Reference{}, Settings: json.RawMessage(`{}`), Logger: quiet})

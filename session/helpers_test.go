@@ -185,7 +185,7 @@ func (f *fixture) connectAs(name, server, settings string, opts *mcp.ClientSessi
 			if s != server || c.handle == nil {
 				return session.Target{}
 			}
-			return session.Target{Session: c.handle.Session(), Timeout: 10 * time.Second, Subscriptions: c.handle}
+			return session.Target{Conn: c.handle.Conn(), Timeout: 10 * time.Second, Subscriptions: c.handle}
 		},
 	})
 	var reg view.Registry = c.ep

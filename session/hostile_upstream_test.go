@@ -141,7 +141,7 @@ func (r *hostileRig) connect(name string) *hostileSession {
 			if h == nil {
 				return session.Target{}
 			}
-			return session.Target{Session: h.Session(), Timeout: 5 * time.Second, Subscriptions: h}
+			return session.Target{Conn: h.Conn(), Timeout: 5 * time.Second, Subscriptions: h}
 		},
 	})
 	for srv := range r.liars {

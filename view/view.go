@@ -385,7 +385,7 @@ func (a *Attachment) Handover(memo *Memo) *Attachment {
 // or policy than the view's own: a change taken while the view is held
 // (a restart) and not yet replayed. The registrations may then show what
 // the session's settings now hide, so its owner forwards no call through
-// the view until the replay (pool.Handle.Session). It does not wait for
+// the view until the replay (pool.Handle.Conn). It does not wait for
 // the view's lock.
 func (v *View) Lagging() bool { return v.lag.Load() }
 

@@ -14,9 +14,9 @@ import "sync/atomic"
 // Counters holds the operation counters. The zero value is ready to use; a
 // Counters must not be copied after first use.
 type Counters struct {
-	// Connects counts upstream MCP sessions established (initialize done).
+	// Connects counts upstream connections established (initialize done).
 	Connects atomic.Int64
-	// Disconnects counts upstream MCP sessions that ended, whether the pool
+	// Disconnects counts upstream connections that ended, whether the pool
 	// closed them or the upstream went away.
 	Disconnects atomic.Int64
 	// Acquires counts handles handed out by the pool.
