@@ -31,7 +31,7 @@ func (r *CheckResult) OK() bool { return len(r.Errors) == 0 }
 // serves, without serving or starting any upstream: it loads the file
 // (every problem is an error, unknown keys included), checks the listen
 // address (Options.AllowRemote as for Run), loads the policy plugin with
-// the host's checks and the daemon's trial calls (view.Smoke), and asks
+// the host's checks and the daemon's trial calls (view.CheckPolicy), and asks
 // the plugin for the key of every (session, server) binding's settings,
 // with the reconciler's own check that a reload makes
 // (reconcile.Reconciler.Check). It returns an error only when ctx ends.

@@ -21,8 +21,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/wasmhost/wasmhost/config"
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/inflight"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/internal/procgroup"
 	"github.com/wasmhost/wasmhost/internal/redact"
 	"github.com/wasmhost/wasmhost/internal/stderrlog"
@@ -166,7 +166,7 @@ type Daemon struct {
 	path     string      // absolute config path, for watching
 	secrets  *redact.Set // of every config loaded; the logger redacts them
 	log      *slog.Logger
-	counters *churn.Counters
+	counters *opcount.Counters
 	relay    *session.ProgressRelay
 	metrics  *metrics
 	pids     *pidTable
@@ -288,7 +288,7 @@ func New(opts Options) (*Daemon, error) {
 		path:      path,
 		secrets:   secrets,
 		log:       slog.New(secrets.Handler(opts.Logger.Handler())),
-		counters:  &churn.Counters{},
+		counters:  &opcount.Counters{},
 		relay:     session.NewProgressRelay(),
 		pids:      newPIDTable(),
 		stderr:    &stderrlog.Budgets{},

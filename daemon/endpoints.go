@@ -35,7 +35,7 @@ func (d *Daemon) registry(name string) view.Registry {
 		Logger:         d.log.With("component", "session"),
 		Redact:         d.secrets.Error,
 		OnCall:         d.metrics.observeCall,
-		Unavailable:    func(server string) string { return d.rec.Down(name, server) },
+		Unavailable:    func(server string) string { return d.rec.Unavailable(name, server) },
 	})
 	var handler http.Handler
 	if d.opts.Stdio == nil {
@@ -140,7 +140,7 @@ func (d *Daemon) upstreamFor(name string) func(string) session.Target {
 		if h == nil {
 			return session.Target{}
 		}
-		return session.Target{Session: h.Session(), Timeout: h.CallTimeout(), Subscriptions: h}
+		return session.Target{Conn: h.Conn(), Timeout: h.CallTimeout(), Subscriptions: h}
 	}
 }
 

@@ -109,20 +109,20 @@ func newMetrics(d *Daemon) *metrics {
 	}
 
 	c := d.counters
-	churnCounter := func(name, help string, v *atomic.Int64) {
+	opCounter := func(name, help string, v *atomic.Int64) {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "wasmhost_" + name + "_total", Help: help},
 			func() float64 { return float64(v.Load()) }))
 	}
-	churnCounter("upstream_connects", "Upstream MCP sessions established.", &c.Connects)
-	churnCounter("upstream_disconnects", "Upstream MCP sessions ended.", &c.Disconnects)
-	churnCounter("handle_acquires", "Pool handles acquired by sessions.", &c.Acquires)
-	churnCounter("handle_releases", "Pool handles released.", &c.Releases)
-	churnCounter("view_refreshes", "Settings refreshes of session views.", &c.Refreshes)
-	churnCounter("view_replays", "Projections applied to session registries.", &c.Replays)
-	churnCounter("registry_ops", "Put or delete batches sent to session registries.", &c.RegistryOps)
-	churnCounter("policy_calls", "Calls into the policy (canonicalize or project).", &c.PolicyCalls)
-	churnCounter("upstream_notifications", "list_changed notifications received from upstreams.", &c.Notifications)
-	churnCounter("upstream_discoveries", "Snapshot listings of upstream servers.", &c.Discoveries)
+	opCounter("upstream_connects", "Upstream connections established.", &c.Connects)
+	opCounter("upstream_disconnects", "Upstream connections ended.", &c.Disconnects)
+	opCounter("handle_acquires", "Pool handles acquired by sessions.", &c.Acquires)
+	opCounter("handle_releases", "Pool handles released.", &c.Releases)
+	opCounter("view_refreshes", "Settings refreshes of session views.", &c.Refreshes)
+	opCounter("view_replays", "Projections applied to session registries.", &c.Replays)
+	opCounter("registry_ops", "Put or delete batches sent to session registries.", &c.RegistryOps)
+	opCounter("policy_calls", "Calls into the policy (canonicalize or project).", &c.PolicyCalls)
+	opCounter("upstream_notifications", "list_changed notifications received from upstreams.", &c.Notifications)
+	opCounter("upstream_discoveries", "Snapshot listings of upstream servers.", &c.Discoveries)
 
 	m.reg.MustRegister(&poolCollector{d: d, desc: prometheus.NewDesc("wasmhost_pool_entries",
 		"Upstream connections in the pool, by state; a server whose connection could not be made counts as failed.", []string{"state"}, nil)})

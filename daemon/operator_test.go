@@ -61,7 +61,7 @@ func (r *running) watchAlice(t *testing.T) (tools []string, stillServed func()) 
 	}
 }
 
-// A policy plugin that loads, shakes hands and passes the smoke run (it
+// A policy plugin that loads, shakes hands and passes the trial calls (it
 // keys {}) but refuses the settings the running sessions have is refused
 // like any other broken plugin (ErrPolicyRefused, 422, nothing changed),
 // naming the sessions and servers whose settings it refuses; the old policy
@@ -381,7 +381,7 @@ func TestOperatorBrokenPluginSwapsKeepOldPolicy(t *testing.T) {
 		"hs-loop":         "bad handshake: plugin call timed out",
 		"missing-exports": "missing or mistyped export",
 		"unknown-import":  "unknown import",
-		"script":          "smoke run",
+		"script":          "trial calls",
 	} {
 		path, err := filepath.Abs("../testplugins/wat/" + plugin + ".wasm")
 		require.NoError(t, err)

@@ -109,7 +109,7 @@ func PolicyField(p config.Policy, err error) string {
 
 // loadPolicyBytes loads and checks a plugin: the host checks the pin, the
 // imports and exports and the handshake (given src's config); then a
-// smoke run (view.Smoke) canonicalizes {} and projects a tiny snapshot.
+// the trial calls (view.CheckPolicy) canonicalize {} and project a tiny snapshot.
 func (d *Daemon) loadPolicyBytes(ctx context.Context, name string, wasm []byte, src policySource) (*loadedPolicy, error) {
 	start := time.Now()
 	p, err := host.Load(ctx, name, wasm, host.Options{
@@ -125,7 +125,7 @@ func (d *Daemon) loadPolicyBytes(ctx context.Context, name string, wasm []byte, 
 		return nil, err
 	}
 	timed := &timedPolicy{Plugin: p, m: d.metrics}
-	if err := view.Smoke(ctx, timed); err != nil {
+	if err := view.CheckPolicy(ctx, timed); err != nil {
 		_ = p.Close(context.Background())
 		return nil, fmt.Errorf("plugin %q: %w", name, err)
 	}

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 
-	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/session"
@@ -12,13 +12,13 @@ import (
 
 // A State is what GET /v1/state returns.
 type State struct {
-	Config     string        `json:"config"`
-	Listen     string        `json:"listen"`
-	Policy     PolicyState   `json:"policy"`
-	LastReload *ReloadResult `json:"lastReload,omitempty"`
-	Pool       []EntryState  `json:"pool"`
-	Sessions   []SessionView `json:"sessions"`
-	Counters   churn.Values  `json:"counters"`
+	Config     string         `json:"config"`
+	Listen     string         `json:"listen"`
+	Policy     PolicyState    `json:"policy"`
+	LastReload *ReloadResult  `json:"lastReload,omitempty"`
+	Pool       []EntryState   `json:"pool"`
+	Sessions   []SessionView  `json:"sessions"`
+	Counters   opcount.Values `json:"counters"`
 
 	// Reloads are the latest reloads (at most 20), newest first; the
 	// first is LastReload.

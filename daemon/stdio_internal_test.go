@@ -160,7 +160,7 @@ func (p flakyPolicy) ProjectBatch(ctx context.Context, req *abi.ProjectBatchRequ
 func TestSuperviseLegacyRepairsFailedView(t *testing.T) {
 	r := startStdio(t, inMemory(fsServer(), nil), func(o *Options) { o.RetryMin = 100 * time.Millisecond }, nil)
 	mcptest.WaitFor(t, stdioWithin, func() bool { return slices.Equal(r.tools(t), []string{"read"}) }, r.log.String, "fs's tool listed")
-	conn := r.d.rec.Handle("alice", "fs").Session()
+	conn := r.d.rec.Handle("alice", "fs").Conn()
 	require.NotNil(t, conn)
 
 	down := new(atomic.Bool)
@@ -170,12 +170,12 @@ func TestSuperviseLegacyRepairsFailedView(t *testing.T) {
 	r.d.reloadMu.Unlock()
 	require.ErrorContains(t, err, "policy down")
 	mcptest.WaitFor(t, stdioWithin, func() bool { return len(r.tools(t)) == 0 }, r.log.String, "the view failed closed")
-	require.Same(t, conn, r.d.rec.Handle("alice", "fs").Session(), "the connection stayed up")
+	require.Same(t, conn, r.d.rec.Handle("alice", "fs").Conn(), "the connection stayed up")
 
 	down.Store(false)
 	mcptest.WaitFor(t, stdioWithin, func() bool { return slices.Equal(r.tools(t), []string{"read"}) }, r.log.String,
 		"the supervisor retried the server whose view failed closed")
-	assert.Same(t, conn, r.d.rec.Handle("alice", "fs").Session(), "repaired on the same connection, not reconnected")
+	assert.Same(t, conn, r.d.rec.Handle("alice", "fs").Conn(), "repaired on the same connection, not reconnected")
 }
 
 // TestSuperviseLegacyCrashLoopBacksOff: in stdio mode (no crash restarts,

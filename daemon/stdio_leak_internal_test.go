@@ -153,10 +153,10 @@ func TestStdioLegacyLeakSoak(t *testing.T) {
 		var cs *mcp.ClientSession
 		require.Eventually(t, func() bool {
 			h := d.rec.Handle("alice", server)
-			if h == nil || h.Session() == nil {
+			if h == nil || h.Conn() == nil {
 				return false
 			}
-			cs = h.Session()
+			cs = h.Conn()
 			names, err := mcptest.ToolNames(ctx, client)
 			return err == nil && slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(n, "slow") })
 		}, stdioLeakSettle, 10*time.Millisecond, "%s not ready", server)
@@ -201,7 +201,7 @@ func TestStdioLegacyLeakSoak(t *testing.T) {
 			ready("slow")
 			pid := readPID(t, filepath.Join(dir, "slow.pid"))
 			require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-			require.Eventually(t, func() bool { h := d.rec.Handle("alice", "slow"); return h == nil || h.Session() == nil },
+			require.Eventually(t, func() bool { h := d.rec.Handle("alice", "slow"); return h == nil || h.Conn() == nil },
 				stdioLeakSettle, 5*time.Millisecond, "round %d: the crash was not seen", round)
 			// The supervisor repairs it too, with a growing delay (these
 			// crashes come soon after one another): Repair races it.

@@ -70,7 +70,7 @@ func (d *Daemon) supervise(ctx context.Context) {
 				}
 				k := key{s.Name, b.Server}
 				seen[k] = true
-				if scheduled, delay := retries.Down(k, now); scheduled {
+				if scheduled, delay := retries.ScheduleRetry(k, now); scheduled {
 					d.log.Warn("upstream down; retrying with backoff", "session", s.Name, "server", b.Server, "in", delay, "err", b.Error)
 					continue
 				}

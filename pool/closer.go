@@ -8,9 +8,9 @@ import (
 )
 
 // A closer is a transport that remembers the connection it made, so that
-// the connection can be closed beneath the client session using it.
+// the connection can be closed beneath the mcp.ClientSession using it.
 // mcp.ClientSession.Close waits until every request under way on the
-// session has its answer, however long the upstream takes, or for ever;
+// connection has its answer, however long the upstream takes, or for ever;
 // closing the connection first fails those requests at once. A restart
 // closes its old connection this way.
 type closer struct {
@@ -31,8 +31,8 @@ func (t *closer) Connect(ctx context.Context) (mcp.Connection, error) {
 	return conn, err
 }
 
-// CloseConnection closes the connection made, if any. The client session's
-// own Close closes it again, which the connections of the go-sdk's
+// CloseConnection closes the connection made, if any. The
+// mcp.ClientSession's own Close closes it again, which the connections of the go-sdk's
 // transports, and wasmhost's wrappers of them, take as a no-op.
 func (t *closer) CloseConnection() {
 	t.mu.Lock()

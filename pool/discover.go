@@ -41,7 +41,7 @@ func (e *Entry) discover(ctx context.Context, cs *mcp.ClientSession, which kinds
 }
 
 // Discover lists every tool, prompt, resource and resource template of an
-// initialized upstream session, following pagination cursors, into a
+// initialized upstream connection, following pagination cursors, into a
 // snapshot with Version 0 (the caller numbers its snapshots). Lists the
 // server declares no capability for are empty, and so are the templates of
 // a server that does not know resources/templates/list. The pool uses the

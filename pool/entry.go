@@ -45,8 +45,8 @@ type Entry struct {
 	changed     chan struct{} // closed and replaced on every state change
 	refs        int
 	handles     map[*Handle]struct{}
-	session     *mcp.ClientSession
-	conn        uint64 // connection generation; bumped when a session is superseded
+	upstream    *mcp.ClientSession // the upstream connection; nil while none is ready
+	conn        uint64             // connection generation; bumped when a connection is superseded
 	snap        *Snapshot
 	version     uint64
 	err         error
@@ -235,14 +235,14 @@ func (e *Entry) terminalErr() error {
 	return fmt.Errorf("%s is %s: %w", e.label(), e.state, ErrTerminal)
 }
 
-// closeLocked moves the entry to closed and returns the session to close
+// closeLocked moves the entry to closed and returns the connection to close
 // outside the lock. e.mu is held.
 func (e *Entry) closeLocked(cause error) *mcp.ClientSession {
 	if e.state == StateClosed {
 		return nil
 	}
-	cs := e.session
-	e.session = nil
+	cs := e.upstream
+	e.upstream = nil
 	e.conn++
 	if cause != nil && e.err == nil {
 		e.err = cause
@@ -252,9 +252,9 @@ func (e *Entry) closeLocked(cause error) *mcp.ClientSession {
 	return cs
 }
 
-// closeSession closes cs, waiting within ctx (the close goes on in the
+// closeConn closes cs, waiting within ctx (the close goes on in the
 // background if ctx ends first).
-func (e *Entry) closeSession(ctx context.Context, cs *mcp.ClientSession) {
+func (e *Entry) closeConn(ctx context.Context, cs *mcp.ClientSession) {
 	if cs == nil {
 		return
 	}
@@ -262,26 +262,26 @@ func (e *Entry) closeSession(ctx context.Context, cs *mcp.ClientSession) {
 	select {
 	case err := <-e.pool.startClose(cs):
 		if err != nil {
-			e.log.Debug("closing upstream session", "err", err)
+			e.log.Debug("closing upstream connection", "err", err)
 		}
 	case <-ctx.Done():
 	}
 }
 
-// closeSessionNow closes cs without waiting for the requests under way on
+// closeConnNow closes cs without waiting for the requests under way on
 // it, which fail: a restart replaces a connection that may be hung, and
 // mcp.ClientSession.Close alone would wait for their answers (see closer).
-func (e *Entry) closeSessionNow(cs *mcp.ClientSession) {
+func (e *Entry) closeConnNow(cs *mcp.ClientSession) {
 	if cs == nil {
 		return
 	}
 	if c, ok := e.pool.closers.Load(cs); ok {
 		c.(*closer).CloseConnection()
 	}
-	e.closeSession(context.Background(), cs)
+	e.closeConn(context.Background(), cs)
 }
 
-// establish dials, connects and discovers a full snapshot. The new session
+// establish dials, connects and discovers a full snapshot. The new connection
 // belongs to connection generation gen, which its notification handlers
 // report back.
 func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *Snapshot, error) {
@@ -320,7 +320,7 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *Snapshot, error) {
 	e.pool.counters.Connects.Add(1)
 	snap, err := e.discover(ctx, cs, kindAll, nil)
 	if err != nil {
-		e.closeSession(ctx, cs)
+		e.closeConn(ctx, cs)
 		return nil, nil, connectFailure(ctx, t, e.timeout, err)
 	}
 	return cs, snap, nil
@@ -344,14 +344,14 @@ func (e *Entry) finishConnect(gen uint64, cs *mcp.ClientSession, snap *Snapshot,
 		// Released or pool closed while connecting.
 		e.mu.Unlock()
 		e.fanMu.Unlock()
-		e.closeSession(context.Background(), cs)
+		e.closeConn(context.Background(), cs)
 		return fmt.Errorf("%s closed while connecting: %w", e.label(), ErrTerminal)
 	}
 	handles := e.handleList()
 	if err != nil {
 		e.err = err
 		e.lastErr = err
-		e.session = nil
+		e.upstream = nil
 		e.conn++
 		e.setState(StateFailed)
 		e.mu.Unlock()
@@ -364,7 +364,7 @@ func (e *Entry) finishConnect(gen uint64, cs *mcp.ClientSession, snap *Snapshot,
 		e.pool.forget(e)
 		return fmt.Errorf("%s is failed: %w: %w", e.label(), ErrTerminal, err)
 	}
-	e.session = cs
+	e.upstream = cs
 	e.connectedAt = time.Now()
 	e.version++
 	snap.Version = e.version
@@ -396,7 +396,7 @@ func (e *Entry) fanOut(handles []*Handle, snap *Snapshot) {
 	}
 }
 
-// watch notices the end of session cs of generation gen. An end the pool
+// watch notices the end of connection cs of generation gen. An end the pool
 // did not cause restarts the entry (within Options.CrashRestarts) or fails
 // it. Either way cs is closed once more to release its resources, and that
 // close is the one Disconnects counts.
@@ -419,7 +419,7 @@ func (e *Entry) streamLost(gen uint64) {
 			return
 		}
 		if e.state == StateReady {
-			cs := e.session
+			cs := e.upstream
 			e.mu.Unlock()
 			e.wentAway(gen, cs, errStreamLost)
 			return
@@ -434,7 +434,7 @@ func (e *Entry) streamLost(gen uint64) {
 // itself without a cause (see EntryInfo.LastErr).
 var errWentAway = errors.New("the upstream ended the connection")
 
-// wentAway handles the end, which the pool did not cause, of session cs of
+// wentAway handles the end, which the pool did not cause, of connection cs of
 // generation gen (see watch).
 func (e *Entry) wentAway(gen uint64, cs *mcp.ClientSession, err error) {
 	e.mu.Lock()
@@ -466,7 +466,7 @@ func (e *Entry) wentAway(gen uint64, cs *mcp.ClientSession, err error) {
 		cause = fmt.Errorf("%w: %s: %w", ErrDisconnected, e.label(), err)
 	}
 	if e.fail(gen, cause) {
-		e.closeSession(context.Background(), cs)
+		e.closeConn(context.Background(), cs)
 	}
 }
 
@@ -482,7 +482,7 @@ func (e *Entry) fail(gen uint64, cause error) bool {
 		return false
 	}
 	e.err = cause
-	e.session = nil
+	e.upstream = nil
 	e.conn++
 	e.setState(StateFailed)
 	handles := e.handleList()
@@ -550,8 +550,8 @@ func (e *Entry) doRestart(ctx context.Context, explicit bool, gen uint64) error 
 	if explicit {
 		e.crashes = 0
 	}
-	old := e.session
-	e.session = nil
+	old := e.upstream
+	e.upstream = nil
 	e.conn++
 	gen = e.conn
 	e.dirty = 0 // the restart rediscovers everything
@@ -572,7 +572,7 @@ func (e *Entry) doRestart(ctx context.Context, explicit bool, gen uint64) error 
 			h.att.Hold()
 		}
 		e.fanMu.Unlock()
-		e.closeSessionNow(old)
+		e.closeConnNow(old)
 
 		cs, snap, err := e.establish(gen)
 		c.err = e.finishConnect(gen, cs, snap, err)

@@ -27,7 +27,7 @@ type Follower interface {
 	SetSettings(ctx context.Context, settings json.RawMessage) (changed bool, err error)
 	// Lagging reports whether what the follower shows is of older
 	// settings than its own (a change taken during a restart, not yet
-	// replayed); Handle.Session forwards nothing meanwhile. It must not
+	// replayed); Handle.Conn forwards nothing meanwhile. It must not
 	// wait for a lock the other methods hold.
 	Lagging() bool
 }

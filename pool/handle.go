@@ -21,7 +21,7 @@ type Handle struct {
 	att      Attachment
 
 	// released is written under mu (which serialises RefreshMetadata and
-	// Release) and read without it by Session and Released, so forwarding
+	// Release) and read without it by Conn and Released, so forwarding
 	// never waits for a refresh's policy call.
 	mu       sync.Mutex
 	released atomic.Bool
@@ -53,20 +53,20 @@ func (h *Handle) Follower() Follower { return h.follower }
 // Released reports whether Release was called.
 func (h *Handle) Released() bool { return h.released.Load() }
 
-// Session returns the entry's current upstream session, for forwarding
+// Conn returns the entry's current upstream connection, for forwarding
 // calls, or nil when the entry is not ready (connecting, restarting, or
 // terminal), the handle is released, or the view's registrations lag its
 // settings (Follower.Lagging: a refresh taken during a restart, until the
 // restart's fan-out has replayed it), so that no call goes out under a
 // projection the session's settings no longer give. Fetch it for each
 // call: a restart replaces it.
-func (h *Handle) Session() *mcp.ClientSession {
+func (h *Handle) Conn() *mcp.ClientSession {
 	if h.released.Load() || h.follower.Lagging() {
 		return nil
 	}
 	h.entry.mu.Lock()
 	defer h.entry.mu.Unlock()
-	return h.entry.session
+	return h.entry.upstream
 }
 
 // RefreshMetadata hands the view new raw settings for the server (the view

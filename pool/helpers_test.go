@@ -16,9 +16,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wasmhost/wasmhost/abi"
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
@@ -45,7 +45,7 @@ type transporter interface {
 // An env is a pool over in-memory upstreams, with hooks on dialing.
 type env struct {
 	t         *testing.T
-	counters  *churn.Counters
+	counters  *opcount.Counters
 	pool      *pool.Pool
 	upstreams map[string]*mcptest.Upstream
 	// others are upstreams of other kinds (hostile ones), by name.
@@ -57,7 +57,7 @@ type env struct {
 
 func newEnv(t *testing.T, opts pool.Options, ups ...*mcptest.Upstream) *env {
 	t.Helper()
-	e := &env{t: t, counters: &churn.Counters{}, upstreams: make(map[string]*mcptest.Upstream), others: make(map[string]transporter)}
+	e := &env{t: t, counters: &opcount.Counters{}, upstreams: make(map[string]*mcptest.Upstream), others: make(map[string]transporter)}
 	for _, u := range ups {
 		e.upstreams[u.Name] = u
 	}
@@ -88,7 +88,7 @@ func newEnv(t *testing.T, opts pool.Options, ups ...*mcptest.Upstream) *env {
 	return e
 }
 
-func (e *env) delta(before churn.Values) churn.Values { return e.counters.Snapshot().Sub(before) }
+func (e *env) delta(before opcount.Values) opcount.Values { return e.counters.Snapshot().Sub(before) }
 
 func (e *env) newView(session, server, settings string, reg *viewtest.Registry, p abi.Policy) *view.View {
 	if p == nil {

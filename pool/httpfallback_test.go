@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
@@ -58,7 +58,7 @@ func httpSpec(t *testing.T, sse, httpURL bool) pool.Spec {
 // dials with DefaultDialer (newEnv's pool dials in memory).
 func acquireHTTP(t *testing.T, spec pool.Spec) *pool.Handle {
 	t.Helper()
-	counters := &churn.Counters{}
+	counters := &opcount.Counters{}
 	p := pool.New(pool.Options{Counters: counters, Logger: quiet})
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
 	v := view.New(view.Config{Session: "alice", Server: "web", Registry: viewtest.NewRegistry(),
@@ -184,7 +184,7 @@ func TestDialURLKeepsSessionState(t *testing.T) {
 				spec.URL = ts.URL
 			}
 			handle := acquireHTTP(t, spec)
-			require.Equal(t, tc.want, handle.Session().InitializeResult().ProtocolVersion)
+			require.Equal(t, tc.want, handle.Conn().InitializeResult().ProtocolVersion)
 
 			mu.Lock()
 			got, listed := sent["tools/list"]

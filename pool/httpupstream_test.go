@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
@@ -100,7 +100,7 @@ func (r *restartable) back(tools ...string) {
 func httpPool(t *testing.T, opts pool.Options) *pool.Pool {
 	t.Helper()
 	if opts.Counters == nil {
-		opts.Counters = &churn.Counters{}
+		opts.Counters = &opcount.Counters{}
 	}
 	if opts.Logger == nil {
 		opts.Logger = quiet
@@ -127,7 +127,7 @@ func acquireFrom(t *testing.T, p *pool.Pool, spec pool.Spec, reg *viewtest.Regis
 
 // callRead calls the upstream tool "read" through h's current session.
 func callRead(ctx context.Context, h *pool.Handle) (string, error) {
-	cs := h.Session()
+	cs := h.Conn()
 	if cs == nil {
 		return "", errNotReady
 	}

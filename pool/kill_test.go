@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
@@ -63,7 +63,7 @@ func TestKillUpstream(t *testing.T) {
 		Pooled:  true,
 	}
 	const kills = 20
-	counters := &churn.Counters{}
+	counters := &opcount.Counters{}
 	p := pool.New(pool.Options{Counters: counters, Logger: quiet, CrashRestarts: 2 * kills})
 	closed := false
 	t.Cleanup(func() {
@@ -104,7 +104,7 @@ func TestKillUpstream(t *testing.T) {
 			defer wg.Done()
 			h := handles[g%len(handles)]
 			for i := 0; !stop.Load(); i++ {
-				cs := h.Session()
+				cs := h.Conn()
 				if cs == nil { // restarting: no session to call
 					stats.skipped.Add(1)
 					time.Sleep(2 * time.Millisecond) // a hammer's pause while the entry restarts: nothing to wait for
@@ -211,7 +211,7 @@ func upstreamPID(t *testing.T, h *pool.Handle, not int) int {
 	t.Helper()
 	var pid int
 	require.Eventually(t, func() bool {
-		cs := h.Session()
+		cs := h.Conn()
 		if cs == nil {
 			return false
 		}

@@ -32,8 +32,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/inflight"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 )
 
 // Errors returned by the pool. They are wrapped with the server, session or
@@ -64,9 +64,9 @@ const DefaultTimeout = 30 * time.Second
 type Options struct {
 	// Dialer makes transports; nil means DefaultDialer.
 	Dialer Dialer
-	// Counters receives the pool's and its views' churn; nil means a fresh
+	// Counters counts the pool's and its views' work; nil means a fresh
 	// set (see Pool.Counters). Pass the same Counters to the views.
-	Counters *churn.Counters
+	Counters *opcount.Counters
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 	// Client is the implementation the pool announces upstream; nil means
@@ -94,7 +94,7 @@ type Options struct {
 // for concurrent use.
 type Pool struct {
 	dial     Dialer
-	counters *churn.Counters
+	counters *opcount.Counters
 	log      *slog.Logger
 	client   *mcp.Implementation
 	timeout  time.Duration
@@ -109,16 +109,16 @@ type Pool struct {
 	unpooled map[string]int      // last unpooled sequence number per name
 
 	// work counts what Close must see finished (see track): connection
-	// attempts (first connects and restarts) and upstream sessions being
+	// attempts (first connects and restarts) and upstream connections being
 	// closed, possibly in the background after their caller's context
 	// ended (startClose). It is never closed: a close may start while Close
 	// waits. Its lock is a leaf: taken with p.mu or an entry's mu held or
 	// not.
 	work inflight.Gate
 
-	// closers holds the closer beneath each upstream session not yet
+	// closers holds the closer beneath each upstream connection not yet
 	// closed (*mcp.ClientSession to *closer), for a restart to close it
-	// at once (Entry.closeSessionNow).
+	// at once (Entry.closeConnNow).
 	closers sync.Map
 }
 
@@ -141,7 +141,7 @@ func New(opts Options) *Pool {
 		p.dial = DefaultDialer
 	}
 	if p.counters == nil {
-		p.counters = &churn.Counters{}
+		p.counters = &opcount.Counters{}
 	}
 	if p.log == nil {
 		p.log = slog.Default()
@@ -155,8 +155,8 @@ func New(opts Options) *Pool {
 	return p
 }
 
-// Counters returns the pool's churn counters.
-func (p *Pool) Counters() *churn.Counters { return p.counters }
+// Counters returns the pool's operation counters.
+func (p *Pool) Counters() *opcount.Counters { return p.counters }
 
 // Acquire attaches v to a connection for spec and returns the handle that
 // holds it. A pooled spec joins the live entry with the same fingerprint or
@@ -258,7 +258,7 @@ func (p *Pool) unref(ctx context.Context, e *Entry) {
 	cs := e.closeLocked(nil)
 	e.mu.Unlock()
 	p.mu.Unlock()
-	e.closeSession(ctx, cs)
+	e.closeConn(ctx, cs)
 }
 
 // EntryInfo describes an entry at one instant.
@@ -338,11 +338,11 @@ func (p *Pool) Close(ctx context.Context) error {
 			h.att.Withdraw(fmt.Errorf("server %s: %w", e.spec.Name, cause))
 		}
 		e.fanMu.Unlock()
-		e.closeSession(ctx, cs)
+		e.closeConn(ctx, cs)
 	}
 	// Wait, within ctx, for every connection attempt and every close still
 	// going on, including those a release or restart left to finish in the
-	// background: after Close returns nil no upstream session or process is
+	// background: after Close returns nil no upstream connection or process is
 	// left behind. Closing the entries cut their attempts short.
 	_ = p.work.Wait(ctx) // its error is ctx's
 	return ctx.Err()

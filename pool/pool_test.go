@@ -20,7 +20,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
-	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
@@ -126,7 +126,7 @@ func TestSpecProtocolVersion(t *testing.T) {
 				}
 			}
 			mu.Unlock()
-			res, err := h.Session().CallTool(context.Background(), &mcp.CallToolParams{Name: "read"})
+			res, err := h.Conn().CallTool(context.Background(), &mcp.CallToolParams{Name: "read"})
 			require.NoError(t, err)
 			assert.False(t, res.IsError)
 		})
@@ -212,7 +212,7 @@ func TestPooledRefresh(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, changed)
 	d := e.delta(before)
-	assert.Equal(t, churn.Values{Refreshes: 1, Replays: 1, PolicyCalls: 2, RegistryOps: 3}, d,
+	assert.Equal(t, opcount.Values{Refreshes: 1, Replays: 1, PolicyCalls: 2, RegistryOps: 3}, d,
 		"canonicalize+project; delete 2 tools, delete the greet prompt, put 1 re-flagged tool")
 	assert.Equal(t, r2ops, r2.OpCount(), "the other session is untouched")
 	requireProjection(t, r1, "fs", `{"includeTools":["read"],"trust":true}`, h1.Entry().Snapshot())
@@ -229,20 +229,20 @@ func TestRefreshMetadataCases(t *testing.T) {
 		name     string
 		from, to string
 		changed  bool
-		want     churn.Values
+		want     opcount.Values
 		tools    []string
 	}{
 		{"equivalent filter normalization", `{"includeTools":["write","read(path)"],"excludeTools":null}`,
 			`{"excludeTools":[],"includeTools":["read","write","read"]}`, false,
-			churn.Values{Refreshes: 1, PolicyCalls: 1}, []string{"read", "write"}},
+			opcount.Values{Refreshes: 1, PolicyCalls: 1}, []string{"read", "write"}},
 		{"absent include allows all", `{"includeTools":[]}`, `{}`, true,
-			churn.Values{Refreshes: 1, Replays: 1, PolicyCalls: 2, RegistryOps: 2}, []string{"delete", "read", "write"}},
+			opcount.Values{Refreshes: 1, Replays: 1, PolicyCalls: 2, RegistryOps: 2}, []string{"delete", "read", "write"}},
 		{"empty include allows none", `{}`, `{"includeTools":[]}`, true,
-			churn.Values{Refreshes: 1, Replays: 1, PolicyCalls: 2, RegistryOps: 2}, nil},
+			opcount.Values{Refreshes: 1, Replays: 1, PolicyCalls: 2, RegistryOps: 2}, nil},
 		{"null include equals absent", `{}`, `{"includeTools":null}`, false,
-			churn.Values{Refreshes: 1, PolicyCalls: 1}, []string{"delete", "read", "write"}},
+			opcount.Values{Refreshes: 1, PolicyCalls: 1}, []string{"delete", "read", "write"}},
 		{"new key, same projection", `{}`, `{"trust":false}`, true,
-			churn.Values{Refreshes: 1, Replays: 1, PolicyCalls: 2}, []string{"delete", "read", "write"}},
+			opcount.Values{Refreshes: 1, Replays: 1, PolicyCalls: 2}, []string{"delete", "read", "write"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -302,7 +302,7 @@ func TestUnpooledIdentity(t *testing.T) {
 	changed, err = h1.RefreshMetadata(ctx, json.RawMessage(`{"alwaysLoadTools":true,"excludeTools":["write","write"]}`))
 	require.NoError(t, err)
 	assert.False(t, changed)
-	assert.Equal(t, churn.Values{Refreshes: 1, PolicyCalls: 1}, e.delta(before))
+	assert.Equal(t, opcount.Values{Refreshes: 1, PolicyCalls: 1}, e.delta(before))
 
 	// Releasing one unpooled handle closes its connection only.
 	require.NoError(t, h1.Release(ctx))
@@ -422,12 +422,12 @@ func TestReleasedHandleFailsClosed(t *testing.T) {
 	changed, err := h.RefreshMetadata(ctx, json.RawMessage(`{"trust":true}`))
 	require.ErrorIs(t, err, pool.ErrReleased)
 	assert.False(t, changed)
-	assert.Equal(t, churn.Values{}, e.delta(before))
+	assert.Equal(t, opcount.Values{}, e.delta(before))
 	assert.Equal(t, ops, reg.OpCount())
 	assert.Equal(t, 1, e.entry(keep.ID()).Refs)
 	assert.Equal(t, `{}`, string(view.Of(h).Settings()), "settings not taken")
 	require.ErrorIs(t, h.Release(ctx), pool.ErrReleased)
-	assert.Nil(t, h.Session())
+	assert.Nil(t, h.Conn())
 }
 
 // TestTerminalEntryFailsClosed: when the upstream goes away and no restart
@@ -447,7 +447,7 @@ func TestTerminalEntryFailsClosed(t *testing.T) {
 	assert.Empty(t, reg.Servers(), "views of a failed entry are withdrawn")
 	assert.ErrorIs(t, view.Of(h).Err(), pool.ErrTerminal)
 	assert.ErrorIs(t, view.Of(h).Err(), pool.ErrDisconnected)
-	assert.Nil(t, h.Session())
+	assert.Nil(t, h.Conn())
 
 	before := e.counters.Snapshot()
 	ops := reg.OpCount()
@@ -455,7 +455,7 @@ func TestTerminalEntryFailsClosed(t *testing.T) {
 	changed, err := h.RefreshMetadata(ctx, json.RawMessage(`{"trust":true}`))
 	require.ErrorIs(t, err, pool.ErrTerminal)
 	assert.False(t, changed)
-	assert.Equal(t, churn.Values{}, e.delta(before))
+	assert.Equal(t, opcount.Values{}, e.delta(before))
 	assert.Equal(t, ops, reg.OpCount())
 	assert.Equal(t, refs, h.Entry().Info().Refs)
 	require.ErrorIs(t, h.Entry().Restart(ctx), pool.ErrTerminal)
@@ -601,7 +601,7 @@ func TestRefreshDuringRestart(t *testing.T) {
 	go func() { restarted <- h.Entry().Restart(ctx) }()
 	<-g.entered
 	assert.Equal(t, pool.StateRestarting, h.Entry().State())
-	assert.Nil(t, h.Session())
+	assert.Nil(t, h.Conn())
 
 	ops := reg.OpCount()
 	changed, err := h.RefreshMetadata(ctx, json.RawMessage(`{"includeTools":["write","search"],"trust":true}`))
@@ -615,7 +615,7 @@ func TestRefreshDuringRestart(t *testing.T) {
 	require.NoError(t, <-restarted)
 
 	assert.Equal(t, pool.StateReady, h.Entry().State())
-	assert.NotNil(t, h.Session())
+	assert.NotNil(t, h.Conn())
 	assert.Equal(t, refs, h.Entry().Info().Refs)
 	snap := h.Entry().Snapshot()
 	assert.Equal(t, []string{"read", "search", "write"}, snapshotToolNames(snap))
@@ -833,7 +833,7 @@ func TestPoolCloseWaitsForBackgroundCloses(t *testing.T) {
 		}
 		return slowClose{tr, gate}, nil
 	}})
-	v := view.New(view.Config{Session: "s1", Server: "fs", Registry: viewtest.NewRegistry(), Counters: &churn.Counters{}, Policy: metakey.Reference{}, Logger: quiet})
+	v := view.New(view.Config{Session: "s1", Server: "fs", Registry: viewtest.NewRegistry(), Counters: &opcount.Counters{}, Policy: metakey.Reference{}, Logger: quiet})
 	h, err := p.Acquire(context.Background(), stdioSpec("fs"), v)
 	require.NoError(t, err)
 	gone, cancel := context.WithCancel(context.Background())
@@ -933,7 +933,7 @@ func TestSessionForwarding(t *testing.T) {
 	up := newUpstream(t, "fs", "read")
 	e := newEnv(t, pool.Options{}, up)
 	h := e.acquire(stdioSpec("fs"), "s1", `{}`, viewtest.NewRegistry())
-	res, err := h.Session().CallTool(ctx, &mcp.CallToolParams{Name: "read", Arguments: map[string]any{"path": "x"}})
+	res, err := h.Conn().CallTool(ctx, &mcp.CallToolParams{Name: "read", Arguments: map[string]any{"path": "x"}})
 	require.NoError(t, err)
 	require.Len(t, res.Content, 1)
 	assert.Equal(t, "fs/read says hi", res.Content[0].(*mcp.TextContent).Text)
@@ -1162,7 +1162,7 @@ func TestDiscoverWithoutPool(t *testing.T) {
 	require.Len(t, snap.Resources, 1)
 
 	reg := viewtest.NewRegistry()
-	v := view.New(view.Config{Session: "solo", Server: "fs", Registry: reg, Counters: &churn.Counters{}, Policy: metakey.Reference{}, Settings: json.RawMessage(`{"excludeTools":["b"]}`), Logger: quiet})
+	v := view.New(view.Config{Session: "solo", Server: "fs", Registry: reg, Counters: &opcount.Counters{}, Policy: metakey.Reference{}, Settings: json.RawMessage(`{"excludeTools":["b"]}`), Logger: quiet})
 	att, err := v.Attach(nil)
 	require.NoError(t, err)
 	require.NoError(t, att.Apply(ctx, snap))
@@ -1209,7 +1209,7 @@ func TestRestartDoesNotWaitForHungCalls(t *testing.T) {
 	h := e.acquire(stdioSpec("fs"), "s1", `{}`, viewtest.NewRegistry())
 	called := make(chan error, 1)
 	go func() {
-		_, err := h.Session().CallTool(context.Background(), &mcp.CallToolParams{Name: "hang", Arguments: map[string]any{}})
+		_, err := h.Conn().CallTool(context.Background(), &mcp.CallToolParams{Name: "hang", Arguments: map[string]any{}})
 		called <- err
 	}()
 	<-hung
@@ -1308,7 +1308,7 @@ func TestCrashRightAfterRestartIsRestarted(t *testing.T) {
 		"the second crash was not restarted")
 	settle(t, h)
 	require.Equal(t, pool.StateReady, h.Entry().State())
-	cs := h.Session()
+	cs := h.Conn()
 	require.NotNil(t, cs)
 	_, err = cs.ListTools(context.Background(), nil)
 	require.NoError(t, err, "the entry serves a live connection")

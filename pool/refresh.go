@@ -75,7 +75,7 @@ func (e *Entry) refreshLoop() {
 			e.mu.Unlock()
 			return
 		}
-		which, cs, gen, base := e.dirty, e.session, e.conn, e.snap
+		which, cs, gen, base := e.dirty, e.upstream, e.conn, e.snap
 		e.dirty = 0
 		e.mu.Unlock()
 
@@ -86,7 +86,7 @@ func (e *Entry) refreshLoop() {
 		if errors.Is(err, ErrListingTooLarge) {
 			// Trying again would only take the memory again.
 			if e.fail(gen, fmt.Errorf("server %s: %w", e.spec.Name, err)) {
-				e.closeSession(context.Background(), cs)
+				e.closeConn(context.Background(), cs)
 			}
 			continue
 		}

@@ -64,7 +64,7 @@ func (s *Standby) Identity() string { return s.entry.identity }
 // joined on the new entry.
 //
 // old stays as it was otherwise: not released, its entry still
-// connected, its Session still answering calls, so that the caller can
+// connected, its Conn still answering calls, so that the caller can
 // publish the new handle before it releases old ([Handle.Release] then
 // deletes no registration: the view is no longer old's). Move fails,
 // changing nothing, if old or the standby is released or the standby's

@@ -44,8 +44,8 @@ func TestStandbyMove(t *testing.T) {
 	assert.Same(t, view.Of(old), view.Of(h))
 	assert.Equal(t, n, reg.OpCount(), "the same lists on both connections: the session's registry is not touched")
 	requireProjection(t, reg, "fs", `{"trust":true}`, h.Entry().Snapshot())
-	require.NotNil(t, h.Session())
-	require.NotNil(t, old.Session(), "the old handle serves until it is released")
+	require.NotNil(t, h.Conn())
+	require.NotNil(t, old.Conn(), "the old handle serves until it is released")
 	assert.Equal(t, pool.StateReady, old.Entry().State())
 
 	require.NoError(t, old.Release(ctx))
@@ -90,7 +90,7 @@ func TestStandbyFails(t *testing.T) {
 	require.ErrorIs(t, err, boom)
 	assert.Equal(t, []string{stdioSpec("fs").Fingerprint()}, entryIDs(e.pool))
 	assert.Equal(t, n, reg.OpCount())
-	require.NotNil(t, old.Session())
+	require.NotNil(t, old.Conn())
 
 	// A standby released without a move closes its connection.
 	good := stdioSpec("fs")

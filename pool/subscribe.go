@@ -61,7 +61,7 @@ func (h *Handle) Subscribe(ctx context.Context, uri string, fn UpdateFunc) error
 		return fmt.Errorf("subscribe %s for session %q: %w", e.label(), h.follower.Session(), ErrReleased)
 	}
 	e.mu.Lock()
-	cs, gen, held := e.session, e.conn, len(e.subs[uri]) > 0
+	cs, gen, held := e.upstream, e.conn, len(e.subs[uri]) > 0
 	e.mu.Unlock()
 	switch {
 	case held:
@@ -84,8 +84,8 @@ func (h *Handle) Subscribe(ctx context.Context, uri string, fn UpdateFunc) error
 	e.subs[uri][h] = fn
 	// A restart that published its connection while this one subscribed
 	// on the old one did not see uri among the subscriptions to make again.
-	if e.conn != gen && e.session != nil && e.subOn[uri] != e.conn {
-		e.startResubscribe(e.conn, e.session, []string{uri})
+	if e.conn != gen && e.upstream != nil && e.subOn[uri] != e.conn {
+		e.startResubscribe(e.conn, e.upstream, []string{uri})
 	}
 	e.mu.Unlock()
 	return nil
@@ -166,7 +166,7 @@ func (e *Entry) leave(ctx context.Context, h *Handle, uri string) error {
 		delete(e.subs, uri)
 		delete(e.subOn, uri)
 	}
-	cs, gen := e.session, e.conn
+	cs, gen := e.upstream, e.conn
 	keep := last && cs != nil && e.keepListening(gen, cs, uri)
 	e.mu.Unlock()
 	if !last || keep || cs == nil || !offersSubscriptions(cs) {
@@ -263,7 +263,7 @@ func subscribeWhile(ctx context.Context, cs *mcp.ClientSession, uri string, curr
 func (e *Entry) current(cs *mcp.ClientSession) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.session == cs
+	return e.upstream == cs
 }
 
 // The bounds of the delay before the entry tries again to subscribe a new

@@ -104,7 +104,7 @@ func testSubscriptionsSharedPerEntry(t *testing.T, version string) {
 	require.ErrorIs(t, h1.Subscribe(t.Context(), uri, func(*mcp.ResourceUpdatedNotificationParams) {}), pool.ErrReleased)
 	h3 := e.acquire(spec, "s3", `{}`, viewtest.NewRegistry())
 	e.upstreams["docs"].Kill() // no crash restarts configured: the entry fails
-	require.Eventually(t, func() bool { return h3.Session() == nil }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return h3.Conn() == nil }, 5*time.Second, 5*time.Millisecond)
 	require.ErrorIs(t, h3.Subscribe(t.Context(), uri, func(*mcp.ResourceUpdatedNotificationParams) {}), pool.ErrNotReady)
 	hp := e.acquire(pool.Spec{Name: "plain", Command: "plain", Pooled: true}, "s1", `{}`, viewtest.NewRegistry())
 	err := hp.Subscribe(t.Context(), "file:///readme", func(*mcp.ResourceUpdatedNotificationParams) {})

@@ -13,7 +13,7 @@ import (
 // equivalent to what their views hold. Such a refresh would re-key to the
 // same key and stop there; adopting it instead costs a lookup or two, with
 // no task, no sorting and no worker, and counts as refreshed (in the
-// Summary and in churn.Counters.Refreshes), as the task would have. It
+// Summary and in opcount.Counters.Refreshes), as the task would have. It
 // adopts in one of three ways:
 //
 //   - by the wants alone (Reconciler.planChanges, trusted): while the

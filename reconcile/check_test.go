@@ -222,10 +222,10 @@ func TestApplyDoesNotAskAgainAboutSettingsItLeaves(t *testing.T) {
 	assert.Equal(t, []string{"read"}, e.reg("alice").ToolNames("fs"))
 }
 
-// TestDownSaysWhyForTheSessionsOwnServers: Down names the state of a
+// TestUnavailableSaysWhyForTheSessionsOwnServers: Unavailable names the state of a
 // session's binding that shows nothing, and says nothing of a healthy
 // binding or of a server the session does not use.
-func TestDownSaysWhyForTheSessionsOwnServers(t *testing.T) {
+func TestUnavailableSaysWhyForTheSessionsOwnServers(t *testing.T) {
 	fs := newUpstream("fs", "read")
 	e := newEnv(t, fs, newUpstream("git", "log"))
 	ctx := context.Background()
@@ -236,15 +236,15 @@ func TestDownSaysWhyForTheSessionsOwnServers(t *testing.T) {
 		session("bob", "servers", []string{"fs"})
 	_, _ = e.rec.Apply(ctx, c.build(t))
 
-	assert.Empty(t, e.rec.Down("alice", "fs"), "healthy")
-	assert.Equal(t, "unavailable to this session: the policy could not compute its view", e.rec.Down("alice", "git"))
-	assert.Empty(t, e.rec.Down("bob", "git"), "not bob's server")
-	assert.Empty(t, e.rec.Down("nobody", "fs"))
+	assert.Empty(t, e.rec.Unavailable("alice", "fs"), "healthy")
+	assert.Equal(t, "unavailable to this session: the policy could not compute its view", e.rec.Unavailable("alice", "git"))
+	assert.Empty(t, e.rec.Unavailable("bob", "git"), "not bob's server")
+	assert.Empty(t, e.rec.Unavailable("nobody", "fs"))
 
 	e.setFailing("fs", errors.New("no route (test)"))
 	fs.KillAll()
-	require.Eventually(t, func() bool { return e.rec.Down("bob", "fs") != "" }, 5*time.Second, 10*time.Millisecond)
-	assert.Contains(t, []string{"unavailable: its connection failed", "reconnecting; try again"}, e.rec.Down("bob", "fs"))
+	require.Eventually(t, func() bool { return e.rec.Unavailable("bob", "fs") != "" }, 5*time.Second, 10*time.Millisecond)
+	assert.Contains(t, []string{"unavailable: its connection failed", "reconnecting; try again"}, e.rec.Unavailable("bob", "fs"))
 }
 
 // toolShy is the default policy, except that projecting a snapshot with the

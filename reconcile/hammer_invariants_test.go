@@ -287,7 +287,7 @@ func hammerInvariants(t *testing.T, crashes int, chaos bool) {
 			for _, s := range e.rec.State().Sessions {
 				for _, b := range s.Servers {
 					if h := e.rec.Handle(s.Name, b.Server); h != nil {
-						_ = h.Session()
+						_ = h.Conn()
 						_ = view.Of(h).Applied()
 					}
 				}

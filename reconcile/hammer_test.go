@@ -197,7 +197,7 @@ func TestHammer(t *testing.T) {
 				for _, s := range st.Sessions {
 					for _, b := range s.Servers {
 						if h := e.rec.Handle(s.Name, b.Server); h != nil {
-							_ = h.Session()
+							_ = h.Conn()
 							_ = view.Of(h).Applied()
 						}
 					}

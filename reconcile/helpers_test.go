@@ -20,9 +20,9 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
@@ -61,7 +61,7 @@ func newUpstream(name string, tools ...string) *mcptest.Upstream {
 // reconciler.
 type env struct {
 	t        *testing.T
-	counters *churn.Counters
+	counters *opcount.Counters
 	pool     *pool.Pool
 	rec      *reconcile.Reconciler
 	ups      map[string]*mcptest.Upstream
@@ -77,7 +77,7 @@ type env struct {
 func newEnv(t *testing.T, ups ...*mcptest.Upstream) *env {
 	t.Helper()
 	e := &env{
-		t: t, counters: &churn.Counters{}, ups: make(map[string]*mcptest.Upstream),
+		t: t, counters: &opcount.Counters{}, ups: make(map[string]*mcptest.Upstream),
 		regs: make(map[string]*viewtest.Registry), regCall: make(map[string]int), failing: make(map[string]error),
 	}
 	for _, u := range ups {
@@ -149,9 +149,9 @@ func (e *env) reg(session string) *viewtest.Registry {
 	return e.regs[session]
 }
 
-func (e *env) snap() churn.Values { return e.counters.Snapshot() }
+func (e *env) snap() opcount.Values { return e.counters.Snapshot() }
 
-func (e *env) delta(before churn.Values) churn.Values { return e.counters.Snapshot().Sub(before) }
+func (e *env) delta(before opcount.Values) opcount.Values { return e.counters.Snapshot().Sub(before) }
 
 // apply applies cfg and requires success.
 func (e *env) apply(cfg *config.Config) reconcile.Summary {

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/config"
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/session"
@@ -64,10 +64,10 @@ func newStdioRig(t *testing.T) *stdioRig {
 		Logger: quiet,
 		Upstream: func(server string) session.Target {
 			cs, timeout, subs := r.leg.Upstream(server)
-			return session.Target{Session: cs, Timeout: timeout, Subscriptions: subs}
+			return session.Target{Conn: cs, Timeout: timeout, Subscriptions: subs}
 		},
 	})
-	e := &env{t: t, counters: &churn.Counters{}}
+	e := &env{t: t, counters: &opcount.Counters{}}
 	r.pool = pool.New(pool.Options{Dialer: r.dial, Counters: e.counters, Logger: quiet})
 	r.rec = reconcile.New(reconcile.Options{Pool: r.pool, Policy: ref, Counters: e.counters, Logger: quiet,
 		Registry: func(string) view.Registry { return r.ep }})

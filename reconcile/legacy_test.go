@@ -14,9 +14,9 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/view"
@@ -34,7 +34,7 @@ type legacyEnv struct {
 	*env
 	leg  *oneSession
 	lreg *viewtest.Registry // alice's
-	lc   *churn.Counters
+	lc   *opcount.Counters
 }
 
 // A oneSession applies configs as stdio mode does: only the session it
@@ -54,7 +54,7 @@ func newLegacyEnv(t *testing.T, ups ...*mcptest.Upstream) *legacyEnv {
 // are reached for real: pool.DefaultDialer), whose registry is reg.
 func newOneSession(t *testing.T, session string, dial pool.Dialer, reg view.Registry) *oneSession {
 	t.Helper()
-	counters := &churn.Counters{}
+	counters := &opcount.Counters{}
 	p := pool.New(pool.Options{Dialer: dial, Counters: counters, Logger: quiet})
 	rec := reconcile.New(reconcile.Options{Pool: p, Policy: ref, Counters: counters, Logger: quiet,
 		Registry: func(string) view.Registry { return reg }})
@@ -83,7 +83,7 @@ func (o *oneSession) Apply(ctx context.Context, cfg *config.Config, session stri
 // Session returns the upstream session serving server, nil when none.
 func (o *oneSession) Session(server string) *mcp.ClientSession {
 	if h := o.e.rec.Handle(o.session, server); h != nil {
-		return h.Session()
+		return h.Conn()
 	}
 	return nil
 }
@@ -95,7 +95,7 @@ func (o *oneSession) Upstream(server string) (*mcp.ClientSession, time.Duration,
 	if h == nil {
 		return nil, 0, nil
 	}
-	return h.Session(), h.CallTimeout(), h
+	return h.Conn(), h.CallTimeout(), h
 }
 
 func (o *oneSession) Restart(ctx context.Context, server string) error {
@@ -210,7 +210,7 @@ func TestLegacyReconnectKeys(t *testing.T) {
 		// The legacy reconciler computed the key again (PolicyCalls 1);
 		// the one path has it memoized and refreshes the handle to the
 		// same key, which changes nothing.
-		assert.Equal(t, churn.Values{Refreshes: 1}, d, "one refresh to the same key, nothing else")
+		assert.Equal(t, opcount.Values{Refreshes: 1}, d, "one refresh to the same key, nothing else")
 		assert.Equal(t, ops, e.lreg.OpCount())
 		assert.Empty(t, sum.Changed)
 		assert.Equal(t, 1, sum.TransportsReused)

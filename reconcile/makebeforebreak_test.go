@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/config"
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
@@ -45,7 +45,7 @@ func newSwitchRig(t *testing.T) *switchRig {
 		t.Skip("no /bin/sh")
 	}
 	r := &switchRig{t: t, dir: t.TempDir(), regs: map[string]*viewtest.Registry{"alice": viewtest.NewRegistry(), "bob": viewtest.NewRegistry()}}
-	counters := &churn.Counters{}
+	counters := &opcount.Counters{}
 	r.pool = pool.New(pool.Options{Counters: counters, Logger: quiet, Timeout: time.Minute})
 	r.rec = reconcile.New(reconcile.Options{
 		Pool: r.pool, Policy: metakey.Reference{}, Counters: counters, Logger: quiet,
@@ -82,7 +82,7 @@ func (r *switchRig) config(script, bob string) *config.Config {
 // looked up at call time.
 func (r *switchRig) pid(session string) int {
 	r.t.Helper()
-	n, err := strconv.Atoi(callText(r.t, r.rec.Handle(session, "demo").Session(), "pid", nil))
+	n, err := strconv.Atoi(callText(r.t, r.rec.Handle(session, "demo").Conn(), "pid", nil))
 	require.NoError(r.t, err)
 	return n
 }
@@ -136,7 +136,7 @@ func TestTransportChangeToMissingArgsKeepsServing(t *testing.T) {
 	assert.Equal(t, []string{"add_tool", "echo", "pid", "read_note", "write_note"}, r.regs["bob"].ToolNames("demo"), "the settings changed in the same reload apply")
 	assert.Equal(t, pid, r.pid("alice"))
 	assert.Equal(t, pid, r.pid("bob"))
-	assert.Equal(t, "still here", callText(t, r.rec.Handle("bob", "demo").Session(), "echo", map[string]any{"text": "still here"}))
+	assert.Equal(t, "still here", callText(t, r.rec.Handle("bob", "demo").Conn(), "echo", map[string]any{"text": "still here"}))
 	for _, s := range []string{"alice", "bob"} {
 		b := r.rec.Bindings(s)
 		require.Len(t, b, 1)
@@ -145,7 +145,7 @@ func TestTransportChangeToMissingArgsKeepsServing(t *testing.T) {
 		assert.Contains(t, b[0].SwitchError, "transport change not made")
 		assert.False(t, b[0].Pending)
 		assert.Empty(t, b[0].Error, "the binding is healthy")
-		assert.Empty(t, r.rec.Down(s, "demo"))
+		assert.Empty(t, r.rec.Unavailable(s, "demo"))
 	}
 
 	// If the running process dies meanwhile, the supervisor's Repair
@@ -224,7 +224,7 @@ func TestTransportChangeSwitchesWithoutGap(t *testing.T) {
 				h := r.rec.Handle(s, "demo")
 				var cs *mcp.ClientSession
 				if h != nil {
-					cs = h.Session()
+					cs = h.Conn()
 				}
 				if cs == nil {
 					fail(s + ": no connection")
@@ -370,7 +370,7 @@ func TestTransportChangeWhileOthersChange(t *testing.T) {
 	for _, s := range []string{"alice", "bob"} {
 		h := e.handle(s, "fs")
 		assert.Same(t, old.Entry(), h.Entry(), "%s: the running connection serves", s)
-		assert.Equal(t, "fs/read", callText(t, h.Session(), "read", nil))
+		assert.Equal(t, "fs/read", callText(t, h.Conn(), "read", nil))
 		assert.Equal(t, []string{"read", "write"}, e.reg(s).ToolNames("fs"))
 	}
 
@@ -390,7 +390,7 @@ func TestTransportChangeWhileOthersChange(t *testing.T) {
 	for _, s := range []string{"alice", "bob"} {
 		h := e.handle(s, "fs")
 		assert.Equal(t, want, h.Identity(), s)
-		assert.Equal(t, "fs/read", callText(t, h.Session(), "read", nil))
+		assert.Equal(t, "fs/read", callText(t, h.Conn(), "read", nil))
 		assert.Equal(t, []string{"read", "write"}, e.reg(s).ToolNames("fs"))
 	}
 	ids := func() []string {

@@ -7,15 +7,15 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 )
 
 // An op accumulates the Summary of one reconciling call.
 type op struct {
-	counters   *churn.Counters // views' churn
-	conns      *churn.Counters // connects and disconnects
-	before     churn.Values
-	connBefore churn.Values
+	counters   *opcount.Counters // views' work
+	conns      *opcount.Counters // connects and disconnects
+	before     opcount.Values
+	connBefore opcount.Values
 	regs       map[string]*trackedRegistry // registries at the start
 	regOps     map[*trackedRegistry]int64  // their op counts at the start
 	held       map[any]struct{}            // connections held at the start
@@ -30,7 +30,7 @@ type op struct {
 	switches map[string]*TransportChange // by server
 }
 
-func newOp(counters, conns *churn.Counters, regs map[string]*trackedRegistry, held map[any]struct{}, after func() (map[string]*trackedRegistry, map[any]struct{})) *op {
+func newOp(counters, conns *opcount.Counters, regs map[string]*trackedRegistry, held map[any]struct{}, after func() (map[string]*trackedRegistry, map[any]struct{})) *op {
 	o := &op{
 		counters: counters,
 		conns:    conns,

@@ -13,7 +13,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
-	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
 )
@@ -53,9 +53,9 @@ type Options struct {
 	// returned registry must be non-nil and safe for concurrent use.
 	// Required.
 	Registry func(session string) view.Registry
-	// Counters receives the views' churn; nil means Pool.Counters(), which
+	// Counters counts the views' work; nil means Pool.Counters(), which
 	// is what it should be so that Summary counts are complete.
-	Counters *churn.Counters
+	Counters *opcount.Counters
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -65,7 +65,7 @@ type Options struct {
 type Reconciler struct {
 	pool     *pool.Pool
 	registry func(session string) view.Registry
-	counters *churn.Counters
+	counters *opcount.Counters
 	log      *slog.Logger
 
 	// mu serialises the mutating methods.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
-	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
@@ -57,7 +57,7 @@ func TestApplyAcquiresAndProjects(t *testing.T) {
 	before = e.snap()
 	sum = e.apply(c)
 	d = e.delta(before)
-	assert.Equal(t, churn.Values{}, d, "byte-identical settings on the same transports: no refresh, no policy call")
+	assert.Equal(t, opcount.Values{}, d, "byte-identical settings on the same transports: no refresh, no policy call")
 	assert.Empty(t, sum.Changed)
 	assert.Equal(t, 1, sum.TransportsReused)
 	assert.Equal(t, 0, sum.Refreshed)
@@ -275,7 +275,7 @@ func TestApplyAfterEquivalentReload(t *testing.T) {
 		before := e.snap()
 		sum := e.apply(mk(settings))
 		require.Equal(t, n, sum.Refreshed)
-		require.Equal(t, churn.Values{Refreshes: int64(n)}, e.delta(before), "adopted by the wants alone")
+		require.Equal(t, opcount.Values{Refreshes: int64(n)}, e.delta(before), "adopted by the wants alone")
 	}
 	adopt(form2, 2)
 	require.Equal(t, form1, string(view.Of(h).Settings()), "the view keeps bytes of the same meaning")
@@ -840,7 +840,7 @@ func TestForwardedCallThroughHandle(t *testing.T) {
 	e := newEnv(t, newUpstream("demo"))
 	c := newCfg().server("demo").session("alice").build(t)
 	e.apply(c)
-	res, err := e.handle("alice", "demo").Session().CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hello"}})
+	res, err := e.handle("alice", "demo").Conn().CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hello"}})
 	require.NoError(t, err)
 	require.Len(t, res.Content, 1)
 	assert.Equal(t, "hello", res.Content[0].(*mcp.TextContent).Text)

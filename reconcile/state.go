@@ -30,11 +30,11 @@ func (r *Reconciler) bindingOf(sessionName, server string) *binding {
 	return nil
 }
 
-// Down says why session's binding of server shows the session nothing, in
+// Unavailable says why session's binding of server shows the session nothing, in
 // words for the session's clients (no error text, which is the operator's:
 // the log and State have it): "" when the session has no binding of
 // server, or a healthy one.
-func (r *Reconciler) Down(sessionName, server string) string {
+func (r *Reconciler) Unavailable(sessionName, server string) string {
 	b := r.bindingOf(sessionName, server)
 	switch {
 	case b == nil:
@@ -116,7 +116,7 @@ func (r *Reconciler) State() State {
 
 // HealthEpoch returns a number that moves whenever a binding may have
 // become unhealthy: a view failed closed or was withdrawn, an entry turned
-// failed or closed (both counted in churn.Counters.Failures), or a
+// failed or closed (both counted in opcount.Counters.Failures), or a
 // reconciling call recorded a binding error (a failed acquire, refresh,
 // release or teardown). While it stays the same, no binding that was
 // healthy has turned unhealthy, so a supervisor that found nothing to

@@ -14,8 +14,8 @@ import (
 
 	"github.com/wasmhost/wasmhost/config"
 	"github.com/wasmhost/wasmhost/host"
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/view"
@@ -43,7 +43,7 @@ func TestStdioHarness(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, policy.Close(context.Background())) })
 
-	counters := &churn.Counters{}
+	counters := &opcount.Counters{}
 	p := pool.New(pool.Options{Counters: counters, Logger: quiet, Timeout: time.Minute})
 	regs := map[string]*viewtest.Registry{"alice": viewtest.NewRegistry(), "bob": viewtest.NewRegistry(), "carol": viewtest.NewRegistry()}
 	rec := reconcile.New(reconcile.Options{
@@ -76,7 +76,7 @@ func TestStdioHarness(t *testing.T) {
 		t.Helper()
 		h := rec.Handle(session, "demo")
 		require.NotNil(t, h)
-		n, err := strconv.Atoi(callText(t, h.Session(), "pid", nil))
+		n, err := strconv.Atoi(callText(t, h.Conn(), "pid", nil))
 		require.NoError(t, err)
 		return n
 	}
@@ -107,7 +107,7 @@ func TestStdioHarness(t *testing.T) {
 	}
 
 	// An actual tool call through a session.
-	assert.Equal(t, "hello from bob", callText(t, rec.Handle("bob", "demo").Session(), "echo", map[string]any{"text": "hello from bob"}))
+	assert.Equal(t, "hello from bob", callText(t, rec.Handle("bob", "demo").Conn(), "echo", map[string]any{"text": "hello from bob"}))
 
 	// A metadata change: applied with no reconnect.
 	c = mk(`{"trust":true,"alwaysLoadTools":false,"includeTools":["echo","pid","add"]}`)

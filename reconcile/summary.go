@@ -9,7 +9,7 @@ import (
 
 // A Summary reports what one reconciling call did, for the daemon's one-line
 // reload log and for tests. Counter-based fields are deltas of the shared
-// churn counters over the call, so they also include work that other
+// operation counters over the call, so they also include work that other
 // goroutines (an upstream list_changed fan-out, a crash restart) did at the
 // same time.
 type Summary struct {

@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/session"
@@ -170,7 +170,7 @@ type bridgeRig struct {
 
 func newBridgeRig(t *testing.T, up *bridgeUpstream, spec pool.Spec, dial pool.Dialer) *bridgeRig {
 	relay := session.NewProgressRelay()
-	p := pool.New(pool.Options{Dialer: relay.Dialer(dial), OnProgress: relay.Handle, Bridge: relay, Counters: &churn.Counters{}, Logger: quiet})
+	p := pool.New(pool.Options{Dialer: relay.Dialer(dial), OnProgress: relay.Handle, Bridge: relay, Counters: &opcount.Counters{}, Logger: quiet})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -211,10 +211,10 @@ func (r *bridgeRig) connect(name string, level mcp.LoggingLevel) *bridgeClient {
 			if handle == nil {
 				return session.Target{}
 			}
-			return session.Target{Session: handle.Session(), Timeout: 30 * time.Second}
+			return session.Target{Conn: handle.Conn(), Timeout: 30 * time.Second}
 		},
 	})
-	v := view.New(view.Config{Session: name, Server: "up", Registry: c.ep, Counters: &churn.Counters{}, Policy: metakey.Reference{}, Settings: json.RawMessage(`{}`), Logger: quiet})
+	v := view.New(view.Config{Session: name, Server: "up", Registry: c.ep, Counters: &opcount.Counters{}, Policy: metakey.Reference{}, Settings: json.RawMessage(`{}`), Logger: quiet})
 	h, err := r.pool.Acquire(t.Context(), r.spec, v)
 	require.NoError(t, err)
 	handle = h

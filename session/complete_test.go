@@ -81,7 +81,7 @@ func TestCompletionOfServerWithoutIt(t *testing.T) {
 		if !ready {
 			return session.Target{}
 		}
-		return session.Target{Session: upCS}
+		return session.Target{Conn: upCS}
 	}})
 	ep.PutPrompts("up", []*mcp.Prompt{{Name: "p"}})
 	cs := connectClient(t, ep)
@@ -104,7 +104,7 @@ func TestCompletionErrorRelayed(t *testing.T) {
 		},
 	})
 	upCS := connectServer(t, up)
-	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target { return session.Target{Session: upCS} }})
+	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target { return session.Target{Conn: upCS} }})
 	ep.PutResourceTemplates("up", []*mcp.ResourceTemplate{{URITemplate: "x://{id}", Name: "x"}})
 	_, err := complete(t, connectClient(t, ep), &mcp.CompleteReference{Type: "ref/resource", URI: "x://{id}"}, "")
 	var werr *jsonrpc.Error

@@ -41,8 +41,8 @@ var ErrDraining = errors.New("session shutting down")
 
 // A Target is the upstream a call is forwarded to.
 type Target struct {
-	// Session is the upstream connection; nil when it is not ready.
-	Session *mcp.ClientSession
+	// Conn is the upstream connection; nil when it is not ready.
+	Conn *mcp.ClientSession
 	// Timeout bounds the forwarded call; 0 means only the client's own
 	// cancellation bounds it.
 	Timeout time.Duration

@@ -530,7 +530,7 @@ func TestCallAfterCutShortNeverReachesUpstream(t *testing.T) {
 	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target {
 		close(looking)
 		<-release // the lookup is slow, past the drain's grace
-		return session.Target{Session: upCS}
+		return session.Target{Conn: upCS}
 	}})
 	ep.PutTools("up", []*mcp.Tool{{Name: "meta", InputSchema: map[string]any{"type": "object"}}})
 	cs := connectClient(t, ep)

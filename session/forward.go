@@ -35,7 +35,7 @@ func (e *Endpoint) begin(k *kind, exposed string) (_ route, ok bool, err error) 
 
 // still reports whether exposed still routes to r in k. A call checks it
 // once target has given it its upstream: Options.Upstream gives none while
-// the session's registrations lag its settings (pool.Handle.Session), so a
+// the session's registrations lag its settings (pool.Handle.Conn), so a
 // call that found its name in registrations a reload had already made
 // stale, and got its upstream only once they caught up, is refused here
 // rather than forwarded under the old projection.
@@ -56,7 +56,7 @@ func unknown(k *kind, name string) error {
 // ErrDraining, when Drain has already cut calls short).
 func (e *Endpoint) target(ctx context.Context, extra *mcp.RequestExtra, server string) (*mcp.ClientSession, context.Context, context.CancelFunc, error) {
 	t := e.upstream(server)
-	if t.Session == nil {
+	if t.Conn == nil {
 		return nil, nil, nil, e.notReady(server)
 	}
 	var cancel context.CancelFunc
@@ -82,7 +82,7 @@ func (e *Endpoint) target(ctx context.Context, extra *mcp.RequestExtra, server s
 	if carrier != nil && carrier.w != nil {
 		carrier.w.startCall() // its answer may take a while: keep its stream alive
 	}
-	return t.Session, ctx, func() { stop(); stopCarrier(); cancel() }, nil
+	return t.Conn, ctx, func() { stop(); stopCarrier(); cancel() }, nil
 }
 
 // notReady is the error of a call (or subscription) to server while it has

@@ -339,7 +339,7 @@ func newRig(t *testing.T, timeout time.Duration) *rig {
 		if server != "up" {
 			return session.Target{}
 		}
-		return session.Target{Session: upCS, Timeout: time.Duration(r.timeout.Load())}
+		return session.Target{Conn: upCS, Timeout: time.Duration(r.timeout.Load())}
 	}, Unavailable: func(server string) string {
 		if server == "gone" {
 			return "down (test)"

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/session"
@@ -47,7 +47,7 @@ type fixture struct {
 	demo     *demoserver.Server // up's server
 	pool     *pool.Pool
 	relay    *session.ProgressRelay
-	counters *churn.Counters
+	counters *opcount.Counters
 	// keepAlive is the endpoints' Options.KeepAlive (0: the default).
 	keepAlive time.Duration
 }
@@ -133,7 +133,7 @@ func newFixtureWith(t *testing.T, up *mcptest.Upstream, relay *session.ProgressR
 // connections is relayed).
 func newFixtureProgress(t *testing.T, up *mcptest.Upstream, relay *session.ProgressRelay, dial pool.Dialer, onProgress func(context.Context, *mcp.ProgressNotificationClientRequest)) *fixture {
 	t.Helper()
-	f := &fixture{t: t, up: up, relay: relay, counters: &churn.Counters{}}
+	f := &fixture{t: t, up: up, relay: relay, counters: &opcount.Counters{}}
 	f.pool = pool.New(pool.Options{Dialer: dial, OnProgress: onProgress, Counters: f.counters, Logger: quiet})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -185,7 +185,7 @@ func (f *fixture) connectAs(name, server, settings string, opts *mcp.ClientSessi
 			if s != server || c.handle == nil {
 				return session.Target{}
 			}
-			return session.Target{Session: c.handle.Session(), Timeout: 10 * time.Second, Subscriptions: c.handle}
+			return session.Target{Conn: c.handle.Conn(), Timeout: 10 * time.Second, Subscriptions: c.handle}
 		},
 	})
 	var reg view.Registry = c.ep

@@ -38,7 +38,7 @@ func TestIsolationHiddenResourceNotReadThroughTemplate(t *testing.T) {
 		if s != "demo" || h == nil {
 			return session.Target{}
 		}
-		return session.Target{Session: h.Session(), Subscriptions: h}
+		return session.Target{Conn: h.Conn(), Subscriptions: h}
 	}})
 	v := view.New(view.Config{Session: "alice", Server: "demo", Registry: ep, Counters: f.counters, Policy: noResources{}, Settings: json.RawMessage(`{}`), Logger: quiet})
 	var err error

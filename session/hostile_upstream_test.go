@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wasmhost/wasmhost/internal/churn"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/session"
@@ -77,14 +77,14 @@ type hostileSession struct {
 type hostileRig struct {
 	t        *testing.T
 	pool     *pool.Pool
-	counters *churn.Counters
+	counters *opcount.Counters
 	logs     *mcptest.LogBuffer
 	liars    map[string]*liar
 }
 
 func newHostileRig(t *testing.T, liars ...*liar) *hostileRig {
 	t.Helper()
-	r := &hostileRig{t: t, counters: &churn.Counters{}, logs: &mcptest.LogBuffer{}, liars: map[string]*liar{}}
+	r := &hostileRig{t: t, counters: &opcount.Counters{}, logs: &mcptest.LogBuffer{}, liars: map[string]*liar{}}
 	var mu sync.Mutex
 	var pipes []interface{ Close() error }
 	for _, l := range liars {
@@ -141,7 +141,7 @@ func (r *hostileRig) connect(name string) *hostileSession {
 			if h == nil {
 				return session.Target{}
 			}
-			return session.Target{Session: h.Session(), Timeout: 5 * time.Second, Subscriptions: h}
+			return session.Target{Conn: h.Conn(), Timeout: 5 * time.Second, Subscriptions: h}
 		},
 	})
 	for srv := range r.liars {

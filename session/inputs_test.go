@@ -122,7 +122,7 @@ func askingEndpoint(t *testing.T, name string, upCS *mcp.ClientSession) *session
 		if server != "up" {
 			return session.Target{}
 		}
-		return session.Target{Session: upCS}
+		return session.Target{Conn: upCS}
 	}})
 	registerAll(t, ep, "up", upCS)
 	return ep

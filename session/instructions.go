@@ -39,7 +39,7 @@ func (e *Endpoint) Instructions() string {
 	type part struct{ server, text string }
 	var parts []part
 	for _, s := range servers {
-		cs := e.upstream(s).Session
+		cs := e.upstream(s).Conn
 		if cs == nil {
 			continue
 		}

@@ -135,7 +135,7 @@ func TestIsolationHiddenPromptsResourcesCompletions(t *testing.T) {
 	require.Contains(t, bob.ep.Prompts(), "demo__summarize")
 	// A session whose one server is not "demo" sees no demo resource.
 	dave := session.New(session.Options{Name: "dave", Logger: quiet, Upstream: func(string) session.Target {
-		return session.Target{Session: alice.handle.Session(), Subscriptions: alice.handle} // would reach the upstream if asked
+		return session.Target{Conn: alice.handle.Conn(), Subscriptions: alice.handle} // would reach the upstream if asked
 	}})
 	dave.PutTools("other", []*mcp.Tool{{Name: "x", InputSchema: map[string]any{"type": "object"}}})
 	daveCS := connectServer(t, dave.Server(), legacy)
@@ -269,7 +269,7 @@ func TestIsolationReloadDuringRestart(t *testing.T) {
 // TestIsolationRouteCheckedAfterUpstream: the endpoint checks a call's name
 // again once it has its upstream: a call that found its tool while the
 // session's registrations lagged its settings (Options.Upstream then
-// reports no upstream, as pool.Handle.Session does) and got its upstream
+// reports no upstream, as pool.Handle.Conn does) and got its upstream
 // only after they caught up is refused, not forwarded under the old
 // projection.
 func TestIsolationRouteCheckedAfterUpstream(t *testing.T) {
@@ -286,7 +286,7 @@ func TestIsolationRouteCheckedAfterUpstream(t *testing.T) {
 		if lagging.Load() {
 			return session.Target{}
 		}
-		return session.Target{Session: direct}
+		return session.Target{Conn: direct}
 	}})
 	registerAll(t, ep, "up", direct)
 	cs := connectServer(t, ep.Server())

@@ -43,7 +43,7 @@ func namedUpstream(t *testing.T, name string, tools ...string) *mcp.ClientSessio
 // ups, by name.
 func namedEndpoint(ups map[string]*mcp.ClientSession, n session.Naming) *session.Endpoint {
 	return session.New(session.Options{Name: "s", Logger: quiet, Naming: n, Upstream: func(s string) session.Target {
-		return session.Target{Session: ups[s]}
+		return session.Target{Conn: ups[s]}
 	}})
 }
 

@@ -126,7 +126,7 @@ func (e *Endpoint) release(ctx context.Context, uri string, s *subscription) {
 func (e *Endpoint) hold(ctx context.Context, server, uri string) (pool.Subscriber, error) {
 	t := e.upstream(server)
 	if t.Subscriptions == nil {
-		if t.Session == nil {
+		if t.Conn == nil {
 			return nil, e.notReady(server)
 		}
 		return nil, notOffered(e.name, server)

@@ -81,7 +81,7 @@ func TestSubscriptionsShareOneUpstream(t *testing.T) {
 			// 2026-07-28 on keeps its listen request open until the
 			// connection closes (pool.Entry.keepListening).
 			kept := 0
-			if alice.handle.Session().InitializeResult().ProtocolVersion >= "2026-07-28" {
+			if alice.handle.Conn().InitializeResult().ProtocolVersion >= "2026-07-28" {
 				kept = 1
 			}
 			f.upstreamSubscribed(t, welcome, kept)
@@ -115,7 +115,7 @@ func TestSubscriptionRefusals(t *testing.T) {
 	// (A client of protocol 2026-07-28 on subscribes with a request the
 	// go-sdk does not wait for, so it hears of no refusal.)
 	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target {
-		return session.Target{Session: c.handle.Session()}
+		return session.Target{Conn: c.handle.Conn()}
 	}})
 	ep.PutResources("up", []*mcp.Resource{{URI: "x://a", Name: "a"}})
 	err = connectServer(t, ep.Server(), legacy).Subscribe(t.Context(), &mcp.SubscribeParams{URI: "x://a"})
@@ -127,9 +127,9 @@ func TestSubscriptionRefusals(t *testing.T) {
 // as a call would be then: once, without the pool's own wording.
 func TestSubscriptionWhileRestarting(t *testing.T) {
 	f := newFixture(t)
-	upCS := f.connect("x", `{}`).handle.Session()
+	upCS := f.connect("x", `{}`).handle.Conn()
 	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target {
-		return session.Target{Session: upCS, Subscriptions: notReadySubscriber{}}
+		return session.Target{Conn: upCS, Subscriptions: notReadySubscriber{}}
 	}})
 	ep.PutResources("up", []*mcp.Resource{{URI: "x://a", Name: "a"}})
 	err := connectServer(t, ep.Server(), legacy).Subscribe(t.Context(), &mcp.SubscribeParams{URI: "x://a"})
@@ -153,9 +153,9 @@ func TestSubscriptionSurvivesRestart(t *testing.T) {
 	c := f.connect("alice", `{}`)
 	c.subscribe(t, "demo://notes/welcome")
 	f.upstreamSubscribed(t, "demo://notes/welcome", 1)
-	before := c.handle.Session()
+	before := c.handle.Conn()
 	require.NoError(t, c.handle.Entry().Restart(t.Context()))
-	require.NotSame(t, before, c.handle.Session())
+	require.NotSame(t, before, c.handle.Conn())
 	require.Eventually(t, func() bool {
 		if _, err := c.call(t, "demo__write_note", map[string]any{"name": "welcome", "text": "after"}); err != nil {
 			return false
@@ -219,7 +219,7 @@ func (s *fakeSubscriber) updateMeta(uri string, meta mcp.Meta) {
 // there.
 func TestSubscriptionsFollowRoutesAndClients(t *testing.T) {
 	f := newFixture(t)
-	upCS := f.connect("x", `{}`).handle.Session() // any live upstream session
+	upCS := f.connect("x", `{}`).handle.Conn() // any live upstream session
 	first, second := &fakeSubscriber{}, &fakeSubscriber{}
 	var mu sync.Mutex
 	current := first
@@ -227,9 +227,9 @@ func TestSubscriptionsFollowRoutesAndClients(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		if current == nil {
-			return session.Target{Session: upCS}
+			return session.Target{Conn: upCS}
 		}
-		return session.Target{Session: upCS, Subscriptions: current}
+		return session.Target{Conn: upCS, Subscriptions: current}
 	}})
 	ep.PutResources("up", []*mcp.Resource{{URI: "x://a", Name: "a"}})
 	ep.PutResourceTemplates("up", []*mcp.ResourceTemplate{{URITemplate: "x://t/{id}", Name: "t"}})
@@ -317,10 +317,10 @@ func TestSubscriptionsFollowRoutesAndClients(t *testing.T) {
 // at.
 func TestSubscriptionRoutesLikeReads(t *testing.T) {
 	f := newFixture(t)
-	upCS := f.connect("x", `{}`).handle.Session()
+	upCS := f.connect("x", `{}`).handle.Conn()
 	subs := map[string]*fakeSubscriber{"near": {}, "far": {}}
 	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(server string) session.Target {
-		return session.Target{Session: upCS, Subscriptions: subs[server]}
+		return session.Target{Conn: upCS, Subscriptions: subs[server]}
 	}})
 	ep.PutResourceTemplates("far", []*mcp.ResourceTemplate{{URITemplate: "x://{+rest}", Name: "any"}})
 	ep.PutResourceTemplates("near", []*mcp.ResourceTemplate{{URITemplate: "x://t/{id}", Name: "t"}})

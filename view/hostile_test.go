@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/host"
-	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/view"
 	"github.com/wasmhost/wasmhost/view/viewtest"
 )
@@ -88,10 +88,10 @@ func TestHostilePluginFailsClosed(t *testing.T) {
 			snap := newSnapshot(1, "read", "write", "list")
 			memo := view.NewMemo() // one snapshot owner for both sessions
 
-			bad := &fixture{counters: &churn.Counters{}, reg: viewtest.NewRegistry()}
+			bad := &fixture{counters: &opcount.Counters{}, reg: viewtest.NewRegistry()}
 			bad.view = view.New(view.Config{Session: "s1", Server: "fs", Registry: bad.reg, Counters: bad.counters,
 				Policy: p, Settings: json.RawMessage(good), Logger: quiet})
-			other := &fixture{counters: &churn.Counters{}, reg: viewtest.NewRegistry()}
+			other := &fixture{counters: &opcount.Counters{}, reg: viewtest.NewRegistry()}
 			other.view = view.New(view.Config{Session: "s2", Server: "fs", Registry: other.reg, Counters: other.counters,
 				Policy: def, Settings: json.RawMessage(`{"trust":true}`), Logger: quiet})
 			var err error

@@ -7,7 +7,7 @@ import (
 	"weak"
 
 	"github.com/wasmhost/wasmhost/abi"
-	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/pool"
 )
 
@@ -65,7 +65,7 @@ func NewMemo() *Memo {
 // project returns the projection of snap for settings whose metadata key
 // under p is key, computing it at most once per (p, key, snap) while snap
 // is the memo's newest snapshot.
-func (m *Memo) project(ctx context.Context, p abi.Policy, c *churn.Counters, key string, settings json.RawMessage, snap *pool.Snapshot) (*Projection, error) {
+func (m *Memo) project(ctx context.Context, p abi.Policy, c *opcount.Counters, key string, settings json.RawMessage, snap *pool.Snapshot) (*Projection, error) {
 	compute := func() (*Projection, error) {
 		return Project(ctx, counted{p, c}, settings, snap)
 	}
@@ -189,13 +189,13 @@ func (m *Memo) put(p abi.Policy, key string, snap *pool.Snapshot, proj *Projecti
 // Counted returns p wrapped so that each of its canonicalize and project
 // calls counts in c.PolicyCalls. Views count their own calls this way;
 // callers computing keys outside a view can use it to count theirs.
-func Counted(p abi.Policy, c *churn.Counters) abi.Policy { return counted{p, c} }
+func Counted(p abi.Policy, c *opcount.Counters) abi.Policy { return counted{p, c} }
 
 // counted wraps a policy to count each call in PolicyCalls. It is built per
 // call so that the memo can key on the bare policy.
 type counted struct {
 	abi.Policy
-	c *churn.Counters
+	c *opcount.Counters
 }
 
 func (p counted) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest) (*abi.CanonicalizeResponse, error) {

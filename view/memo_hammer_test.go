@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
@@ -22,7 +22,7 @@ import (
 // deltas or not.
 func TestMemoDeltasHammer(t *testing.T) {
 	ctx := context.Background()
-	c := &churn.Counters{}
+	c := &opcount.Counters{}
 	memo := view.NewMemo()
 	settings := []string{`{}`, `{"trust":true}`, `{"includeTools":["b"]}`, `{"excludeTools":["a"]}`}
 	snaps := make([]*pool.Snapshot, 30)

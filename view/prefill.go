@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/wasmhost/wasmhost/abi"
-	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/pool"
 )
 
@@ -35,7 +35,7 @@ type PrefillItem struct {
 // of the memos; their views then ask the policy themselves and fail closed
 // with its own error, as without Prefill. The returned error is the first
 // failed call's, for the caller's log; it is never a view's error.
-func Prefill(ctx context.Context, p abi.Policy, bp abi.BatchProjector, c *churn.Counters, items []PrefillItem) error {
+func Prefill(ctx context.Context, p abi.Policy, bp abi.BatchProjector, c *opcount.Counters, items []PrefillItem) error {
 	if bp == nil || !usableAsKey(p) {
 		return nil
 	}
@@ -81,7 +81,7 @@ func Prefill(ctx context.Context, p abi.Policy, bp abi.BatchProjector, c *churn.
 }
 
 // prefill makes one batch call for items and memoizes its answers.
-func prefill(ctx context.Context, p abi.Policy, bp abi.BatchProjector, c *churn.Counters, items []PrefillItem) error {
+func prefill(ctx context.Context, p abi.Policy, bp abi.BatchProjector, c *opcount.Counters, items []PrefillItem) error {
 	b := newBatch()
 	itemOf := make([]int, len(items))
 	for i, it := range items {

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/abi"
-	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
@@ -40,7 +40,7 @@ func (b *countingBatcher) ProjectBatch(ctx context.Context, req *abi.ProjectBatc
 func TestPrefill(t *testing.T) {
 	ctx := context.Background()
 	ref := metakey.Reference{}
-	c := &churn.Counters{}
+	c := &opcount.Counters{}
 	settings := json.RawMessage(`{"includeTools":["a","c"],"trust":true}`)
 	key, err := view.CanonicalKey(ctx, ref, settings)
 	require.NoError(t, err)

@@ -5,14 +5,14 @@ import (
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 )
 
 // A Registry is one session's set of registrations, the thing a session's
 // MCP endpoint serves (the daemon implements it with its mcp.Server). Items
 // are keyed by (server, name) for tools and prompts and by (server, URI) for
 // resources; a put replaces an item with the same key. Each method call is
-// one registry operation in the churn counters, so views batch: a replay
+// one registry operation in the operation counters, so views batch: a replay
 // makes at most one call per method.
 //
 // Methods are called with a view's lock held and may be called concurrently
@@ -44,7 +44,7 @@ type TemplateRegistry interface {
 // it deletes what next lacks, then puts what is new or different. Equal
 // projections make no call at all. Either projection may be nil (nothing
 // registered). Resource templates go only to a TemplateRegistry.
-func applyDiff(reg Registry, c *churn.Counters, server string, old, next *Projection) {
+func applyDiff(reg Registry, c *opcount.Counters, server string, old, next *Projection) {
 	if old == next {
 		return
 	}
@@ -106,7 +106,7 @@ func diffOf(old, next *Projection) *delta {
 // then the puts, each in one call (counted in c.RegistryOps) and only when
 // there is something to send. Resource templates go only to a
 // TemplateRegistry.
-func (d *delta) apply(reg Registry, c *churn.Counters, server string) {
+func (d *delta) apply(reg Registry, c *opcount.Counters, server string) {
 	send(c, d.delTools, func(del []string) { reg.DeleteTools(server, del) })
 	send(c, d.putTools, func(put []*mcp.Tool) { reg.PutTools(server, put) })
 	send(c, d.delPrompts, func(del []string) { reg.DeletePrompts(server, del) })
@@ -121,7 +121,7 @@ func (d *delta) apply(reg Registry, c *churn.Counters, server string) {
 
 // send makes one registry call with xs, counted in c.RegistryOps, when xs
 // is not empty.
-func send[T any](c *churn.Counters, xs []T, call func([]T)) {
+func send[T any](c *opcount.Counters, xs []T, call func([]T)) {
 	if len(xs) > 0 {
 		c.RegistryOps.Add(1)
 		call(xs)

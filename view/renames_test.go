@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/abi"
-	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/view"
 	"github.com/wasmhost/wasmhost/view/viewtest"
 )
@@ -113,7 +113,7 @@ func TestProjectRenames(t *testing.T) {
 func TestViewRenames(t *testing.T) {
 	ctx := context.Background()
 	memo := view.NewMemo()
-	counters := &churn.Counters{}
+	counters := &opcount.Counters{}
 	newView := func(p abi.Policy, session, settings string) (*view.View, *viewtest.Registry, *view.Attachment) {
 		reg := viewtest.NewRegistry()
 		v := view.New(view.Config{Session: session, Server: "fs", Registry: reg, Counters: counters, Policy: p, Settings: json.RawMessage(settings), Logger: quiet})

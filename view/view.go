@@ -31,7 +31,7 @@ import (
 	"sync/atomic"
 
 	"github.com/wasmhost/wasmhost/abi"
-	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/pool"
 )
 
@@ -52,9 +52,9 @@ type Config struct {
 	Server  string
 	// Registry is the session's registry. Required.
 	Registry Registry
-	// Counters receives the view's churn. Required; usually shared with the
+	// Counters counts the view's work. Required; usually shared with the
 	// pool.
-	Counters *churn.Counters
+	Counters *opcount.Counters
 	// Policy decides keys and projections. Required.
 	Policy abi.Policy
 	// Settings is the session's raw settings object for the server. The view
@@ -70,7 +70,7 @@ type View struct {
 	session  string
 	server   string
 	reg      Registry
-	counters *churn.Counters
+	counters *opcount.Counters
 	log      *slog.Logger
 
 	mu       sync.Mutex
@@ -385,7 +385,7 @@ func (a *Attachment) Handover(memo *Memo) *Attachment {
 // or policy than the view's own: a change taken while the view is held
 // (a restart) and not yet replayed. The registrations may then show what
 // the session's settings now hide, so its owner forwards no call through
-// the view until the replay (pool.Handle.Session). It does not wait for
+// the view until the replay (pool.Handle.Conn). It does not wait for
 // the view's lock.
 func (v *View) Lagging() bool { return v.lag.Load() }
 

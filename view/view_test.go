@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/abi"
-	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/view"
@@ -231,7 +231,7 @@ func (p togglePolicy) Project(ctx context.Context, req *abi.ProjectRequest) (*ab
 }
 
 type fixture struct {
-	counters *churn.Counters
+	counters *opcount.Counters
 	reg      *viewtest.Registry
 	view     *view.View
 	att      *view.Attachment
@@ -239,7 +239,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, policy abi.Policy, settings string, snap *pool.Snapshot) *fixture {
 	t.Helper()
-	f := &fixture{counters: &churn.Counters{}, reg: viewtest.NewRegistry()}
+	f := &fixture{counters: &opcount.Counters{}, reg: viewtest.NewRegistry()}
 	f.view = view.New(view.Config{Session: "s1", Server: "fs", Registry: f.reg, Counters: f.counters, Policy: policy, Settings: json.RawMessage(settings), Logger: quiet})
 	att, err := f.view.Attach(view.NewMemo())
 	require.NoError(t, err)
@@ -311,7 +311,7 @@ func TestEquivalentFilterNormalization(t *testing.T) {
 			d := f.counters.Snapshot().Sub(before)
 			if tc.same {
 				assert.False(t, changed)
-				assert.Equal(t, churn.Values{Refreshes: 1, PolicyCalls: 1}, d, "only the canonicalize call")
+				assert.Equal(t, opcount.Values{Refreshes: 1, PolicyCalls: 1}, d, "only the canonicalize call")
 				assert.Equal(t, opsBefore, f.reg.OpCount())
 			} else {
 				assert.True(t, changed)
@@ -341,7 +341,7 @@ func TestAdoptSettings(t *testing.T) {
 	equivalent := `{"excludeTools":["a","b","a"]}`
 	require.True(t, f.view.AdoptSettings(json.RawMessage(equivalent), ref, keyOf(equivalent)))
 	assert.Equal(t, equivalent, string(f.view.Settings()))
-	assert.Equal(t, churn.Values{Refreshes: 1}, f.counters.Snapshot().Sub(before), "no policy call, replay or registry operation")
+	assert.Equal(t, opcount.Values{Refreshes: 1}, f.counters.Snapshot().Sub(before), "no policy call, replay or registry operation")
 	assert.Equal(t, ops, f.reg.OpCount())
 
 	other := `{"excludeTools":["c"]}`
@@ -352,7 +352,7 @@ func TestAdoptSettings(t *testing.T) {
 	byValue := newFixture(t, metakey.Reference{}, `{}`, snap)
 	assert.False(t, byValue.view.AdoptSettings(json.RawMessage(`{ }`), metakey.Reference{}, keyOf(`{}`)), "a policy held by value")
 
-	fresh := view.New(view.Config{Session: "s1", Server: "fs", Registry: viewtest.NewRegistry(), Counters: &churn.Counters{}, Policy: ref, Settings: json.RawMessage(`{}`), Logger: quiet})
+	fresh := view.New(view.Config{Session: "s1", Server: "fs", Registry: viewtest.NewRegistry(), Counters: &opcount.Counters{}, Policy: ref, Settings: json.RawMessage(`{}`), Logger: quiet})
 	assert.False(t, fresh.AdoptSettings(json.RawMessage(`{ }`), ref, keyOf(`{}`)), "no key computed yet")
 
 	var fail atomic.Bool
@@ -550,7 +550,7 @@ func TestSetPolicyReprojects(t *testing.T) {
 	before := f.counters.Snapshot()
 	require.NoError(t, f.view.SetPolicy(ctx, togglePolicy{fail: &fail}))
 	d := f.counters.Snapshot().Sub(before)
-	assert.Equal(t, churn.Values{Replays: 1, PolicyCalls: 2}, d)
+	assert.Equal(t, opcount.Values{Replays: 1, PolicyCalls: 2}, d)
 
 	fail.Store(true)
 	require.ErrorIs(t, f.view.SetPolicy(ctx, togglePolicy{fail: &fail}), errPluginDown)
@@ -654,7 +654,7 @@ func TestHandover(t *testing.T) {
 // k project calls, and views with equal keys register the same projection.
 func TestMemoSharesProjections(t *testing.T) {
 	ctx := context.Background()
-	c := &churn.Counters{}
+	c := &opcount.Counters{}
 	memo := view.NewMemo()
 	settings := []string{`{"trust":true}`, `{"trust":true,"excludeTools":[]}`, `{"trust":true}`, `{}`, `{"excludeTools":null}`}
 	var views []*view.View
@@ -708,7 +708,7 @@ func (r *putRecorder) PutTools(server string, tools []*mcp.Tool) {
 // shared; each registry still gets exactly its own changes.
 func TestMemoSharesDeltas(t *testing.T) {
 	ctx := context.Background()
-	c := &churn.Counters{}
+	c := &opcount.Counters{}
 	memo := view.NewMemo()
 	var regs []*putRecorder
 	var atts []*view.Attachment

@@ -34,7 +34,7 @@ func runDigest(_ context.Context, args []string, s stdio) int {
 
 // runInspect implements `wasmhost inspect FILE`: it runs the host's load
 // checks on the file with default limits and the daemon's trial calls
-// (view.Smoke) on the plugin they load, and prints
+// (view.CheckPolicy) on the plugin they load, and prints
 //
 //	file: FILE
 //	sha256: HEX
@@ -69,7 +69,7 @@ func runInspect(ctx context.Context, args []string, s stdio) int {
 	// The daemon also makes trial calls before it serves with a plugin:
 	// accepted means that wasmhost run would take it.
 	insp, err := host.InspectThen(ctx, file, wasm, func(ctx context.Context, p *host.Plugin) error {
-		if err := view.Smoke(ctx, p); err != nil {
+		if err := view.CheckPolicy(ctx, p); err != nil {
 			return fmt.Errorf("plugin %q: %w", file, err)
 		}
 		return nil

@@ -510,7 +510,7 @@ func TestInspect(t *testing.T) {
 	require.NoError(t, err)
 	r = runCLI(t, "", "inspect", script)
 	assert.Equal(t, exitFail, r.code, r.out+r.errOut)
-	assert.Contains(t, r.out, fmt.Sprintf("accepted: no: plugin %q: smoke run (settings {}): canonicalize settings: ", script))
+	assert.Contains(t, r.out, fmt.Sprintf("accepted: no: plugin %q: trial calls (settings {}): canonicalize settings: ", script))
 	assert.Contains(t, r.out, host.ErrBadOutput.Error())
 }
 

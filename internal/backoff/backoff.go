@@ -26,10 +26,11 @@ type state struct {
 	recovered time.Time // when a retry last brought it back; zero while down
 }
 
-// Down records that k is down at now. It reports whether k was scheduled
-// just now (it was not down before, or went down again since a retry
-// brought it back), with the delay until its retry; a caller says so once.
-func (s *Schedule[K]) Down(k K, now time.Time) (scheduled bool, delay time.Duration) {
+// ScheduleRetry records that k is down at now and schedules its retry,
+// unless one is already scheduled. It reports whether it scheduled one just
+// now (k was not down before, or went down again since a retry brought it
+// back), with the delay until the retry; a caller says so once.
+func (s *Schedule[K]) ScheduleRetry(k K, now time.Time) (scheduled bool, delay time.Duration) {
 	if s.m == nil {
 		s.m = make(map[K]*state)
 	}

@@ -15,10 +15,10 @@ import (
 func TestSchedule(t *testing.T) {
 	s := backoff.Schedule[string]{Min: time.Second, Max: 4 * time.Second, Memory: time.Minute}
 	now := time.Now()
-	scheduled, d := s.Down("a", now)
+	scheduled, d := s.ScheduleRetry("a", now)
 	assert.True(t, scheduled)
 	assert.Equal(t, time.Second, d)
-	scheduled, _ = s.Down("a", now)
+	scheduled, _ = s.ScheduleRetry("a", now)
 	assert.False(t, scheduled, "scheduled once")
 	assert.False(t, s.Due("a", now))
 	assert.True(t, s.Due("a", now.Add(time.Second)))
@@ -30,14 +30,14 @@ func TestSchedule(t *testing.T) {
 	up := func(string) bool { return false }
 	s.Sweep(time.Now(), up)
 	assert.Equal(t, 1, s.Len(), "a recovery is remembered")
-	scheduled, d = s.Down("a", time.Now())
+	scheduled, d = s.ScheduleRetry("a", time.Now())
 	assert.True(t, scheduled, "down again after a recovery")
 	assert.Equal(t, 4*time.Second, d, "backed off further, not from Min")
 
 	s.Recovered("a")
 	s.Sweep(time.Now().Add(2*time.Minute), up)
 	assert.Zero(t, s.Len(), "forgotten after Memory")
-	_, d = s.Down("a", time.Now())
+	_, d = s.ScheduleRetry("a", time.Now())
 	assert.Equal(t, time.Second, d, "from Min again")
 	s.Forget("a")
 	assert.Zero(t, s.Len())
@@ -52,7 +52,7 @@ func TestQuiet(t *testing.T) {
 	s := backoff.Schedule[string]{Min: time.Second, Max: 4 * time.Second, Memory: time.Minute}
 	now := time.Now()
 	assert.True(t, s.Quiet(now), "empty")
-	s.Down("a", now)
+	s.ScheduleRetry("a", now)
 	assert.True(t, s.Quiet(now.Add(999*time.Millisecond)), "a's retry not due yet")
 	assert.False(t, s.Quiet(now.Add(time.Second)), "a's retry due")
 	assert.False(t, s.Quiet(now.Add(time.Hour)), "still due until retried")
@@ -62,7 +62,7 @@ func TestQuiet(t *testing.T) {
 	assert.True(t, s.Quiet(back.Add(59*time.Second)), "remembered, nothing due")
 	assert.False(t, s.Quiet(back.Add(61*time.Second)), "memory ran out: a sweep would drop it")
 
-	s.Down("b", now)
+	s.ScheduleRetry("b", now)
 	s.Failed("b") // next retry in 2s from the call
 	assert.True(t, s.Quiet(now.Add(1500*time.Millisecond)), "b's retry put off")
 }
@@ -72,10 +72,10 @@ func TestQuiet(t *testing.T) {
 // supervisor that skipped its looks while quiet).
 func TestDownAfterMemory(t *testing.T) {
 	s := backoff.Schedule[string]{Min: time.Second, Max: 8 * time.Second, Memory: time.Minute}
-	s.Down("a", time.Now())
+	s.ScheduleRetry("a", time.Now())
 	s.Failed("a")
 	s.Recovered("a")
-	scheduled, d := s.Down("a", time.Now().Add(2*time.Minute))
+	scheduled, d := s.ScheduleRetry("a", time.Now().Add(2*time.Minute))
 	assert.True(t, scheduled)
 	assert.Equal(t, time.Second, d, "from Min again")
 }

@@ -117,7 +117,7 @@ func wasmhostPath(tb testing.TB, kind upstreamKind, policy *CountingPolicy, prot
 				if h == nil {
 					return session.Target{}
 				}
-				return session.Target{Session: h.Session()}
+				return session.Target{Conn: h.Conn()}
 			},
 		})
 	}}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
-	"github.com/wasmhost/wasmhost/internal/churn"
+	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/view"
@@ -180,7 +180,7 @@ func (u *Upstream) Transport(ctx context.Context) (mcp.Transport, error) {
 // upstreams, a reconciler, and one registry per session.
 type World struct {
 	Topology
-	Counters *churn.Counters
+	Counters *opcount.Counters
 	Pool     *pool.Pool
 	Rec      *reconcile.Reconciler
 	ups      map[string]*Upstream
@@ -199,7 +199,7 @@ type WorldOptions struct {
 
 // NewWorld returns a world of t's upstreams whose reconciler uses policy.
 func NewWorld(t Topology, policy abi.Policy, opts WorldOptions) *World {
-	w := &World{Topology: t, Counters: &churn.Counters{}, ups: make(map[string]*Upstream), regs: make(map[string]view.Registry)}
+	w := &World{Topology: t, Counters: &opcount.Counters{}, ups: make(map[string]*Upstream), regs: make(map[string]view.Registry)}
 	for i := range t.Servers {
 		u := NewUpstream(ServerName(i), t.ToolsPerServer)
 		w.ups[u.Name] = u

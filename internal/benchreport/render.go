@@ -295,7 +295,7 @@ func render(m machine, r *results, rounds int, rawPath, chartLink string) (strin
 				"each unchanged view adds about %s (10k to 100k). "+
 				"How: `Reconciler.Apply` keeps a private copy of each session's input (its server list and overrides) and of each server's (transport identity, settings, Disabled). "+
 				"A session whose input is unchanged keeps its desired bindings as they were, rebuilding only those of servers that changed; "+
-				"and while no view failed closed and no entry turned terminal since the last reload (the `Failures` churn counter) and no reconciling call failed, "+
+				"and while no view failed closed and no entry turned terminal since the last reload (the `Failures` operation counter) and no reconciling call failed, "+
 				"such a session gets no task at all, its bindings being known healthy. Otherwise every binding is checked, so a failure in the background is still repaired by the next reload "+
 				"(`TestApplyRepairsBackgroundFailure`, `TestRestartReplacesFailedEntry`). What remains per unchanged view is the collector's scan of a larger heap "+
 				"and the comparison of each unchanged session's input.\n\n",

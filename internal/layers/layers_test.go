@@ -26,8 +26,8 @@ const module = "github.com/wasmhost/wasmhost"
 //	                                         and sandboxprobe (its report, shared with host's tests)
 //	config (plain data)                      internal/mcpname
 //	host (plugin runtime), metakey           abi, internal wasm and JSON helpers
-//	pool (transports, snapshots)             internal/churn, internal/inflight, internal/telemetry
-//	view (projections)                       abi, internal/churn, pool
+//	pool (transports, snapshots)             internal/inflight, internal/opcount, internal/telemetry
+//	view (projections)                       abi, internal/opcount, pool
 //	reconcile                                config, pool, view, abi
 //	session (endpoints)                      pool, view
 //	conformance                              abi, host, pool, view
@@ -41,10 +41,10 @@ var allowed = map[string][]string{
 	"config":                     {"internal/mcpname"},
 	"metakey":                    {"abi", "internal/jsonvalid"},
 	"host":                       {"abi", "internal/jsonvalid", "internal/wasmbin", "internal/wasmmeter", "internal/wasmpack"},
-	"pool":                       {"internal/churn", "internal/inflight", "internal/telemetry"},
-	"view":                       {"abi", "internal/churn", "pool"},
+	"pool":                       {"internal/inflight", "internal/opcount", "internal/telemetry"},
+	"view":                       {"abi", "internal/opcount", "pool"},
 	"view/viewtest":              {"view"},
-	"reconcile":                  {"abi", "config", "internal/churn", "pool", "view"},
+	"reconcile":                  {"abi", "config", "internal/opcount", "pool", "view"},
 	"session":                    {"internal/clip", "internal/inflight", "internal/mcpname", "internal/telemetry", "pool", "view"},
 	"conformance":                {"abi", "host", "pool", "view"},
 	"daemon":                     {"abi", "config", "host", "internal/...", "plugins/policy-default", "pool", "reconcile", "session", "view"},
@@ -54,7 +54,7 @@ var allowed = map[string][]string{
 	"internal/peakmem/...":       {"internal/peakmem"},
 	"internal/telemetry":         {"internal/clip"},
 	"internal/redact":            {"config"},
-	"internal/bench":             {"abi", "config", "internal/churn", "pool", "reconcile", "view"},
+	"internal/bench":             {"abi", "config", "internal/opcount", "pool", "reconcile", "view"},
 	"internal/...":               nil, // the other internal packages are leaves
 	"plugins/...":                {"abi"},
 	"testplugins/...":            {"abi"},

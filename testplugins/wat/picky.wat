@@ -1,6 +1,6 @@
 ;; picky: a well-formed ABI v1 policy plugin ("picky 0.0.1") that accepts
 ;; the one-object request {"settings":[{}]} alone, the request the daemon's
-;; smoke run sends, and refuses every other canonicalize request; project
+;; trial calls send, and refuses every other canonicalize request; project
 ;; shows the snapshot's first tool, untrusted. It is what a buggy plugin that
 ;; refuses every non-empty settings object looks like (daemon's operator
 ;; tests). It tells that request by its length: 17 bytes, which the host

@@ -46,9 +46,9 @@ func (requiresInclude) Project(_ context.Context, req *abi.ProjectRequest) (*abi
 	return &abi.ProjectResponse{}, nil
 }
 
-// The smoke run asks a policy about {}: a policy that refuses {} (the ABI
+// The trial calls ask a policy about {}: a policy that refuses {} (the ABI
 // lets it) answered, and is not broken; one whose call fails is.
-func TestSmokeAcceptsARefusalOfEmptySettings(t *testing.T) {
-	require.NoError(t, view.Smoke(t.Context(), requiresInclude{}))
-	assert.ErrorContains(t, view.Smoke(t.Context(), requiresInclude{broken: true}), "plugin trapped")
+func TestCheckPolicyAcceptsARefusalOfEmptySettings(t *testing.T) {
+	require.NoError(t, view.CheckPolicy(t.Context(), requiresInclude{}))
+	assert.ErrorContains(t, view.CheckPolicy(t.Context(), requiresInclude{broken: true}), "plugin trapped")
 }

@@ -1,4 +1,4 @@
-package churn
+package opcount
 
 import (
 	"sync"

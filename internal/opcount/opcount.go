@@ -1,4 +1,4 @@
-// Package churn counts the work the transport pool and the session views do,
+// Package opcount counts the work the transport pool and the session views do,
 // so tests (and later metrics) can assert that a change caused exactly the
 // connects, registry operations and plugin calls it should, and that an
 // equivalent change caused none.
@@ -7,16 +7,16 @@
 // only ever grow; tests take a [Values] before and after an action and
 // compare the difference ([Values.Sub]) with what they expect. It imports
 // nothing of wasmhost's and touches nothing but its counters.
-package churn
+package opcount
 
 import "sync/atomic"
 
-// Counters holds the churn counters. The zero value is ready to use; a
+// Counters holds the operation counters. The zero value is ready to use; a
 // Counters must not be copied after first use.
 type Counters struct {
-	// Connects counts upstream MCP sessions established (initialize done).
+	// Connects counts upstream connections established (initialize done).
 	Connects atomic.Int64
-	// Disconnects counts upstream MCP sessions that ended, whether the pool
+	// Disconnects counts upstream connections that ended, whether the pool
 	// closed them or the upstream went away.
 	Disconnects atomic.Int64
 	// Acquires counts handles handed out by the pool.
@@ -42,8 +42,8 @@ type Counters struct {
 	Discoveries atomic.Int64
 
 	// Failures counts views that failed closed or were withdrawn and
-	// entries that turned terminal (failed or closed). It is not churn and
-	// not part of [Values]: a reconciler reads it to learn whether any
+	// entries that turned terminal (failed or closed). It counts no work
+	// and is not part of [Values]: a reconciler reads it to learn whether any
 	// binding may have turned unhealthy since it last looked.
 	Failures atomic.Int64
 }
