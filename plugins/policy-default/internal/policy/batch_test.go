@@ -119,6 +119,9 @@ func randomBatch(rng *rand.Rand) *abi.ProjectBatchRequest {
 }
 
 func TestProjectBatchMatchesProject(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compares project_batch with project over many random inputs; TestDifferentialProjectBatch stays in -short; run without -short")
+	}
 	t.Run("memo", func(t *testing.T) { testProjectBatchMatchesProject(t, 31) })
 	t.Run("small memo budget", func(t *testing.T) {
 		defer func(b int) { visBudget = b }(visBudget)
