@@ -56,6 +56,9 @@ var pluginSuites = []struct{ wasm, suite string }{
 }
 
 func TestGoldenTestPlugins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs whole golden suites against the test plugins; TestGoldenDefaultPlugin stays in -short; run without -short")
+	}
 	for _, ps := range pluginSuites {
 		t.Run(filepath.Base(ps.wasm), func(t *testing.T) {
 			RunT(t, ps.wasm, ps.suite)
