@@ -133,7 +133,7 @@ func TestProjectBatchMatchesProject(t *testing.T) {
 func testProjectBatchMatchesProject(t *testing.T, seed int64) {
 	rng := rand.New(rand.NewSource(seed))
 	var items, refused, shown int
-	for items < diffInputs {
+	for items < diffInputs() {
 		req := randomBatch(rng)
 		in, sent, got := runBatch(t, req)
 		want := projectEach(t, sent)
