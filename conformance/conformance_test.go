@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	stdflag "flag"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,6 +23,13 @@ const defaultSuite = "golden/default"
 // TestMain gives the test binary one compilation cache (RunT reads it from
 // the environment), so each plugin compiles once.
 func TestMain(m *testing.M) {
+	// -short uses the cache kept between runs (host.DefaultCacheDir),
+	// so a second -short run compiles nothing; a full run starts empty.
+	stdflag.Parse() // for testing.Short
+	if dir := host.DefaultCacheDir(); testing.Short() && dir != "" {
+		os.Setenv(host.CacheDirEnv, dir)
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "wasmhost-conformance-test-cache-")
 	if err != nil {
 		panic(err)
@@ -56,6 +64,9 @@ var pluginSuites = []struct{ wasm, suite string }{
 }
 
 func TestGoldenTestPlugins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs whole golden suites against the test plugins; TestGoldenDefaultPlugin stays in -short; run without -short")
+	}
 	for _, ps := range pluginSuites {
 		t.Run(filepath.Base(ps.wasm), func(t *testing.T) {
 			RunT(t, ps.wasm, ps.suite)

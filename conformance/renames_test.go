@@ -41,6 +41,9 @@ func (b batching) ProjectBatch(ctx context.Context, req *abi.ProjectBatchRequest
 // TestGoldenRenames: rename-policy passes its golden suite, which asserts
 // renames and descriptions, on the project and the batch path.
 func TestGoldenRenames(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs whole golden suites against the test plugins; TestGoldenDefaultPlugin stays in -short; run without -short")
+	}
 	p := loadRenamePolicy(t)
 	conformance.RunPolicyT(t, p, filepath.Join("..", "testplugins", "rename-policy", "golden"))
 	conformance.RunPolicyT(t, batching{p}, filepath.Join("..", "testplugins", "rename-policy", "golden"))

@@ -242,6 +242,9 @@ func (r *running) sendAndGiveUp(method, path string, body string) {
 // change failed, and the views they were for failed closed, leaving alice
 // with no tools until the next reload.
 func TestAdminChangeOutlivesItsClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := baseConfig()
 	r, hold := holdingAdmin(t, cfg)
 	alice := r.connect("alice", aliceToken)

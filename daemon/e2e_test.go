@@ -126,6 +126,9 @@ func TestShutdownLeavesNothingBehind(t *testing.T) {
 }
 
 func TestConfigEditNotifiesOnlyTheAffectedSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := baseConfig()
 	r := start(t, cfg)
 	alice := r.connect("alice", aliceToken)
@@ -182,6 +185,9 @@ func mustJSON(t *testing.T, v map[string]any) string {
 }
 
 func TestTokensAndRebindingChecks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	r := start(t, baseConfig())
 
 	// alice's token opens alice's endpoint only.
@@ -266,6 +272,9 @@ func merge(a, b map[string]string) map[string]string {
 }
 
 func TestPolicySwapRekeysViewsWithoutReconnect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	dir := t.TempDir()
 	plugin := filepath.Join(dir, "policy.wasm")
 	require.NoError(t, os.WriteFile(plugin, policydefault.Wasm, 0o644))
@@ -327,6 +336,9 @@ func TestPolicySwapRekeysViewsWithoutReconnect(t *testing.T) {
 }
 
 func TestKilledUpstreamIsRestarted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	r := start(t, baseConfig())
 	alice := r.connect("alice", aliceToken)
 	bob := r.connect("bob", bobToken)
@@ -360,6 +372,9 @@ func TestKilledUpstreamIsRestarted(t *testing.T) {
 }
 
 func TestUnreachableUpstreamIsRetried(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := baseConfig()
 	missing := filepath.Join(t.TempDir(), "not-yet")
 	set(cfg, "mcpServers.demo.command", missing)
@@ -384,6 +399,9 @@ func TestUnreachableUpstreamIsRetried(t *testing.T) {
 }
 
 func TestAdminOverlay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	r := start(t, baseConfig())
 	alice := r.connect("alice", aliceToken)
 	pid := alice.pid(t)
@@ -442,6 +460,9 @@ func TestAdminOverlay(t *testing.T) {
 }
 
 func TestStartupRefusals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "bad.json")
 	writeConfig(t, path, `{"sessions": {"a": {"token": 5}}}`)
@@ -550,6 +571,9 @@ func TestThirdPartyUpstreamServerEverything(t *testing.T) {
 // ClientIdleTimeout, so it is no longer counted or notified; a client that
 // keeps making requests stays.
 func TestIdleClientSessionsClose(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	// Long enough for a connect on a loaded machine: a session that times
 	// out before the client's first request after initialize is made
 	// again by the go-sdk client, and would be counted twice meanwhile.
@@ -574,6 +598,9 @@ func TestIdleClientSessionsClose(t *testing.T) {
 // TestShutdownAnswersCallsUnderWay: a tool call under way when the daemon
 // is told to stop gets its answer before the daemon closes the session.
 func TestShutdownAnswersCallsUnderWay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	self, err := os.Executable()
 	require.NoError(t, err)
 	cfg := baseConfig()
@@ -627,6 +654,9 @@ func TestReloadDoesNotRepeatWarnings(t *testing.T) {
 // hears that another session wrote it, through the one upstream process
 // they share.
 func TestSubscriptionThroughDaemon(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := baseConfig()
 	cfg["sessions"].(map[string]any)["carol"] = map[string]any{"token": "carol-token-0123456789abcdef"}
 	r := start(t, cfg)
@@ -683,6 +713,9 @@ func TestSubscriptionThroughDaemon(t *testing.T) {
 // forward by server, method and outcome, and times those that reached
 // their upstream.
 func TestMetricsCountForwardedRequests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	r := start(t, baseConfig())
 	alice := r.connect("alice", aliceToken)
 	for range 2 {

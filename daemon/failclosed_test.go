@@ -22,6 +22,9 @@ import (
 // misspelling used to be a warning, and the reload showed the session
 // every tool.
 func TestFailClosedTypoInFilterKeyRefusesReload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := baseConfig()
 	r := start(t, cfg)
 	before, stillServed := r.watchAlice(t)
@@ -78,6 +81,9 @@ func TestFailClosedTypoRefusesStartup(t *testing.T) {
 // server or session the config does not have is refused with 404 naming
 // it, not added.
 func TestFailClosedOverlayPut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := baseConfig()
 	r := start(t, cfg)
 	before, stillServed := r.watchAlice(t)
@@ -117,6 +123,9 @@ func TestFailClosedOverlayPut(t *testing.T) {
 // filter is config like any other and goes through the same checks; DELETE
 // brings the file's entry back.
 func TestOverlayPatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := baseConfig()
 	r := start(t, cfg)
 	alice := r.connect("alice", aliceToken)

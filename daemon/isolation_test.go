@@ -199,6 +199,9 @@ func TestIsolationAuthorizationHeaders(t *testing.T) {
 // other and never reaches the upstream; a body over the go-sdk's 4 MiB is
 // refused with 413, and one without a token with 401.
 func TestIsolationStreamableHTTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	r := start(t, isolationConfig())
 	carol := r.connect("carol", carolToken)
 	const v = "2025-06-18"
@@ -295,6 +298,9 @@ func TestIsolationStreamableHTTP(t *testing.T) {
 // has answered, a call of the tool it hid is refused as unknown, by the
 // client already connected, with no wait for list_changed.
 func TestIsolationReloadHidesAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := baseConfig()
 	r := start(t, cfg)
 	alice := r.connect("alice", aliceToken)

@@ -38,6 +38,9 @@ func shScriptConfig(t *testing.T, dir string) map[string]any {
 // process, and their clients hear of no list change. A reload back to the
 // running args clears it.
 func TestOperatorReloadToMissingArgsKeepsWorkingConnection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := shScriptConfig(t, t.TempDir())
 	r := start(t, cfg)
 	_, stillServed := r.watchAlice(t)

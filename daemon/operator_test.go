@@ -67,6 +67,9 @@ func (r *running) watchAlice(t *testing.T) (tools []string, stillServed func()) 
 // naming the sessions and servers whose settings it refuses; the old policy
 // keeps serving.
 func TestOperatorPolicySwapRefusingLiveSettingsKeepsOldPolicy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := baseConfig()
 	r := start(t, cfg)
 	before, stillServed := r.watchAlice(t)
@@ -105,6 +108,9 @@ func TestOperatorReloadWithSettingsThePolicyRefusesKeepsView(t *testing.T) {
 // old connection go before it makes the new one, so applying it would
 // leave both sessions without tools. The old connection keeps serving.
 func TestOperatorReloadToMissingCommandKeepsWorkingConnection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := baseConfig()
 	r := start(t, cfg)
 	_, stillServed := r.watchAlice(t)
@@ -129,6 +135,9 @@ func TestOperatorReloadToMissingCommandKeepsWorkingConnection(t *testing.T) {
 // would blame the command), and the old connection would be gone before
 // the new one failed. An overlay PUT is refused the same way.
 func TestOperatorReloadToMissingCwdKeepsWorkingConnection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := baseConfig()
 	r := start(t, cfg)
 	_, stillServed := r.watchAlice(t)
@@ -164,6 +173,9 @@ func TestOperatorReloadToMissingCwdKeepsWorkingConnection(t *testing.T) {
 // no plugin open for nothing: the command is checked before the new plugin
 // would be loaded, and the running policy keeps serving.
 func TestOperatorRefusedReloadLeavesNoPluginOpen(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := baseConfig()
 	r := start(t, cfg)
 	_, stillServed := r.watchAlice(t)
@@ -190,6 +202,9 @@ func TestOperatorRefusedReloadLeavesNoPluginOpen(t *testing.T) {
 // fault, which the pool's error does not; the working server keeps
 // serving. Start-up warns the same way.
 func TestOperatorNewServerThatCannotStartIsLocated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := baseConfig()
 	r := start(t, cfg)
 	_, stillServed := r.watchAlice(t)
@@ -223,6 +238,9 @@ func TestOperatorNewServerThatCannotStartIsLocated(t *testing.T) {
 // log, not only with the go-sdk's "EOF"; its stderr is logged under its
 // name.
 func TestOperatorServerExitingAtStartSaysHow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := baseConfig()
 	set(cfg, "mcpServers.quitter", map[string]any{"command": "/bin/sh", "args": []string{"-c", "echo cannot open the database >&2; exit 3"}})
 	r := start(t, cfg)
@@ -321,6 +339,9 @@ func TestOperatorDisconnectedSessionsAreLogged(t *testing.T) {
 // The same through the admin API: an overlay PUT whose command does not
 // exist is refused before alice's working binding is touched.
 func TestOperatorOverlayToMissingCommandKeepsWorkingBinding(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	r := start(t, baseConfig())
 	_, stillServed := r.watchAlice(t)
 
@@ -336,6 +357,9 @@ func TestOperatorOverlayToMissingCommandKeepsWorkingBinding(t *testing.T) {
 // drop alice's overrides) is refused, and POST /v1/reload answers with the
 // error, its JSON path and the key meant.
 func TestOperatorReloadAnswerNamesTypo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := baseConfig()
 	r := start(t, cfg)
 	alice := cfg["sessions"].(map[string]any)["alice"].(map[string]any)
@@ -350,6 +374,9 @@ func TestOperatorReloadAnswerNamesTypo(t *testing.T) {
 // line and column, and a server name the JSON path quotes (a '.' in it)
 // does not bring the wrapper document's path into the message.
 func TestOperatorOverlayBodyErrorsAreLocated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := baseConfig()
 	servers := cfg["mcpServers"].(map[string]any)
 	servers["my.server"] = servers["demo"]
@@ -371,6 +398,9 @@ func TestOperatorOverlayBodyErrorsAreLocated(t *testing.T) {
 // running policy keeps serving, and alice's client keeps its tools and
 // hears no list change.
 func TestOperatorBrokenPluginSwapsKeepOldPolicy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := baseConfig()
 	r := start(t, cfg)
 	_, stillServed := r.watchAlice(t)
@@ -400,6 +430,9 @@ func TestOperatorBrokenPluginSwapsKeepOldPolicy(t *testing.T) {
 // in the answer, /v1/state's lastReload and the log; the running config
 // keeps serving the connected client on the same upstream.
 func TestOperatorRefusedReloadsKeepServing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := baseConfig()
 	r := start(t, cfg)
 	_, stillServed := r.watchAlice(t)

@@ -55,6 +55,9 @@ func TestPerRequestProtocolOff(t *testing.T) {
 // tools its session sees, and hears list_changed on its listen stream.
 // Its requests still need the session's token.
 func TestPerRequestProtocolHTTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	r := start(t, baseConfig(), perRequest)
 	cs, changed := dialPerRequest(t, r.d.URL()+"/mcp/alice", aliceToken)
 	assert.Equal(t, "2026-07-28", cs.InitializeResult().ProtocolVersion)
@@ -83,6 +86,9 @@ func TestPerRequestProtocolHTTP(t *testing.T) {
 // TestDrainEndsListenStreams: a stop does not wait the drain timeout for a
 // per-request client's listen stream, which carries no call.
 func TestDrainEndsListenStreams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	const drain = 20 * time.Second
 	r := start(t, baseConfig(), perRequest, func(o *daemon.Options) { o.DrainTimeout = drain })
 	cs, _ := dialPerRequest(t, r.d.URL()+"/mcp/alice", aliceToken)

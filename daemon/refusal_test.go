@@ -62,6 +62,9 @@ func TestRefusedReloadSaysWhere(t *testing.T) {
 // config file and JSON path of a refused policy plugin, and logs the
 // config's warnings even when the config is invalid.
 func TestStartupRefusalsSayWhere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "wasmhost.json")
 	runWith := func(cfg any, listen string) (string, error) {
@@ -120,6 +123,9 @@ func TestStartupCacheDirRefusalIsNotTheConfigs(t *testing.T) {
 // is not loopback, or is taken, is located like a config error (file and
 // "listen"); one given in Options.Listen is named as such.
 func TestStartupListenRefusalsSayWhere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	path := filepath.Join(t.TempDir(), "wasmhost.json")
 	run := func(listen, override string) error {
 		t.Helper()

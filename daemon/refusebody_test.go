@@ -130,6 +130,9 @@ func TestUnreadBodyClosesConnection(t *testing.T) {
 // daemon ends the stream after its answer, then reads and drops what
 // comes for a moment (lingerTime) before closing.
 func TestUnreadBodySentAnswered(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	r := start(t, baseConfig())
 	half := strings.Repeat("x", 100_000)
 	conn := dialRaw(t, r.d.Addr())
@@ -147,6 +150,9 @@ func TestUnreadBodySentAnswered(t *testing.T) {
 // TestReadBodyKeepsConnection: a request whose body is read, or that
 // announces none, keeps its kept-alive connection.
 func TestReadBodyKeepsConnection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	r := start(t, baseConfig())
 	conn := dialRaw(t, r.d.Addr())
 	conn.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
@@ -169,6 +175,9 @@ func TestReadBodyKeepsConnection(t *testing.T) {
 // TestLargeHeadersRefused: a request whose headers pass 64 KiB is
 // answered 431, not read into memory up to net/http's 1 MiB default.
 func TestLargeHeadersRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	r := start(t, baseConfig())
 	conn := dialRaw(t, r.d.Addr())
 	conn.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + strings.Repeat("a", 100_000) + "\r\n\r\n")
@@ -185,6 +194,9 @@ func TestLargeHeadersRefused(t *testing.T) {
 // request's headers within Options.ReadHeaderTimeout, and a kept-alive
 // connection idle for Options.IdleTimeout, are closed.
 func TestSlowAndIdleClientsClosed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	r := start(t, baseConfig(), func(o *daemon.Options) {
 		o.ReadHeaderTimeout = 200 * time.Millisecond
 		o.IdleTimeout = 200 * time.Millisecond

@@ -83,6 +83,9 @@ func promptsByName(t *testing.T, c *client) map[string]*mcp.Prompt {
 // renames collide, or break MCP's naming rule, is refused as bad output
 // and the running projection keeps serving.
 func TestRenamesEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := renameConfig(t)
 	r := start(t, cfg, adminReloadsOnly)
 	promptsChanged := make(chan struct{}, 100)

@@ -158,6 +158,9 @@ func (p flakyPolicy) ProjectBatch(ctx context.Context, req *abi.ProjectBatchRequ
 // failure is retried by the supervisor like a lost one, on the same
 // connection, without a reload.
 func TestSuperviseLegacyRepairsFailedView(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	r := startStdio(t, inMemory(fsServer(), nil), func(o *Options) { o.RetryMin = 100 * time.Millisecond }, nil)
 	mcptest.WaitFor(t, stdioWithin, func() bool { return slices.Equal(r.tools(t), []string{"read"}) }, r.log.String, "fs's tool listed")
 	conn := r.d.rec.Handle("alice", "fs").Conn()

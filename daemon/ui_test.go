@@ -51,6 +51,9 @@ func TestUIShellCarriesNoData(t *testing.T) {
 // each binding, lists each session's clients, each entry's restarts, and
 // the latest reloads, newest first and at most 20.
 func TestUIDataEndpoints(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	r := start(t, baseConfig())
 	r.connect("alice", aliceToken)
 

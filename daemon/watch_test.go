@@ -85,6 +85,9 @@ func TestWatchConfigMapSwap(t *testing.T) {
 }
 
 func TestWatchSymlinkToAnotherDirectory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	linkDir, realDir := t.TempDir(), t.TempDir()
 	real := filepath.Join(realDir, "real.json")
 	cfg := baseConfig()
@@ -109,6 +112,9 @@ func TestWatchSymlinkToAnotherDirectory(t *testing.T) {
 }
 
 func TestWatchTokenFileRewrittenInPlace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "alice.token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(aliceToken+"\n"), 0o600))
@@ -124,6 +130,9 @@ func TestWatchTokenFileRewrittenInPlace(t *testing.T) {
 }
 
 func TestWatchIgnoresOtherFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	// A token file in a directory of its own: touching it, after the
 	// other files, marks the point by which the watcher has taken in
 	// their events (it reads them in order), and its reload names it
@@ -151,6 +160,9 @@ func TestWatchIgnoresOtherFiles(t *testing.T) {
 // A chain of links: the config's name links to a second link in another
 // directory, which is re-pointed there.
 func TestWatchSymlinkChain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	first, middle, last := t.TempDir(), t.TempDir(), t.TempDir()
 	cfg := baseConfig()
 	writeConfig(t, filepath.Join(last, "a.json"), cfg)
@@ -192,6 +204,9 @@ func TestWatchTokenFileAddedByReload(t *testing.T) {
 // again with a new token in it, reloads with the new token: the watch of a
 // directory that went away comes back when the directory does.
 func TestWatchRecreatedDirectory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	dir := filepath.Join(t.TempDir(), "secrets")
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	tokenFile := filepath.Join(dir, "alice.token")
@@ -213,6 +228,9 @@ func TestWatchRecreatedDirectory(t *testing.T) {
 // (its reload refused), a chmod of another file in its directory asks for
 // no reload: only a change of the token file does.
 func TestWatchMissingFileIgnoresOtherEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "alice.token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(aliceToken+"\n"), 0o600))
@@ -243,6 +261,9 @@ func TestWatchMissingFileIgnoresOtherEvents(t *testing.T) {
 // is tried again when the file appears, even in a directory the running
 // config never named.
 func TestWatchFileARefusedReloadWaitsFor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
 	cfg := baseConfig()
 	r := start(t, cfg)
 	r.connect("alice", aliceToken)

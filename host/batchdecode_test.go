@@ -66,8 +66,12 @@ func TestDecodeBatchCompact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	const junk = ` {}[],:"\0159-.eftnrux`
 	var took, declined int
+	mutations := 300 // of each output
+	if testing.Short() {
+		mutations = 60
+	}
 	for _, out := range outputs {
-		for range 300 {
+		for range mutations {
 			m := bytes.Clone(out)
 			i := rng.IntN(len(m))
 			switch rng.IntN(4) {

@@ -218,6 +218,9 @@ func TestInspect(t *testing.T) {
 		assert.Equal(t, "wat-batch-type", insp.Handshake.Name)
 	})
 	t.Run("no optional export", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("compiles a Go plugin without a cache; run without -short")
+		}
 		insp, err := Inspect(ctx, "test.wasm", hostileWasm(t, "hostile"))
 		require.NoError(t, err)
 		assert.True(t, insp.Accepted, insp.Reason)

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"flag"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,17 +16,27 @@ import (
 
 // testCacheDir is a compilation cache shared by every test in the binary:
 // the default plugin compiles once (seconds, more under -race) and later
-// loads read the cache.
+// loads read the cache. A full run starts from an empty one; -short uses
+// DefaultCacheDir, the cache kept between runs that the daemon's tests
+// and the command line share, so a second -short run compiles nothing.
 var testCacheDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "wasmhost-host-test-cache-")
-	if err != nil {
-		panic(err)
+	flag.Parse() // for testing.Short
+	dir, temp := DefaultCacheDir(), ""
+	if !testing.Short() || dir == "" {
+		var err error
+		dir, err = os.MkdirTemp("", "wasmhost-host-test-cache-")
+		if err != nil {
+			panic(err)
+		}
+		temp = dir
 	}
 	testCacheDir = dir
 	code := m.Run()
-	_ = os.RemoveAll(dir)
+	if temp != "" {
+		_ = os.RemoveAll(temp)
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			println("goleak:", err.Error())

@@ -239,6 +239,9 @@ func TestDialURLProbeBounded(t *testing.T) {
 // the event stream after streamRetries, and the pool's restart fails), not
 // after the go-sdk's default of about 18 s, during which every call fails.
 func TestGoneHTTPUpstreamIsNoticed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an HTTP upstream end to end, waiting on its reconnects; TestHTTPUpstreamRestartIsRecovered, TestHTTPUpstreamBadAnswers and TestHTTPUpstreamHeadersStayWithTheirHost stay in -short; run without -short")
+	}
 	for _, httpURL := range []bool{true, false} {
 		t.Run(map[bool]string{true: "httpUrl", false: "url"}[httpURL], func(t *testing.T) {
 			u := newUpstream(t, "web", "read")

@@ -228,6 +228,9 @@ var streamCases = []struct {
 // Close waiting on it. Each request waits the server's timeout at most; the
 // go-sdk tries the GET three times, a second or two apart.
 func TestHTTPUpstreamHangingStreamBoundsConnect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an HTTP upstream end to end, waiting on its reconnects; TestHTTPUpstreamRestartIsRecovered, TestHTTPUpstreamBadAnswers and TestHTTPUpstreamHeadersStayWithTheirHost stay in -short; run without -short")
+	}
 	for _, tc := range streamCases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRestartable(t, mcp.StreamableHTTPOptions{Stateless: tc.stateless})
@@ -345,6 +348,9 @@ func (r *restartable) streams() int {
 // standalone GET stream, which the go-sdk reopens; 2026-07-28 on a
 // subscriptions/listen request, which it does not.
 func TestHTTPUpstreamStreamDropKeepsListChanged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an HTTP upstream end to end, waiting on its reconnects; TestHTTPUpstreamRestartIsRecovered, TestHTTPUpstreamBadAnswers and TestHTTPUpstreamHeadersStayWithTheirHost stay in -short; run without -short")
+	}
 	for _, tc := range streamCases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRestartable(t, mcp.StreamableHTTPOptions{Stateless: tc.stateless})
@@ -413,6 +419,9 @@ func sorted(s []string) []string {
 // request to the upstream: the first connection's, its event stream's, and
 // those of the connections made after the upstream restarted or came back.
 func TestHTTPUpstreamHeadersOnEveryRequest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an HTTP upstream end to end, waiting on its reconnects; TestHTTPUpstreamRestartIsRecovered, TestHTTPUpstreamBadAnswers and TestHTTPUpstreamHeadersStayWithTheirHost stay in -short; run without -short")
+	}
 	r := newRestartable(t, mcp.StreamableHTTPOptions{})
 	p := httpPool(t, pool.Options{CrashRestarts: 3})
 	for _, tr := range []string{"httpUrl", "url"} {

@@ -202,6 +202,9 @@ func testSubscriptionHammer(t *testing.T, version string) {
 // TestResubscribeTriesAgain: a connection a restart made that refuses to
 // subscribe is asked again until it does.
 func TestResubscribeTriesAgain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out resubscribe retries; run without -short")
+	}
 	count := &subscriptionCount{}
 	e := newEnv(t, pool.Options{}, newSubscribableUpstream("docs", count))
 	h := e.acquire(pool.Spec{Name: "docs", Command: "docs", Pooled: true, ProtocolVersion: "2025-11-25"}, "s1", `{}`, viewtest.NewRegistry())

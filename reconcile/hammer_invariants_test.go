@@ -463,6 +463,9 @@ func equivalentCfg(rng *rand.Rand, c *cfg) *cfg {
 // registry operation, except the ones the racing list_changed itself
 // causes (puts and deletes of its tool).
 func TestHammerEquivalentReload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long hammer of random reloads; TestHammer, TestHammerInvariants and TestHammerTrustedReloadRaces stay in -short; run without -short")
+	}
 	seed := hammerSeed(t, 1)
 	fs := newUpstream("fs", "read", "write", "list")
 	git := newUpstream("git", "log", "diff")
@@ -577,6 +580,9 @@ func hammerOverrides(c *cfg, rng *rand.Rand, mayDisable bool) *cfg {
 // checking after every step that each registry and view key is what the
 // desired settings (overlay or file) give under the current policy.
 func TestHammerInPlace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long hammer of random reloads; TestHammer, TestHammerInvariants and TestHammerTrustedReloadRaces stay in -short; run without -short")
+	}
 	seed := hammerSeed(t, 1)
 	fs := newUpstream("fs", "read", "write", "list")
 	git := newUpstream("git", "log", "diff")

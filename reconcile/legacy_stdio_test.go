@@ -284,6 +284,9 @@ func TestLegacyHideIsEnforcedAtOnce(t *testing.T) {
 // place (TestLegacyReconnectKeys). A stop is the daemon's: the session's
 // Drain cuts the calls short, then the reconciler and the pool close.
 func TestLegacyReconnectEndsCallsUnderWay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits on a legacy HTTP stream's connect bound or reconnect; run without -short")
+	}
 	for _, tc := range []struct {
 		name    string
 		timeout int // the server's "timeout", ms

@@ -150,8 +150,14 @@ func TestHostilePluginFailsClosed(t *testing.T) {
 // new key, and the replay they cause changes nothing registered.
 func TestNondeterministicPluginDoesNotChurn(t *testing.T) {
 	ctx := context.Background()
+	// A full run compiles the plugin into an empty cache; -short reuses
+	// the one kept between runs, as the host's -short tests do.
+	cache := t.TempDir()
+	if d := host.DefaultCacheDir(); testing.Short() && d != "" {
+		cache = d
+	}
 	p := loadPlugin(t, filepath.Join("..", "testplugins", "hostile-go", "nondeterministic", "nondeterministic.wasm"),
-		host.Options{CacheDir: t.TempDir(), CallTimeout: time.Minute})
+		host.Options{CacheDir: cache, CallTimeout: time.Minute})
 	snap := newSnapshot(1, "read", "write")
 	f := newFixture(t, p, `{"excludeTools":["write"]}`, snap)
 	requireRegistered(t, f.reg, "fs", `{"excludeTools":["write"]}`, snap)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -36,6 +37,14 @@ func TestMain(m *testing.M) {
 	if os.Getenv("WASMHOST_CLI_DEMO_HELPER") == "1" {
 		// This binary is a child serving as an upstream (TestHelperDemoServer
 		// exits the process): it needs no cache and must leave none behind.
+		os.Exit(m.Run())
+	}
+	// -short uses the cache kept between runs (host.DefaultCacheDir),
+	// which the daemon's and host's -short tests share, so a second
+	// -short run compiles nothing; a full run starts from an empty one.
+	flag.Parse() // for testing.Short
+	if dir := host.DefaultCacheDir(); testing.Short() && dir != "" {
+		os.Setenv("WASMHOST_CACHE_DIR", dir)
 		os.Exit(m.Run())
 	}
 	dir, err := os.MkdirTemp("", "wasmhost-cli-test-cache-")
@@ -445,6 +454,9 @@ func TestVersion(t *testing.T) {
 }
 
 func TestDigest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the default plugin without a cache; run without -short")
+	}
 	wasm := defaultWasmFile(t)
 	r := runCLI(t, "", "digest", wasm)
 	require.Equal(t, exitOK, r.code, r.errOut)
@@ -462,6 +474,9 @@ func TestDigest(t *testing.T) {
 }
 
 func TestInspect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the default plugin without a cache; run without -short")
+	}
 	wasm := defaultWasmFile(t)
 	r := runCLI(t, "", "inspect", wasm)
 	require.Equal(t, exitOK, r.code, r.out+r.errOut)

@@ -379,6 +379,9 @@ func TestStdioSignalCutsLongCallsShort(t *testing.T) {
 // TestStdioCallTimeout: stdio mode bounds forwarded calls by the server
 // entry's "timeout", as the daemon does.
 func TestStdioCallTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a 5 s call timeout; run without -short")
+	}
 	// The timeout also bounds the upstream's start, which took more than
 	// 500 ms on a loaded machine; 5 s against a call of 5 minutes still
 	// tells a bounded call from an unbounded one.
@@ -720,6 +723,9 @@ func TestStdioPluginConfigAndSettingsKeys(t *testing.T) {
 // reads one can be tested (testplugins/readonly-policy hides the tools its
 // config names).
 func TestConformancePluginConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a conformance suite against several plugin configs; TestConformanceFails and TestConformanceExit2 stay in -short; run without -short")
+	}
 	dir := t.TempDir()
 	suite := `{"suite": "config", "cases": [{"name": "hidden by config", "settings": {"readOnlyOnly": false},
   "snapshot": {"tools": [{"name": "a", "inputSchema": {"type": "object"}}, {"name": "b", "inputSchema": {"type": "object"}}]},

@@ -26,6 +26,9 @@ import (
 // subscription held across the crash is made again on the new process: a
 // note written there is announced to the client.
 func TestStdioRecoversCrashedUpstream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills an upstream process and waits for the restart; TestStdioServesOneSession stays in -short; run without -short")
+	}
 	// carol sees every demo tool, write_note included.
 	path := demoConfigWith(t, func(cfg map[string]any) {
 		cfg["sessions"].(map[string]any)["carol"] = map[string]any{"token": "carol-token-0123456789abcdef"}

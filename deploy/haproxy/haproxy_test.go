@@ -387,6 +387,9 @@ func (s *sessionClient) call(ctx context.Context, ms int) (*mcp.CallToolResult, 
 // TestHAProxy runs three replicas of the wasmhost binary, sharing one
 // ConfigMap-style config directory, behind HAProxy with haproxy.cfg.
 func TestHAProxy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts haproxy and wasmhost replicas for a load-balancer end to end; run without -short")
+	}
 	haproxy := needHAProxy(t)
 	c := newCluster(t, haproxy)
 

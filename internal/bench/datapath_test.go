@@ -338,6 +338,9 @@ func BenchmarkToolCall(b *testing.B) {
 // TestToolCallPaths checks the paths of BenchmarkToolCall: each reaches the
 // upstream tool and gets its answer.
 func TestToolCallPaths(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a benchmark harness at scale; the smaller harness tests stay in -short; run without -short")
+	}
 	for _, kind := range upstreamKinds {
 		t.Run("upstream="+string(kind), func(t *testing.T) {
 			if kind == "node" && testing.Short() {

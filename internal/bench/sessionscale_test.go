@@ -268,6 +268,9 @@ func BenchmarkSessionScale(b *testing.B) {
 // client session is set up and calls through its session, the upstream
 // runs once, and the RSS figures are read.
 func TestSessionScaleHarness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a benchmark harness at scale; the smaller harness tests stay in -short; run without -short")
+	}
 	up := goUpstream(t)
 	g, err := startGatewayWith(t.Context(), t, "wasmhost", up, len(scaleFilters))
 	require.NoError(t, err)

@@ -115,6 +115,9 @@ func requireAllEnd(t *testing.T, what string, pids []int, names []string) {
 // that ignores SIGTERM and its child that left the group with setsid.
 // Now the supervisor reads the lifeline's end and ends them all.
 func TestHostKilledLeavesNoUpstream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a process group and waits for its children to go; TestCloseEndsTheGroup stays in -short; run without -short")
+	}
 	dir := t.TempDir()
 	files := spawningUpstream(t, dir)
 	h := exec.Command(os.Args[0], "-test.run=^$")
@@ -136,6 +139,9 @@ func TestHostKilledLeavesNoUpstream(t *testing.T) {
 // Closing the connection ends the setsid child too, which Kill alone (a
 // signal to the group) cannot reach.
 func TestCloseEndsEscapedChild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a process group and waits for its children to go; TestCloseEndsTheGroup stays in -short; run without -short")
+	}
 	dir := t.TempDir()
 	files := spawningUpstream(t, dir)
 	ct := &mcp.CommandTransport{Command: exec.Command(filepath.Join(dir, "upstream.sh")), TerminateDuration: time.Second}

@@ -31,8 +31,14 @@ import (
 )
 
 // differentialRuns is how many generated settings objects, and how many
-// generated (settings, snapshot) pairs, the bounded run compares.
-const differentialRuns = 10_000
+// generated (settings, snapshot) pairs, the bounded run compares: 10,000,
+// or 2,000 in -short.
+func differentialRuns() int {
+	if testing.Short() {
+		return 2_000
+	}
+	return 10_000
+}
 
 var (
 	wasmOnce sync.Once
@@ -207,14 +213,14 @@ func compareProject(t testing.TB, req *abi.ProjectRequest) (visible int) {
 
 func TestWasmMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewSource(20261130))
-	settings := make([]json.RawMessage, differentialRuns)
+	settings := make([]json.RawMessage, differentialRuns())
 	for i := range settings {
 		settings[i] = genSettings(rng)
 	}
 	// One batch through the real host (split into ABI-sized calls there).
 	refused := compareCanonicalize(t, settings)
 	var projRefused, empty, shown int
-	for range differentialRuns {
+	for range differentialRuns() {
 		switch n := compareProject(t, genProject(rng)); {
 		case n < 0:
 			projRefused++
@@ -227,11 +233,11 @@ func TestWasmMatchesReference(t *testing.T) {
 	// The generator must exercise both sides of every rule, or the
 	// comparison says little.
 	t.Logf("canonicalize: %d of %d refused; project: %d refused, %d empty, %d with visible tools",
-		refused, differentialRuns, projRefused, empty, shown)
-	require.Greater(t, refused, differentialRuns/10, "too few refused settings")
-	require.Less(t, refused, differentialRuns*9/10, "too few accepted settings")
-	require.Greater(t, shown, differentialRuns/5, "too few projections with visible tools")
-	require.Greater(t, empty+projRefused, differentialRuns/10, "too few projections hiding everything")
+		refused, differentialRuns(), projRefused, empty, shown)
+	require.Greater(t, refused, differentialRuns()/10, "too few refused settings")
+	require.Less(t, refused, differentialRuns()*9/10, "too few accepted settings")
+	require.Greater(t, shown, differentialRuns()/5, "too few projections with visible tools")
+	require.Greater(t, empty+projRefused, differentialRuns()/10, "too few projections hiding everything")
 }
 
 // genBatch returns a project_batch request of about n items over a few
@@ -293,7 +299,7 @@ func mustJSON(t testing.TB, v any) []byte {
 func TestWasmBatchMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewSource(20261201))
 	var items, refused int
-	for items < differentialRuns {
+	for items < differentialRuns() {
 		req := genBatch(rng, 1+rng.Intn(400))
 		refused += compareProjectBatch(t, req)
 		items += len(req.Items)

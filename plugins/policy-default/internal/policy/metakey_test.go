@@ -182,12 +182,19 @@ func randomSettings(rng *rand.Rand) []byte {
 	return doc
 }
 
-const diffInputs = 10000
+// diffInputs is how many generated inputs each differential test
+// compares: 10,000, or 2,000 in -short.
+func diffInputs() int {
+	if testing.Short() {
+		return 2000
+	}
+	return 10000
+}
 
 func TestDifferentialParseSettings(t *testing.T) {
 	rng := rand.New(rand.NewSource(20240611))
 	var refused, malformed int
-	for n := range diffInputs {
+	for n := range diffInputs() {
 		raw := randomSettings(rng)
 		got, gotErr := ParseSettings(raw)
 		ref, refErr := metakey.ParseSettings(raw)
@@ -215,17 +222,17 @@ func TestDifferentialParseSettings(t *testing.T) {
 		}
 	}
 	// The generator must reach every outcome often enough to matter.
-	t.Logf("%d inputs: %d refused, %d malformed", diffInputs, refused, malformed)
-	assert.Greater(t, refused, diffInputs/20)
-	assert.Greater(t, malformed, diffInputs/100)
-	assert.Less(t, refused+malformed, diffInputs/2)
+	t.Logf("%d inputs: %d refused, %d malformed", diffInputs(), refused, malformed)
+	assert.Greater(t, refused, diffInputs()/20)
+	assert.Greater(t, malformed, diffInputs()/100)
+	assert.Less(t, refused+malformed, diffInputs()/2)
 }
 
 func TestDifferentialCanonicalize(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	ctx := context.Background()
 	total := 0
-	for total < diffInputs {
+	for total < diffInputs() {
 		var req abi.CanonicalizeRequest
 		for range 1 + rng.Intn(300) {
 			raw := randomSettings(rng)
@@ -260,7 +267,7 @@ func TestDifferentialProject(t *testing.T) {
 		return out
 	}
 	var refusedCount int
-	for n := range diffInputs {
+	for n := range diffInputs() {
 		raw := randomSettings(rng)
 		if !json.Valid(raw) {
 			continue
@@ -295,7 +302,7 @@ func TestDifferentialProject(t *testing.T) {
 			t.Fatalf("input %d %q: project (-reference +plugin logic):\n%s", n, raw, diff)
 		}
 	}
-	assert.Greater(t, refusedCount, diffInputs/20)
+	assert.Greater(t, refusedCount, diffInputs()/20)
 }
 
 // FuzzAgainstReference checks ParseSettings against metakey.ParseSettings
