@@ -26,7 +26,7 @@ func TestFailClosedTypoInFilterKeyRefusesReload(t *testing.T) {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
 	cfg := baseConfig()
-	r := start(t, cfg)
+	r := start(t, cfg, adminReloadsOnly)
 	before, stillServed := r.watchAlice(t)
 	require.Equal(t, []string{"demo__add", "demo__echo", "demo__pid"}, before)
 

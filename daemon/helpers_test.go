@@ -90,13 +90,20 @@ type running struct {
 	path string
 	logs *mcptest.LogBuffer
 	http *http.Client
+	// adminOnly is set when the file watcher's debounce outlasts any test
+	// (adminReloadsOnly), so that reloads come from the admin API alone.
+	adminOnly bool
 	// stop cancels Run and waits for it to return (once; later calls
 	// return at once).
 	stop func()
 }
 
-// writeConfig replaces the config file the way editors do: write a
-// temporary file, then rename it over the old one.
+// adminReloadsOnly leaves reloads to the admin API, so that each
+// reloadWith reports the change it made: with the watcher's short
+// debounce, the watcher could apply the written file first, and the admin
+// reload would then find nothing changed (seen under load).
+func adminReloadsOnly(o *daemon.Options) { o.Debounce = time.Hour }
+
 // defaultNames, as a session's "names" in a config writeConfig writes,
 // leaves the session the default naming.
 const defaultNames = "(default)"
@@ -129,6 +136,8 @@ func pinNames(t *testing.T, cfg any) any {
 	return c
 }
 
+// writeConfig replaces the config file the way editors do: write a
+// temporary file, then rename it over the old one.
 func writeConfig(t *testing.T, path string, cfg any) {
 	t.Helper()
 	var data []byte
@@ -179,7 +188,7 @@ func start(t *testing.T, cfg map[string]any, opts ...func(*daemon.Options)) *run
 		cancel()
 		t.Fatalf("daemon not ready within %v; logs:\n%s\ngoroutines:\n%s", readyWithin, logs, st)
 	}
-	r := &running{t: t, d: d, path: path, logs: logs, http: &http.Client{Transport: &http.Transport{}}}
+	r := &running{t: t, d: d, path: path, logs: logs, http: &http.Client{Transport: &http.Transport{}}, adminOnly: o.Debounce >= time.Hour}
 	var once sync.Once
 	r.stop = func() {
 		once.Do(func() {

@@ -42,7 +42,7 @@ func TestOperatorReloadToMissingArgsKeepsWorkingConnection(t *testing.T) {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
 	cfg := shScriptConfig(t, t.TempDir())
-	r := start(t, cfg)
+	r := start(t, cfg, adminReloadsOnly)
 	_, stillServed := r.watchAlice(t)
 	bob := r.connect("bob", bobToken)
 	bobTools, bobPID := bob.tools(t), bob.pid(t)
@@ -114,7 +114,7 @@ func TestOperatorReloadToMissingArgsKeepsWorkingConnection(t *testing.T) {
 func TestOperatorReloadSwitchesTransport(t *testing.T) {
 	dir := t.TempDir()
 	cfg := shScriptConfig(t, dir)
-	r := start(t, cfg)
+	r := start(t, cfg, adminReloadsOnly)
 	alice := r.connect("alice", aliceToken)
 	before, oldPID := alice.tools(t), alice.pid(t)
 	alice.countChanged(100 * time.Millisecond)

@@ -37,6 +37,9 @@ func writePicky(t *testing.T, dir string) string {
 // admin API, returning the status and the decoded answer.
 func (r *running) reloadWith(cfg any) (int, daemon.ReloadResult, string) {
 	r.t.Helper()
+	if !r.adminOnly {
+		r.t.Fatal("reloadWith needs a daemon started with adminReloadsOnly: its file watcher could apply the file before the admin reload")
+	}
 	writeConfig(r.t, r.path, cfg)
 	code, body := r.do("POST", "/v1/reload", adminToken, nil, nil)
 	var res daemon.ReloadResult
@@ -71,7 +74,7 @@ func TestOperatorPolicySwapRefusingLiveSettingsKeepsOldPolicy(t *testing.T) {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
 	cfg := baseConfig()
-	r := start(t, cfg)
+	r := start(t, cfg, adminReloadsOnly)
 	before, stillServed := r.watchAlice(t)
 	require.Equal(t, []string{"demo__add", "demo__echo", "demo__pid"}, before)
 
@@ -112,7 +115,7 @@ func TestOperatorReloadToMissingCommandKeepsWorkingConnection(t *testing.T) {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
 	cfg := baseConfig()
-	r := start(t, cfg)
+	r := start(t, cfg, adminReloadsOnly)
 	_, stillServed := r.watchAlice(t)
 
 	missing := filepath.Join(t.TempDir(), "no-such-server")
@@ -139,7 +142,7 @@ func TestOperatorReloadToMissingCwdKeepsWorkingConnection(t *testing.T) {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
 	cfg := baseConfig()
-	r := start(t, cfg)
+	r := start(t, cfg, adminReloadsOnly)
 	_, stillServed := r.watchAlice(t)
 
 	dir := t.TempDir()
@@ -177,7 +180,7 @@ func TestOperatorRefusedReloadLeavesNoPluginOpen(t *testing.T) {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
 	cfg := baseConfig()
-	r := start(t, cfg)
+	r := start(t, cfg, adminReloadsOnly)
 	_, stillServed := r.watchAlice(t)
 
 	prefix, err := filepath.Abs("../testplugins/prefix-policy/prefix-policy.wasm")
@@ -206,7 +209,7 @@ func TestOperatorNewServerThatCannotStartIsLocated(t *testing.T) {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
 	cfg := baseConfig()
-	r := start(t, cfg)
+	r := start(t, cfg, adminReloadsOnly)
 	_, stillServed := r.watchAlice(t)
 
 	missing := filepath.Join(t.TempDir(), "no-such-server")
@@ -229,7 +232,7 @@ func TestOperatorNewServerThatCannotStartIsLocated(t *testing.T) {
 	assert.Empty(t, res.Warnings, body)
 
 	// At start-up.
-	r2 := start(t, cfg)
+	r2 := start(t, cfg, adminReloadsOnly)
 	r2.waitLog(`msg="config: ` + r2.path + `: mcpServers.broken.command: server \"broken\" cannot start; its sessions retry it with backoff`)
 }
 
@@ -320,7 +323,7 @@ func TestOperatorServerExitingAtStartSaysHow(t *testing.T) {
 // says so, with the session and how many clients it had.
 func TestOperatorDisconnectedSessionsAreLogged(t *testing.T) {
 	cfg := baseConfig()
-	r := start(t, cfg)
+	r := start(t, cfg, adminReloadsOnly)
 	r.connect("alice", aliceToken)
 	r.connect("bob", bobToken)
 
@@ -361,7 +364,7 @@ func TestOperatorReloadAnswerNamesTypo(t *testing.T) {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
 	cfg := baseConfig()
-	r := start(t, cfg)
+	r := start(t, cfg, adminReloadsOnly)
 	alice := cfg["sessions"].(map[string]any)["alice"].(map[string]any)
 	alice["overides"] = alice["overrides"]
 	delete(alice, "overrides")
@@ -402,7 +405,7 @@ func TestOperatorBrokenPluginSwapsKeepOldPolicy(t *testing.T) {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
 	cfg := baseConfig()
-	r := start(t, cfg)
+	r := start(t, cfg, adminReloadsOnly)
 	_, stillServed := r.watchAlice(t)
 
 	for plugin, want := range map[string]string{
@@ -434,7 +437,7 @@ func TestOperatorRefusedReloadsKeepServing(t *testing.T) {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
 	cfg := baseConfig()
-	r := start(t, cfg)
+	r := start(t, cfg, adminReloadsOnly)
 	_, stillServed := r.watchAlice(t)
 	good := mustJSON(t, cfg)
 
@@ -503,7 +506,7 @@ func startPicky(t *testing.T) (r *running, cfg map[string]any, alice *client, be
 		"alice": map[string]any{"token": aliceToken},
 		"bob":   map[string]any{"token": bobToken},
 	})
-	r = start(t, cfg)
+	r = start(t, cfg, adminReloadsOnly)
 	alice = r.connect("alice", aliceToken)
 	before = alice.tools(t)
 	require.Len(t, before, 1, "picky shows the first tool for {}")

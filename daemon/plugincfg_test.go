@@ -51,7 +51,7 @@ func TestPluginSettingsKeyAndConfig(t *testing.T) {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
 	cfg := readonlyConfig(t)
-	r := start(t, cfg)
+	r := start(t, cfg, adminReloadsOnly)
 	all := []string{"demo__add_tool", "demo__echo", "demo__pid", "demo__read_note", "demo__write_note"}
 	alice, bob := r.connect("alice", aliceToken), r.connect("bob", bobToken)
 	require.Equal(t, all, alice.tools(t), "policy.config reached the plugin: add is hidden")
@@ -131,7 +131,7 @@ func TestPluginSettingsKeyAndConfig(t *testing.T) {
 func TestPluginSettingsKeyRefusals(t *testing.T) {
 	cfg := readonlyConfig(t)
 	set(cfg, "sessions.alice.overrides", map[string]any{"demo": map[string]any{"readOnlyOnly": true}})
-	r := start(t, cfg)
+	r := start(t, cfg, adminReloadsOnly)
 	alice := r.connect("alice", aliceToken)
 	want := []string{"demo__echo", "demo__pid", "demo__read_note"}
 	require.Equal(t, want, alice.tools(t))

@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wasmhost/wasmhost/daemon"
 	"github.com/wasmhost/wasmhost/host"
 	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/view"
@@ -44,11 +43,6 @@ func renameConfig(t *testing.T) map[string]any {
 	set(cfg, "sessions.bob.overrides", map[string]any{})
 	return cfg
 }
-
-// adminReloadsOnly leaves reloads to the admin API, so that each
-// reloadWith reports the change it made (the watcher would otherwise race
-// it to the file).
-func adminReloadsOnly(o *daemon.Options) { o.Debounce = time.Hour }
 
 // toolsByName lists c's tools by exposed name.
 func toolsByName(t *testing.T, c *client) map[string]*mcp.Tool {
