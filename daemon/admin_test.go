@@ -20,6 +20,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/daemon"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
 	"github.com/wasmhost/wasmhost/pool"
 )
@@ -220,19 +221,54 @@ func holdingAdmin(t *testing.T, cfg map[string]any) (r *running, hold func(serve
 	}
 }
 
-// sendAndGiveUp sends an admin request and cancels it once the daemon
-// has had it for a while (waiting for the admin lock), as a client whose
-// timeout runs out does.
-func (r *running) sendAndGiveUp(method, path string, body string) {
+// sendAndGiveUp sends an admin request and cancels it once the daemon's
+// handler (handler, its full function name) waits for the admin lock, as a
+// client whose timeout runs out does; it returns once the daemon noticed
+// that the client is gone (the request's context is cancelled).
+func (r *running) sendAndGiveUp(method, path, body, handler string) {
 	r.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, r.d.URL()+path, strings.NewReader(body))
 	require.NoError(r.t, err)
 	req.Header.Set("Authorization", "Bearer "+adminToken)
-	time.AfterFunc(300*time.Millisecond, cancel)
-	_, err = r.http.Do(req)
-	require.ErrorIs(r.t, err, context.Canceled)
-	time.Sleep(100 * time.Millisecond) // the daemon notices the client is gone
+	done := make(chan error, 1)
+	go func() {
+		resp, err := r.http.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	// net/http cancels a request's context when the read it keeps going
+	// on the connection while the handler runs ends: the goroutine of that
+	// read is the one to see end.
+	var reader string
+	mcptest.WaitFor(r.t, eventWithin, func() bool {
+		reader = ""
+		var waiting string
+		gs := mcptest.Goroutines()
+		for _, g := range gs {
+			if g.State == "sync.Mutex.Lock" && strings.Contains(g.Stack, handler+"(") {
+				waiting = g.ID
+			}
+		}
+		if waiting == "" {
+			return false
+		}
+		for _, g := range gs {
+			if strings.Contains(g.Stack, "net/http.(*connReader).backgroundRead(") &&
+				strings.Contains(g.Stack, "created by net/http.(*connReader).startBackgroundRead in goroutine "+waiting+"\n") {
+				reader = g.ID
+			}
+		}
+		return reader != ""
+	}, mcptest.Stacks, "%s waits for the admin lock, its connection read in the background", handler)
+	cancel()
+	require.ErrorIs(r.t, <-done, context.Canceled)
+	mcptest.WaitFor(r.t, eventWithin, func() bool {
+		return !slices.ContainsFunc(mcptest.Goroutines(), func(g mcptest.Goroutine) bool { return g.ID == reader })
+	}, mcptest.Stacks, "the daemon notices the client is gone (goroutine %s ends)", reader)
 }
 
 // TestAdminChangeOutlivesItsClient: an admin reload, or overlay PUT,
@@ -253,7 +289,7 @@ func TestAdminChangeOutlivesItsClient(t *testing.T) {
 
 	release := hold("slow-1")
 	writeConfig(t, r.path, set(cfg, "sessions.alice.overrides.demo.includeTools", []string{"echo", "add", "pid", "read_note"}))
-	r.sendAndGiveUp("POST", "/v1/reload", "")
+	r.sendAndGiveUp("POST", "/v1/reload", "", "github.com/wasmhost/wasmhost/daemon.(*Daemon).serveReload")
 	release()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var st daemon.State
@@ -268,7 +304,8 @@ func TestAdminChangeOutlivesItsClient(t *testing.T) {
 	self, err := os.Executable()
 	require.NoError(t, err)
 	r.sendAndGiveUp("PUT", "/v1/sessions/alice/servers/demo",
-		mustJSON(t, map[string]any{"command": self, "env": map[string]any{demoserver.ChildEnv: "1"}, "includeTools": []string{"echo", "pid"}}))
+		mustJSON(t, map[string]any{"command": self, "env": map[string]any{demoserver.ChildEnv: "1"}, "includeTools": []string{"echo", "pid"}}),
+		"github.com/wasmhost/wasmhost/daemon.(*Daemon).servePutOverlay")
 	release()
 	require.Eventually(t, func() bool { return slices.Equal([]string{"demo__echo", "demo__pid"}, alice.tools(t)) },
 		eventWithin, 20*time.Millisecond, "the overlay is applied")

@@ -164,7 +164,7 @@ func newEnvWith(t *testing.T, crashes int, slow func() time.Duration, ups ...*mc
 	dial := e.dial
 	e.pool = pool.New(pool.Options{Counters: e.counters, Logger: quiet, CrashRestarts: crashes, Dialer: func(ctx context.Context, spec pool.Spec) (mcp.Transport, error) {
 		if slow != nil {
-			time.Sleep(slow())
+			time.Sleep(slow()) // the slowed-down dial is the chaos under test
 		}
 		return dial(ctx, spec)
 	}})
@@ -256,7 +256,7 @@ func hammerInvariants(t *testing.T, crashes int, chaos bool) {
 				u.AddTool(tool)
 			}
 			on[key] = !on[key]
-			time.Sleep(time.Duration(rng.IntN(25)) * time.Millisecond) // go-sdk coalesces within 10ms
+			time.Sleep(time.Duration(rng.IntN(25)) * time.Millisecond) // go-sdk coalesces within 10ms; pacing, not synchronisation
 		}
 	})
 	if chaos {
@@ -266,7 +266,7 @@ func hammerInvariants(t *testing.T, crashes int, chaos bool) {
 			for range 10 {
 				server := hammerServers[rng.IntN(len(hammerServers))]
 				e.setFailing(server, errDial)
-				time.Sleep(time.Duration(2+rng.IntN(10)) * time.Millisecond)
+				time.Sleep(time.Duration(2+rng.IntN(10)) * time.Millisecond) // pacing, not synchronisation
 				e.setFailing(server, nil)
 				time.Sleep(time.Duration(2+rng.IntN(10)) * time.Millisecond)
 			}
@@ -277,7 +277,7 @@ func hammerInvariants(t *testing.T, crashes int, chaos bool) {
 		rng := rand.New(rand.NewPCG(seed, 60))
 		ups := []*mcptest.Upstream{fs, git, demo}
 		for range 8 {
-			time.Sleep(time.Duration(5+rng.IntN(20)) * time.Millisecond)
+			time.Sleep(time.Duration(5+rng.IntN(20)) * time.Millisecond) // pacing, not synchronisation
 			ups[rng.IntN(len(ups))].KillAll()
 		}
 	})
@@ -298,8 +298,7 @@ func hammerInvariants(t *testing.T, crashes int, chaos bool) {
 	stop.Store(true)
 	readers.Wait()
 	t.Logf("hammer churn: %+v, failures %d", e.snap(), e.counters.Failures.Load())
-	// Let the last crashes reach their entries.
-	time.Sleep(100 * time.Millisecond)
+	e.waitCaughtUp() // the last crashes and list changes reach their entries
 	e.settleAll()
 
 	_, err := e.rec.SetPolicy(ctx, ref)
@@ -334,14 +333,8 @@ func hammerInvariants(t *testing.T, crashes int, chaos bool) {
 	for _, s := range hammerSessions {
 		require.Empty(t, e.reg(s).Servers(), "session %q keeps registrations after Close", s)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > baseG && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > baseG {
-		buf := make([]byte, 1<<20)
-		t.Fatalf("goroutines: %d after Close, %d before:\n%s", n, baseG, buf[:runtime.Stack(buf, true)])
-	}
+	mcptest.WaitFor(t, mcptest.EventWithin, func() bool { return runtime.NumGoroutine() <= baseG }, mcptest.Stacks,
+		"goroutines after Close back to the %d before", baseG)
 }
 
 // equivalentSettings returns a canonical-equivalent rewriting of s (as
@@ -500,7 +493,7 @@ func TestHammerEquivalentReload(t *testing.T) {
 		rng2 := rand.New(rand.NewPCG(seed, uint64(round)))
 		wg.Go(func() {
 			fs.AddTool("dyn")
-			time.Sleep(time.Duration(rng2.IntN(20)) * time.Millisecond)
+			time.Sleep(time.Duration(rng2.IntN(20)) * time.Millisecond) // pacing, not synchronisation
 			fs.Server.RemoveTools("dyn")
 		})
 		for i := range 3 {
@@ -514,7 +507,7 @@ func TestHammerEquivalentReload(t *testing.T) {
 			require.Zero(t, sum.Acquired+sum.Released, "round %d: %+v", round, sum)
 		}
 		wg.Wait()
-		time.Sleep(20 * time.Millisecond)
+		e.waitCaughtUp() // the list_changed reaches the views
 		e.settleAll()
 		d := e.delta(before)
 		require.Zero(t, d.Connects+d.Disconnects+d.Acquires+d.Releases, "round %d: %+v", round, d)

@@ -365,3 +365,75 @@ func (altPolicy) Project(ctx context.Context, req *abi.ProjectRequest) (*abi.Pro
 
 // errDial is the failure injected into dials.
 var errDial = errors.New("connection refused (test)")
+
+// waitLockedIn waits until a goroutine waits for a mutex in the function
+// fn (its full name, as a stack dump gives it).
+func waitLockedIn(t *testing.T, fn string) {
+	t.Helper()
+	mcptest.WaitFor(t, mcptest.EventWithin, func() bool { return mcptest.BlockedIn("sync.Mutex.Lock", fn) },
+		mcptest.Stacks, "a goroutine waits for a mutex in %s", fn)
+}
+
+// waitCaughtUp waits, once the test stopped breaking connections and
+// changing tool lists, until every held entry has heard of all of it: a
+// ready entry's connection answers a ping (a connection the test broke
+// has been noticed, and restarted or failed) and, the entry steady, its
+// snapshot lists the tools its upstream offers now (the last list_changed
+// has been discovered; one still on its way can only list them again).
+// Then every entry is steady (settleAll).
+func (e *env) waitCaughtUp() {
+	e.t.Helper()
+	var behind string
+	mcptest.WaitFor(e.t, mcptest.EventWithin, func() bool {
+		behind = e.behind()
+		return behind == ""
+	}, func() string { return behind }, "every entry heard of its upstream's crashes and tool list changes")
+	e.settleAll()
+}
+
+// behind says which held entry has not yet heard of what its upstream did
+// ("" when none; see waitCaughtUp).
+func (e *env) behind() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offered := map[string][]string{}
+	for _, s := range e.rec.Sessions() {
+		for _, b := range e.rec.Bindings(s) {
+			h := e.rec.Handle(s, b.Server)
+			if h == nil {
+				continue
+			}
+			if err := h.Entry().Settle(ctx); err != nil {
+				return fmt.Sprintf("session %q, server %q: settle: %v", s, b.Server, err)
+			}
+			if h.Entry().State() != pool.StateReady {
+				continue // failed or closed: nothing to hear of
+			}
+			cs := h.Session()
+			if cs == nil {
+				return fmt.Sprintf("session %q, server %q: no session to call (the view lags)", s, b.Server)
+			}
+			if err := cs.Ping(ctx, nil); err != nil {
+				return fmt.Sprintf("session %q, server %q: the connection is gone (ping: %v), not yet noticed", s, b.Server, err)
+			}
+			name := h.Spec().Name
+			if offered[name] == nil {
+				offered[name] = toolNames(upstreamSnapshot(e.t, e.ups[name]).Tools)
+			}
+			if got := toolNames(h.Entry().Snapshot().Tools); !slices.Equal(got, offered[name]) {
+				return fmt.Sprintf("session %q, server %q: the snapshot lists %v, the upstream %v", s, b.Server, got, offered[name])
+			}
+		}
+	}
+	return ""
+}
+
+// toolNames lists the tools' names, sorted.
+func toolNames(tools []*mcp.Tool) []string {
+	names := make([]string, 0, len(tools))
+	for _, t := range tools {
+		names = append(names, t.Name)
+	}
+	slices.Sort(names)
+	return names
+}

@@ -255,7 +255,7 @@ func TestHammerTrustedReloadRaces(t *testing.T) {
 				c := cf.build(t)
 				_, _ = e.rec.Apply(ctx, c) // checked below, once all is quiet
 				last = c
-				time.Sleep(time.Duration(rng.IntN(2)) * time.Millisecond)
+				time.Sleep(time.Duration(rng.IntN(2)) * time.Millisecond) // pacing, not synchronisation
 			}
 		})
 		wg.Go(func() {
@@ -266,13 +266,13 @@ func TestHammerTrustedReloadRaces(t *testing.T) {
 				_, err := e.rec.SetPolicy(ctx, p)
 				assert.NoError(t, err)
 				policy = p
-				time.Sleep(time.Duration(rng.IntN(5)) * time.Millisecond)
+				time.Sleep(time.Duration(rng.IntN(5)) * time.Millisecond) // pacing, not synchronisation
 			}
 		})
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, 10*round+3))
 			for range 6 {
-				time.Sleep(time.Duration(10+rng.IntN(20)) * time.Millisecond)
+				time.Sleep(time.Duration(10+rng.IntN(20)) * time.Millisecond) // pacing, not synchronisation
 				[]*mcptest.Upstream{fs, git}[rng.IntN(2)].KillAll()
 			}
 		})
@@ -284,11 +284,11 @@ func TestHammerTrustedReloadRaces(t *testing.T) {
 				} else {
 					fs.AddTool("dyn")
 				}
-				time.Sleep(time.Duration(rng.IntN(10)) * time.Millisecond)
+				time.Sleep(time.Duration(rng.IntN(10)) * time.Millisecond) // pacing, not synchronisation
 			}
 		})
 		wg.Wait()
-		time.Sleep(50 * time.Millisecond) // the last crashes reach their entries
+		e.waitCaughtUp() // the last crashes reach their entries
 		e.settleAll()
 		assert.Greater(t, e.snap().Connects, connects, "round %d: crashes restarted connections", round)
 		if e.rec.HealthEpoch() != epoch && !e.allHealthy() {
@@ -300,12 +300,10 @@ func TestHammerTrustedReloadRaces(t *testing.T) {
 			require.NoError(t, err)
 		}
 		var msg string
-		for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			if msg = e.inPlaceMismatch(last, nil, policy); msg == "" || time.Now().After(deadline) {
-				break
-			}
-		}
-		require.Empty(t, msg, "round %d", round)
+		mcptest.WaitFor(t, mcptest.EventWithin, func() bool {
+			msg = e.inPlaceMismatch(last, nil, policy)
+			return msg == ""
+		}, func() string { return msg }, "round %d: the views match the last config and policy", round)
 		e.requireRefsMatch()
 	}
 }

@@ -1055,8 +1055,7 @@ func TestApplyEmptyServerList(t *testing.T) {
 // State shows the binding as pending (not failed) on its running
 // connection, and a Repair asked for meanwhile leaves the new connection
 // alone, whether it waited for the reload's lock or ran once the reload
-// was done (the sleep below makes the first likely, not certain); Repair
-// of a binding whose acquire failed acquires it again.
+// was done; Repair of a binding whose acquire failed acquires it again.
 func TestRepairAfterReload(t *testing.T) {
 	e := newEnv(t, newUpstream("fs", "read"))
 	c := newCfg().server("fs").session("alice")
@@ -1090,10 +1089,13 @@ func TestRepairAfterReload(t *testing.T) {
 		assert.NoError(t, err)
 		repaired <- ok
 	}()
-	time.Sleep(20 * time.Millisecond) // most often Repair now waits for the reload
+	waitLockedIn(t, "github.com/wasmhost/wasmhost/reconcile.(*Reconciler).Repair") // Repair waits for the reload's lock
 	close(gate)
 	require.NoError(t, <-applied)
 	assert.False(t, <-repaired, "the reload repaired it")
+	ok, err := e.rec.Repair(context.Background(), "alice", "fs")
+	require.NoError(t, err)
+	assert.False(t, ok, "a Repair once the reload is done leaves it alone too")
 	d := e.delta(before)
 	assert.Equal(t, int64(1), d.Acquires, "one acquire: the reload's")
 	assert.Equal(t, int64(1), d.Releases)
@@ -1106,7 +1108,7 @@ func TestRepairAfterReload(t *testing.T) {
 	e.rec.Apply(context.Background(), c.build(t)) //nolint:errcheck // the failure is the point
 	require.Nil(t, e.rec.Handle("alice", "fs"))
 	e.setFailing("fs", nil)
-	ok, err := e.rec.Repair(context.Background(), "alice", "fs")
+	ok, err = e.rec.Repair(context.Background(), "alice", "fs")
 	require.NoError(t, err)
 	assert.True(t, ok)
 	require.NotNil(t, e.handle("alice", "fs"))

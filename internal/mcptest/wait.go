@@ -3,6 +3,7 @@ package mcptest
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -56,4 +57,49 @@ func WaitFor(t testing.TB, d time.Duration, cond func() bool, logs func() string
 func Stacks() string {
 	buf := make([]byte, 1<<20)
 	return string(buf[:runtime.Stack(buf, true)])
+}
+
+// A Goroutine is one goroutine of a [Stacks] dump.
+type Goroutine struct {
+	// ID is its number ("goroutine 23").
+	ID string
+	// State is what it is doing or waiting for, as the dump says it
+	// ("running", "chan receive", "sync.Mutex.Lock", ...), without the time
+	// it has waited.
+	State string
+	// Stack is its frames, ending with the "created by … in goroutine N"
+	// line.
+	Stack string
+}
+
+// Goroutines returns every goroutine of a [Stacks] dump taken now. A test
+// waits on them for what no channel or counter tells: that a goroutine is
+// blocked on a lock, or that one has ended.
+func Goroutines() []Goroutine {
+	var out []Goroutine
+	for block := range strings.SplitSeq(Stacks(), "\n\n") {
+		header, stack, _ := strings.Cut(block, "\n")
+		rest, ok := strings.CutPrefix(header, "goroutine ")
+		if !ok {
+			continue
+		}
+		id, rest, _ := strings.Cut(rest, " ")
+		_, state, _ := strings.Cut(rest, "[")
+		state, _, _ = strings.Cut(state, "]")
+		state, _, _ = strings.Cut(state, ",")
+		out = append(out, Goroutine{ID: id, State: state, Stack: stack})
+	}
+	return out
+}
+
+// BlockedIn reports whether a goroutine waits in state (see
+// [Goroutine.State]) with a frame whose function is fn
+// ("github.com/…/reconcile.(*Reconciler).Repair", say) on its stack.
+func BlockedIn(state, fn string) bool {
+	for _, g := range Goroutines() {
+		if g.State == state && strings.Contains(g.Stack, fn+"(") {
+			return true
+		}
+	}
+	return false
 }
