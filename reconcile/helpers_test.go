@@ -409,7 +409,7 @@ func (e *env) behind() string {
 			if h.Entry().State() != pool.StateReady {
 				continue // failed or closed: nothing to hear of
 			}
-			cs := h.Session()
+			cs := h.Conn()
 			if cs == nil {
 				return fmt.Sprintf("session %q, server %q: no session to call (the view lags)", s, b.Server)
 			}
