@@ -411,7 +411,7 @@ func (e *env) behind() string {
 			}
 			cs := h.Conn()
 			if cs == nil {
-				return fmt.Sprintf("session %q, server %q: no session to call (the view lags)", s, b.Server)
+				return fmt.Sprintf("session %q, server %q: no upstream connection to call (the view lags)", s, b.Server)
 			}
 			if err := cs.Ping(ctx, nil); err != nil {
 				return fmt.Sprintf("session %q, server %q: the connection is gone (ping: %v), not yet noticed", s, b.Server, err)
