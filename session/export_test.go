@@ -24,3 +24,25 @@ func (e *Endpoint) ResolvedTools() uint64 {
 	defer e.mu.Unlock()
 	return e.tools.names.resolved
 }
+
+// NamedItems returns, for tools ("tool") or prompts, each item's exposed
+// name ("" while it is left out) by "server:name", and where each exposed
+// name routes, as "server:upstream name".
+func (e *Endpoint) NamedItems(kind string) (exposed, routes map[string]string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	k := &e.prompts
+	if kind == "tool" {
+		k = &e.tools
+	}
+	exposed, routes = make(map[string]string), make(map[string]string)
+	for s, items := range k.items {
+		for n, it := range items {
+			exposed[s+":"+n] = it.exposed
+		}
+	}
+	for x, r := range k.routes {
+		routes[x] = r.server + ":" + r.name
+	}
+	return exposed, routes
+}
