@@ -100,6 +100,10 @@ func TreeRSS(pid int) (int64, error) {
 	return treeRSS(procs, pid), nil
 }
 
+// sampled, when set (by tests), is called after each sample with the
+// peak so far.
+var sampled func(peak int64)
+
 // Run starts cmd, samples its process tree's resident size every interval
 // until it ends, and returns the highest sum seen with cmd's Wait error.
 // Processes that leave the tree (a daemon that re-parents itself) are no
@@ -112,6 +116,9 @@ func Run(ctx context.Context, cmd *exec.Cmd, interval time.Duration) (peak int64
 	sample := func() {
 		if n, err := TreeRSS(cmd.Process.Pid); err == nil && n > max.Load() {
 			max.Store(n)
+		}
+		if sampled != nil {
+			sampled(max.Load())
 		}
 	}
 	done := make(chan struct{})

@@ -2,8 +2,12 @@ package peakmem
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -43,8 +47,21 @@ func TestRunCountsChildren(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The child holds its memory until a sample has counted it: the
+	// hook removes the file the child waits on.
+	hold := filepath.Join(t.TempDir(), "hold")
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	sampled = func(peak int64) {
+		if peak >= 64<<20 {
+			once.Do(func() { _ = os.Remove(hold) })
+		}
+	}
+	t.Cleanup(func() { sampled = nil })
 	cmd := exec.Command("/bin/sh", "-c", `"$0" -test.run '^TestHold$' >/dev/null; exit 3`, self)
-	cmd.Env = append(os.Environ(), "PEAKMEM_HOLD=1")
+	cmd.Env = append(os.Environ(), "PEAKMEM_HOLD="+hold)
 	peak, err := Run(context.Background(), cmd, 20*time.Millisecond)
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
 		t.Fatalf("Run error %v, want exit status 3", err)
@@ -55,17 +72,23 @@ func TestRunCountsChildren(t *testing.T) {
 }
 
 // TestHold is the child of TestRunCountsChildren: it touches 64 MiB and
-// holds them until its parent has sampled them.
+// holds them until its parent's sampler has counted them.
 func TestHold(t *testing.T) {
-	if os.Getenv("PEAKMEM_HOLD") != "1" {
+	hold := os.Getenv("PEAKMEM_HOLD")
+	if hold == "" {
 		t.Skip("the child of TestRunCountsChildren")
 	}
 	b := make([]byte, 64<<20)
 	for i := range b {
 		b[i] = 1
 	}
-	// The parent samples every 20 ms; a second of holding is what is
-	// under test, not a wait for an event.
-	time.Sleep(time.Second)
+	// Held until the parent's sampler has counted it and removed hold
+	// (the test's own deadline bounds the wait).
+	for {
+		if _, err := os.Stat(hold); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // polling a file, not a timing assumption
+	}
 	_ = b[len(b)-1]
 }
