@@ -20,6 +20,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
@@ -1300,11 +1301,11 @@ func TestCrashRightAfterRestartIsRestarted(t *testing.T) {
 	wentAway()
 	// The crash's restart begins (its own, not the one fanning out, which
 	// would leave the entry ready on the dead connection).
-	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateRestarting }, 5*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateRestarting }, mcptest.EventWithin, 5*time.Millisecond,
 		"the second crash did not start a restart of its own")
 	close(p.release)
 
-	require.Eventually(t, func() bool { return up.Dials() == 3 }, 5*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return up.Dials() == 3 }, mcptest.EventWithin, 5*time.Millisecond,
 		"the second crash was not restarted")
 	settle(t, h)
 	require.Equal(t, pool.StateReady, h.Entry().State())
