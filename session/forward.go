@@ -120,12 +120,7 @@ func (e *Endpoint) forwardTool(ctx context.Context, req *mcp.CallToolRequest) (*
 	if len(req.Params.Arguments) > 0 {
 		params.Arguments = req.Params.Arguments
 	}
-	end := e.relayProgress(ctx, req.Session, req.Params.GetProgressToken(), params)
-	bctx, endBridge := e.relay.beginBridge(ctx, cs, req.Session)
-	start := time.Now()
-	res, err := cs.CallTool(bctx, params)
-	endBridge()
-	end()
+	res, start, err := send(e, ctx, cs, req.Session, req.Params.GetProgressToken(), params, cs.CallTool)
 	if err != nil {
 		ferr, upstream := e.callFailure(ctx, err, r.server, "tool", exposed)
 		e.observe(r.server, "tools/call", start, failureOutcome(ctx.Err(), ferr, upstream))
@@ -173,12 +168,7 @@ func (e *Endpoint) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest)
 		InputResponses: req.Params.InputResponses,
 		RequestState:   req.Params.RequestState,
 	}
-	end := e.relayProgress(ctx, req.Session, req.Params.GetProgressToken(), params)
-	bctx, endBridge := e.relay.beginBridge(ctx, cs, req.Session)
-	start := time.Now()
-	res, err := cs.GetPrompt(bctx, params)
-	endBridge()
-	end()
+	res, start, err := send(e, ctx, cs, req.Session, req.Params.GetProgressToken(), params, cs.GetPrompt)
 	if err != nil {
 		ferr, upstream := e.callFailure(ctx, err, r.server, "prompt", exposed)
 		e.observe(r.server, "prompts/get", start, failureOutcome(ctx.Err(), ferr, upstream))
@@ -221,12 +211,7 @@ func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, k *ki
 		InputResponses: req.Params.InputResponses,
 		RequestState:   req.Params.RequestState,
 	}
-	end := e.relayProgress(ctx, req.Session, req.Params.GetProgressToken(), params)
-	bctx, endBridge := e.relay.beginBridge(ctx, cs, req.Session)
-	start := time.Now()
-	res, err := cs.ReadResource(bctx, params)
-	endBridge()
-	end()
+	res, start, err := send(e, ctx, cs, req.Session, req.Params.GetProgressToken(), params, cs.ReadResource)
 	if err != nil {
 		ferr, upstream := e.callFailure(ctx, err, r.server, "resource", uri)
 		e.observe(r.server, "resources/read", start, failureOutcome(ctx.Err(), ferr, upstream))
@@ -235,6 +220,20 @@ func (e *Endpoint) read(ctx context.Context, req *mcp.ReadResourceRequest, k *ki
 	e.observe(r.server, "resources/read", start, OutcomeOK)
 	res.Meta = dropReserved(res.Meta)
 	return res, nil
+}
+
+// send makes one call forwarded to the upstream connection cs for the
+// client session ss: it relays the call's progress (token) and what the
+// upstream sends on its own while the call runs, and returns the call's
+// answer and when it went out.
+func send[P progressParams, R any](e *Endpoint, ctx context.Context, cs *mcp.ClientSession, ss *mcp.ServerSession, token any, params P, call func(context.Context, P) (R, error)) (R, time.Time, error) {
+	end := e.relayProgress(ctx, ss, token, params)
+	defer end()
+	bctx, endBridge := e.relay.beginBridge(ctx, cs, ss)
+	defer endBridge()
+	start := time.Now()
+	res, err := call(bctx, params)
+	return res, start, err
 }
 
 // callFailure sorts out err, the failure of a call forwarded to server
