@@ -6,4 +6,4 @@ package policydefault
 
 // SHA256 is the hex SHA-256 of Wasm, so that a process loading the embedded
 // plugin need not hash it (TestDigest checks it).
-const SHA256 = "0f4caa00d189cab56a804a483c923e7dc673a749636e4ee03bc66c0a0c620bea"
+const SHA256 = "fa64aa1103d469a2797eb8e2d6834da93a94c7b6ddf8fe38e5f683dd3a25b025"
