@@ -263,6 +263,9 @@ func compactBool(out []byte, i int) (bool, int, bool) {
 // form it gives exactly what decodeStrict gives, each canonical form a copy
 // of its own (VALUE is checked as json.Valid would), and reports false for
 // any other output, which decodeStrict then decodes or refuses.
+//
+// out may lie in the plugin's memory (a direct call's answer): everything
+// decoded is copied out of it.
 func decodeCanonicalizeCompact(out []byte) (*abi.CanonicalizeResponse, bool) {
 	results, ok := compactResults(out, compactCanonical)
 	return &abi.CanonicalizeResponse{Results: results}, ok
@@ -289,8 +292,13 @@ func compactCanonical(out []byte, i int) (abi.CanonicalResult, int, bool) {
 		if end < 0 || !bytes.HasPrefix(out[end:], []byte(keyHead)) {
 			return r, 0, false
 		}
-		r.Canonical = bytes.Clone(out[start:end])
-		if r.Key, i, ok = compactString(out, end+len(keyHead)); !ok {
+		canonical := out[start:end]
+		r.Canonical = bytes.Clone(canonical)
+		if next, same := keyIsCanonical(out, end+len(keyHead), canonical); same {
+			// The default plugin's key is its canonical JSON: its bytes
+			// are compared with the canonical form's, not decoded.
+			r.Key, i = string(canonical), next
+		} else if r.Key, i, ok = compactString(out, end+len(keyHead)); !ok {
 			return r, 0, false
 		}
 	default:
@@ -300,6 +308,36 @@ func compactCanonical(out []byte, i int) (abi.CanonicalResult, int, bool) {
 		return r, 0, false
 	}
 	return r, i + 1, true
+}
+
+// keyIsCanonical reports whether out, from i (just after a key's opening
+// quote), holds canonical as a compact string holds it: printable ASCII
+// with '"' and backslash escaped, and then the closing quote; it returns
+// the index just past that quote. It compares bytes instead of decoding
+// the key, which is what the key of the default plugin is.
+func keyIsCanonical(out []byte, i int, canonical []byte) (int, bool) {
+	if len(out)-i < len(canonical)+1 {
+		return 0, false
+	}
+	for _, c := range canonical {
+		if c < 0x20 || c >= 0x7f {
+			return 0, false
+		}
+		if c == '"' || c == '\\' {
+			if i >= len(out) || out[i] != '\\' {
+				return 0, false
+			}
+			i++
+		}
+		if i >= len(out) || out[i] != c {
+			return 0, false
+		}
+		i++
+	}
+	if i >= len(out) || out[i] != '"' {
+		return 0, false
+	}
+	return i + 1, true
 }
 
 // compactString reads the body of a JSON string from out[i] (just after its

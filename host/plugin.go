@@ -366,6 +366,9 @@ func quoteOutput(out []byte) string {
 // call runs export with input on a pooled instance and, on success, hands
 // the output to decode. A decode error is reported as ErrBadOutput. The
 // returned error does not name the plugin or export; callers add both.
+// The output is valid only while decode runs: after a direct call it lies
+// in the plugin's memory, which the instance's next call writes over, so
+// decode copies whatever it keeps.
 func (p *Plugin) call(ctx context.Context, export string, input []byte, decode func([]byte) error) error {
 	inst, err := p.acquire(ctx)
 	if err != nil {
