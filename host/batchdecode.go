@@ -3,6 +3,7 @@ package host
 import (
 	"bytes"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/jsonvalid"
@@ -267,13 +268,25 @@ func compactBool(out []byte, i int) (bool, int, bool) {
 // out may lie in the plugin's memory (a direct call's answer): everything
 // decoded is copied out of it.
 func decodeCanonicalizeCompact(out []byte) (*abi.CanonicalizeResponse, bool) {
-	results, ok := compactResults(out, compactCanonical)
+	return decodeCanonicalizeCompactKeys(out, false)
+}
+
+// decodeCanonicalizeCompactKeys is decodeCanonicalizeCompact for a plugin
+// whose handshake has canonicalKeys (abi/SPEC.md section 4) when
+// canonicalKeys is set: a result may then also be {"canonical":VALUE},
+// whose key is VALUE's text, and the result is what decodeStrict and then
+// fillCanonicalKeys give.
+func decodeCanonicalizeCompactKeys(out []byte, canonicalKeys bool) (*abi.CanonicalizeResponse, bool) {
+	results, ok := compactResults(out, func(out []byte, i int) (abi.CanonicalResult, int, bool) {
+		return compactCanonical(out, i, canonicalKeys)
+	})
 	return &abi.CanonicalizeResponse{Results: results}, ok
 }
 
 // compactCanonical decodes the compact canonicalize result at out[i] and
-// returns the index just past it.
-func compactCanonical(out []byte, i int) (abi.CanonicalResult, int, bool) {
+// returns the index just past it. canonicalKeys takes a result without a
+// key, whose key is then its canonical form's text.
+func compactCanonical(out []byte, i int, canonicalKeys bool) (abi.CanonicalResult, int, bool) {
 	const (
 		errHead   = `{"error":"`
 		canonHead = `{"canonical":`
@@ -289,18 +302,38 @@ func compactCanonical(out []byte, i int) (abi.CanonicalResult, int, bool) {
 	case bytes.HasPrefix(out[i:], []byte(canonHead)):
 		start := i + len(canonHead)
 		end := jsonvalid.ValueEnd(out, start)
-		if end < 0 || !bytes.HasPrefix(out[end:], []byte(keyHead)) {
+		if end < 0 {
 			return r, 0, false
 		}
 		canonical := out[start:end]
-		r.Canonical = bytes.Clone(canonical)
-		if next, same := keyIsCanonical(out, end+len(keyHead), canonical); same {
-			// The default plugin's key is its canonical JSON: its bytes
-			// are compared with the canonical form's, not decoded.
-			r.Key, i = string(canonical), next
-		} else if r.Key, i, ok = compactString(out, end+len(keyHead)); !ok {
+		switch {
+		case canonicalKeys && end < len(out) && out[end] == '}':
+			// No key: the canonical form's text is the key
+			// (fillCanonicalKeys refuses it when not UTF-8).
+			if !utf8.Valid(canonical) {
+				return r, 0, false
+			}
+			r.Key, i = string(canonical), end
+		case !bytes.HasPrefix(out[end:], []byte(keyHead)):
 			return r, 0, false
+		default:
+			next, same := keyIsCanonical(out, end+len(keyHead), canonical)
+			if same {
+				// A key that is its canonical JSON (the default plugin's
+				// before canonicalKeys): its bytes are compared with the
+				// canonical form's, not decoded.
+				r.Key, i = string(canonical), next
+			} else if r.Key, i, ok = compactString(out, end+len(keyHead)); !ok {
+				return r, 0, false
+			}
+			if r.Key == "" && canonicalKeys {
+				if !utf8.Valid(canonical) {
+					return r, 0, false
+				}
+				r.Key = string(canonical)
+			}
 		}
+		r.Canonical = bytes.Clone(canonical)
 	default:
 		return r, 0, false
 	}

@@ -207,14 +207,49 @@ func (p *Plugin) canonicalizeBatch(ctx context.Context, batch []json.RawMessage)
 	}
 	in = append(in, "]}"...)
 	var resp *abi.CanonicalizeResponse
+	keys := p.handshake.CanonicalKeys
+	compact := func(out []byte) (*abi.CanonicalizeResponse, bool) {
+		return decodeCanonicalizeCompactKeys(out, keys)
+	}
 	err := p.call(ctx, abi.ExportCanonicalize, in, func(out []byte) (err error) {
-		resp, err = decodeChecked(req, out, decodeCanonicalizeCompact, abi.ValidateCanonicalize)
+		resp, err = decodeChecked(req, out, compact, p.validateCanonicalize)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return resp.Results, nil
+}
+
+// validateCanonicalize is abi.ValidateCanonicalize, after giving each result
+// without a key its canonical form's text as key when the plugin's
+// handshake has canonicalKeys.
+func (p *Plugin) validateCanonicalize(req *abi.CanonicalizeRequest, resp *abi.CanonicalizeResponse) error {
+	if p.handshake.CanonicalKeys {
+		if err := fillCanonicalKeys(resp); err != nil {
+			return err
+		}
+	}
+	return abi.ValidateCanonicalize(req, resp)
+}
+
+// fillCanonicalKeys gives each result with a canonical form and neither a
+// key nor an error the canonical form's JSON text, exactly as the plugin
+// wrote it, as its key (abi/SPEC.md section 4, canonicalKeys). That text
+// must be UTF-8, as a key decoded from a JSON string always is (JSON
+// validity does not require it), and its length is then checked as any
+// key's is; a result with neither a canonical form nor a key nor an error
+// stays bad output.
+func fillCanonicalKeys(resp *abi.CanonicalizeResponse) error {
+	for i := range resp.Results {
+		if r := &resp.Results[i]; r.Key == "" && r.Error == "" && len(r.Canonical) > 0 {
+			if !utf8.Valid(r.Canonical) {
+				return fmt.Errorf("canonicalize: results[%d]: the canonical form, the key of a plugin with canonicalKeys, is not UTF-8", i)
+			}
+			r.Key = string(r.Canonical)
+		}
+	}
+	return nil
 }
 
 // remember stores one call's results in the memo, under the settings bytes

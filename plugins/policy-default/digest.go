@@ -6,4 +6,4 @@ package policydefault
 
 // SHA256 is the hex SHA-256 of Wasm, so that a process loading the embedded
 // plugin need not hash it (TestDigest checks it).
-const SHA256 = "fa64aa1103d469a2797eb8e2d6834da93a94c7b6ddf8fe38e5f683dd3a25b025"
+const SHA256 = "6146a172c9ab5cab741e9cf913a4ba4d42ee9980a95c3522a311b369942cf83a"

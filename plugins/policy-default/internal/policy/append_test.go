@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/abi"
 )
 
 // TestAppendCanonicalize checks that AppendCanonicalize appends exactly
@@ -45,4 +47,20 @@ func TestAppendCanonicalizeReusesItsBuffer(t *testing.T) {
 	require.NoError(t, err)
 	perCall := (after.TotalAlloc - before.TotalAlloc) / runs
 	assert.Less(t, perCall, uint64(1<<10), "bytes allocated per call")
+}
+
+// withKeys checks that no result of a canonicalize answer carries a key
+// (the plugin's handshake declares canonicalKeys, so the key is the
+// canonical form) and gives each result with a canonical form its text as
+// key, as the host does (abi/SPEC.md section 4).
+func withKeys(t testing.TB, resp abi.CanonicalizeResponse) abi.CanonicalizeResponse {
+	t.Helper()
+	for i := range resp.Results {
+		r := &resp.Results[i]
+		require.Empty(t, r.Key, "result %d carries a key", i)
+		if r.Error == "" {
+			r.Key = string(r.Canonical)
+		}
+	}
+	return resp
 }
