@@ -88,7 +88,7 @@ type Plugin struct {
 
 	mu     sync.Mutex
 	closed bool
-	memo   map[string]abi.CanonicalResult
+	memo   map[string]*abi.CanonicalResult
 }
 
 // stats count pool events (read by tests and logs).
@@ -128,10 +128,11 @@ func (p *Plugin) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest)
 	}
 	results := make([]abi.CanonicalResult, len(req.Settings))
 	var (
+		missed  []int             // the positions of the settings the memo lacks
+		size    int               // their bytes
 		pending []json.RawMessage // distinct settings the memo lacks, in first-seen order
 		keys    []string          // their bytes as strings, the memo's keys
 		first   []int             // the position of each in req.Settings
-		index   map[string]int    // pending index by bytes
 		repeats map[int][]int     // later positions of a pending object, rare
 	)
 	p.mu.Lock()
@@ -140,28 +141,41 @@ func (p *Plugin) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest)
 		return nil, p.errorf(export, "%w", ErrClosed)
 	}
 	for i, s := range req.Settings {
-		if len(s) == 0 {
-			s = json.RawMessage("null")
-		}
-		if r, ok := p.memo[string(s)]; ok {
-			results[i] = cloneResult(r)
+		if r, ok := p.memo[string(orNull(s))]; ok {
+			results[i] = cloneResult(*r)
 			continue
 		}
-		if j, seen := index[string(s)]; seen {
-			if repeats == nil {
-				repeats = map[int][]int{}
-			}
-			repeats[j] = append(repeats[j], i)
-			continue
-		}
-		if index == nil {
-			index = map[string]int{}
-		}
-		k := string(s)
-		index[k] = len(pending)
-		pending, keys, first = append(pending, s), append(keys, k), append(first, i)
+		missed = append(missed, i)
+		size += len(orNull(s))
 	}
 	p.mu.Unlock()
+	if len(missed) > 0 {
+		// One string holds the bytes of every settings object the memo
+		// lacks; the memo's keys are pieces of it: one allocation, not one
+		// per settings object. The memo drops a call's keys together
+		// (remember), so a piece does not keep the rest alive long.
+		var all strings.Builder
+		all.Grow(size)
+		for _, i := range missed {
+			all.Write(orNull(req.Settings[i]))
+		}
+		text := all.String()
+		index := make(map[string]int, len(missed)) // pending index by bytes
+		for _, i := range missed {
+			s := orNull(req.Settings[i])
+			k := text[:len(s)]
+			text = text[len(s):]
+			if j, seen := index[k]; seen {
+				if repeats == nil {
+					repeats = map[int][]int{}
+				}
+				repeats[j] = append(repeats[j], i)
+				continue
+			}
+			index[k] = len(pending)
+			pending, keys, first = append(pending, s), append(keys, k), append(first, i)
+		}
+	}
 	for j, s := range pending {
 		if !jsonvalid.Bytes(s) {
 			return nil, p.errorf(export, "settings[%d] is not valid JSON", first[j])
@@ -252,8 +266,17 @@ func fillCanonicalKeys(resp *abi.CanonicalizeResponse) error {
 	return nil
 }
 
+// orNull is s, or null for an empty settings object (nil).
+func orNull(s json.RawMessage) json.RawMessage {
+	if len(s) == 0 {
+		return json.RawMessage("null")
+	}
+	return s
+}
+
 // remember stores one call's results in the memo, under the settings bytes
-// of each as a string.
+// of each as a string. The memo holds pointers into results, which nothing
+// changes once decoded (callers get clones).
 func (p *Plugin) remember(keys []string, results []abi.CanonicalResult) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -267,7 +290,7 @@ func (p *Plugin) remember(keys []string, results []abi.CanonicalResult) {
 		if len(p.memo) >= p.memoLimit {
 			return
 		}
-		p.memo[k] = results[j]
+		p.memo[k] = &results[j]
 	}
 }
 
