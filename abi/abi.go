@@ -175,6 +175,14 @@ type Handshake struct {
 	// replacement description. Plugins built before it leave it out and
 	// keep working unchanged.
 	Renames bool `json:"renames,omitempty"`
+	// CanonicalKeys declares that the plugin's metadata key for a settings
+	// object is always the JSON text of its canonical form, byte for byte
+	// as the plugin writes it, and lets its canonicalize answers leave the
+	// key out of a result that has a canonical form (SPEC.md section 4):
+	// the host then takes that text as the key, so the plugin writes each
+	// canonical form once instead of twice. Plugins built before it leave
+	// it out, and a result without a key stays bad output for them.
+	CanonicalKeys bool `json:"canonicalKeys,omitempty"`
 }
 
 // A HandshakeRequest is the input of the handshake export when the host
@@ -237,7 +245,9 @@ type CanonicalResult struct {
 	// value. It is shown to operators and compared by golden cases.
 	Canonical json.RawMessage `json:"canonical,omitempty"`
 	// Key is the opaque metadata key: equal canonical forms give equal keys,
-	// different ones different keys. Non-empty, at most [MaxKeyBytes].
+	// different ones different keys. Non-empty, at most [MaxKeyBytes]. A
+	// plugin whose handshake has [Handshake.CanonicalKeys] may leave it out
+	// on the wire; the host's results always carry it.
 	Key string `json:"key,omitempty"`
 	// Error, when non-empty, says why the settings object was refused.
 	Error string `json:"error,omitempty"`

@@ -3,6 +3,7 @@ package host
 import (
 	"bytes"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/jsonvalid"
@@ -263,14 +264,29 @@ func compactBool(out []byte, i int) (bool, int, bool) {
 // form it gives exactly what decodeStrict gives, each canonical form a copy
 // of its own (VALUE is checked as json.Valid would), and reports false for
 // any other output, which decodeStrict then decodes or refuses.
+//
+// out may lie in the plugin's memory (a direct call's answer): everything
+// decoded is copied out of it.
 func decodeCanonicalizeCompact(out []byte) (*abi.CanonicalizeResponse, bool) {
-	results, ok := compactResults(out, compactCanonical)
+	return decodeCanonicalizeCompactKeys(out, false)
+}
+
+// decodeCanonicalizeCompactKeys is decodeCanonicalizeCompact for a plugin
+// whose handshake has canonicalKeys (abi/SPEC.md section 4) when
+// canonicalKeys is set: a result may then also be {"canonical":VALUE},
+// whose key is VALUE's text, and the result is what decodeStrict and then
+// fillCanonicalKeys give.
+func decodeCanonicalizeCompactKeys(out []byte, canonicalKeys bool) (*abi.CanonicalizeResponse, bool) {
+	results, ok := compactResults(out, func(out []byte, i int) (abi.CanonicalResult, int, bool) {
+		return compactCanonical(out, i, canonicalKeys)
+	})
 	return &abi.CanonicalizeResponse{Results: results}, ok
 }
 
 // compactCanonical decodes the compact canonicalize result at out[i] and
-// returns the index just past it.
-func compactCanonical(out []byte, i int) (abi.CanonicalResult, int, bool) {
+// returns the index just past it. canonicalKeys takes a result without a
+// key, whose key is then its canonical form's text.
+func compactCanonical(out []byte, i int, canonicalKeys bool) (abi.CanonicalResult, int, bool) {
 	const (
 		errHead   = `{"error":"`
 		canonHead = `{"canonical":`
@@ -286,13 +302,38 @@ func compactCanonical(out []byte, i int) (abi.CanonicalResult, int, bool) {
 	case bytes.HasPrefix(out[i:], []byte(canonHead)):
 		start := i + len(canonHead)
 		end := jsonvalid.ValueEnd(out, start)
-		if end < 0 || !bytes.HasPrefix(out[end:], []byte(keyHead)) {
+		if end < 0 {
 			return r, 0, false
 		}
-		r.Canonical = bytes.Clone(out[start:end])
-		if r.Key, i, ok = compactString(out, end+len(keyHead)); !ok {
+		canonical := out[start:end]
+		switch {
+		case canonicalKeys && end < len(out) && out[end] == '}':
+			// No key: the canonical form's text is the key
+			// (fillCanonicalKeys refuses it when not UTF-8).
+			if !utf8.Valid(canonical) {
+				return r, 0, false
+			}
+			r.Key, i = string(canonical), end
+		case !bytes.HasPrefix(out[end:], []byte(keyHead)):
 			return r, 0, false
+		default:
+			next, same := keyIsCanonical(out, end+len(keyHead), canonical)
+			if same {
+				// A key that is its canonical JSON (the default plugin's
+				// before canonicalKeys): its bytes are compared with the
+				// canonical form's, not decoded.
+				r.Key, i = string(canonical), next
+			} else if r.Key, i, ok = compactString(out, end+len(keyHead)); !ok {
+				return r, 0, false
+			}
+			if r.Key == "" && canonicalKeys {
+				if !utf8.Valid(canonical) {
+					return r, 0, false
+				}
+				r.Key = string(canonical)
+			}
 		}
+		r.Canonical = bytes.Clone(canonical)
 	default:
 		return r, 0, false
 	}
@@ -300,6 +341,36 @@ func compactCanonical(out []byte, i int) (abi.CanonicalResult, int, bool) {
 		return r, 0, false
 	}
 	return r, i + 1, true
+}
+
+// keyIsCanonical reports whether out, from i (just after a key's opening
+// quote), holds canonical as a compact string holds it: printable ASCII
+// with '"' and backslash escaped, and then the closing quote; it returns
+// the index just past that quote. It compares bytes instead of decoding
+// the key, which is what the key of the default plugin is.
+func keyIsCanonical(out []byte, i int, canonical []byte) (int, bool) {
+	if len(out)-i < len(canonical)+1 {
+		return 0, false
+	}
+	for _, c := range canonical {
+		if c < 0x20 || c >= 0x7f {
+			return 0, false
+		}
+		if c == '"' || c == '\\' {
+			if i >= len(out) || out[i] != '\\' {
+				return 0, false
+			}
+			i++
+		}
+		if i >= len(out) || out[i] != c {
+			return 0, false
+		}
+		i++
+	}
+	if i >= len(out) || out[i] != '"' {
+		return 0, false
+	}
+	return i + 1, true
 }
 
 // compactString reads the body of a JSON string from out[i] (just after its

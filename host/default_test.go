@@ -23,7 +23,7 @@ import (
 func TestDefaultPluginLoad(t *testing.T) {
 	p := loadDefault(t, Options{})
 	assert.Equal(t, policydefault.Name, p.Name())
-	assert.Equal(t, abi.Handshake{ABI: abi.Version, Name: "policy-default", Version: "1.0.0"}, p.Handshake())
+	assert.Equal(t, abi.Handshake{ABI: abi.Version, Name: "policy-default", Version: "1.0.0", CanonicalKeys: true}, p.Handshake())
 	sum := sha256.Sum256(policydefault.Wasm)
 	assert.Equal(t, hex.EncodeToString(sum[:]), p.Digest())
 

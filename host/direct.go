@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -96,10 +95,17 @@ func extismModules(ext *extism.Plugin) (main, kernel api.Module, err error) {
 }
 
 // call makes one direct call of f with input: wasmhost_alloc, one copy in,
-// the export, one copy out. refused reports an answer flagged as a refusal,
-// whose bytes are then the message. A trap or exit is returned as wazero
-// reports it; an answer outside the plugin's memory or over
-// abi.MaxOutputBytes is ErrBadOutput.
+// the export. refused reports an answer flagged as a refusal, whose bytes
+// are then the message. A trap or exit is returned as wazero reports it;
+// an answer outside the plugin's memory or over abi.MaxOutputBytes is
+// ErrBadOutput.
+//
+// out is not a copy: it is the answer where it lies in the plugin's memory,
+// valid only until the instance's next call or its release (the plugin
+// writes its next answer there, and a released instance may serve another
+// call at once). Callers decode it, copying what they keep, before they
+// release the instance; an answer of hundreds of KiB is then read once
+// instead of copied out and read again.
 func (d *directCalls) call(ctx context.Context, f api.Function, input []byte) (out []byte, refused bool, err error) {
 	ctx = context.WithValue(ctx, extism.PluginCtxKey("extism"), d.kernel)
 	ctx = context.WithValue(ctx, extism.PluginCtxKey("plugin"), d.plugin)
@@ -126,6 +132,6 @@ func (d *directCalls) call(ctx context.Context, f api.Function, input []byte) (o
 		return nil, false, fmt.Errorf("%w: the answer at address %d, %d bytes, is outside the plugin's memory (%d bytes)",
 			ErrBadOutput, addr, n, d.mem.Size())
 	}
-	// Read returns a view of the plugin's memory, which the next call reuses.
-	return bytes.Clone(b), refused, nil
+	// A view of the plugin's memory, not a copy: see above.
+	return b, refused, nil
 }

@@ -224,6 +224,11 @@ func (p *Plugin) configure(ctx context.Context, inst *instance) error {
 
 // invoke makes one call on inst under the call timeout and classifies the
 // outcome. healthy reports whether inst may serve another call.
+//
+// out is valid only until inst is released or makes another call: a direct
+// call's answer is read where it lies in the plugin's memory, which the
+// plugin reuses (directCalls.call). Callers decode it, copying what they
+// keep, before they release inst (Plugin.call).
 func (p *Plugin) invoke(ctx context.Context, inst *instance, export string, input []byte) (out []byte, healthy bool, err error) {
 	if err := ctx.Err(); err != nil {
 		// A metered plugin sees its context only every meterBudget

@@ -169,7 +169,7 @@ func load(ctx context.Context, name string, wasm []byte, digest string, opts Opt
 		slots:     make(chan struct{}, cfg.maxInstances),
 		idle:      make(chan *instance, cfg.maxInstances),
 		done:      make(chan struct{}),
-		memo:      map[string]abi.CanonicalResult{},
+		memo:      map[string]*abi.CanonicalResult{},
 	}
 	defer func() {
 		if err != nil {

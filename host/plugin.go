@@ -88,7 +88,7 @@ type Plugin struct {
 
 	mu     sync.Mutex
 	closed bool
-	memo   map[string]abi.CanonicalResult
+	memo   map[string]*abi.CanonicalResult
 }
 
 // stats count pool events (read by tests and logs).
@@ -128,10 +128,11 @@ func (p *Plugin) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest)
 	}
 	results := make([]abi.CanonicalResult, len(req.Settings))
 	var (
+		missed  []int             // the positions of the settings the memo lacks
+		size    int               // their bytes
 		pending []json.RawMessage // distinct settings the memo lacks, in first-seen order
 		keys    []string          // their bytes as strings, the memo's keys
 		first   []int             // the position of each in req.Settings
-		index   map[string]int    // pending index by bytes
 		repeats map[int][]int     // later positions of a pending object, rare
 	)
 	p.mu.Lock()
@@ -140,28 +141,41 @@ func (p *Plugin) Canonicalize(ctx context.Context, req *abi.CanonicalizeRequest)
 		return nil, p.errorf(export, "%w", ErrClosed)
 	}
 	for i, s := range req.Settings {
-		if len(s) == 0 {
-			s = json.RawMessage("null")
-		}
-		if r, ok := p.memo[string(s)]; ok {
-			results[i] = cloneResult(r)
+		if r, ok := p.memo[string(orNull(s))]; ok {
+			results[i] = cloneResult(*r)
 			continue
 		}
-		if j, seen := index[string(s)]; seen {
-			if repeats == nil {
-				repeats = map[int][]int{}
-			}
-			repeats[j] = append(repeats[j], i)
-			continue
-		}
-		if index == nil {
-			index = map[string]int{}
-		}
-		k := string(s)
-		index[k] = len(pending)
-		pending, keys, first = append(pending, s), append(keys, k), append(first, i)
+		missed = append(missed, i)
+		size += len(orNull(s))
 	}
 	p.mu.Unlock()
+	if len(missed) > 0 {
+		// One string holds the bytes of every settings object the memo
+		// lacks; the memo's keys are pieces of it: one allocation, not one
+		// per settings object. The memo drops a call's keys together
+		// (remember), so a piece does not keep the rest alive long.
+		var all strings.Builder
+		all.Grow(size)
+		for _, i := range missed {
+			all.Write(orNull(req.Settings[i]))
+		}
+		text := all.String()
+		index := make(map[string]int, len(missed)) // pending index by bytes
+		for _, i := range missed {
+			s := orNull(req.Settings[i])
+			k := text[:len(s)]
+			text = text[len(s):]
+			if j, seen := index[k]; seen {
+				if repeats == nil {
+					repeats = map[int][]int{}
+				}
+				repeats[j] = append(repeats[j], i)
+				continue
+			}
+			index[k] = len(pending)
+			pending, keys, first = append(pending, s), append(keys, k), append(first, i)
+		}
+	}
 	for j, s := range pending {
 		if !jsonvalid.Bytes(s) {
 			return nil, p.errorf(export, "settings[%d] is not valid JSON", first[j])
@@ -207,8 +221,12 @@ func (p *Plugin) canonicalizeBatch(ctx context.Context, batch []json.RawMessage)
 	}
 	in = append(in, "]}"...)
 	var resp *abi.CanonicalizeResponse
+	keys := p.handshake.CanonicalKeys
+	compact := func(out []byte) (*abi.CanonicalizeResponse, bool) {
+		return decodeCanonicalizeCompactKeys(out, keys)
+	}
 	err := p.call(ctx, abi.ExportCanonicalize, in, func(out []byte) (err error) {
-		resp, err = decodeChecked(req, out, decodeCanonicalizeCompact, abi.ValidateCanonicalize)
+		resp, err = decodeChecked(req, out, compact, p.validateCanonicalize)
 		return err
 	})
 	if err != nil {
@@ -217,8 +235,48 @@ func (p *Plugin) canonicalizeBatch(ctx context.Context, batch []json.RawMessage)
 	return resp.Results, nil
 }
 
+// validateCanonicalize is abi.ValidateCanonicalize, after giving each result
+// without a key its canonical form's text as key when the plugin's
+// handshake has canonicalKeys.
+func (p *Plugin) validateCanonicalize(req *abi.CanonicalizeRequest, resp *abi.CanonicalizeResponse) error {
+	if p.handshake.CanonicalKeys {
+		if err := fillCanonicalKeys(resp); err != nil {
+			return err
+		}
+	}
+	return abi.ValidateCanonicalize(req, resp)
+}
+
+// fillCanonicalKeys gives each result with a canonical form and neither a
+// key nor an error the canonical form's JSON text, exactly as the plugin
+// wrote it, as its key (abi/SPEC.md section 4, canonicalKeys). That text
+// must be UTF-8, as a key decoded from a JSON string always is (JSON
+// validity does not require it), and its length is then checked as any
+// key's is; a result with neither a canonical form nor a key nor an error
+// stays bad output.
+func fillCanonicalKeys(resp *abi.CanonicalizeResponse) error {
+	for i := range resp.Results {
+		if r := &resp.Results[i]; r.Key == "" && r.Error == "" && len(r.Canonical) > 0 {
+			if !utf8.Valid(r.Canonical) {
+				return fmt.Errorf("canonicalize: results[%d]: the canonical form, the key of a plugin with canonicalKeys, is not UTF-8", i)
+			}
+			r.Key = string(r.Canonical)
+		}
+	}
+	return nil
+}
+
+// orNull is s, or null for an empty settings object (nil).
+func orNull(s json.RawMessage) json.RawMessage {
+	if len(s) == 0 {
+		return json.RawMessage("null")
+	}
+	return s
+}
+
 // remember stores one call's results in the memo, under the settings bytes
-// of each as a string.
+// of each as a string. The memo holds pointers into results, which nothing
+// changes once decoded (callers get clones).
 func (p *Plugin) remember(keys []string, results []abi.CanonicalResult) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -232,7 +290,7 @@ func (p *Plugin) remember(keys []string, results []abi.CanonicalResult) {
 		if len(p.memo) >= p.memoLimit {
 			return
 		}
-		p.memo[k] = results[j]
+		p.memo[k] = &results[j]
 	}
 }
 
@@ -366,6 +424,9 @@ func quoteOutput(out []byte) string {
 // call runs export with input on a pooled instance and, on success, hands
 // the output to decode. A decode error is reported as ErrBadOutput. The
 // returned error does not name the plugin or export; callers add both.
+// The output is valid only while decode runs: after a direct call it lies
+// in the plugin's memory, which the instance's next call writes over, so
+// decode copies whatever it keeps.
 func (p *Plugin) call(ctx context.Context, export string, input []byte, decode func([]byte) error) error {
 	inst, err := p.acquire(ctx)
 	if err != nil {

@@ -286,7 +286,7 @@ func renameDefaultGo(rel string, b []byte, data scaffoldData) ([]byte, error) {
 			return nil, fmt.Errorf("no handshake name %s to rename", old)
 		}
 		s = strings.Replace(s, old, fmt.Sprintf(`"name":%q`, data.Name), 1)
-		s = strings.Replace(s, `,"version":"1.0.0"}`, `,"version":"0.1.0"}`, 1)
+		s = strings.Replace(s, `,"version":"1.0.0"`, `,"version":"0.1.0"`, 1)
 		s = strings.Replace(s, "// Command policy-default is the default wasmhost policy", "// Command "+data.Name+" started as a copy of the default wasmhost policy", 1)
 	}
 	s = strings.ReplaceAll(s, `"`+repo+`/plugins/policy-default/internal/policy"`, `"`+data.Module+`/internal/policy"`)

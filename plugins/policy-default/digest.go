@@ -6,4 +6,4 @@ package policydefault
 
 // SHA256 is the hex SHA-256 of Wasm, so that a process loading the embedded
 // plugin need not hash it (TestDigest checks it).
-const SHA256 = "0f4caa00d189cab56a804a483c923e7dc673a749636e4ee03bc66c0a0c620bea"
+const SHA256 = "6146a172c9ab5cab741e9cf913a4ba4d42ee9980a95c3522a311b369942cf83a"

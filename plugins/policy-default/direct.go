@@ -15,23 +15,53 @@ import (
 // kernel call of kernel.go. Both buffers are held by package variables so
 // that the Go collector keeps them (and their addresses) until the next
 // call replaces them.
+//
+// The request buffer and canonicalize's answer buffer are reused from one
+// call to the next: a canonicalize call of a thousand settings reads some
+// 160 KiB and writes some 340 KiB, and fresh buffers for those made every
+// such call leave about 600 KiB of garbage, which the Go runtime's
+// collector, slow in WebAssembly, then spends a good part of the next calls
+// on. Nothing the policy keeps outlives a call (its strings may alias the
+// request, but only while it answers), so the request buffer may be
+// written over by the next one.
 var (
 	directRequest []byte // the buffer of the last wasmhost_alloc
 	directAnswer  []byte // the last direct answer, read by the host after the call
+	// canonicalizeAnswers is the buffer canonicalize_direct answers in,
+	// reused by the next call (directAnswer holds it meanwhile).
+	canonicalizeAnswers []byte
 )
+
+// keepBytes bounds the buffers kept for the next call: a larger one (the
+// request or answer of an unusually large call) is left to the collector
+// rather than held for the life of the instance.
+const keepBytes = 1 << 20
 
 //go:wasmexport wasmhost_alloc
 func wasmhostAlloc(n uint32) uint32 {
-	// A fresh buffer each call: the policy may keep parts of a request
-	// (strings that alias it), so the last one is never written over.
-	directRequest = make([]byte, n)
+	if int(n) <= cap(directRequest) && cap(directRequest) <= keepBytes {
+		directRequest = directRequest[:n]
+	} else {
+		directRequest = make([]byte, n)
+	}
 	directAnswer = nil
 	return addressOf(directRequest)
 }
 
 //go:wasmexport canonicalize_direct
 func canonicalizeDirect(addr, n uint32) uint64 {
-	return answerDirect(policy.Canonicalize, addr, n)
+	return answerDirect(appendCanonicalize, addr, n)
+}
+
+// appendCanonicalize answers a canonicalize request in canonicalizeAnswers.
+func appendCanonicalize(req []byte) ([]byte, error) {
+	buf := canonicalizeAnswers
+	if cap(buf) > keepBytes {
+		buf = nil
+	}
+	out, err := policy.AppendCanonicalize(buf[:0], req)
+	canonicalizeAnswers = out[:0]
+	return out, err
 }
 
 //go:wasmexport project_direct

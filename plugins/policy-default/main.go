@@ -28,7 +28,10 @@ import (
 )
 
 // handshakeJSON is the output of the handshake export (an abi.Handshake).
-var handshakeJSON = `{"abi":` + strconv.Itoa(abi.Version) + `,"name":"policy-default","version":"1.0.0"}`
+// canonicalKeys: the policy's key is its canonical JSON, which its
+// canonicalize answers therefore write once, without a key
+// (policy.Canonicalize).
+var handshakeJSON = `{"abi":` + strconv.Itoa(abi.Version) + `,"name":"policy-default","version":"1.0.0","canonicalKeys":true}`
 
 //lint:file-ignore U1000 the exports are called by the host through //go:wasmexport
 

@@ -3,7 +3,6 @@ package policy
 import (
 	"encoding/json"
 	"slices"
-	"strings"
 )
 
 // safeByte[c] is true for the bytes encoding/json.Marshal copies into a
@@ -87,8 +86,7 @@ func appendEscaped[T ~string | ~[]byte](dst []byte, s T) []byte {
 }
 
 // The fixed parts of canonical JSON, indexed by the trust value and by
-// alwaysLoadTools, and the same parts escaped for use inside a JSON string
-// (the key).
+// alwaysLoadTools.
 var (
 	jsonHead = [3]string{
 		trustNull:  `{"trust":null,"alwaysLoadTools":`,
@@ -97,16 +95,7 @@ var (
 	}
 	jsonAlways  = [2]string{`false,"includeTools":`, `true,"includeTools":`}
 	jsonExclude = `,"excludeTools":`
-
-	keyHead = [3]string{
-		escapeQuotes(jsonHead[0]), escapeQuotes(jsonHead[1]), escapeQuotes(jsonHead[2]),
-	}
-	keyAlways  = [2]string{escapeQuotes(jsonAlways[0]), escapeQuotes(jsonAlways[1])}
-	keyExclude = escapeQuotes(jsonExclude)
 )
-
-// escapeQuotes escapes the '"' in s, which holds no backslash.
-func escapeQuotes(s string) string { return strings.ReplaceAll(s, `"`, `\"`) }
 
 func b2i(b bool) int {
 	if b {
@@ -115,26 +104,23 @@ func b2i(b bool) int {
 	return 0
 }
 
-// appendJSON appends the compact canonical JSON of c to dst and reports
-// whether every string in it was safe, written unescaped.
-func (c *canon) appendJSON(dst []byte) (_ []byte, allSafe bool) {
+// appendJSON appends the compact canonical JSON of c to dst.
+func (c *canon) appendJSON(dst []byte) []byte {
 	dst = append(dst, jsonHead[c.trust]...)
 	dst = append(dst, jsonAlways[b2i(c.always)]...)
-	allSafe = true
 	if c.hasInclude {
-		dst, allSafe = appendStrings(dst, c.include, c.safe)
+		dst = appendStrings(dst, c.include, c.safe)
 	} else {
 		dst = append(dst, "null"...)
 	}
 	dst = append(dst, jsonExclude...)
-	dst, ok := appendStrings(dst, c.exclude, c.safe)
-	return append(dst, '}'), allSafe && ok
+	dst = appendStrings(dst, c.exclude, c.safe)
+	return append(dst, '}')
 }
 
-// appendStrings appends list as a JSON array of strings and reports whether
-// every string was safe. known says that they are, unchecked.
-func appendStrings(dst []byte, list []string, known bool) (_ []byte, allSafe bool) {
-	allSafe = true
+// appendStrings appends list as a JSON array of strings. known says that
+// every string is safe (see safeByte), unchecked.
+func appendStrings(dst []byte, list []string, known bool) []byte {
 	dst = append(dst, '[')
 	for i, v := range list {
 		if i > 0 {
@@ -145,50 +131,8 @@ func appendStrings(dst []byte, list []string, known bool) (_ []byte, allSafe boo
 			dst = append(dst, v...)
 			dst = append(dst, '"')
 		} else {
-			allSafe = false
 			dst = appendString(dst, v)
 		}
-	}
-	return append(dst, ']'), allSafe
-}
-
-// appendKey appends the metadata key of c, its canonical JSON, as a JSON
-// string, exactly as encoding/json.Marshal would write it. canonical is
-// what appendJSON wrote for c and allSafe what it reported.
-//
-// Canonical JSON is valid UTF-8 without control characters, '<', '>', '&',
-// U+2028 or U+2029 (appendString escapes all of those), so Marshal only
-// escapes its '"' and backslashes. When every string was safe the key is
-// built from pre-escaped fixed parts and the unchanged strings; otherwise
-// the canonical bytes are escaped one by one.
-func (c *canon) appendKey(dst, canonical []byte, allSafe bool) []byte {
-	if !allSafe {
-		return appendEscaped(dst, canonical)
-	}
-	dst = append(dst, '"')
-	dst = append(dst, keyHead[c.trust]...)
-	dst = append(dst, keyAlways[b2i(c.always)]...)
-	if c.hasInclude {
-		dst = appendKeyStrings(dst, c.include)
-	} else {
-		dst = append(dst, "null"...)
-	}
-	dst = append(dst, keyExclude...)
-	dst = appendKeyStrings(dst, c.exclude)
-	return append(dst, `}"`...)
-}
-
-// appendKeyStrings appends a list of safe strings as it appears, escaped,
-// inside a key.
-func appendKeyStrings(dst []byte, list []string) []byte {
-	dst = append(dst, '[')
-	for i, v := range list {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, `\"`...)
-		dst = append(dst, v...)
-		dst = append(dst, `\"`...)
 	}
 	return append(dst, ']')
 }

@@ -62,7 +62,7 @@ func TestAppendEscapedMatchesMarshalOnCanonicalJSON(t *testing.T) {
 	}
 }
 
-func TestCanonJSONAndKey(t *testing.T) {
+func TestCanonJSON(t *testing.T) {
 	tests := []struct {
 		name string
 		c    canon
@@ -84,12 +84,9 @@ func TestCanonJSONAndKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, allSafe := tt.c.appendJSON(nil)
+			got := tt.c.appendJSON(nil)
 			assert.Equal(t, tt.want, string(got))
-			assert.Equal(t, tt.name != "escaped strings", allSafe)
-			key, err := json.Marshal(tt.want)
-			require.NoError(t, err)
-			assert.Equal(t, string(key), string(tt.c.appendKey(nil, got, allSafe)))
+			assert.True(t, json.Valid(got))
 		})
 	}
 }

@@ -102,8 +102,7 @@ func (c Canonical) Key() string { return string(c.AppendJSON(nil)) }
 // strings encoded exactly as encoding/json.Marshal encodes them.
 func (c Canonical) AppendJSON(dst []byte) []byte {
 	w := c.canon()
-	dst, _ = w.appendJSON(dst)
-	return dst
+	return w.appendJSON(dst)
 }
 
 // Visible reports whether a tool or prompt called name is shown to a
@@ -493,15 +492,36 @@ func (p *parser) strings(name string, list []string) (_ []string, present bool, 
 
 // Canonicalize answers one canonicalize request (an abi.CanonicalizeRequest
 // as JSON) with the JSON of an abi.CanonicalizeResponse: for each settings
-// object, in order, its canonical JSON and key, or the reason it is refused
-// (a settings object whose canonical JSON would be longer than MaxKeyBytes
-// is refused too). Members of the request other than "settings" are
+// object, in order, its canonical JSON, or the reason it is refused (a
+// settings object whose canonical JSON would be longer than MaxKeyBytes is
+// refused too). The results carry no key: the key is the canonical JSON
+// itself, which the plugin's handshake declares with canonicalKeys
+// (abi/SPEC.md section 4), so the host takes it from there and the answer
+// is half as long. Members of the request other than "settings" are
 // ignored. It returns an error only when the request as a whole is
 // malformed.
 func Canonicalize(req []byte) ([]byte, error) {
+	return AppendCanonicalize(nil, req)
+}
+
+// AppendCanonicalize is Canonicalize appending its answer to dst, which it
+// grows once, up front, when it has less room than an answer for req may
+// need. A caller that passes the buffer of its last answer back (out[:0])
+// allocates nothing more once that buffer has grown to its requests: the
+// plugin's direct export does, so that a call leaves no garbage for a Go
+// WebAssembly guest's costly collector (TestDirectCanonicalizeNoGarbage in
+// package main, TestDefaultDirectCanonicalizeMakesNoGarbage in host). On
+// error the answer is dst cut back to its length on entry, in the grown
+// buffer.
+func AppendCanonicalize(dst, req []byte) ([]byte, error) {
 	var p parser
 	p.buf, p.alias = req, true
-	out := make([]byte, 0, 1024+3*len(req))
+	// Scratch lists on the stack: settings objects of up to 16 entries per
+	// list and 16 other keys need no allocation.
+	var include, exclude, others [manyKeys]string
+	p.include, p.exclude, p.others = include[:0], exclude[:0], others[:0]
+	dst0 := len(dst)
+	out := slices.Grow(dst, canonicalizeRoom(len(req)))
 	out = append(out, `{"results":[`...)
 	base := len(out)
 	err := p.object(func(key string) error {
@@ -533,24 +553,29 @@ func Canonicalize(req []byte) ([]byte, error) {
 		err = p.end()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("canonicalize request: %w", err)
+		return out[:dst0], fmt.Errorf("canonicalize request: %w", err)
 	}
 	return append(out, "]}"...), nil
 }
 
-// appendResult appends the canonical result for c to out, or leaves out as
-// it was and refuses c when its key would be too long.
+// canonicalizeRoom is the room Canonicalize reserves up front for the
+// answer to a request of n bytes: enough when the settings objects are of
+// the usual size (a canonical form is about as long as its object); an
+// answer for many tiny ones (`{}` gives some 90 bytes) grows the buffer as
+// it goes.
+func canonicalizeRoom(n int) int { return 1024 + 2*n }
+
+// appendResult appends the canonical result for c to out (its canonical
+// JSON, which is also its key), or leaves out as it was and refuses c when
+// that would be too long for a key.
 func appendResult(out []byte, c *canon) ([]byte, error) {
 	mark := len(out)
 	out = append(out, `{"canonical":`...)
 	start := len(out)
-	out, allSafe := c.appendJSON(out)
+	out = c.appendJSON(out)
 	if n := len(out) - start; n > MaxKeyBytes {
 		return out[:mark], fmt.Errorf("canonical form is %d bytes, more than the %d bytes a key may hold", n, MaxKeyBytes)
 	}
-	canonical := out[start:]
-	out = append(out, `,"key":`...)
-	out = c.appendKey(out, canonical, allSafe)
 	return append(out, '}'), nil
 }
 

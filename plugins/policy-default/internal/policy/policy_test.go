@@ -175,9 +175,12 @@ func answer[T any](t *testing.T, export func([]byte) ([]byte, error), req string
 	return resp
 }
 
+// canonicalize runs Canonicalize on req and decodes its answer as the host
+// does for a plugin with canonicalKeys (withKeys).
 func canonicalize(t *testing.T, req string) abi.CanonicalizeResponse {
 	t.Helper()
-	return answer[abi.CanonicalizeResponse](t, Canonicalize, req)
+	resp := answer[abi.CanonicalizeResponse](t, Canonicalize, req)
+	return withKeys(t, resp)
 }
 
 func TestCanonicalize(t *testing.T) {
