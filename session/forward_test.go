@@ -443,6 +443,7 @@ func (r *rig) sameOnTheWire(t *testing.T, what string) {
 // keys), for tools/call, prompts/get, resources/read and a templated read;
 // the upstream sees its own names.
 func TestResultsPassUnchanged(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 0)
 	ctx := t.Context()
 
@@ -487,6 +488,7 @@ func TestResultsPassUnchanged(t *testing.T) {
 // arguments at all makes the upstream see {}: the go-sdk client always
 // sends an object.)
 func TestArgumentsPassFaithfully(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 0)
 	cases := []string{
 		`{"big":123456789012345678901234567890,"neg":-9007199254740993,"prec":0.1000000000000000055511151231257827,"exp":1e400}`,
@@ -518,6 +520,7 @@ func TestArgumentsPassFaithfully(t *testing.T) {
 // tools/call, prompts/get and resources/read, and a resource the upstream
 // does not find is "resource not found" with its data.
 func TestUpstreamErrorsRelayedUnchanged(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 0)
 	ctx := t.Context()
 	check := func(what string, err error, want *jsonrpc.Error) {
@@ -547,6 +550,7 @@ func TestUpstreamErrorsRelayedUnchanged(t *testing.T) {
 // not have are refused by the endpoint (invalid params; resource not found)
 // and nothing reaches the upstream.
 func TestRefusedNamesNeverReachUpstream(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 0)
 	ctx := t.Context()
 	r.ep.DeleteTools("up", []string{"rich"}) // hidden by the session's policy
@@ -590,6 +594,7 @@ func TestRefusedNamesNeverReachUpstream(t *testing.T) {
 // with "context deadline exceeded"); the operator's log says so too,
 // naming the session, the server and the call.
 func TestTimeoutSaysSo(t *testing.T) {
+	t.Parallel()
 	const timeout = 150 * time.Millisecond
 	r := newRig(t, timeout)
 	ctx := t.Context()
@@ -627,6 +632,7 @@ func TestTimeoutSaysSo(t *testing.T) {
 // upstream gets notifications/cancelled for that request's id and its
 // handler's context ends.
 func TestCancellationOfPromptsAndReads(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 0)
 	for _, tc := range []struct {
 		method string
@@ -682,6 +688,7 @@ func TestCancellationOfPromptsAndReads(t *testing.T) {
 // the relay's); progress the upstream sends for a call that has returned
 // is not delivered; prompts/get and resources/read relay progress too.
 func TestProgressStaysWithItsCall(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 0)
 	ctx := t.Context()
 
@@ -738,6 +745,7 @@ func TestProgressStaysWithItsCall(t *testing.T) {
 // its tool, or takes its server away from the session, completes with the
 // upstream's answer; a call starting after the reload is refused.
 func TestCallUnderWayWhenHidden(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.connect("alice", `{}`)
 	c.drainChanged()
@@ -785,6 +793,7 @@ func TestCallUnderWayWhenHidden(t *testing.T) {
 // a prompts/get or resources/read is under way gives the client an error
 // naming the server, at once; nothing hangs.
 func TestUpstreamDiesDuringPromptAndRead(t *testing.T) {
+	t.Parallel()
 	for _, method := range []string{"prompts/get", "resources/read"} {
 		t.Run(strings.ReplaceAll(method, "/", "-"), func(t *testing.T) {
 			f := newFixture(t)
@@ -847,6 +856,7 @@ type textIn struct {
 // progress tokens; every call gets its own answer and every progress
 // notification goes to the call it belongs to.
 func TestHammerSharedUpstream(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"in-memory", "streamable-http"} {
 		t.Run(name, func(t *testing.T) {
 			f := transportFixtures[name](t)
@@ -943,6 +953,7 @@ func TestHammerSharedUpstream(t *testing.T) {
 // client without the reserved keys, as results' and requests' do (the
 // relay once rebuilt it from token, progress, total and message only).
 func TestProgressMetaRelayed(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 0)
 	params := &mcp.CallToolParams{Name: "up__prog", Arguments: map[string]any{}}
 	params.SetProgressToken("p")
@@ -963,6 +974,7 @@ func TestProgressMetaRelayed(t *testing.T) {
 // during a call (it crashed; no notifications/cancelled) has its forwarded
 // call cancelled upstream.
 func TestClientGoneCancelsUpstream(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 0)
 	cc, sc := net.Pipe()
 	ss, err := r.ep.Server().Connect(t.Context(), &mcp.IOTransport{Reader: sc, Writer: sc}, nil)
@@ -995,6 +1007,7 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 // once, with its server, method and outcome, and how long the upstream
 // took when the request reached it.
 func TestOnCallOutcomes(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, time.Second)
 	ctx := t.Context()
 	r.ep.PutTools("gone", []*mcp.Tool{{Name: "x", InputSchema: obj()}}) // no upstream
@@ -1060,6 +1073,7 @@ func (r *rig) callTook(i int) time.Duration {
 // the session's servers that is down learns that the server is down; any
 // other unknown name is refused as before, with nothing added.
 func TestUnknownNameOfADownServer(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 0)
 	ctx := t.Context()
 	_, err := r.cs.CallTool(ctx, &mcp.CallToolParams{Name: "gone__x"})
@@ -1083,6 +1097,7 @@ func TestUnknownNameOfADownServer(t *testing.T) {
 // names the timeout it ran under, not the server's timeout when it ended
 // (a reload may have changed it meanwhile).
 func TestTimeoutNamesTheOneThatApplied(t *testing.T) {
+	t.Parallel()
 	const timeout = 150 * time.Millisecond
 	r := newRig(t, timeout)
 	done := make(chan *mcp.CallToolResult, 1)

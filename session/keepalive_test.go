@@ -168,6 +168,7 @@ func (c *commentCounter) Read(p []byte) (int, error) {
 // after 300 s of that, the Python SDK's client too, so a tool working for
 // five minutes without progress failed through wasmhost and not directly.
 func TestKeepAliveOnSilentStreams(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.keepAlive = 50 * time.Millisecond
 	c := f.connect("alice", `{}`)
@@ -246,6 +247,7 @@ func TestKeepAliveOnSilentStreams(t *testing.T) {
 // the default. (The wire check alone could not tell "never" from the 15 s
 // default.)
 func TestKeepAliveOff(t *testing.T) {
+	t.Parallel()
 	assert.Equal(t, session.DefaultKeepAlive, session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target { return session.Target{} }}).KeepAliveInterval())
 	f := newFixture(t)
 	f.keepAlive = -1

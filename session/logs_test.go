@@ -21,6 +21,7 @@ import (
 // list_changed; the go-sdk's warning about it is logged at debug level, and
 // the endpoint's other warnings stay warnings.
 func TestNoStreamIsNotAWarning(t *testing.T) {
+	t.Parallel()
 	var logs mcptest.LogBuffer
 	ep := session.New(session.Options{
 		Name:     "alice",

@@ -47,6 +47,7 @@ func (f *fixture) upstreamSubscribed(t *testing.T, uri string, n int) {
 }
 
 func TestSubscriptionsShareOneUpstream(t *testing.T) {
+	t.Parallel()
 	for name, newF := range transportFixtures {
 		t.Run(name, func(t *testing.T) {
 			// Clients of protocol 2025-11-25, whose subscribe and unsubscribe
@@ -105,6 +106,7 @@ func TestSubscriptionsShareOneUpstream(t *testing.T) {
 }
 
 func TestSubscriptionRefusals(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.connect("alice", `{}`)
 	err := connectServer(t, c.ep.Server(), legacy).Subscribe(t.Context(), &mcp.SubscribeParams{URI: "other://nothing"})
@@ -126,6 +128,7 @@ func TestSubscriptionRefusals(t *testing.T) {
 // A subscription made while its server's connection restarts is refused
 // as a call would be then: once, without the pool's own wording.
 func TestSubscriptionWhileRestarting(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	upCS := f.connect("x", `{}`).handle.Conn()
 	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target {
@@ -149,6 +152,7 @@ func (notReadySubscriber) Subscribe(_ context.Context, uri string, _ pool.Update
 func (notReadySubscriber) Unsubscribe(context.Context, string) error { return nil }
 
 func TestSubscriptionSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.connect("alice", `{}`)
 	c.subscribe(t, "demo://notes/welcome")
@@ -218,6 +222,7 @@ func (s *fakeSubscriber) updateMeta(uri string, meta mcp.Meta) {
 // holds follows what the session sees, where it routes, and who is still
 // there.
 func TestSubscriptionsFollowRoutesAndClients(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	upCS := f.connect("x", `{}`).handle.Conn() // any live upstream session
 	first, second := &fakeSubscriber{}, &fakeSubscriber{}
@@ -316,6 +321,7 @@ func TestSubscriptionsFollowRoutesAndClients(t *testing.T) {
 // in sorted order), and stays there however often the routes are looked
 // at.
 func TestSubscriptionRoutesLikeReads(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	upCS := f.connect("x", `{}`).handle.Conn()
 	subs := map[string]*fakeSubscriber{"near": {}, "far": {}}
