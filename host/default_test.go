@@ -21,7 +21,7 @@ import (
 // policy-semantics.md.
 
 func TestDefaultPluginLoad(t *testing.T) {
-	p := loadDefault(t, Options{})
+	p := sharedDefault(t)
 	assert.Equal(t, policydefault.Name, p.Name())
 	assert.Equal(t, abi.Handshake{ABI: abi.Version, Name: "policy-default", Version: "1.0.0"}, p.Handshake())
 	sum := sha256.Sum256(policydefault.Wasm)
@@ -40,7 +40,7 @@ func TestDefaultPluginLoad(t *testing.T) {
 }
 
 func TestDefaultPluginCanonicalize(t *testing.T) {
-	p := loadDefault(t, Options{})
+	p := sharedDefault(t)
 	const empty = `{"trust":null,"alwaysLoadTools":false,"includeTools":null,"excludeTools":[]}`
 	tests := []struct {
 		settings string
@@ -80,7 +80,7 @@ func TestDefaultPluginCanonicalize(t *testing.T) {
 }
 
 func TestDefaultPluginProject(t *testing.T) {
-	p := loadDefault(t, Options{})
+	p := sharedDefault(t)
 	ctx := context.Background()
 	resp, err := p.Project(ctx, &abi.ProjectRequest{
 		Settings:  json.RawMessage(`{"includeTools":["a","b(x)","p"],"excludeTools":["b"],"trust":true,"alwaysLoadTools":true}`),
