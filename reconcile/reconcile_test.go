@@ -35,6 +35,7 @@ func twoSessions() *cfg {
 }
 
 func TestApplyAcquiresAndProjects(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read", "write", "list"))
 	c := twoSessions().build(t)
 	before := e.snap()
@@ -65,6 +66,7 @@ func TestApplyAcquiresAndProjects(t *testing.T) {
 }
 
 func TestApplyPooledRefresh(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read", "write", "list"))
 	e.apply(twoSessions().build(t))
 	alice, bob := e.handle("alice", "fs"), e.handle("bob", "fs")
@@ -95,6 +97,7 @@ func TestApplyPooledRefresh(t *testing.T) {
 }
 
 func TestApplyTransportChange(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "read", "write", "list")
 	e := newEnv(t, up)
 	e.apply(twoSessions().build(t))
@@ -126,6 +129,7 @@ func TestApplyTransportChange(t *testing.T) {
 }
 
 func TestApplyUnpooledIdentity(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read", "write", "list"))
 	base := twoSessions()
 	base.server("fs", "trust", true, "pooled", false)
@@ -175,6 +179,7 @@ func TestApplyUnpooledIdentity(t *testing.T) {
 // and adopts the new bytes); either way a later policy that tells the two
 // forms apart keys the view by the new bytes.
 func TestApplyEquivalentFilterNormalization(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, from, to string }{
 		{"include order, duplicates and (args)", `{"includeTools":["b","a","a"]}`, `{"includeTools":["a","b(x)"]}`},
 		{"include (args) only", `{"includeTools":["read(path)","write"]}`, `{"includeTools":["write(a)(b)","read"]}`},
@@ -253,6 +258,7 @@ func TestApplyEquivalentFilterNormalization(t *testing.T) {
 // bytes: a change of meaning, a change back, a background failure repaired
 // by the next reload, a teardown, an overlay put and deleted.
 func TestApplyAfterEquivalentReload(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "a", "b", "c")
 	e := newEnv(t, up)
 	fail := new(atomic.Bool)
@@ -327,6 +333,7 @@ func TestApplyAfterEquivalentReload(t *testing.T) {
 }
 
 func TestApplyAbsentVersusEmptyInclude(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read", "write"))
 	mk := func(settings string) *config.Config {
 		return newCfg().server("fs").session("alice", "overrides", override("fs", settings)).build(t)
@@ -348,6 +355,7 @@ func TestApplyAbsentVersusEmptyInclude(t *testing.T) {
 }
 
 func TestApplyInPlaceConfigMutation(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "aa", "bb")
 	e := newEnv(t, up)
 	c := newCfg().server("fs", "includeTools", []string{"aa"}).session("alice").build(t)
@@ -383,6 +391,7 @@ func TestApplyInPlaceConfigMutation(t *testing.T) {
 }
 
 func TestApplyDisabledServer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read", "write"), newUpstream("git", "log"))
 	base := twoSessions()
 	base.server("git")
@@ -420,6 +429,7 @@ func TestApplyDisabledServer(t *testing.T) {
 }
 
 func TestApplyRemovedSessionAndServer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read"), newUpstream("git", "log"))
 	base := twoSessions()
 	base.server("git")
@@ -469,6 +479,7 @@ func TestApplyRemovedSessionAndServer(t *testing.T) {
 }
 
 func TestRestart(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "read", "write")
 	e := newEnv(t, up)
 	c := twoSessions().build(t)
@@ -491,6 +502,7 @@ func TestRestart(t *testing.T) {
 }
 
 func TestRestartReplacesFailedEntry(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "read")
 	e := newEnv(t, up)
 	c := twoSessions().build(t)
@@ -523,6 +535,7 @@ func TestRestartReplacesFailedEntry(t *testing.T) {
 }
 
 func TestTeardown(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "read", "write")
 	e := newEnv(t, up, newUpstream("git", "log"))
 	base := twoSessions()
@@ -561,6 +574,7 @@ func TestTeardown(t *testing.T) {
 }
 
 func TestSetPolicyRekeysWithoutReconnect(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read", "write", "wipe"))
 	c := twoSessions().build(t)
 	e.apply(c)
@@ -595,6 +609,7 @@ func TestSetPolicyRekeysWithoutReconnect(t *testing.T) {
 }
 
 func TestErrorsDoNotBlockOthers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read"), newUpstream("broken", "x"))
 	e.setFailing("broken", errDial)
 	base := twoSessions()
@@ -686,6 +701,7 @@ func (p *refusingPolicy) Canonicalize(ctx context.Context, req *abi.Canonicalize
 // closed; the reload asks the policy about them once, in its batch, and
 // then each view once, for its own error (refusals are not remembered).
 func TestApplyRefusedSettings(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read"))
 	policy := &refusingPolicy{Policy: ref}
 	_, err := e.rec.SetPolicy(context.Background(), policy)
@@ -710,6 +726,7 @@ func TestApplyRefusedSettings(t *testing.T) {
 }
 
 func TestPutOverlaySameFingerprint(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read", "write", "list"))
 	c := twoSessions().build(t)
 	e.apply(c)
@@ -758,6 +775,7 @@ func TestPutOverlaySameFingerprint(t *testing.T) {
 }
 
 func TestPutOverlayDifferentTransport(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "read", "write")
 	e := newEnv(t, up, newUpstream("extra", "e1"))
 	c := twoSessions().build(t)
@@ -820,6 +838,7 @@ func TestPutOverlayDifferentTransport(t *testing.T) {
 }
 
 func TestCloseReleasesEverything(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read"))
 	c := twoSessions().build(t)
 	e.apply(c)
@@ -837,6 +856,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 }
 
 func TestForwardedCallThroughHandle(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("demo"))
 	c := newCfg().server("demo").session("alice").build(t)
 	e.apply(c)
@@ -847,6 +867,7 @@ func TestForwardedCallThroughHandle(t *testing.T) {
 }
 
 func TestSummaryString(t *testing.T) {
+	t.Parallel()
 	s := reconcile.Summary{
 		Changed:          []string{"alice", "bob"},
 		TransportsReused: 3, TransportsStarted: 1, TransportsStopped: 2,
@@ -872,6 +893,7 @@ func TestSummaryString(t *testing.T) {
 // still seen as changed, and a server's change reaches every session that
 // did not change itself.
 func TestApplyFollowsChanges(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "aa", "bb"), newUpstream("git", "log", "blame"))
 	base := newCfg().server("fs").server("git")
 	base.session("alice", "servers", []string{"fs", "git"},
@@ -955,6 +977,7 @@ func (p togglePolicy) Project(ctx context.Context, req *abi.ProjectRequest) (*ab
 // reloads (here while replaying an upstream's list change) is retried by
 // the next Apply even though the config did not change.
 func TestApplyRepairsBackgroundFailure(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "read")
 	e := newEnv(t, up)
 	c := twoSessions().build(t)
@@ -983,6 +1006,7 @@ func TestApplyRepairsBackgroundFailure(t *testing.T) {
 // when an acquire fails or an entry fails, so a supervisor may skip its
 // scans exactly while nothing can have broken.
 func TestHealthEpoch(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "read")
 	e := newEnv(t, up, newUpstream("git", "log"))
 	c := twoSessions().build(t)
@@ -1033,6 +1057,7 @@ func TestHealthEpoch(t *testing.T) {
 // uses none, and the same session without the list uses every server;
 // Apply tells the two apart when it compares a session with its copy.
 func TestApplyEmptyServerList(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read"))
 	none := newCfg().server("fs").session("alice", "servers", []string{}).build(t)
 	require.NotNil(t, none.Sessions["alice"].Servers, "an empty list, not an absent one")
