@@ -16,6 +16,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/reconcile"
 )
@@ -249,7 +250,7 @@ func TestUnavailableSaysWhyForTheSessionsOwnServers(t *testing.T) {
 
 	e.setFailing("fs", errors.New("no route (test)"))
 	fs.KillAll()
-	require.Eventually(t, func() bool { return e.rec.Unavailable("bob", "fs") != "" }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return e.rec.Unavailable("bob", "fs") != "" }, mcptest.EventWithin, 10*time.Millisecond)
 	assert.Contains(t, []string{"unavailable: its connection failed", "reconnecting; try again"}, e.rec.Unavailable("bob", "fs"))
 }
 

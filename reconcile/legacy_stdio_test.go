@@ -213,7 +213,7 @@ func TestLegacyHideIsEnforcedAtOnce(t *testing.T) {
 
 	// Hidden while the upstream is down.
 	r.crash()
-	require.Eventually(t, func() bool { return r.leg.Session("fs") == nil }, 5*time.Second, 2*time.Millisecond)
+	require.Eventually(t, func() bool { return r.leg.Session("fs") == nil }, mcptest.EventWithin, 2*time.Millisecond)
 	before := r.totalReached("wipe")
 	r.setTag("hide")
 	r.apply(hide)

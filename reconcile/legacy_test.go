@@ -248,7 +248,7 @@ func TestLegacyListChangedAndLoss(t *testing.T) {
 	require.Equal(t, []string{"read"}, e.lreg.ToolNames("fs"))
 
 	up.AddTool("late")
-	require.Eventually(t, func() bool { return len(e.lreg.ToolNames("fs")) == 2 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(e.lreg.ToolNames("fs")) == 2 }, mcptest.EventWithin, 5*time.Millisecond)
 	assert.Equal(t, []string{"late", "read"}, e.lreg.ToolNames("fs"))
 
 	up.KillAll()
@@ -256,7 +256,7 @@ func TestLegacyListChangedAndLoss(t *testing.T) {
 	// error recorded: wait for all three.
 	require.Eventually(t, func() bool {
 		return e.leg.Session("fs") == nil && len(e.lreg.Servers()) == 0 && e.binding("fs").Error != ""
-	}, 5*time.Second, 5*time.Millisecond, "disconnected, withdrawn, error shown")
+	}, mcptest.EventWithin, 5*time.Millisecond, "disconnected, withdrawn, error shown")
 	b := e.binding("fs")
 	assert.Contains(t, b.Error, pool.ErrDisconnected.Error())
 	assert.Equal(t, "failed", b.EntryState, "no live connection (the legacy binding had no identity then)")
@@ -480,12 +480,12 @@ func TestLegacySubscriptions(t *testing.T) {
 	const uri = "demo://notes/welcome"
 	got := make(chan string, 4)
 	require.NoError(t, subs.Subscribe(t.Context(), uri, func(p *mcp.ResourceUpdatedNotificationParams) { got <- p.URI }))
-	require.Eventually(t, func() bool { return demo.Subscribed()[uri] == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return demo.Subscribed()[uri] == 1 }, mcptest.EventWithin, 5*time.Millisecond)
 	_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "write_note", Arguments: map[string]any{"name": "welcome", "text": "x"}})
 	require.NoError(t, err)
 	assert.Equal(t, uri, <-got)
 	require.NoError(t, subs.Unsubscribe(t.Context(), uri))
-	require.Eventually(t, func() bool { return demo.Subscribed()[uri] == 0 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return demo.Subscribed()[uri] == 0 }, mcptest.EventWithin, 5*time.Millisecond)
 
 	_, _, fs := e.leg.Upstream("fs")
 	require.ErrorIs(t, fs.Subscribe(t.Context(), "file:///fs", func(*mcp.ResourceUpdatedNotificationParams) {}), pool.ErrNoSubscriptions)

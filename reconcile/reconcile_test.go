@@ -16,6 +16,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
@@ -305,7 +306,7 @@ func TestApplyAfterEquivalentReload(t *testing.T) {
 	// checks every binding and repairs the failed view with the new bytes.
 	fail.Store(true)
 	up.AddTool("d")
-	require.Eventually(t, func() bool { return view.Of(h).Err() != nil }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return view.Of(h).Err() != nil }, mcptest.EventWithin, 5*time.Millisecond)
 	fail.Store(false)
 	sum = e.apply(mk(form2))
 	assert.Equal(t, 2, sum.Refreshed)
@@ -513,7 +514,7 @@ func TestRestartReplacesFailedEntry(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return h.Entry().State() == pool.StateFailed && len(e.reg("alice").ToolNames("fs")) == 0 &&
 			e.rec.Bindings("alice")[0].Error != ""
-	}, 5*time.Second, 5*time.Millisecond, "failed, withdrawn, and the error shown")
+	}, mcptest.EventWithin, 5*time.Millisecond, "failed, withdrawn, and the error shown")
 
 	// The failed entry is replaced by the next reconciling call.
 	before := e.snap()
@@ -527,7 +528,7 @@ func TestRestartReplacesFailedEntry(t *testing.T) {
 	// Restart does the same for a failed entry.
 	up.KillAll()
 	h = e.handle("alice", "fs")
-	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, mcptest.EventWithin, 5*time.Millisecond)
 	require.NoError(t, e.rec.Restart(context.Background(), "fs"))
 	assert.NotSame(t, h, e.handle("alice", "fs"))
 	e.requireProjected(c, ref)
@@ -991,7 +992,7 @@ func TestApplyRepairsBackgroundFailure(t *testing.T) {
 	up.AddTool("write")
 	require.Eventually(t, func() bool {
 		return view.Of(e.handle("alice", "fs")).Err() != nil
-	}, 5*time.Second, 5*time.Millisecond, "the replay of the list change fails closed")
+	}, mcptest.EventWithin, 5*time.Millisecond, "the replay of the list change fails closed")
 	assert.Empty(t, e.reg("alice").ToolNames("fs"))
 
 	fail.Store(false)
@@ -1049,7 +1050,7 @@ func TestHealthEpoch(t *testing.T) {
 	// So does an entry failing in the background.
 	h := e.handle("alice", "fs")
 	up.KillAll()
-	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, mcptest.EventWithin, 5*time.Millisecond)
 	assert.Greater(t, e.rec.HealthEpoch(), moved, "entry failed")
 }
 
@@ -1102,7 +1103,7 @@ func TestRepairAfterReload(t *testing.T) {
 		b := e.rec.Bindings("alice")
 		return len(b) == 1 && b[0].Pending
 	}
-	require.Eventually(t, pending, 5*time.Second, time.Millisecond, "the binding shows as pending while it is replaced")
+	require.Eventually(t, pending, mcptest.EventWithin, time.Millisecond, "the binding shows as pending while it is replaced")
 	b := e.rec.Bindings("alice")[0]
 	assert.Empty(t, b.Error)
 	assert.Equal(t, old.Identity(), b.Identity, "the running connection serves meanwhile")

@@ -138,7 +138,7 @@ func testProgressRelayed(t *testing.T, f *fixture) {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			return len(c.prog) == 3
-		}, 5*time.Second, 10*time.Millisecond)
+		}, mcptest.EventWithin, 10*time.Millisecond)
 		c.mu.Lock()
 		var got []string
 		for _, p := range c.prog {
@@ -286,7 +286,7 @@ func TestUpstreamGoneGivesCleanError(t *testing.T) {
 	assert.Contains(t, text(res), `server "demo"`)
 
 	// The failed entry withdrew the view: the tools are gone.
-	require.Eventually(t, func() bool { return len(c.ep.Tools()) == 0 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(c.ep.Tools()) == 0 }, mcptest.EventWithin, 10*time.Millisecond)
 	_, err := c.call(t, "demo__echo", map[string]any{"text": "x"})
 	require.Error(t, err)
 }
@@ -396,7 +396,7 @@ func TestDrainWaitsForCallsUnderWay(t *testing.T) {
 	require.Eventually(t, func() bool {
 		res, err := c.call(t, "demo__echo", map[string]any{"text": "late"})
 		return err == nil && res.IsError && strings.Contains(text(res), session.ErrDraining.Error())
-	}, 5*time.Second, 5*time.Millisecond, "new calls are refused while draining")
+	}, mcptest.EventWithin, 5*time.Millisecond, "new calls are refused while draining")
 	_, err := c.cs.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "demo__greet"})
 	require.ErrorContains(t, err, session.ErrDraining.Error())
 	select {
@@ -428,12 +428,12 @@ func TestDrainCutsCallsShort(t *testing.T) {
 	case res := <-answered:
 		assert.True(t, res.IsError)
 		assert.Contains(t, text(res), session.ErrDraining.Error())
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the call cut short got no answer")
 	}
 	select {
 	case <-f.up.Cancelled:
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the upstream call was not cancelled")
 	}
 	require.NoError(t, c.ep.Drain(t.Context()), "nothing left under way")

@@ -605,7 +605,7 @@ func TestTimeoutSaysSo(t *testing.T) {
 	select {
 	case err := <-r.up.ended:
 		assert.ErrorIs(t, err, context.Canceled, "the upstream call was cancelled")
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the upstream's handler still runs after the timeout")
 	}
 	msg := text(res)
@@ -619,7 +619,7 @@ func TestTimeoutSaysSo(t *testing.T) {
 	require.Error(t, err)
 	select {
 	case <-r.up.ended:
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the upstream's prompt handler still runs after the timeout")
 	}
 	assert.ErrorContains(t, err, session.ErrTimeout.Error(), "prompts/get")
@@ -657,7 +657,7 @@ func TestCancellationOfPromptsAndReads(t *testing.T) {
 		select {
 		case m := <-r.up.started:
 			require.Equal(t, tc.method, m)
-		case <-time.After(5 * time.Second):
+		case <-time.After(mcptest.EventWithin):
 			t.Fatalf("%s did not reach the upstream", tc.method)
 		}
 		cancel()
@@ -665,7 +665,7 @@ func TestCancellationOfPromptsAndReads(t *testing.T) {
 		select {
 		case err := <-r.up.ended:
 			assert.ErrorIs(t, err, context.Canceled, tc.method)
-		case <-time.After(5 * time.Second):
+		case <-time.After(mcptest.EventWithin):
 			t.Fatalf("%s: the upstream's handler was not cancelled", tc.method)
 		}
 		forwarded := r.toUp.requests(tc.method)
@@ -679,7 +679,7 @@ func TestCancellationOfPromptsAndReads(t *testing.T) {
 				}
 			}
 			return false
-		}, 5*time.Second, 5*time.Millisecond, "%s: no notifications/cancelled for request %v upstream", tc.method, id)
+		}, mcptest.EventWithin, 5*time.Millisecond, "%s: no notifications/cancelled for request %v upstream", tc.method, id)
 	}
 }
 
@@ -717,7 +717,7 @@ func TestProgressStaysWithItsCall(t *testing.T) {
 	params.SetProgressToken("second")
 	_, err = r.cs.CallTool(ctx, params)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return len(r.progress()) >= 2 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(r.progress()) >= 2 }, mcptest.EventWithin, 5*time.Millisecond)
 	var got []string
 	for _, p := range r.progress() {
 		got = append(got, fmt.Sprintf("%v:%s", p.ProgressToken, p.Message))
@@ -763,7 +763,7 @@ func TestCallUnderWayWhenHidden(t *testing.T) {
 	case res := <-answered:
 		assert.False(t, res.IsError, text(res))
 		assert.Equal(t, "released", text(res))
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the call under way got no answer")
 	}
 
@@ -775,7 +775,7 @@ func TestCallUnderWayWhenHidden(t *testing.T) {
 	answered = c.callBlocked(t, f)
 	released := make(chan error, 1)
 	go func() { released <- c.handle.Release(t.Context()) }()
-	require.Eventually(t, func() bool { return len(c.ep.Tools()) == 0 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(c.ep.Tools()) == 0 }, mcptest.EventWithin, 5*time.Millisecond)
 	_, err = c.call(t, "demo__echo", map[string]any{"text": "x"})
 	require.ErrorContains(t, err, "unknown tool")
 	close(f.up.Release)
@@ -783,7 +783,7 @@ func TestCallUnderWayWhenHidden(t *testing.T) {
 	case res := <-answered:
 		assert.False(t, res.IsError, text(res))
 		assert.Equal(t, "released", text(res))
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the call under way got no answer")
 	}
 	require.NoError(t, <-released)
@@ -827,7 +827,7 @@ func TestUpstreamDiesDuringPromptAndRead(t *testing.T) {
 			}()
 			select {
 			case <-up.Started:
-			case <-time.After(5 * time.Second):
+			case <-time.After(mcptest.EventWithin):
 				t.Fatal("the call did not reach the upstream")
 			}
 			up.KillAll()
@@ -839,7 +839,7 @@ func TestUpstreamDiesDuringPromptAndRead(t *testing.T) {
 				var coded *jsonrpc.Error
 				require.ErrorAs(t, err, &coded)
 				assert.Equal(t, int64(jsonrpc.CodeInternalError), coded.Code, "an error of the endpoint's own making is an internal error, not code 0")
-			case <-time.After(5 * time.Second):
+			case <-time.After(mcptest.EventWithin):
 				t.Fatal("the client hangs after the upstream died")
 			}
 		})
@@ -988,7 +988,7 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 	}()
 	select {
 	case <-r.up.started:
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the call did not reach the upstream")
 	}
 	require.NoError(t, cc.Close()) // the client crashes
@@ -996,7 +996,7 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 	select {
 	case err := <-r.up.ended:
 		assert.ErrorIs(t, err, context.Canceled)
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the upstream call outlives its client")
 	}
 	_ = ss.Wait()
@@ -1047,7 +1047,7 @@ func TestOnCallOutcomes(t *testing.T) {
 		defer r.mu.Unlock()
 		got = slices.Clone(r.calls)
 		return len(got) >= len(want)
-	}, 5*time.Second, 10*time.Millisecond, "calls told: %v", got)
+	}, mcptest.EventWithin, 10*time.Millisecond, "calls told: %v", got)
 	for i := range got {
 		if got[i].Server == "gone" {
 			assert.Zero(t, got[i].Took, "a call that never reached an upstream took no upstream time")

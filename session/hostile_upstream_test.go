@@ -205,7 +205,7 @@ func TestHostileDuplicateToolNamesStayPut(t *testing.T) {
 	for i := range 3 {
 		lists := evil.lists.Load()
 		evil.bump() // the listing itself stays the same
-		require.Eventually(t, func() bool { return evil.lists.Load() > lists }, 5*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return evil.lists.Load() > lists }, mcptest.EventWithin, 5*time.Millisecond)
 		r.settle(s)
 		assert.Equal(t, served, exposedTools(t, s.cs)["evil__dup"].Description, "rediscovery %d changed which duplicate is served", i+1)
 		assert.Equal(t, changes, s.ep.Changes(), "rediscovery %d of an unchanged listing notified the clients", i+1)

@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/session"
 	"github.com/wasmhost/wasmhost/view"
@@ -379,8 +380,8 @@ func TestIsolationClientCannotInjectProgress(t *testing.T) {
 		}
 		return out
 	}
-	require.Eventually(t, func() bool { return len(got(bob)) >= len(want) }, 5*time.Second, 5*time.Millisecond)
-	require.Eventually(t, func() bool { return len(got(alice)) >= 3 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(got(bob)) >= len(want) }, mcptest.EventWithin, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(got(alice)) >= 3 }, mcptest.EventWithin, 5*time.Millisecond)
 	assert.Equal(t, want, got(bob), "bob got only what his upstream call sent")
 	assert.Equal(t, []string{bobRelayTok + ":step 1", bobRelayTok + ":step 2", bobRelayTok + ":step 3"}, got(alice), "alice got her own call's progress under her token")
 	assert.Zero(t, f.relay.Pending())

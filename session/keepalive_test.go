@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/session"
 )
 
@@ -189,7 +190,7 @@ func TestKeepAliveOnSilentStreams(t *testing.T) {
 	callLines := lines(call)
 	select {
 	case <-f.up.Started:
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the call did not reach the upstream")
 	}
 	waitLine(t, callLines, ": keepalive", 2*time.Second)
@@ -214,13 +215,13 @@ func TestKeepAliveOnSilentStreams(t *testing.T) {
 	}()
 	select {
 	case <-f.up.Started:
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the go-sdk client's call did not reach the upstream")
 	}
 	for i := range 3 { // three keep-alive comments reach the client on its call's stream
 		select {
 		case <-comments:
-		case <-time.After(5 * time.Second):
+		case <-time.After(mcptest.EventWithin):
 			t.Fatalf("keep-alive comment %d did not reach the go-sdk client's call stream", i+1)
 		}
 	}
@@ -238,7 +239,7 @@ func TestKeepAliveOnSilentStreams(t *testing.T) {
 	case a := <-goAnswer:
 		require.NoError(t, a.err)
 		assert.Equal(t, "released", text(a.res))
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the go-sdk client got no answer")
 	}
 }

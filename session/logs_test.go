@@ -54,7 +54,7 @@ func TestNoStreamIsNotAWarning(t *testing.T) {
 
 	ep.PutTools("demo", []*mcp.Tool{{Name: "echo", InputSchema: map[string]any{"type": "object"}}})
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "notifications/tools/list_changed") },
-		5*time.Second, 5*time.Millisecond, "the go-sdk tried to notify the client")
+		mcptest.EventWithin, 5*time.Millisecond, "the go-sdk tried to notify the client")
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, "notifications/tools/list_changed") {
 			assert.Contains(t, line, "level=DEBUG", line)
