@@ -644,20 +644,22 @@ func TestHammerInPlace(t *testing.T) {
 			}
 			last = "restart " + server
 		}
-		// Check: eventually (list_changed notifications are delayed).
-		var msg string
-		deadline := time.Now().Add(3 * time.Second)
-		for {
-			msg = e.inPlaceMismatch(c, overlays, policy)
-			if msg == "" || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		if msg != "" {
-			t.Fatalf("step %d (%s): %s", step, last, msg)
-		}
+		e.waitInPlace(c, overlays, policy, "step %d (%s)", step, last)
 	}
+}
+
+// waitInPlace waits until the reconciler's state is what c, the overlays
+// and policy ask for (inPlaceMismatch says nothing): list_changed
+// notifications arrive late, and the machine may be loaded, so the wait is
+// bounded by mcptest.EventWithin, not a fixed few seconds. On failure it
+// says what (format, args) was checked and the last mismatch.
+func (e *env) waitInPlace(c *config.Config, overlays map[string]map[string]*config.Server, policy abi.Policy, format string, args ...any) {
+	e.t.Helper()
+	var msg string
+	mcptest.WaitFor(e.t, mcptest.EventWithin, func() bool {
+		msg = e.inPlaceMismatch(c, overlays, policy)
+		return msg == ""
+	}, func() string { return msg }, format, args...)
 }
 
 // inPlaceMismatch describes how the reconciler's state differs from what
