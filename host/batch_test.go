@@ -131,7 +131,7 @@ func TestDefaultPluginProjectBatch(t *testing.T) {
 // TestProjectBatchMatchesReference compares the default plugin's batches
 // with the native reference's, refusal messages included.
 func TestProjectBatchMatchesReference(t *testing.T) {
-	p := loadDefault(t, Options{})
+	p := sharedDefault(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 20 {
 		req := randomProjectBatch(rng, 100)
@@ -156,7 +156,7 @@ func TestProjectBatchFallback(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, as.Close(context.Background())) })
 	require.False(t, as.HasProjectBatch())
-	def := loadDefault(t, Options{})
+	def := sharedDefault(t)
 
 	rng := rand.New(rand.NewPCG(5, 6))
 	for range 10 {

@@ -18,7 +18,7 @@ import (
 // for random batches.
 func realBatchOutputs(t testing.TB, n int) [][]byte {
 	t.Helper()
-	p := loadDefault(t, Options{})
+	p := sharedDefault(t)
 	rng := rand.New(rand.NewPCG(7, 8))
 	var outputs [][]byte
 	for range n {

@@ -21,7 +21,7 @@ import (
 // policy-semantics.md.
 
 func TestDefaultPluginLoad(t *testing.T) {
-	p := loadDefault(t, Options{})
+	p := sharedDefault(t)
 	assert.Equal(t, policydefault.Name, p.Name())
 	assert.Equal(t, abi.Handshake{ABI: abi.Version, Name: "policy-default", Version: "1.0.0", CanonicalKeys: true}, p.Handshake())
 	sum := sha256.Sum256(policydefault.Wasm)
@@ -40,7 +40,7 @@ func TestDefaultPluginLoad(t *testing.T) {
 }
 
 func TestDefaultPluginCanonicalize(t *testing.T) {
-	p := loadDefault(t, Options{})
+	p := sharedDefault(t)
 	const empty = `{"trust":null,"alwaysLoadTools":false,"includeTools":null,"excludeTools":[]}`
 	tests := []struct {
 		settings string
@@ -80,7 +80,7 @@ func TestDefaultPluginCanonicalize(t *testing.T) {
 }
 
 func TestDefaultPluginProject(t *testing.T) {
-	p := loadDefault(t, Options{})
+	p := sharedDefault(t)
 	ctx := context.Background()
 	resp, err := p.Project(ctx, &abi.ProjectRequest{
 		Settings:  json.RawMessage(`{"includeTools":["a","b(x)","p"],"excludeTools":["b"],"trust":true,"alwaysLoadTools":true}`),
@@ -181,12 +181,12 @@ func TestGoPluginsReclaimMemory(t *testing.T) {
 // limit its Go runtime cannot start in: the refusal quotes what the
 // runtime said, so the operator sees which setting to raise.
 func TestDefaultTooLittleMemorySaysSo(t *testing.T) {
-	if testing.Short() {
-		t.Skip("compiles the default plugin twice, without a cache")
-	}
 	for _, direct := range []bool{true, false} {
 		t.Run(fmt.Sprintf("direct=%t", direct), func(t *testing.T) {
-			_, err := loadEmbeddedDefault(context.Background(), Options{MemoryLimitBytes: 3 << 20, NoDirect: !direct})
+			// Through the tests' compilation cache: the limit bites when
+			// the instance starts, whether the code was compiled now or
+			// before (compiling twice afresh took 45 s under -race).
+			_, err := loadEmbeddedDefault(context.Background(), Options{MemoryLimitBytes: 3 << 20, NoDirect: !direct, CacheDir: testCacheDir})
 			require.Error(t, err)
 			// The Go runtime says "out of memory" or "runtime: cannot
 			// allocate memory", depending on where it runs out.

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +35,12 @@ func TestMain(m *testing.M) {
 	}
 	testCacheDir = dir
 	code := m.Run()
+	if shared.p != nil {
+		if err := shared.p.Close(context.Background()); err != nil {
+			println("closing the shared default plugin:", err.Error())
+			code = 1
+		}
+	}
 	if temp != "" {
 		_ = os.RemoveAll(temp)
 	}
@@ -78,6 +85,27 @@ func loadDefault(t testing.TB, opts Options) *Plugin {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close(context.Background())) })
 	return p
+}
+
+// shared is the default plugin that sharedDefault loads once.
+var shared struct {
+	once sync.Once
+	p    *Plugin
+	err  error
+}
+
+// sharedDefault returns the embedded default plugin as loadDefault(t,
+// Options{}) loads it, but loaded once for the whole binary (TestMain
+// closes it): the 4 MB plugin is loaded by one test instead of many. Only
+// tests that look at its answers, handshake and exports use it; those that
+// count its calls or instances, or use other options, load their own.
+func sharedDefault(t testing.TB) *Plugin {
+	t.Helper()
+	shared.once.Do(func() {
+		shared.p, shared.err = loadEmbeddedDefault(context.Background(), Options{CacheDir: testCacheDir, CallTimeout: time.Minute})
+	})
+	require.NoError(t, shared.err)
+	return shared.p
 }
 
 // shortTimeout is the call timeout of tests that expect timeouts.

@@ -265,10 +265,11 @@ func (e *hostileEnv) acquire(ctx context.Context, spec pool.Spec, session string
 	return e.pool.Acquire(ctx, spec, e.newView(session, spec.Name, "{}", reg, nil))
 }
 
-// mustAcquire acquires spec for session within 5 s.
+// mustAcquire acquires spec for session (within mcptest.EventWithin: the
+// spec's timeout, not this bound, is what a test may be about).
 func (e *hostileEnv) mustAcquire(spec pool.Spec, session string, reg *viewtest.Registry) *pool.Handle {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), mcptest.Within(e.t, mcptest.EventWithin))
 	defer cancel()
 	h, err := e.acquire(ctx, spec, session, reg)
 	require.NoError(e.t, err)
@@ -462,6 +463,7 @@ func TestHostileEndlessPaginationIsBounded(t *testing.T) {
 // stays ready, calls are answered, the tool added during the storm
 // arrives, the views see no churn, another server is unaffected.
 func TestHostileListChangedStormIsRateLimited(t *testing.T) {
+	t.Parallel()
 	h := newHostile(t, "stormy", allCaps)
 	h.addTool("steady")
 	good := newUpstream(t, "good", "alpha")
@@ -528,6 +530,7 @@ func TestHostileUnchangedRediscoveryIsNotReplayed(t *testing.T) {
 // timeout, logged too; the pool does not try again by itself, and a
 // well-behaved server acquired meanwhile is served at once.
 func TestHostileSilentHandshake(t *testing.T) {
+	t.Parallel()
 	for _, silent := range []string{"server/discover", "initialize"} {
 		t.Run(silent, func(t *testing.T) {
 			h := newHostile(t, "mute", allCaps)
@@ -607,6 +610,7 @@ func TestHostileSilentHandshake(t *testing.T) {
 // the pages fit in the spec's timeout; one that takes longer fails its
 // entry, naming the server and the list.
 func TestHostileSlowPages(t *testing.T) {
+	t.Parallel()
 	slow := func(h *hostile, delay time.Duration) {
 		h.setHook(func(ctx context.Context, m string, req mcp.Request) (mcp.Result, error, bool) {
 			if m != "tools/list" {
@@ -657,6 +661,7 @@ func TestHostileSlowPages(t *testing.T) {
 // answered meanwhile, more list_changed coalesce, and once the upstream
 // answers again its change is discovered. Another server is unaffected.
 func TestHostileSilentListOnRefresh(t *testing.T) {
+	t.Parallel()
 	h := newHostile(t, "stall", allCaps)
 	h.addTool("one")
 	var stalled atomic.Bool
@@ -710,6 +715,7 @@ func TestHostileSilentListOnRefresh(t *testing.T) {
 // sessions see a stale list. A failed refresh should be tried again
 // (with a delay) until it succeeds or the entry fails.
 func TestHostileFailedRefreshIsRetried(t *testing.T) {
+	t.Parallel()
 	h := newHostile(t, "flaky", allCaps)
 	h.addTool("one")
 	var stallOnce atomic.Bool
@@ -869,7 +875,7 @@ func TestHostileForeignNotifications(t *testing.T) {
 	hd := e.mustAcquire(hostileSpec("chatty", 5*time.Second), "s1", viewtest.NewRegistry())
 	var mu sync.Mutex
 	var got []string
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), mcptest.Within(t, mcptest.EventWithin))
 	defer cancel()
 	require.NoError(t, hd.Subscribe(ctx, "file:///mine", func(p *mcp.ResourceUpdatedNotificationParams) {
 		mu.Lock()
@@ -886,17 +892,17 @@ func TestHostileForeignNotifications(t *testing.T) {
 			require.NoError(t, c.notify("notifications/resources/updated", map[string]any{"uri": "file:///mine"}))
 		}
 	}
-	require.Eventually(t, func() bool { return progress.Load() == n }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return progress.Load() == n }, mcptest.Within(t, mcptest.EventWithin), 10*time.Millisecond)
 	require.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) == 4
-	}, 5*time.Second, 10*time.Millisecond)
+	}, mcptest.Within(t, mcptest.EventWithin), 10*time.Millisecond)
 	mu.Lock()
 	require.Equal(t, []string{"file:///mine", "file:///mine", "file:///mine", "file:///mine"}, got)
 	mu.Unlock()
 	res, err := hd.Conn().CallTool(ctx, &mcp.CallToolParams{Name: "one"})
 	require.NoError(t, err)
 	require.Equal(t, "chatty/one", mcptest.Text(res))
-	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= base+5 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= base+5 }, mcptest.Within(t, mcptest.EventWithin), 10*time.Millisecond)
 }

@@ -180,6 +180,7 @@ var versionCases = []versionCase{
 // client to when a request with a session id gets 404 — with or without
 // the event stream being dropped with the old process.
 func TestHTTPUpstreamRestartIsRecovered(t *testing.T) {
+	t.Parallel()
 	for _, vc := range versionCases {
 		for _, drop := range []bool{true, false} {
 			t.Run(vc.name+map[bool]string{true: "/conns-dropped", false: "/conns-kept"}[drop], func(t *testing.T) {
@@ -258,6 +259,7 @@ func TestHTTPUpstreamHangingStreamBoundsConnect(t *testing.T) {
 // (within bounds, naming what went wrong), and the calls after it are
 // served again without anyone restarting the entry.
 func TestHTTPUpstreamBadAnswers(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		answer func(w http.ResponseWriter, r *http.Request)

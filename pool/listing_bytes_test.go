@@ -55,6 +55,7 @@ func hugePages(h *hostile, method string, pageBytes int, on *atomic.Bool) *atomi
 // entry fails with a reason naming the server and the cap, after a few
 // pages instead of a thousand, and another server's session keeps working.
 func TestHostileHugeListingIsCapped(t *testing.T) {
+	t.Parallel()
 	const pageBytes = 1 << 20
 	const cap = 3 * pageBytes
 	for _, method := range listMethods {
@@ -90,6 +91,7 @@ func TestHostileHugeListingIsCapped(t *testing.T) {
 // 8 MiB (the size the review used was 15 MiB) are given up on at the
 // fifth, so that what the listing holds stays near 32 MiB.
 func TestHostileHugeListingDefaultCap(t *testing.T) {
+	t.Parallel()
 	const pageBytes = 8 << 20
 	h := newHostile(t, "hoarder", allCaps)
 	served := hugePages(h, "tools/list", pageBytes, nil)

@@ -648,6 +648,7 @@ func TestRefreshKeepsRefcount(t *testing.T) {
 // one project call per distinct key; a burst of notifications coalesces into
 // fewer refreshes than notifications.
 func TestListChangedFanOut(t *testing.T) {
+	t.Parallel()
 	up := newUpstream(t, "fs", "read")
 	e := newEnv(t, pool.Options{}, up)
 	settings := []string{`{}`, `{"excludeTools":[]}`, `{"trust":true}`, `{"includeTools":["read","new0"]}`}

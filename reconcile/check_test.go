@@ -16,11 +16,13 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/reconcile"
 )
 
 func TestCheckNamesRefusedBindings(t *testing.T) {
+	t.Parallel()
 	for _, whole := range []bool{false, true} {
 		t.Run(fmt.Sprintf("wholeCall=%t", whole), func(t *testing.T) {
 			e := newEnv(t, newUpstream("fs", "read"), newUpstream("git", "log"))
@@ -58,6 +60,7 @@ func TestCheckNamesRefusedBindings(t *testing.T) {
 // reload (settings the running policy refuses, unchanged) does not block
 // it; the same refusal brought by the reload does.
 func TestCheckRunningPolicySkipsSettingsInForce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read"))
 	ctx := context.Background()
 	_, err := e.rec.SetPolicy(ctx, &refusingPolicy{Policy: ref, marker: `"trust":true`})
@@ -115,6 +118,7 @@ func (nilPolicy) Canonicalize(context.Context, *abi.CanonicalizeRequest) (*abi.C
 // TestCheckPolicyWithoutResponse: a policy answering nothing is a failed
 // call, not a panic.
 func TestCheckPolicyWithoutResponse(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read"))
 	c := newCfg().server("fs").session("alice")
 	err := e.rec.Check(context.Background(), c.build(t), nilPolicy{})
@@ -129,6 +133,7 @@ func TestCheckPolicyWithoutResponse(t *testing.T) {
 // binding has now, no overlay, or no file binding to come back are not
 // asked about.
 func TestCheckDeleteOverlay(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read"), newUpstream("extra", "e1"))
 	ctx := context.Background()
 	_, err := e.rec.SetPolicy(ctx, &refusingPolicy{Policy: ref, marker: `"trust":true`})
@@ -203,6 +208,7 @@ func (p *trappingPolicy) askedAbout(s string) int {
 // does not send those settings to the policy again: it would only fail
 // again, and a plugin that loops would hold the reload for its timeout.
 func TestApplyDoesNotAskAgainAboutSettingsItLeaves(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read", "write"))
 	ctx := context.Background()
 	p := &trappingPolicy{Policy: ref, marker: "trap-me"}
@@ -226,6 +232,7 @@ func TestApplyDoesNotAskAgainAboutSettingsItLeaves(t *testing.T) {
 // session's binding that shows nothing, and says nothing of a healthy
 // binding or of a server the session does not use.
 func TestUnavailableSaysWhyForTheSessionsOwnServers(t *testing.T) {
+	t.Parallel()
 	fs := newUpstream("fs", "read")
 	e := newEnv(t, fs, newUpstream("git", "log"))
 	ctx := context.Background()
@@ -243,7 +250,7 @@ func TestUnavailableSaysWhyForTheSessionsOwnServers(t *testing.T) {
 
 	e.setFailing("fs", errors.New("no route (test)"))
 	fs.KillAll()
-	require.Eventually(t, func() bool { return e.rec.Unavailable("bob", "fs") != "" }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return e.rec.Unavailable("bob", "fs") != "" }, mcptest.EventWithin, 10*time.Millisecond)
 	assert.Contains(t, []string{"unavailable: its connection failed", "reconnecting; try again"}, e.rec.Unavailable("bob", "fs"))
 }
 
@@ -296,6 +303,7 @@ func (p batchShy) ProjectBatch(ctx context.Context, req *abi.ProjectBatchRequest
 // that projects every live snapshot passes, and the running policy is not
 // asked to project at all.
 func TestCheckSwapTriesLiveProjections(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read"), newUpstream("git", "log"))
 	c := newCfg().server("fs").server("git").session("alice").session("bob", "servers", []string{"fs"})
 	e.apply(c.build(t))

@@ -44,7 +44,7 @@ func hammerSeed(t *testing.T, def uint64) uint64 {
 // own (not the pool's), as the oracle of what it offers now.
 func upstreamSnapshot(t *testing.T, u *mcptest.Upstream) *pool.Snapshot {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), mcptest.Within(t, mcptest.EventWithin))
 	defer cancel()
 	ct, sc, err := mcptest.Connect(ctx, u.Server)
 	require.NoError(t, err)
@@ -200,7 +200,7 @@ func hammerInvariants(t *testing.T, crashes int, chaos bool) {
 	for g := range 2 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, uint64(g)+10))
-			for range 25 {
+			for range hammerN(25) {
 				_, err := e.rec.Apply(ctx, randomCfg(rng).build(t))
 				_ = err // crashes make acquires fail; errors are expected
 			}
@@ -208,7 +208,7 @@ func hammerInvariants(t *testing.T, crashes int, chaos bool) {
 	}
 	wg.Go(func() {
 		rng := rand.New(rand.NewPCG(seed, 20))
-		for range 50 {
+		for range hammerN(50) {
 			session := hammerSessions[rng.IntN(len(hammerSessions))]
 			server := hammerServers[rng.IntN(len(hammerServers))]
 			if rng.IntN(2) == 0 {
@@ -224,13 +224,13 @@ func hammerInvariants(t *testing.T, crashes int, chaos bool) {
 	wg.Go(func() {
 		rng := rand.New(rand.NewPCG(seed, 40))
 		policies := []abi.Policy{ref, altPolicy{}, bytesPolicy{}}
-		for range 12 {
+		for range hammerN(12) {
 			_, _ = e.rec.SetPolicy(ctx, policies[rng.IntN(len(policies))])
 		}
 	})
 	wg.Go(func() {
 		rng := rand.New(rand.NewPCG(seed, 30))
-		for range 12 {
+		for range hammerN(12) {
 			server := hammerServers[rng.IntN(len(hammerServers))]
 			if rng.IntN(2) == 0 {
 				_ = e.rec.Restart(ctx, server)
@@ -244,7 +244,7 @@ func hammerInvariants(t *testing.T, crashes int, chaos bool) {
 	wg.Go(func() {
 		rng := rand.New(rand.NewPCG(seed, 50))
 		on := map[string]bool{}
-		for range 40 {
+		for range hammerN(40) {
 			u, tool := fs, "dyn"
 			if rng.IntN(2) == 0 {
 				u, tool = git, "wdyn"
@@ -263,7 +263,7 @@ func hammerInvariants(t *testing.T, crashes int, chaos bool) {
 		// Dials failing now and then.
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, 80))
-			for range 10 {
+			for range hammerN(10) {
 				server := hammerServers[rng.IntN(len(hammerServers))]
 				e.setFailing(server, errDial)
 				time.Sleep(time.Duration(2+rng.IntN(10)) * time.Millisecond) // pacing, not synchronisation
@@ -276,7 +276,7 @@ func hammerInvariants(t *testing.T, crashes int, chaos bool) {
 	wg.Go(func() {
 		rng := rand.New(rand.NewPCG(seed, 60))
 		ups := []*mcptest.Upstream{fs, git, demo}
-		for range 8 {
+		for range hammerN(8) {
 			time.Sleep(time.Duration(5+rng.IntN(20)) * time.Millisecond) // pacing, not synchronisation
 			ups[rng.IntN(len(ups))].KillAll()
 		}
@@ -456,6 +456,7 @@ func equivalentCfg(rng *rand.Rand, c *cfg) *cfg {
 // registry operation, except the ones the racing list_changed itself
 // causes (puts and deletes of its tool).
 func TestHammerEquivalentReload(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a long hammer of random reloads; TestHammer, TestHammerInvariants and TestHammerTrustedReloadRaces stay in -short; run without -short")
 	}
@@ -573,6 +574,7 @@ func hammerOverrides(c *cfg, rng *rand.Rand, mayDisable bool) *cfg {
 // checking after every step that each registry and view key is what the
 // desired settings (overlay or file) give under the current policy.
 func TestHammerInPlace(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a long hammer of random reloads; TestHammer, TestHammerInvariants and TestHammerTrustedReloadRaces stay in -short; run without -short")
 	}
@@ -642,20 +644,22 @@ func TestHammerInPlace(t *testing.T) {
 			}
 			last = "restart " + server
 		}
-		// Check: eventually (list_changed notifications are delayed).
-		var msg string
-		deadline := time.Now().Add(3 * time.Second)
-		for {
-			msg = e.inPlaceMismatch(c, overlays, policy)
-			if msg == "" || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		if msg != "" {
-			t.Fatalf("step %d (%s): %s", step, last, msg)
-		}
+		e.waitInPlace(c, overlays, policy, "step %d (%s)", step, last)
 	}
+}
+
+// waitInPlace waits until the reconciler's state is what c, the overlays
+// and policy ask for (inPlaceMismatch says nothing): list_changed
+// notifications arrive late, and the machine may be loaded, so the wait is
+// bounded by mcptest.EventWithin, not a fixed few seconds. On failure it
+// says what (format, args) was checked and the last mismatch.
+func (e *env) waitInPlace(c *config.Config, overlays map[string]map[string]*config.Server, policy abi.Policy, format string, args ...any) {
+	e.t.Helper()
+	var msg string
+	mcptest.WaitFor(e.t, mcptest.EventWithin, func() bool {
+		msg = e.inPlaceMismatch(c, overlays, policy)
+		return msg == ""
+	}, func() string { return msg }, format, args...)
 }
 
 // inPlaceMismatch describes how the reconciler's state differs from what

@@ -98,7 +98,17 @@ func randomCfg(rng *rand.Rand) *cfg {
 	return c
 }
 
+// hammerN is n operations of one kind of a hammer, half as many under
+// -short: the races are as varied, over fewer rounds.
+func hammerN(n int) int {
+	if testing.Short() {
+		return n / 2
+	}
+	return n
+}
+
 func TestHammer(t *testing.T) {
+	t.Parallel()
 	fs := newUpstream("fs", "read", "write", "list")
 	e := newEnv(t, fs, newUpstream("git", "log", "diff"), newUpstream("demo"))
 	ctx := context.Background()
@@ -113,7 +123,7 @@ func TestHammer(t *testing.T) {
 	for g := range 2 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g)+10, 7))
-			for range 20 {
+			for range hammerN(20) {
 				_, err := e.rec.Apply(ctx, randomCfg(rng).build(t))
 				assert.NoError(t, err)
 			}
@@ -122,7 +132,7 @@ func TestHammer(t *testing.T) {
 	// Overlays: random puts and deletes.
 	wg.Go(func() {
 		rng := rand.New(rand.NewPCG(20, 7))
-		for range 40 {
+		for range hammerN(40) {
 			session := hammerSessions[rng.IntN(len(hammerSessions))]
 			server := hammerServers[rng.IntN(len(hammerServers))]
 			if rng.IntN(2) == 0 {
@@ -149,7 +159,7 @@ func TestHammer(t *testing.T) {
 	})
 	// Policy swaps.
 	wg.Go(func() {
-		for i := range 10 {
+		for i := range hammerN(10) {
 			var p abi.Policy = ref
 			if i%2 == 0 {
 				p = altPolicy{}
@@ -161,7 +171,7 @@ func TestHammer(t *testing.T) {
 	// Restarts and teardowns.
 	wg.Go(func() {
 		rng := rand.New(rand.NewPCG(30, 7))
-		for range 10 {
+		for range hammerN(10) {
 			server := hammerServers[rng.IntN(len(hammerServers))]
 			if rng.IntN(2) == 0 {
 				if err := e.rec.Restart(ctx, server); err != nil {
@@ -177,7 +187,7 @@ func TestHammer(t *testing.T) {
 	})
 	// Upstream list changes.
 	wg.Go(func() {
-		for range 30 {
+		for range hammerN(30) {
 			if dyn.Load() {
 				fs.Server.RemoveTools("dyn")
 				dyn.Store(false)

@@ -209,6 +209,7 @@ func desiredOf(r *Reconciler) map[string]map[string]*want {
 // reload reports as changed covers every desired want that changed: the
 // whole session (rebuilt), a server, or a pair of old and new settings.
 func TestWantsFollowConfigs(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 4))
 	m := newModel(rng)
 	r := &Reconciler{servers: map[string]*serverInput{}, inputs: map[string]*sessionInput{}, overlays: map[string]map[string]*want{}}
@@ -311,6 +312,7 @@ func union(a, b map[string]*want) map[string]bool {
 // TestInternShares: equal overrides share one private copy, which is not
 // the caller's, and settings objects of equal contents share their bytes.
 func TestInternShares(t *testing.T) {
+	t.Parallel()
 	b := newBuilder()
 	yes := true
 	o1 := config.Override{Settings: config.Settings{IncludeTools: json.RawMessage(`["a"]`), Trust: json.RawMessage(`null`)}, Disabled: &yes}

@@ -53,6 +53,7 @@ func trustSettings(i int) json.RawMessage {
 // to the policy at once; those added while that call runs go together in
 // the next; wait returns once every one is in the memo, each sent once.
 func TestAheadBatchesWhatArrivesDuringACall(t *testing.T) {
+	t.Parallel()
 	p := &gatedPolicy{gate: make(chan struct{}), started: make(chan int, 8)}
 	keys := newKeyMemo(p)
 	a := startAhead(context.Background(), keys)
@@ -80,6 +81,7 @@ func TestAheadBatchesWhatArrivesDuringACall(t *testing.T) {
 // (here, its context ends) is not reported and leaves the memo without the
 // key, so the views ask the policy themselves; wait returns either way.
 func TestAheadWait(t *testing.T) {
+	t.Parallel()
 	t.Run("nothing added", func(t *testing.T) {
 		p := &gatedPolicy{}
 		a := startAhead(context.Background(), newKeyMemo(p))

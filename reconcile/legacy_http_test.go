@@ -23,6 +23,7 @@ import (
 // (and stdio mode's start) for ever: the go-sdk opens that stream inside
 // Connect under a context the connect deadline does not reach.
 func TestLegacyHTTPStreamThatNeverOpens(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("waits on a legacy HTTP stream's connect bound or reconnect; run without -short")
 	}

@@ -201,6 +201,7 @@ func fsConfig(t *testing.T, settings string) *config.Config {
 // which reconnected for each change of settings: never a connection made
 // for settings that hide it).
 func TestLegacyHideIsEnforcedAtOnce(t *testing.T) {
+	t.Parallel()
 	r := newStdioRig(t)
 	show, hide := fsConfig(t, `{}`), fsConfig(t, `{"excludeTools":["wipe"]}`)
 
@@ -212,7 +213,7 @@ func TestLegacyHideIsEnforcedAtOnce(t *testing.T) {
 
 	// Hidden while the upstream is down.
 	r.crash()
-	require.Eventually(t, func() bool { return r.leg.Session("fs") == nil }, 5*time.Second, 2*time.Millisecond)
+	require.Eventually(t, func() bool { return r.leg.Session("fs") == nil }, mcptest.EventWithin, 2*time.Millisecond)
 	before := r.totalReached("wipe")
 	r.setTag("hide")
 	r.apply(hide)
@@ -284,6 +285,7 @@ func TestLegacyHideIsEnforcedAtOnce(t *testing.T) {
 // place (TestLegacyReconnectKeys). A stop is the daemon's: the session's
 // Drain cuts the calls short, then the reconciler and the pool close.
 func TestLegacyReconnectEndsCallsUnderWay(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("waits on a legacy HTTP stream's connect bound or reconnect; run without -short")
 	}
@@ -326,7 +328,7 @@ func TestLegacyReconnectEndsCallsUnderWay(t *testing.T) {
 			}()
 			select {
 			case <-r.started:
-			case <-time.After(5 * time.Second):
+			case <-time.After(mcptest.Within(t, mcptest.EventWithin)):
 				t.Fatal("the call did not reach the upstream")
 			}
 			done := make(chan error, 1)
@@ -334,13 +336,13 @@ func TestLegacyReconnectEndsCallsUnderWay(t *testing.T) {
 			select {
 			case err := <-done:
 				require.NoError(t, err)
-			case <-time.After(5 * time.Second):
+			case <-time.After(mcptest.Within(t, mcptest.EventWithin)):
 				t.Fatalf("%s waited for the call under way, which the upstream never answers", tc.name)
 			}
 			select {
 			case err := <-answered:
 				assert.Error(t, err, "the call under way failed with its connection")
-			case <-time.After(5 * time.Second):
+			case <-time.After(mcptest.Within(t, mcptest.EventWithin)):
 				t.Fatal("the call under way got no answer")
 			}
 		})
@@ -351,6 +353,7 @@ func TestLegacyReconnectEndsCallsUnderWay(t *testing.T) {
 // change and then never answers the rediscovery does not hold Close up
 // beyond its ctx (stdio mode closes within procgroup.MaxClose).
 func TestLegacyCloseNotHeldByStuckRefresh(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "read")
 	var stuck atomic.Bool
 	listing := make(chan struct{}, 1)
@@ -374,7 +377,7 @@ func TestLegacyCloseNotHeldByStuckRefresh(t *testing.T) {
 	up.AddTool("late") // tools/list_changed: a rediscovery that hangs
 	select {
 	case <-listing:
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.Within(t, mcptest.EventWithin)):
 		t.Fatal("no rediscovery")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)

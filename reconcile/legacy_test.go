@@ -155,6 +155,7 @@ func callText(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]
 }
 
 func TestLegacyReconnectKeys(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "read", "write", "list")
 	e := newLegacyEnv(t, up)
 	mk := func(settings string) *config.Config {
@@ -239,6 +240,7 @@ func TestLegacyReconnectKeys(t *testing.T) {
 }
 
 func TestLegacyListChangedAndLoss(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "read")
 	e := newLegacyEnv(t, up)
 	c := newCfg().server("fs").session("alice").build(t)
@@ -246,7 +248,7 @@ func TestLegacyListChangedAndLoss(t *testing.T) {
 	require.Equal(t, []string{"read"}, e.lreg.ToolNames("fs"))
 
 	up.AddTool("late")
-	require.Eventually(t, func() bool { return len(e.lreg.ToolNames("fs")) == 2 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(e.lreg.ToolNames("fs")) == 2 }, mcptest.EventWithin, 5*time.Millisecond)
 	assert.Equal(t, []string{"late", "read"}, e.lreg.ToolNames("fs"))
 
 	up.KillAll()
@@ -254,7 +256,7 @@ func TestLegacyListChangedAndLoss(t *testing.T) {
 	// error recorded: wait for all three.
 	require.Eventually(t, func() bool {
 		return e.leg.Session("fs") == nil && len(e.lreg.Servers()) == 0 && e.binding("fs").Error != ""
-	}, 5*time.Second, 5*time.Millisecond, "disconnected, withdrawn, error shown")
+	}, mcptest.EventWithin, 5*time.Millisecond, "disconnected, withdrawn, error shown")
 	b := e.binding("fs")
 	assert.Contains(t, b.Error, pool.ErrDisconnected.Error())
 	assert.Equal(t, "failed", b.EntryState, "no live connection (the legacy binding had no identity then)")
@@ -271,6 +273,7 @@ func TestLegacyListChangedAndLoss(t *testing.T) {
 }
 
 func TestLegacySetPolicyAndErrors(t *testing.T) {
+	t.Parallel()
 	e := newLegacyEnv(t, newUpstream("fs", "read", "wipe"), newUpstream("broken", "x"))
 	e.setFailing("broken", errDial)
 	c := newCfg().server("fs").server("broken").session("alice").build(t)
@@ -311,6 +314,7 @@ func TestLegacySetPolicyAndErrors(t *testing.T) {
 // settings. The one path always serves a session: one without a "servers"
 // list (as `wasmhost run -- CMD` writes it) is that.
 func TestLegacyWithoutSessions(t *testing.T) {
+	t.Parallel()
 	e := newLegacyEnv(t, newUpstream("fs", "read", "write"), newUpstream("git", "log"))
 	data := []byte(`{"mcpServers": {
 		"fs": {"command": "fs-server", "includeTools": ["write"]},
@@ -331,6 +335,7 @@ func TestLegacyWithoutSessions(t *testing.T) {
 // Apply once the policy answers again, without reconnecting, as the pooled
 // Reconciler does (TestApplyRepairsBackgroundFailure).
 func TestLegacyRepairsFailedView(t *testing.T) {
+	t.Parallel()
 	e := newLegacyEnv(t, newUpstream("fs", "read"))
 	fail := new(atomic.Bool)
 	_, err := e.leg.SetPolicy(context.Background(), togglePolicy{ref, fail})
@@ -359,6 +364,7 @@ func TestLegacyRepairsFailedView(t *testing.T) {
 // for a view that failed closed on a list change (TestLegacyRepairsFailedView):
 // nothing changed in the settings, so nothing reconnects.
 func TestLegacySetPolicyFailureRepairsInPlace(t *testing.T) {
+	t.Parallel()
 	e := newLegacyEnv(t, newUpstream("fs", "read"))
 	c := newCfg().server("fs").session("alice").build(t)
 	e.apply(c, "alice")
@@ -408,6 +414,7 @@ func TestLegacySetPolicyFailureRepairsInPlace(t *testing.T) {
 // forms apart the identity is that of the settings the config holds, so the
 // next Apply of that config does not reconnect.
 func TestLegacySetPolicyKeysDesiredSettings(t *testing.T) {
+	t.Parallel()
 	e := newLegacyEnv(t, newUpstream("fs", "read", "wipe"))
 	c0 := newCfg().server("fs").session("alice", "overrides", override("fs", `{}`)).build(t)
 	c1 := newCfg().server("fs").session("alice", "overrides", override("fs", `{"excludeTools":[]}`)).build(t)
@@ -434,6 +441,7 @@ func TestLegacySetPolicyKeysDesiredSettings(t *testing.T) {
 // TestLegacyProtocolVersion: stdio mode asks an upstream for the protocol
 // version its entry pins, as the pool does.
 func TestLegacyProtocolVersion(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "read")
 	var mu sync.Mutex
 	var asked string
@@ -459,6 +467,7 @@ func TestLegacyProtocolVersion(t *testing.T) {
 // TestLegacySubscriptions: a Legacy connection holds its one session's
 // resource subscriptions to the server.
 func TestLegacySubscriptions(t *testing.T) {
+	t.Parallel()
 	demo := demoserver.New()
 	up := mcptest.NewUpstream(mcptest.UpstreamConfig{Name: "demo", Server: demo.MCP()})
 	e := newLegacyEnv(t, up, newUpstream("fs", "read"))
@@ -471,12 +480,12 @@ func TestLegacySubscriptions(t *testing.T) {
 	const uri = "demo://notes/welcome"
 	got := make(chan string, 4)
 	require.NoError(t, subs.Subscribe(t.Context(), uri, func(p *mcp.ResourceUpdatedNotificationParams) { got <- p.URI }))
-	require.Eventually(t, func() bool { return demo.Subscribed()[uri] == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return demo.Subscribed()[uri] == 1 }, mcptest.EventWithin, 5*time.Millisecond)
 	_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "write_note", Arguments: map[string]any{"name": "welcome", "text": "x"}})
 	require.NoError(t, err)
 	assert.Equal(t, uri, <-got)
 	require.NoError(t, subs.Unsubscribe(t.Context(), uri))
-	require.Eventually(t, func() bool { return demo.Subscribed()[uri] == 0 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return demo.Subscribed()[uri] == 0 }, mcptest.EventWithin, 5*time.Millisecond)
 
 	_, _, fs := e.leg.Upstream("fs")
 	require.ErrorIs(t, fs.Subscribe(t.Context(), "file:///fs", func(*mcp.ResourceUpdatedNotificationParams) {}), pool.ErrNoSubscriptions)
@@ -489,6 +498,7 @@ func TestLegacySubscriptions(t *testing.T) {
 // named, as the pool's entries name it, not only "context deadline
 // exceeded".
 func TestLegacyDiscoveryTimeoutSaysWhichLimit(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("mute", "read")
 	up.Server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {

@@ -39,6 +39,7 @@ func (sameKeysPolicy) Canonicalize(ctx context.Context, req *abi.CanonicalizeReq
 // of canonical-equivalent settings is then settled under the new build's
 // keys, with no replay. The same holds in legacy single-session mode.
 func TestSetPolicySameKeysReprojects(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read", "write", "wipe"))
 	c := twoSessions().build(t)
 	e.apply(c)
@@ -86,6 +87,7 @@ func TestSetPolicySameKeysReprojects(t *testing.T) {
 // Pooled flag (after which the unpooled connections are left alone by
 // equivalent reloads).
 func TestApplyInPlaceMutationAfterApply(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "aa", "bb", "cc"))
 	c := newCfg().server("fs", "includeTools", []string{"aa", "bb"}).
 		session("alice").
@@ -169,6 +171,7 @@ func TestApplyInPlaceMutationAfterApply(t *testing.T) {
 // registry operation when its settings are canonical-equivalent to the
 // view's.
 func TestPutOverlayUnpooledRefresh(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read", "write", "list"))
 	base := twoSessions()
 	base.server("fs", "trust", true, "pooled", false)
@@ -223,8 +226,9 @@ func overridesOnlyCfg(rng *rand.Rand) *cfg {
 // reload in between, every view holds the key and the projection that the
 // last config gives under the last policy.
 func TestHammerTrustedReloadRaces(t *testing.T) {
+	t.Parallel()
 	seed := hammerSeed(t, 1)
-	for round := range uint64(4) {
+	for round := range uint64(hammerN(4)) {
 		fs := newUpstream("fs", "read", "write", "list")
 		git := newUpstream("git", "log", "diff")
 		e := newEnvWith(t, 1<<20, nil, fs, git, newUpstream("demo"))

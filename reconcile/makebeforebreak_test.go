@@ -100,6 +100,7 @@ func processGone(pid int) bool {
 // same. A later reload back to the running args clears the failure
 // without a reconnect.
 func TestTransportChangeToMissingArgsKeepsServing(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r := newSwitchRig(t)
@@ -192,6 +193,7 @@ func TestTransportChangeToMissingArgsKeepsServing(t *testing.T) {
 // made all along, during the switch too, succeed, and no session is told
 // of a list change, since what they see is the same.
 func TestTransportChangeSwitchesWithoutGap(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r := newSwitchRig(t)
@@ -280,6 +282,7 @@ func TestTransportChangeSwitchesWithoutGap(t *testing.T) {
 // the new process and ends the old one, with no change to what the
 // session sees.
 func TestLegacyTransportChangeIsMadeBeforeBreak(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r := newSwitchRig(t) // for its scripts and configs
@@ -333,6 +336,7 @@ func TestLegacyTransportChangeIsMadeBeforeBreak(t *testing.T) {
 // another transport, and the one after removes it; no connection is left
 // behind.
 func TestTransportChangeWhileOthersChange(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read", "write"), newUpstream("gh", "issues", "pulls"))
 	base := func(fsArgs []string, ghAlice string) *cfg {
 		return newCfg().server("fs", "args", fsArgs).server("gh").
@@ -414,6 +418,7 @@ func TestTransportChangeWhileOthersChange(t *testing.T) {
 // transport change is being made waits for it to end (failed here: the
 // new connection cannot be made), then removes it; nothing is left.
 func TestTransportChangeFailsWhileRemoved(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read"), newUpstream("gh", "issues"))
 	e.apply(newCfg().server("fs").server("gh").session("alice").build(t))
 	gate := make(chan struct{})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/config"
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/internal/opcount"
 	"github.com/wasmhost/wasmhost/metakey"
 	"github.com/wasmhost/wasmhost/pool"
@@ -35,6 +36,7 @@ func twoSessions() *cfg {
 }
 
 func TestApplyAcquiresAndProjects(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read", "write", "list"))
 	c := twoSessions().build(t)
 	before := e.snap()
@@ -65,6 +67,7 @@ func TestApplyAcquiresAndProjects(t *testing.T) {
 }
 
 func TestApplyPooledRefresh(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read", "write", "list"))
 	e.apply(twoSessions().build(t))
 	alice, bob := e.handle("alice", "fs"), e.handle("bob", "fs")
@@ -95,6 +98,7 @@ func TestApplyPooledRefresh(t *testing.T) {
 }
 
 func TestApplyTransportChange(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "read", "write", "list")
 	e := newEnv(t, up)
 	e.apply(twoSessions().build(t))
@@ -126,6 +130,7 @@ func TestApplyTransportChange(t *testing.T) {
 }
 
 func TestApplyUnpooledIdentity(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read", "write", "list"))
 	base := twoSessions()
 	base.server("fs", "trust", true, "pooled", false)
@@ -175,6 +180,7 @@ func TestApplyUnpooledIdentity(t *testing.T) {
 // and adopts the new bytes); either way a later policy that tells the two
 // forms apart keys the view by the new bytes.
 func TestApplyEquivalentFilterNormalization(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, from, to string }{
 		{"include order, duplicates and (args)", `{"includeTools":["b","a","a"]}`, `{"includeTools":["a","b(x)"]}`},
 		{"include (args) only", `{"includeTools":["read(path)","write"]}`, `{"includeTools":["write(a)(b)","read"]}`},
@@ -253,6 +259,7 @@ func TestApplyEquivalentFilterNormalization(t *testing.T) {
 // bytes: a change of meaning, a change back, a background failure repaired
 // by the next reload, a teardown, an overlay put and deleted.
 func TestApplyAfterEquivalentReload(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "a", "b", "c")
 	e := newEnv(t, up)
 	fail := new(atomic.Bool)
@@ -299,7 +306,7 @@ func TestApplyAfterEquivalentReload(t *testing.T) {
 	// checks every binding and repairs the failed view with the new bytes.
 	fail.Store(true)
 	up.AddTool("d")
-	require.Eventually(t, func() bool { return view.Of(h).Err() != nil }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return view.Of(h).Err() != nil }, mcptest.EventWithin, 5*time.Millisecond)
 	fail.Store(false)
 	sum = e.apply(mk(form2))
 	assert.Equal(t, 2, sum.Refreshed)
@@ -327,6 +334,7 @@ func TestApplyAfterEquivalentReload(t *testing.T) {
 }
 
 func TestApplyAbsentVersusEmptyInclude(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read", "write"))
 	mk := func(settings string) *config.Config {
 		return newCfg().server("fs").session("alice", "overrides", override("fs", settings)).build(t)
@@ -348,6 +356,7 @@ func TestApplyAbsentVersusEmptyInclude(t *testing.T) {
 }
 
 func TestApplyInPlaceConfigMutation(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "aa", "bb")
 	e := newEnv(t, up)
 	c := newCfg().server("fs", "includeTools", []string{"aa"}).session("alice").build(t)
@@ -383,6 +392,7 @@ func TestApplyInPlaceConfigMutation(t *testing.T) {
 }
 
 func TestApplyDisabledServer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read", "write"), newUpstream("git", "log"))
 	base := twoSessions()
 	base.server("git")
@@ -420,6 +430,7 @@ func TestApplyDisabledServer(t *testing.T) {
 }
 
 func TestApplyRemovedSessionAndServer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read"), newUpstream("git", "log"))
 	base := twoSessions()
 	base.server("git")
@@ -469,6 +480,7 @@ func TestApplyRemovedSessionAndServer(t *testing.T) {
 }
 
 func TestRestart(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "read", "write")
 	e := newEnv(t, up)
 	c := twoSessions().build(t)
@@ -491,6 +503,7 @@ func TestRestart(t *testing.T) {
 }
 
 func TestRestartReplacesFailedEntry(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "read")
 	e := newEnv(t, up)
 	c := twoSessions().build(t)
@@ -501,7 +514,7 @@ func TestRestartReplacesFailedEntry(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return h.Entry().State() == pool.StateFailed && len(e.reg("alice").ToolNames("fs")) == 0 &&
 			e.rec.Bindings("alice")[0].Error != ""
-	}, 5*time.Second, 5*time.Millisecond, "failed, withdrawn, and the error shown")
+	}, mcptest.EventWithin, 5*time.Millisecond, "failed, withdrawn, and the error shown")
 
 	// The failed entry is replaced by the next reconciling call.
 	before := e.snap()
@@ -515,7 +528,7 @@ func TestRestartReplacesFailedEntry(t *testing.T) {
 	// Restart does the same for a failed entry.
 	up.KillAll()
 	h = e.handle("alice", "fs")
-	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, mcptest.EventWithin, 5*time.Millisecond)
 	require.NoError(t, e.rec.Restart(context.Background(), "fs"))
 	assert.NotSame(t, h, e.handle("alice", "fs"))
 	e.requireProjected(c, ref)
@@ -523,6 +536,7 @@ func TestRestartReplacesFailedEntry(t *testing.T) {
 }
 
 func TestTeardown(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "read", "write")
 	e := newEnv(t, up, newUpstream("git", "log"))
 	base := twoSessions()
@@ -561,6 +575,7 @@ func TestTeardown(t *testing.T) {
 }
 
 func TestSetPolicyRekeysWithoutReconnect(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read", "write", "wipe"))
 	c := twoSessions().build(t)
 	e.apply(c)
@@ -595,6 +610,7 @@ func TestSetPolicyRekeysWithoutReconnect(t *testing.T) {
 }
 
 func TestErrorsDoNotBlockOthers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read"), newUpstream("broken", "x"))
 	e.setFailing("broken", errDial)
 	base := twoSessions()
@@ -686,6 +702,7 @@ func (p *refusingPolicy) Canonicalize(ctx context.Context, req *abi.Canonicalize
 // closed; the reload asks the policy about them once, in its batch, and
 // then each view once, for its own error (refusals are not remembered).
 func TestApplyRefusedSettings(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read"))
 	policy := &refusingPolicy{Policy: ref}
 	_, err := e.rec.SetPolicy(context.Background(), policy)
@@ -710,6 +727,7 @@ func TestApplyRefusedSettings(t *testing.T) {
 }
 
 func TestPutOverlaySameFingerprint(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read", "write", "list"))
 	c := twoSessions().build(t)
 	e.apply(c)
@@ -758,6 +776,7 @@ func TestPutOverlaySameFingerprint(t *testing.T) {
 }
 
 func TestPutOverlayDifferentTransport(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "read", "write")
 	e := newEnv(t, up, newUpstream("extra", "e1"))
 	c := twoSessions().build(t)
@@ -820,6 +839,7 @@ func TestPutOverlayDifferentTransport(t *testing.T) {
 }
 
 func TestCloseReleasesEverything(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read"))
 	c := twoSessions().build(t)
 	e.apply(c)
@@ -837,6 +857,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 }
 
 func TestForwardedCallThroughHandle(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("demo"))
 	c := newCfg().server("demo").session("alice").build(t)
 	e.apply(c)
@@ -847,6 +868,7 @@ func TestForwardedCallThroughHandle(t *testing.T) {
 }
 
 func TestSummaryString(t *testing.T) {
+	t.Parallel()
 	s := reconcile.Summary{
 		Changed:          []string{"alice", "bob"},
 		TransportsReused: 3, TransportsStarted: 1, TransportsStopped: 2,
@@ -872,6 +894,7 @@ func TestSummaryString(t *testing.T) {
 // still seen as changed, and a server's change reaches every session that
 // did not change itself.
 func TestApplyFollowsChanges(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "aa", "bb"), newUpstream("git", "log", "blame"))
 	base := newCfg().server("fs").server("git")
 	base.session("alice", "servers", []string{"fs", "git"},
@@ -955,6 +978,7 @@ func (p togglePolicy) Project(ctx context.Context, req *abi.ProjectRequest) (*ab
 // reloads (here while replaying an upstream's list change) is retried by
 // the next Apply even though the config did not change.
 func TestApplyRepairsBackgroundFailure(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "read")
 	e := newEnv(t, up)
 	c := twoSessions().build(t)
@@ -968,7 +992,7 @@ func TestApplyRepairsBackgroundFailure(t *testing.T) {
 	up.AddTool("write")
 	require.Eventually(t, func() bool {
 		return view.Of(e.handle("alice", "fs")).Err() != nil
-	}, 5*time.Second, 5*time.Millisecond, "the replay of the list change fails closed")
+	}, mcptest.EventWithin, 5*time.Millisecond, "the replay of the list change fails closed")
 	assert.Empty(t, e.reg("alice").ToolNames("fs"))
 
 	fail.Store(false)
@@ -983,6 +1007,7 @@ func TestApplyRepairsBackgroundFailure(t *testing.T) {
 // when an acquire fails or an entry fails, so a supervisor may skip its
 // scans exactly while nothing can have broken.
 func TestHealthEpoch(t *testing.T) {
+	t.Parallel()
 	up := newUpstream("fs", "read")
 	e := newEnv(t, up, newUpstream("git", "log"))
 	c := twoSessions().build(t)
@@ -1025,7 +1050,7 @@ func TestHealthEpoch(t *testing.T) {
 	// So does an entry failing in the background.
 	h := e.handle("alice", "fs")
 	up.KillAll()
-	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return h.Entry().State() == pool.StateFailed }, mcptest.EventWithin, 5*time.Millisecond)
 	assert.Greater(t, e.rec.HealthEpoch(), moved, "entry failed")
 }
 
@@ -1033,6 +1058,7 @@ func TestHealthEpoch(t *testing.T) {
 // uses none, and the same session without the list uses every server;
 // Apply tells the two apart when it compares a session with its copy.
 func TestApplyEmptyServerList(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, newUpstream("fs", "read"))
 	none := newCfg().server("fs").session("alice", "servers", []string{}).build(t)
 	require.NotNil(t, none.Sessions["alice"].Servers, "an empty list, not an absent one")
@@ -1077,7 +1103,7 @@ func TestRepairAfterReload(t *testing.T) {
 		b := e.rec.Bindings("alice")
 		return len(b) == 1 && b[0].Pending
 	}
-	require.Eventually(t, pending, 5*time.Second, time.Millisecond, "the binding shows as pending while it is replaced")
+	require.Eventually(t, pending, mcptest.EventWithin, time.Millisecond, "the binding shows as pending while it is replaced")
 	b := e.rec.Bindings("alice")[0]
 	assert.Empty(t, b.Error)
 	assert.Equal(t, old.Identity(), b.Identity, "the running connection serves meanwhile")

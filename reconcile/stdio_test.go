@@ -37,6 +37,7 @@ func compileCacheDir(t *testing.T) string {
 // sessions with different settings, and projects through the real wasm
 // default policy.
 func TestStdioHarness(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	policy, err := host.LoadEmbedded(ctx, policydefault.Name, policydefault.Wasm, policydefault.SHA256, host.Options{CacheDir: compileCacheDir(t), CallTimeout: time.Minute, Logger: quiet})

@@ -275,6 +275,7 @@ func (c *bridgeClient) ask(ctx context.Context) (string, error) {
 // (on the call's own stream), and the log messages at that client's own
 // level.
 func TestBridgeReachesTheCallingClient(t *testing.T) {
+	t.Parallel()
 	for name, mk := range map[string]func(*testing.T, *bridgeUpstream) *bridgeRig{
 		"stdio": func(t *testing.T, up *bridgeUpstream) *bridgeRig {
 			return stdioRig(t, up, pool.Spec{Name: "up", Command: "in-memory", Pooled: true, ProtocolVersion: oldProtocol})
@@ -303,6 +304,7 @@ func TestBridgeReachesTheCallingClient(t *testing.T) {
 // and what it asks anyway is refused, naming why; its log messages reach
 // no client.
 func TestBridgeRefusesWithoutInference(t *testing.T) {
+	t.Parallel()
 	up := newBridgeUpstream()
 	r := stdioRig(t, up, pool.Spec{Name: "up", Command: "in-memory", Pooled: true, ProtocolVersion: oldProtocol, NoBridgeInference: true})
 	a := r.connect("alice", "debug")
@@ -329,6 +331,7 @@ func TestBridgeRefusesWithoutInference(t *testing.T) {
 // client receives is its own, and each question the upstream asked was
 // answered by its own caller or refused.
 func TestBridgeNoMisrouting(t *testing.T) {
+	t.Parallel()
 	for name, mk := range map[string]func(*testing.T, *bridgeUpstream) *bridgeRig{
 		"stdio": func(t *testing.T, up *bridgeUpstream) *bridgeRig {
 			return stdioRig(t, up, pool.Spec{Name: "up", Command: "in-memory", Pooled: true, ProtocolVersion: oldProtocol})
@@ -451,6 +454,7 @@ func bridging(r *bridgeRig) bool { return session.BridgedCalls(r.relay) > 0 }
 // level (the one it set with logging/setLevel), and the upstream's log
 // messages during the call reach it at that level.
 func TestLogLevelGoesWithTheCall(t *testing.T) {
+	t.Parallel()
 	up := newBridgeUpstream()
 	r := stdioRig(t, up, pool.Spec{Name: "up", Command: "in-memory", Pooled: true})
 	a := r.connect("alice", "info")

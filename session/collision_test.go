@@ -15,6 +15,7 @@ import (
 // another server holds its URI gets the URI once that server lets it go;
 // one its own server withdrew meanwhile does not.
 func TestCollisionLeftOutComesBack(t *testing.T) {
+	t.Parallel()
 	e := session.New(session.Options{Name: "s", Upstream: func(string) session.Target { return session.Target{} }})
 	obj := map[string]any{"type": "object"}
 	e.PutTools("a", []*mcp.Tool{{Name: "b__c", InputSchema: obj}})
@@ -51,6 +52,7 @@ func TestCollisionLeftOutComesBack(t *testing.T) {
 // input schema is not an object) still holds its candidate names, so the
 // names do not move when it is fixed; the others of the clash stay out.
 func TestCollisionUnservableStillCounts(t *testing.T) {
+	t.Parallel()
 	e := session.New(session.Options{Name: "s", Upstream: func(string) session.Target { return session.Target{} }})
 	obj := map[string]any{"type": "object"}
 	e.PutTools("a__b", []*mcp.Tool{{Name: "c__d", InputSchema: map[string]any{"type": "string"}}}) // cannot be served

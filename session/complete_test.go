@@ -18,6 +18,7 @@ func complete(t *testing.T, cs *mcp.ClientSession, ref *mcp.CompleteReference, v
 }
 
 func TestCompletionForwarded(t *testing.T) {
+	t.Parallel()
 	for name, newF := range transportFixtures {
 		t.Run(name, func(t *testing.T) {
 			f := newF(t)
@@ -48,6 +49,7 @@ func TestCompletionForwarded(t *testing.T) {
 }
 
 func TestCompletionOfUnknownReferencesIsRefused(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.connect("alice", `{}`)
 	for _, tc := range []struct {
@@ -69,6 +71,7 @@ func TestCompletionOfUnknownReferencesIsRefused(t *testing.T) {
 // completions gets no request and the client an empty answer, and that an
 // unreachable server is named.
 func TestCompletionOfServerWithoutIt(t *testing.T) {
+	t.Parallel()
 	up := mcp.NewServer(&mcp.Implementation{Name: "plain", Version: "1"}, nil)
 	up.AddPrompt(&mcp.Prompt{Name: "p", Arguments: []*mcp.PromptArgument{{Name: "name"}}}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		return &mcp.GetPromptResult{}, nil
@@ -98,6 +101,7 @@ func TestCompletionOfServerWithoutIt(t *testing.T) {
 // TestCompletionErrorRelayed checks that the upstream's own JSON-RPC error
 // reaches the client unchanged.
 func TestCompletionErrorRelayed(t *testing.T) {
+	t.Parallel()
 	up := mcp.NewServer(&mcp.Implementation{Name: "picky", Version: "1"}, &mcp.ServerOptions{
 		CompletionHandler: func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "no such argument here"}

@@ -444,8 +444,9 @@ const (
 )
 
 // cutShortGrace bounds how long Drain waits for the calls it cut short to
-// return; a cancelled upstream call returns at once.
-const cutShortGrace = 2 * time.Second
+// return; a cancelled upstream call returns at once. A variable so that
+// tests of a call stuck past it need not wait it out (SetCutShortGrace).
+var cutShortGrace = 2 * time.Second
 
 // Drain makes the endpoint refuse new tool calls, prompt gets and resource
 // reads (with ErrDraining) and waits until those under way have returned.

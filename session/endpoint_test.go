@@ -26,6 +26,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestListShowsProjectionWithFlags(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	alice := f.connect("alice", `{"trust":true,"alwaysLoadTools":true,"includeTools":["echo","add","pid"]}`)
 	bob := f.connect("bob", `{"excludeTools":["write_note","add_tool","block","progress","meta","fail"]}`)
@@ -53,6 +54,7 @@ func TestListShowsProjectionWithFlags(t *testing.T) {
 }
 
 func TestCallForwardsArgumentsAndResults(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.connect("alice", `{}`)
 
@@ -82,6 +84,7 @@ func TestCallForwardsArgumentsAndResults(t *testing.T) {
 }
 
 func TestMetaRelayedWithoutReservedKeys(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.connect("alice", `{}`)
 	params := &mcp.CallToolParams{
@@ -108,6 +111,7 @@ func TestMetaRelayedWithoutReservedKeys(t *testing.T) {
 }
 
 func TestProgressRelayedWithClientToken(t *testing.T) {
+	t.Parallel()
 	for name, fixture := range transportFixtures {
 		t.Run(name, func(t *testing.T) { testProgressRelayed(t, fixture(t)) })
 	}
@@ -134,7 +138,7 @@ func testProgressRelayed(t *testing.T, f *fixture) {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			return len(c.prog) == 3
-		}, 5*time.Second, 10*time.Millisecond)
+		}, mcptest.EventWithin, 10*time.Millisecond)
 		c.mu.Lock()
 		var got []string
 		for _, p := range c.prog {
@@ -156,6 +160,7 @@ func testProgressRelayed(t *testing.T, f *fixture) {
 }
 
 func TestHiddenNamesAreRefused(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.connect("alice", `{"includeTools":["echo"]}`)
 	other := f.connect("bob", `{}`)
@@ -182,6 +187,7 @@ func TestHiddenNamesAreRefused(t *testing.T) {
 }
 
 func TestPromptsAndResourcesForwarded(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.connect("alice", `{}`)
 	pr, err := c.cs.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "demo__summarize", Arguments: map[string]string{"name": "welcome"}})
@@ -201,6 +207,7 @@ func TestPromptsAndResourcesForwarded(t *testing.T) {
 }
 
 func TestSettingsChangeNotifiesOnlyWhenListChanges(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a := f.connect("alice", `{"includeTools":["echo","add"]}`)
 	b := f.connect("bob", `{"includeTools":["echo"]}`)
@@ -224,6 +231,7 @@ func TestSettingsChangeNotifiesOnlyWhenListChanges(t *testing.T) {
 }
 
 func TestCallRacingWithHideIsRefusedOrCompleted(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a := f.connect("alice", `{}`)
 	b := f.connect("bob", `{"excludeTools":["echo"]}`)
@@ -260,6 +268,7 @@ func TestCallRacingWithHideIsRefusedOrCompleted(t *testing.T) {
 }
 
 func TestUpstreamGoneGivesCleanError(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.connect("alice", `{}`)
 
@@ -277,12 +286,13 @@ func TestUpstreamGoneGivesCleanError(t *testing.T) {
 	assert.Contains(t, text(res), `server "demo"`)
 
 	// The failed entry withdrew the view: the tools are gone.
-	require.Eventually(t, func() bool { return len(c.ep.Tools()) == 0 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(c.ep.Tools()) == 0 }, mcptest.EventWithin, 10*time.Millisecond)
 	_, err := c.call(t, "demo__echo", map[string]any{"text": "x"})
 	require.Error(t, err)
 }
 
 func TestUnavailableTarget(t *testing.T) {
+	t.Parallel()
 	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target { return session.Target{} }})
 	ep.PutTools("up", []*mcp.Tool{{Name: "t", InputSchema: map[string]any{"type": "object"}}})
 	cs := connectClient(t, ep)
@@ -324,6 +334,7 @@ func connectServerWith(t *testing.T, srv *mcp.Server, copts *mcp.ClientOptions, 
 }
 
 func TestNamesAndCollisions(t *testing.T) {
+	t.Parallel()
 	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target { return session.Target{} }})
 	schema := map[string]any{"type": "object"}
 	ep.PutTools("a", []*mcp.Tool{{Name: "b__c", InputSchema: schema}, {Name: "x", InputSchema: schema}})
@@ -348,6 +359,7 @@ func TestNamesAndCollisions(t *testing.T) {
 }
 
 func TestToolSchemasTheServerRefusesAreFixedOrLeftOut(t *testing.T) {
+	t.Parallel()
 	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target { return session.Target{} }})
 	before := ep.Changes()
 	orig := &mcp.Tool{Name: "untyped", InputSchema: map[string]any{"properties": map[string]any{}}}
@@ -374,6 +386,7 @@ func TestToolSchemasTheServerRefusesAreFixedOrLeftOut(t *testing.T) {
 // result naming ErrDraining, or an error for prompts) and returns once the
 // call under way has its answer.
 func TestDrainWaitsForCallsUnderWay(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.connect("alice", `{}`)
 	answered := c.callBlocked(t, f)
@@ -383,7 +396,7 @@ func TestDrainWaitsForCallsUnderWay(t *testing.T) {
 	require.Eventually(t, func() bool {
 		res, err := c.call(t, "demo__echo", map[string]any{"text": "late"})
 		return err == nil && res.IsError && strings.Contains(text(res), session.ErrDraining.Error())
-	}, 5*time.Second, 5*time.Millisecond, "new calls are refused while draining")
+	}, mcptest.EventWithin, 5*time.Millisecond, "new calls are refused while draining")
 	_, err := c.cs.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "demo__greet"})
 	require.ErrorContains(t, err, session.ErrDraining.Error())
 	select {
@@ -401,6 +414,7 @@ func TestDrainWaitsForCallsUnderWay(t *testing.T) {
 // cut short: its upstream call is cancelled, its client gets an isError
 // result naming ErrDraining, and Drain returns soon after, with an error.
 func TestDrainCutsCallsShort(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.connect("alice", `{}`)
 	answered := c.callBlocked(t, f)
@@ -414,12 +428,12 @@ func TestDrainCutsCallsShort(t *testing.T) {
 	case res := <-answered:
 		assert.True(t, res.IsError)
 		assert.Contains(t, text(res), session.ErrDraining.Error())
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the call cut short got no answer")
 	}
 	select {
 	case <-f.up.Cancelled:
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the upstream call was not cancelled")
 	}
 	require.NoError(t, c.ep.Drain(t.Context()), "nothing left under way")
@@ -428,6 +442,7 @@ func TestDrainCutsCallsShort(t *testing.T) {
 // TestResultsAreCachedPrivately: a session's lists and reads are its policy's
 // doing, so no shared cache may serve them to another session.
 func TestResultsAreCachedPrivately(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.connect("alice", `{}`)
 	ctx := t.Context()
@@ -457,6 +472,7 @@ func TestResultsAreCachedPrivately(t *testing.T) {
 // the upstream's call too (the go-sdk sends notifications/cancelled on
 // both legs), over every kind of upstream transport.
 func TestCancellationReachesUpstream(t *testing.T) {
+	t.Parallel()
 	for name, fixture := range transportFixtures {
 		t.Run(name, func(t *testing.T) {
 			f := fixture(t)
@@ -488,6 +504,7 @@ func TestCancellationReachesUpstream(t *testing.T) {
 // the go-sdk's bare "rejected by transport", which it reports as a
 // JSON-RPC error of its own making.
 func TestGoneHTTPUpstreamNamesTheServer(t *testing.T) {
+	t.Parallel()
 	up, _ := newUpstream()
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up.Server }, nil))
 	t.Cleanup(func() {
@@ -518,6 +535,9 @@ func TestGoneHTTPUpstreamNamesTheServer(t *testing.T) {
 // that only looks its upstream up after Drain cut calls short is refused
 // there, and never sent upstream.
 func TestCallAfterCutShortNeverReachesUpstream(t *testing.T) {
+	// The call stays stuck until Drain has returned: its grace is waited
+	// out whole, so a short one keeps the test quick.
+	session.SetCutShortGrace(t, 50*time.Millisecond)
 	up, _ := newUpstream()
 	ct, _, err := mcptest.Connect(t.Context(), up.Server)
 	require.NoError(t, err)
@@ -560,6 +580,7 @@ func TestCallAfterCutShortNeverReachesUpstream(t *testing.T) {
 // one) is not a client. Counted, it made the daemon refuse the same
 // client's initialize under --max-clients once one place was left.
 func TestClientsCountsInitializedSessions(t *testing.T) {
+	t.Parallel()
 	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target { return session.Target{} }})
 	probe, _ := mcp.NewInMemoryTransports()
 	ss, err := ep.Server().Connect(t.Context(), probe, nil)

@@ -46,3 +46,11 @@ func (e *Endpoint) NamedItems(kind string) (exposed, routes map[string]string) {
 	}
 	return exposed, routes
 }
+
+// SetCutShortGrace sets how long Drain waits for the calls it cut short,
+// until the test ends. Tests that call it must not be parallel.
+func SetCutShortGrace(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := cutShortGrace
+	cutShortGrace = d
+	t.Cleanup(func() { cutShortGrace = old })
+}

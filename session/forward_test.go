@@ -443,6 +443,7 @@ func (r *rig) sameOnTheWire(t *testing.T, what string) {
 // keys), for tools/call, prompts/get, resources/read and a templated read;
 // the upstream sees its own names.
 func TestResultsPassUnchanged(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 0)
 	ctx := t.Context()
 
@@ -487,6 +488,7 @@ func TestResultsPassUnchanged(t *testing.T) {
 // arguments at all makes the upstream see {}: the go-sdk client always
 // sends an object.)
 func TestArgumentsPassFaithfully(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 0)
 	cases := []string{
 		`{"big":123456789012345678901234567890,"neg":-9007199254740993,"prec":0.1000000000000000055511151231257827,"exp":1e400}`,
@@ -518,6 +520,7 @@ func TestArgumentsPassFaithfully(t *testing.T) {
 // tools/call, prompts/get and resources/read, and a resource the upstream
 // does not find is "resource not found" with its data.
 func TestUpstreamErrorsRelayedUnchanged(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 0)
 	ctx := t.Context()
 	check := func(what string, err error, want *jsonrpc.Error) {
@@ -547,6 +550,7 @@ func TestUpstreamErrorsRelayedUnchanged(t *testing.T) {
 // not have are refused by the endpoint (invalid params; resource not found)
 // and nothing reaches the upstream.
 func TestRefusedNamesNeverReachUpstream(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 0)
 	ctx := t.Context()
 	r.ep.DeleteTools("up", []string{"rich"}) // hidden by the session's policy
@@ -590,6 +594,7 @@ func TestRefusedNamesNeverReachUpstream(t *testing.T) {
 // with "context deadline exceeded"); the operator's log says so too,
 // naming the session, the server and the call.
 func TestTimeoutSaysSo(t *testing.T) {
+	t.Parallel()
 	const timeout = 150 * time.Millisecond
 	r := newRig(t, timeout)
 	ctx := t.Context()
@@ -600,7 +605,7 @@ func TestTimeoutSaysSo(t *testing.T) {
 	select {
 	case err := <-r.up.ended:
 		assert.ErrorIs(t, err, context.Canceled, "the upstream call was cancelled")
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the upstream's handler still runs after the timeout")
 	}
 	msg := text(res)
@@ -614,7 +619,7 @@ func TestTimeoutSaysSo(t *testing.T) {
 	require.Error(t, err)
 	select {
 	case <-r.up.ended:
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the upstream's prompt handler still runs after the timeout")
 	}
 	assert.ErrorContains(t, err, session.ErrTimeout.Error(), "prompts/get")
@@ -627,6 +632,7 @@ func TestTimeoutSaysSo(t *testing.T) {
 // upstream gets notifications/cancelled for that request's id and its
 // handler's context ends.
 func TestCancellationOfPromptsAndReads(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 0)
 	for _, tc := range []struct {
 		method string
@@ -651,7 +657,7 @@ func TestCancellationOfPromptsAndReads(t *testing.T) {
 		select {
 		case m := <-r.up.started:
 			require.Equal(t, tc.method, m)
-		case <-time.After(5 * time.Second):
+		case <-time.After(mcptest.EventWithin):
 			t.Fatalf("%s did not reach the upstream", tc.method)
 		}
 		cancel()
@@ -659,7 +665,7 @@ func TestCancellationOfPromptsAndReads(t *testing.T) {
 		select {
 		case err := <-r.up.ended:
 			assert.ErrorIs(t, err, context.Canceled, tc.method)
-		case <-time.After(5 * time.Second):
+		case <-time.After(mcptest.EventWithin):
 			t.Fatalf("%s: the upstream's handler was not cancelled", tc.method)
 		}
 		forwarded := r.toUp.requests(tc.method)
@@ -673,7 +679,7 @@ func TestCancellationOfPromptsAndReads(t *testing.T) {
 				}
 			}
 			return false
-		}, 5*time.Second, 5*time.Millisecond, "%s: no notifications/cancelled for request %v upstream", tc.method, id)
+		}, mcptest.EventWithin, 5*time.Millisecond, "%s: no notifications/cancelled for request %v upstream", tc.method, id)
 	}
 }
 
@@ -682,6 +688,7 @@ func TestCancellationOfPromptsAndReads(t *testing.T) {
 // the relay's); progress the upstream sends for a call that has returned
 // is not delivered; prompts/get and resources/read relay progress too.
 func TestProgressStaysWithItsCall(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 0)
 	ctx := t.Context()
 
@@ -710,7 +717,7 @@ func TestProgressStaysWithItsCall(t *testing.T) {
 	params.SetProgressToken("second")
 	_, err = r.cs.CallTool(ctx, params)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return len(r.progress()) >= 2 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(r.progress()) >= 2 }, mcptest.EventWithin, 5*time.Millisecond)
 	var got []string
 	for _, p := range r.progress() {
 		got = append(got, fmt.Sprintf("%v:%s", p.ProgressToken, p.Message))
@@ -738,6 +745,7 @@ func TestProgressStaysWithItsCall(t *testing.T) {
 // its tool, or takes its server away from the session, completes with the
 // upstream's answer; a call starting after the reload is refused.
 func TestCallUnderWayWhenHidden(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.connect("alice", `{}`)
 	c.drainChanged()
@@ -755,7 +763,7 @@ func TestCallUnderWayWhenHidden(t *testing.T) {
 	case res := <-answered:
 		assert.False(t, res.IsError, text(res))
 		assert.Equal(t, "released", text(res))
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the call under way got no answer")
 	}
 
@@ -767,7 +775,7 @@ func TestCallUnderWayWhenHidden(t *testing.T) {
 	answered = c.callBlocked(t, f)
 	released := make(chan error, 1)
 	go func() { released <- c.handle.Release(t.Context()) }()
-	require.Eventually(t, func() bool { return len(c.ep.Tools()) == 0 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(c.ep.Tools()) == 0 }, mcptest.EventWithin, 5*time.Millisecond)
 	_, err = c.call(t, "demo__echo", map[string]any{"text": "x"})
 	require.ErrorContains(t, err, "unknown tool")
 	close(f.up.Release)
@@ -775,7 +783,7 @@ func TestCallUnderWayWhenHidden(t *testing.T) {
 	case res := <-answered:
 		assert.False(t, res.IsError, text(res))
 		assert.Equal(t, "released", text(res))
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the call under way got no answer")
 	}
 	require.NoError(t, <-released)
@@ -785,6 +793,7 @@ func TestCallUnderWayWhenHidden(t *testing.T) {
 // a prompts/get or resources/read is under way gives the client an error
 // naming the server, at once; nothing hangs.
 func TestUpstreamDiesDuringPromptAndRead(t *testing.T) {
+	t.Parallel()
 	for _, method := range []string{"prompts/get", "resources/read"} {
 		t.Run(strings.ReplaceAll(method, "/", "-"), func(t *testing.T) {
 			f := newFixture(t)
@@ -818,7 +827,7 @@ func TestUpstreamDiesDuringPromptAndRead(t *testing.T) {
 			}()
 			select {
 			case <-up.Started:
-			case <-time.After(5 * time.Second):
+			case <-time.After(mcptest.EventWithin):
 				t.Fatal("the call did not reach the upstream")
 			}
 			up.KillAll()
@@ -830,7 +839,7 @@ func TestUpstreamDiesDuringPromptAndRead(t *testing.T) {
 				var coded *jsonrpc.Error
 				require.ErrorAs(t, err, &coded)
 				assert.Equal(t, int64(jsonrpc.CodeInternalError), coded.Code, "an error of the endpoint's own making is an internal error, not code 0")
-			case <-time.After(5 * time.Second):
+			case <-time.After(mcptest.EventWithin):
 				t.Fatal("the client hangs after the upstream died")
 			}
 		})
@@ -847,6 +856,7 @@ type textIn struct {
 // progress tokens; every call gets its own answer and every progress
 // notification goes to the call it belongs to.
 func TestHammerSharedUpstream(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"in-memory", "streamable-http"} {
 		t.Run(name, func(t *testing.T) {
 			f := transportFixtures[name](t)
@@ -943,6 +953,7 @@ func TestHammerSharedUpstream(t *testing.T) {
 // client without the reserved keys, as results' and requests' do (the
 // relay once rebuilt it from token, progress, total and message only).
 func TestProgressMetaRelayed(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 0)
 	params := &mcp.CallToolParams{Name: "up__prog", Arguments: map[string]any{}}
 	params.SetProgressToken("p")
@@ -963,6 +974,7 @@ func TestProgressMetaRelayed(t *testing.T) {
 // during a call (it crashed; no notifications/cancelled) has its forwarded
 // call cancelled upstream.
 func TestClientGoneCancelsUpstream(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 0)
 	cc, sc := net.Pipe()
 	ss, err := r.ep.Server().Connect(t.Context(), &mcp.IOTransport{Reader: sc, Writer: sc}, nil)
@@ -976,7 +988,7 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 	}()
 	select {
 	case <-r.up.started:
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the call did not reach the upstream")
 	}
 	require.NoError(t, cc.Close()) // the client crashes
@@ -984,7 +996,7 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 	select {
 	case err := <-r.up.ended:
 		assert.ErrorIs(t, err, context.Canceled)
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the upstream call outlives its client")
 	}
 	_ = ss.Wait()
@@ -995,6 +1007,7 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 // once, with its server, method and outcome, and how long the upstream
 // took when the request reached it.
 func TestOnCallOutcomes(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, time.Second)
 	ctx := t.Context()
 	r.ep.PutTools("gone", []*mcp.Tool{{Name: "x", InputSchema: obj()}}) // no upstream
@@ -1034,7 +1047,7 @@ func TestOnCallOutcomes(t *testing.T) {
 		defer r.mu.Unlock()
 		got = slices.Clone(r.calls)
 		return len(got) >= len(want)
-	}, 5*time.Second, 10*time.Millisecond, "calls told: %v", got)
+	}, mcptest.EventWithin, 10*time.Millisecond, "calls told: %v", got)
 	for i := range got {
 		if got[i].Server == "gone" {
 			assert.Zero(t, got[i].Took, "a call that never reached an upstream took no upstream time")
@@ -1060,6 +1073,7 @@ func (r *rig) callTook(i int) time.Duration {
 // the session's servers that is down learns that the server is down; any
 // other unknown name is refused as before, with nothing added.
 func TestUnknownNameOfADownServer(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 0)
 	ctx := t.Context()
 	_, err := r.cs.CallTool(ctx, &mcp.CallToolParams{Name: "gone__x"})
@@ -1083,6 +1097,7 @@ func TestUnknownNameOfADownServer(t *testing.T) {
 // names the timeout it ran under, not the server's timeout when it ended
 // (a reload may have changed it meanwhile).
 func TestTimeoutNamesTheOneThatApplied(t *testing.T) {
+	t.Parallel()
 	const timeout = 150 * time.Millisecond
 	r := newRig(t, timeout)
 	done := make(chan *mcp.CallToolResult, 1)

@@ -261,8 +261,8 @@ func (c *client) waitChanged(t *testing.T) {
 	t.Helper()
 	select {
 	case <-c.changed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no tools/list_changed within 5s")
+	case <-time.After(mcptest.EventWithin):
+		t.Fatal("no tools/list_changed")
 	}
 }
 

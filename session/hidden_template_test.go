@@ -32,6 +32,7 @@ func (p noResources) Project(ctx context.Context, req *abi.ProjectRequest) (*abi
 // template of its server that matches its URI: such a template is hidden
 // with it.
 func TestIsolationHiddenResourceNotReadThroughTemplate(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var h *pool.Handle
 	ep := session.New(session.Options{Name: "alice", Logger: quiet, Upstream: func(s string) session.Target {

@@ -187,6 +187,7 @@ func exposedTools(t *testing.T, cs *mcp.ClientSession) map[string]*mcp.Tool {
 // should be reported (naming the server and the tool) and resolved the
 // same way every time, so that an unchanged listing changes nothing.
 func TestHostileDuplicateToolNamesStayPut(t *testing.T) {
+	t.Parallel()
 	evil := newLiar("evil", []*mcp.Tool{
 		{Name: "dup", Description: "first", InputSchema: obj()},
 		{Name: "dup", Description: "second", InputSchema: obj()},
@@ -204,7 +205,7 @@ func TestHostileDuplicateToolNamesStayPut(t *testing.T) {
 	for i := range 3 {
 		lists := evil.lists.Load()
 		evil.bump() // the listing itself stays the same
-		require.Eventually(t, func() bool { return evil.lists.Load() > lists }, 5*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return evil.lists.Load() > lists }, mcptest.EventWithin, 5*time.Millisecond)
 		r.settle(s)
 		assert.Equal(t, served, exposedTools(t, s.cs)["evil__dup"].Description, "rediscovery %d changed which duplicate is served", i+1)
 		assert.Equal(t, changes, s.ep.Changes(), "rediscovery %d of an unchanged listing notified the clients", i+1)
@@ -225,6 +226,7 @@ var validToolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 // tools should be left out (or renamed), with a warning naming the
 // server, as tools whose schema cannot be served already are.
 func TestHostileInvalidToolNamesAreNotServed(t *testing.T) {
+	t.Parallel()
 	evil := newLiar("evil", []*mcp.Tool{
 		{Name: strings.Repeat("x", 5000), InputSchema: obj()},
 		{Name: "line\nbreak", InputSchema: obj()},
@@ -251,6 +253,7 @@ func TestHostileInvalidToolNamesAreNotServed(t *testing.T) {
 // "evil__a__b" and routed to it, the others are left out with a warning
 // naming the server and the tool, and the other server's tool is served.
 func TestHostileOddToolsAreContained(t *testing.T) {
+	t.Parallel()
 	evil := newLiar("evil", []*mcp.Tool{
 		{Name: "", InputSchema: obj()},
 		{Name: "a__b", InputSchema: obj()},
@@ -282,6 +285,7 @@ func TestHostileOddToolsAreContained(t *testing.T) {
 // about 250 kB) and one nested 300 levels deep is served to every session,
 // like any other tool, next to the other server's.
 func TestHostileGiantSchemaIsServed(t *testing.T) {
+	t.Parallel()
 	props := map[string]any{}
 	for i := range 5000 {
 		props[fmt.Sprintf("p%05d", i)] = map[string]any{"type": "string", "description": "one of many"}
@@ -315,6 +319,7 @@ func TestHostileGiantSchemaIsServed(t *testing.T) {
 // Acquire of that server fails, naming it and the listing; another
 // server of the session is unaffected.
 func TestHostileTooDeepSchemaFailsOnlyItsServer(t *testing.T) {
+	t.Parallel()
 	deep := obj()
 	for cur, i := deep, 0; i < 3000; i++ {
 		next := obj()

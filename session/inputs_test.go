@@ -161,6 +161,7 @@ type questions struct {
 }
 
 func TestInputRequestsReachTheCallingClient(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		client *mcp.ClientSessionOptions // the client's protocol: nil is the newest
@@ -216,6 +217,7 @@ func TestInputRequestsReachTheCallingClient(t *testing.T) {
 }
 
 func TestInputRequestsWithoutAnAnsweringClient(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	up, ep := newAskingEndpoint(t, "")
 	cs := connectServer(t, ep.Server()) // no elicitation or sampling handler
@@ -236,6 +238,7 @@ func TestInputRequestsWithoutAnAnsweringClient(t *testing.T) {
 }
 
 func TestInputRequestsNeedTheNewProtocolUpstream(t *testing.T) {
+	t.Parallel()
 	// An upstream link pinned to 2025-11-25 has no input-required results:
 	// the go-sdk's upstream server asks the shared connection with
 	// elicitation/create, which it refuses, and the call fails.
@@ -253,6 +256,7 @@ func TestInputRequestsNeedTheNewProtocolUpstream(t *testing.T) {
 // requests at once over one shared upstream connection; each call ends
 // with its own client's answer.
 func TestHammerInputRequests(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	_, upCS := dialAsking(t, "")
 

@@ -15,6 +15,7 @@ import (
 // each, in server name order. A change reaches the clients that connect
 // after it.
 func TestInstructionsCombined(t *testing.T) {
+	t.Parallel()
 	ups := map[string]*mcp.ClientSession{
 		"b": namedUpstream(t, "b"), "a": namedUpstream(t, "a"), "c": namedUpstream(t, "c"), "hidden": namedUpstream(t, "hidden"),
 	}

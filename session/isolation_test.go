@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/session"
 	"github.com/wasmhost/wasmhost/view"
@@ -76,6 +77,7 @@ func requireResourceNotFound(t *testing.T, err error, uri string) {
 // session does not use are refused as unknown under every spelling tried,
 // and no refused call reaches the shared upstream.
 func TestIsolationHiddenToolNames(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	count := countMethods(f.up.Server)
 	alice := f.connect("alice", `{"includeTools":["echo","add"],"excludeTools":["add"]}`)
@@ -127,6 +129,7 @@ func TestIsolationHiddenToolNames(t *testing.T) {
 // subscriptions of a server the session does not use are refused as not
 // found; none of it reaches the upstream.
 func TestIsolationHiddenPromptsResourcesCompletions(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	count := countMethods(f.up.Server)
 	alice := f.connect("alice", `{"includeTools":["echo","greet"]}`)
@@ -199,6 +202,7 @@ func (g *gatedRegistry) DeleteTools(server string, names []string) {
 // unavailable while the restart runs and until the fan-out has reached the
 // session's registrations, and as unknown after.
 func TestIsolationReloadDuringRestart(t *testing.T) {
+	t.Parallel()
 	up, _ := newUpstream()
 	relay := session.NewProgressRelay()
 	var gateDial atomic.Bool
@@ -273,6 +277,7 @@ func TestIsolationReloadDuringRestart(t *testing.T) {
 // only after they caught up is refused, not forwarded under the old
 // projection.
 func TestIsolationRouteCheckedAfterUpstream(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 0)
 	var lagging, gate atomic.Bool
 	entered, release := make(chan struct{}, 4), make(chan struct{})
@@ -319,6 +324,7 @@ func TestIsolationRouteCheckedAfterUpstream(t *testing.T) {
 // relay token as its own progress token; the other call gets exactly the
 // progress its upstream sent.
 func TestIsolationClientCannotInjectProgress(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	entered, proceed := make(chan any, 1), make(chan struct{})
 	mcp.AddTool(f.up.Server, &mcp.Tool{Name: "slow"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
@@ -374,8 +380,8 @@ func TestIsolationClientCannotInjectProgress(t *testing.T) {
 		}
 		return out
 	}
-	require.Eventually(t, func() bool { return len(got(bob)) >= len(want) }, 5*time.Second, 5*time.Millisecond)
-	require.Eventually(t, func() bool { return len(got(alice)) >= 3 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(got(bob)) >= len(want) }, mcptest.EventWithin, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(got(alice)) >= 3 }, mcptest.EventWithin, 5*time.Millisecond)
 	assert.Equal(t, want, got(bob), "bob got only what his upstream call sent")
 	assert.Equal(t, []string{bobRelayTok + ":step 1", bobRelayTok + ":step 2", bobRelayTok + ":step 3"}, got(alice), "alice got her own call's progress under her token")
 	assert.Zero(t, f.relay.Pending())

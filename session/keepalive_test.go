@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/session"
 )
 
@@ -168,6 +169,7 @@ func (c *commentCounter) Read(p []byte) (int, error) {
 // after 300 s of that, the Python SDK's client too, so a tool working for
 // five minutes without progress failed through wasmhost and not directly.
 func TestKeepAliveOnSilentStreams(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.keepAlive = 50 * time.Millisecond
 	c := f.connect("alice", `{}`)
@@ -188,7 +190,7 @@ func TestKeepAliveOnSilentStreams(t *testing.T) {
 	callLines := lines(call)
 	select {
 	case <-f.up.Started:
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the call did not reach the upstream")
 	}
 	waitLine(t, callLines, ": keepalive", 2*time.Second)
@@ -213,13 +215,13 @@ func TestKeepAliveOnSilentStreams(t *testing.T) {
 	}()
 	select {
 	case <-f.up.Started:
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the go-sdk client's call did not reach the upstream")
 	}
 	for i := range 3 { // three keep-alive comments reach the client on its call's stream
 		select {
 		case <-comments:
-		case <-time.After(5 * time.Second):
+		case <-time.After(mcptest.EventWithin):
 			t.Fatalf("keep-alive comment %d did not reach the go-sdk client's call stream", i+1)
 		}
 	}
@@ -237,7 +239,7 @@ func TestKeepAliveOnSilentStreams(t *testing.T) {
 	case a := <-goAnswer:
 		require.NoError(t, a.err)
 		assert.Equal(t, "released", text(a.res))
-	case <-time.After(5 * time.Second):
+	case <-time.After(mcptest.EventWithin):
 		t.Fatal("the go-sdk client got no answer")
 	}
 }
@@ -246,6 +248,7 @@ func TestKeepAliveOnSilentStreams(t *testing.T) {
 // the default. (The wire check alone could not tell "never" from the 15 s
 // default.)
 func TestKeepAliveOff(t *testing.T) {
+	t.Parallel()
 	assert.Equal(t, session.DefaultKeepAlive, session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target { return session.Target{} }}).KeepAliveInterval())
 	f := newFixture(t)
 	f.keepAlive = -1

@@ -21,6 +21,7 @@ import (
 // list_changed; the go-sdk's warning about it is logged at debug level, and
 // the endpoint's other warnings stay warnings.
 func TestNoStreamIsNotAWarning(t *testing.T) {
+	t.Parallel()
 	var logs mcptest.LogBuffer
 	ep := session.New(session.Options{
 		Name:     "alice",
@@ -53,7 +54,7 @@ func TestNoStreamIsNotAWarning(t *testing.T) {
 
 	ep.PutTools("demo", []*mcp.Tool{{Name: "echo", InputSchema: map[string]any{"type": "object"}}})
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "notifications/tools/list_changed") },
-		5*time.Second, 5*time.Millisecond, "the go-sdk tried to notify the client")
+		mcptest.EventWithin, 5*time.Millisecond, "the go-sdk tried to notify the client")
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, "notifications/tools/list_changed") {
 			assert.Contains(t, line, "level=DEBUG", line)

@@ -280,6 +280,7 @@ func checkNames(t *testing.T, rng *rand.Rand, ep *session.Endpoint, cs *mcp.Clie
 // documented rule, and a fresh endpoint given the same items in another
 // order. WASMHOST_NAMES_SEED reruns one seed.
 func TestNamesDifferential(t *testing.T) {
+	t.Parallel()
 	seeds := []uint64{uint64(time.Now().UnixNano())}
 	for i := range 5 {
 		seeds = append(seeds, uint64(i+1))
@@ -375,6 +376,7 @@ func testingSeed(t *testing.T) uint64 {
 // put replaces it with one that registers, and one put again failing
 // leaves its name to nobody.
 func TestNamesReplacedItem(t *testing.T) {
+	t.Parallel()
 	ep := namedEndpoint(nil, session.Naming{Mode: session.NamesAuto})
 	ep.PutTools("b", tools("find"))
 	ep.PutTools("a", []*mcp.Tool{diffTool("find", diffItem{upstream: "search_files"})})

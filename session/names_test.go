@@ -59,6 +59,7 @@ func tools(names ...string) []*mcp.Tool {
 // prompt "greet"); each naming gives the names its documentation says,
 // whatever order the servers come in, and never one name to two tools.
 func TestNamesModes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name              string
 		naming            session.Naming
@@ -120,6 +121,7 @@ func TestNamesModes(t *testing.T) {
 // reaches b), and each server's tool is there under its prefixed name.
 // Once b leaves, a's tool has its own name back.
 func TestNamesReloadAddingClashingServer(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []session.NameMode{session.NamesAuto, session.NamesBare} {
 		t.Run(string(mode), func(t *testing.T) {
 			ups := map[string]*mcp.ClientSession{"a": namedUpstream(t, "a", "search"), "b": namedUpstream(t, "b", "search")}
@@ -176,6 +178,7 @@ func TestNamesReloadAddingClashingServer(t *testing.T) {
 // name c's tool had. The ambiguous pair of prefixed names (server "a" with
 // "b__c", server "a__b" with "c") is left out whole, whichever came first.
 func TestNamesNeverTakenFromAHolder(t *testing.T) {
+	t.Parallel()
 	ep := namedEndpoint(nil, session.Naming{Mode: session.NamesAuto})
 	ep.PutTools("a", tools("search"))
 	ep.PutTools("c", tools("a__search"))
@@ -200,6 +203,7 @@ func TestNamesNeverTakenFromAHolder(t *testing.T) {
 // hash of the whole name, the same one whatever else the session has; the
 // call reaches the upstream under its own name.
 func TestNamesFitSixtyFourBytes(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", 70)
 	ups := map[string]*mcp.ClientSession{"srv": namedUpstream(t, "srv", long, "short")}
 	ep := namedEndpoint(ups, session.Naming{Mode: session.NamesAuto})
@@ -225,6 +229,7 @@ func TestNamesFitSixtyFourBytes(t *testing.T) {
 // as the session exposes it, and reaches the server that name routes to;
 // the upstream's own name, when the session prefixed it, is unknown.
 func TestCompletionFollowsExposedNames(t *testing.T) {
+	t.Parallel()
 	ups := map[string]*mcp.ClientSession{"a": namedUpstream(t, "a"), "b": namedUpstream(t, "b")}
 	ep := namedEndpoint(ups, session.Naming{Mode: session.NamesAuto})
 	ep.PutPrompts("a", []*mcp.Prompt{{Name: "greet"}})
@@ -256,6 +261,7 @@ func TestCompletionFollowsExposedNames(t *testing.T) {
 // TestDownServerNamedForBareName: a call of a tool by the bare name its
 // server had, while that server is down, is told the server is down.
 func TestDownServerNamedForBareName(t *testing.T) {
+	t.Parallel()
 	down := ""
 	ep := session.New(session.Options{Name: "s", Logger: quiet, Naming: session.Naming{Mode: session.NamesAuto},
 		Upstream:    func(string) session.Target { return session.Target{} },
@@ -284,6 +290,7 @@ func TestDownServerNamedForBareName(t *testing.T) {
 // TestSetNamingRenames: changing the naming renames what is registered and
 // tells clients.
 func TestSetNamingRenames(t *testing.T) {
+	t.Parallel()
 	ep := namedEndpoint(nil, session.Naming{Mode: session.NamesPrefixed})
 	ep.PutTools("a", tools("search"))
 	before := ep.Changes()
@@ -303,6 +310,7 @@ func TestSetNamingRenames(t *testing.T) {
 // auto naming every name is shared; a new server's tools look at the
 // items that share their names, and no more.
 func TestPutToolsLooksAtItsOwn(t *testing.T) {
+	t.Parallel()
 	const servers, tools = 200, 6
 	for _, mode := range session.Modes {
 		t.Run(string(mode), func(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 // it was never given (the relay's prefix with any counter) reaches no call;
 // the call's own token does.
 func TestProgressTokensCannotBeGuessed(t *testing.T) {
+	t.Parallel()
 	r := NewProgressRelay()
 	got := make(chan *mcp.ProgressNotificationParams, 1024)
 	tok, end := r.begin(func(p *mcp.ProgressNotificationParams) { got <- p })
@@ -44,6 +45,7 @@ func TestProgressTokensCannotBeGuessed(t *testing.T) {
 // just before, long comment and id lines; not in an event of another name,
 // nor after a malformed line, where the go-sdk stops.
 func TestEventTap(t *testing.T) {
+	t.Parallel()
 	r := NewProgressRelay()
 	big := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", maxTapEvent) + `"}]}}`
 	for _, size := range []int{1, 2, 7, 100, 4096, 1 << 30} {
@@ -77,6 +79,7 @@ func TestEventTap(t *testing.T) {
 // the go-sdk handler's copies of it are not delivered again; a call no tap
 // serves gets its progress from the handler.
 func TestHandlePassesOverTappedCalls(t *testing.T) {
+	t.Parallel()
 	r := NewProgressRelay()
 	var mu sync.Mutex
 	counts := map[string]int{}

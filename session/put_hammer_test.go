@@ -17,6 +17,7 @@ import (
 // while a client calls and lists tools end with both servers' tools all
 // registered.
 func TestPutPausesHammer(t *testing.T) {
+	t.Parallel()
 	ep := session.New(session.Options{Name: "h", Upstream: func(string) session.Target { return session.Target{} }, Logger: quiet})
 	ctx := context.Background()
 	ct, st := mcp.NewInMemoryTransports()

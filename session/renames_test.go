@@ -24,6 +24,7 @@ func renamed(upstream, name string) *mcp.Tool {
 // it, a prompts/get and a completion reach the upstream under the
 // upstream's own name; the client never sees that name in _meta.
 func TestNamesRenamed(t *testing.T) {
+	t.Parallel()
 	ups := map[string]*mcp.ClientSession{"a": namedUpstream(t, "a", "search_files"), "b": namedUpstream(t, "b", "find")}
 	for _, tc := range []struct {
 		naming session.Naming

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/session"
 )
@@ -28,8 +29,8 @@ func (c *client) waitUpdated(t *testing.T) string {
 	select {
 	case uri := <-c.updated:
 		return uri
-	case <-time.After(5 * time.Second):
-		t.Fatal("no notifications/resources/updated within 5s")
+	case <-time.After(mcptest.EventWithin):
+		t.Fatal("no notifications/resources/updated")
 		return ""
 	}
 }
@@ -42,11 +43,12 @@ func (c *client) subscribe(t *testing.T, uri string) {
 // upstreamSubscribed waits until the upstream counts n subscriptions to uri.
 func (f *fixture) upstreamSubscribed(t *testing.T, uri string, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return f.demo.Subscribed()[uri] == n }, 5*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return f.demo.Subscribed()[uri] == n }, mcptest.EventWithin, 5*time.Millisecond,
 		"upstream subscriptions to %s: want %d, have %v", uri, n, f.demo.Subscribed())
 }
 
 func TestSubscriptionsShareOneUpstream(t *testing.T) {
+	t.Parallel()
 	for name, newF := range transportFixtures {
 		t.Run(name, func(t *testing.T) {
 			// Clients of protocol 2025-11-25, whose subscribe and unsubscribe
@@ -105,6 +107,7 @@ func TestSubscriptionsShareOneUpstream(t *testing.T) {
 }
 
 func TestSubscriptionRefusals(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.connect("alice", `{}`)
 	err := connectServer(t, c.ep.Server(), legacy).Subscribe(t.Context(), &mcp.SubscribeParams{URI: "other://nothing"})
@@ -126,6 +129,7 @@ func TestSubscriptionRefusals(t *testing.T) {
 // A subscription made while its server's connection restarts is refused
 // as a call would be then: once, without the pool's own wording.
 func TestSubscriptionWhileRestarting(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	upCS := f.connect("x", `{}`).handle.Conn()
 	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target {
@@ -149,6 +153,7 @@ func (notReadySubscriber) Subscribe(_ context.Context, uri string, _ pool.Update
 func (notReadySubscriber) Unsubscribe(context.Context, string) error { return nil }
 
 func TestSubscriptionSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.connect("alice", `{}`)
 	c.subscribe(t, "demo://notes/welcome")
@@ -166,7 +171,7 @@ func TestSubscriptionSurvivesRestart(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 			return false
 		}
-	}, 5*time.Second, time.Millisecond, "the entry subscribes again on its new connection")
+	}, mcptest.EventWithin, time.Millisecond, "the entry subscribes again on its new connection")
 	assert.Equal(t, []string{"demo://notes/welcome"}, c.handle.Entry().Subscriptions())
 }
 
@@ -218,6 +223,7 @@ func (s *fakeSubscriber) updateMeta(uri string, meta mcp.Meta) {
 // holds follows what the session sees, where it routes, and who is still
 // there.
 func TestSubscriptionsFollowRoutesAndClients(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	upCS := f.connect("x", `{}`).handle.Conn() // any live upstream session
 	first, second := &fakeSubscriber{}, &fakeSubscriber{}
@@ -249,7 +255,7 @@ func TestSubscriptionsFollowRoutesAndClients(t *testing.T) {
 	}
 	calls := func(want ...string) {
 		t.Helper()
-		require.Eventually(t, func() bool { return slices.Equal(first.seen(), want) }, 5*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return slices.Equal(first.seen(), want) }, mcptest.EventWithin, 5*time.Millisecond)
 	}
 
 	cs, ss := connect("2025-11-25")
@@ -277,7 +283,7 @@ func TestSubscriptionsFollowRoutesAndClients(t *testing.T) {
 	current = second
 	mu.Unlock()
 	ep.DeleteResourceTemplates("up", []string{"x://nothing/{id}"}) // any registry call has the routes looked at
-	require.Eventually(t, func() bool { return len(first.seen()) == 6 && len(second.seen()) == 2 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(first.seen()) == 6 && len(second.seen()) == 2 }, mcptest.EventWithin, 5*time.Millisecond)
 	assert.ElementsMatch(t, []string{"-x://a", "-x://t/7"}, first.seen()[4:])
 	assert.ElementsMatch(t, []string{"+x://a", "+x://t/7"}, second.seen())
 
@@ -290,12 +296,12 @@ func TestSubscriptionsFollowRoutesAndClients(t *testing.T) {
 	current = nil
 	mu.Unlock()
 	ep.DeleteResourceTemplates("up", []string{"x://nothing/{id}"})
-	require.Eventually(t, func() bool { return len(second.seen()) == 4 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(second.seen()) == 4 }, mcptest.EventWithin, 5*time.Millisecond)
 	assert.ElementsMatch(t, []string{"-x://a", "-x://t/7"}, second.seen()[2:])
 	mu.Lock()
 	current = third
 	mu.Unlock()
-	require.Eventually(t, func() bool { return len(third.seen()) == 2 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(third.seen()) == 2 }, mcptest.EventWithin, 5*time.Millisecond)
 	second = third
 
 	// Clients that leave without unsubscribing: their subscriptions go as
@@ -303,11 +309,11 @@ func TestSubscriptionsFollowRoutesAndClients(t *testing.T) {
 	// change to have them looked for.
 	other, otherSS := connect("2025-11-25")
 	require.NoError(t, other.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "x://t/8"}))
-	require.Eventually(t, func() bool { return len(second.seen()) == 3 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(second.seen()) == 3 }, mcptest.EventWithin, 5*time.Millisecond)
 	require.NoError(t, other.Close())
 	require.NoError(t, cs.Close())
 	_, _ = otherSS.Wait(), ss.Wait()
-	require.Eventually(t, func() bool { return len(second.seen()) == 6 }, 5*time.Second, 5*time.Millisecond, "%v", second.seen())
+	require.Eventually(t, func() bool { return len(second.seen()) == 6 }, mcptest.EventWithin, 5*time.Millisecond, "%v", second.seen())
 	assert.ElementsMatch(t, []string{"+x://a", "+x://t/7", "+x://t/8", "-x://a", "-x://t/7", "-x://t/8"}, second.seen())
 }
 
@@ -316,6 +322,7 @@ func TestSubscriptionsFollowRoutesAndClients(t *testing.T) {
 // in sorted order), and stays there however often the routes are looked
 // at.
 func TestSubscriptionRoutesLikeReads(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	upCS := f.connect("x", `{}`).handle.Conn()
 	subs := map[string]*fakeSubscriber{"near": {}, "far": {}}

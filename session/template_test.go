@@ -13,6 +13,7 @@ import (
 // matches is read from the template's server, as a direct client would
 // read it. Nothing in the session's settings hides templates.
 func TestResourceTemplatesForwarded(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.connect("alice", `{"excludeTools":["add_tool"]}`)
 	assert.Equal(t, []string{"demo://notes/{name}"}, c.ep.ResourceTemplates())

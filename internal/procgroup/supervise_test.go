@@ -176,7 +176,7 @@ func TestSupervisedExitStatus(t *testing.T) {
 func TestServerPID(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "server.pid")
-	ct := &mcp.CommandTransport{Command: exec.Command("/bin/sh", "-c", "echo $$ > '"+file+".tmp' && mv '"+file+".tmp' '"+file+"'; sleep 1 & exec sleep 300"), TerminateDuration: time.Second}
+	ct := &mcp.CommandTransport{Command: exec.Command("/bin/sh", "-c", "echo $$ > '"+file+".tmp' && mv '"+file+".tmp' '"+file+"'; sleep 1 & exec cat"), TerminateDuration: time.Second}
 	c, err := Transport(ct, ct).Connect(context.Background())
 	require.NoError(t, err)
 	defer c.Close()

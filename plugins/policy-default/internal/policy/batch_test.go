@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -137,7 +136,7 @@ func testProjectBatchMatchesProject(t *testing.T, seed int64) {
 		req := randomBatch(rng)
 		in, sent, got := runBatch(t, req)
 		want := projectEach(t, sent)
-		if diff := cmp.Diff(normalize(want), normalize(got.Results)); diff != "" {
+		if diff := quickDiff(normalize(want), normalize(got.Results)); diff != "" {
 			t.Fatalf("batch %s: (-project +project_batch)\n%s", in, diff)
 		}
 		for _, r := range want {
@@ -251,7 +250,7 @@ func TestDifferentialProjectBatch(t *testing.T) {
 		in, sent, got := runBatch(t, randomBatch(rng))
 		want, err := metakey.Reference{}.ProjectBatch(context.Background(), sent)
 		require.NoError(t, err)
-		if diff := cmp.Diff(normalize(want.Results), normalize(got.Results)); diff != "" {
+		if diff := quickDiff(normalize(want.Results), normalize(got.Results)); diff != "" {
 			t.Fatalf("batch %s: (-reference +plugin logic)\n%s", strings.ReplaceAll(string(in), `},{`, "},\n{"), diff)
 		}
 	}

@@ -25,7 +25,7 @@ func parseBoth(t *testing.T, raw []byte) (fastTook bool) {
 	require.NoError(t, err, "%q: the fast path took what the general parser finds malformed", raw)
 	require.NoError(t, refused, "%q: the fast path took what the general parser refuses", raw)
 	require.Equal(t, gp.pos, fp.pos, "%q", raw)
-	if diff := cmp.Diff(gc, fc, cmp.AllowUnexported(canon{})); diff != "" {
+	if diff := quickDiff(gc, fc, cmp.AllowUnexported(canon{})); diff != "" {
 		t.Fatalf("%q: canon (-general +fast):\n%s", raw, diff)
 	}
 	return true

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -214,7 +213,7 @@ func TestDifferentialParseSettings(t *testing.T) {
 		require.NoError(t, err)
 		require.Equalf(t, string(want), string(got.AppendJSON(nil)), "input %d %q", n, raw)
 		require.Equalf(t, refCanonical.Key(), got.Key(), "input %d %q", n, raw)
-		if diff := cmp.Diff(refCanonical, metakey.Canonical(got)); diff != "" {
+		if diff := quickDiff(refCanonical, metakey.Canonical(got)); diff != "" {
 			t.Fatalf("input %d %q: canonical (-reference +plugin logic):\n%s", n, raw, diff)
 		}
 		for _, name := range namePool {
@@ -251,7 +250,7 @@ func TestDifferentialCanonicalize(t *testing.T) {
 		require.NoError(t, json.Unmarshal(out, &got))
 		got = withKeys(t, got)
 		require.NoError(t, abi.ValidateCanonicalize(&req, &got))
-		if diff := cmp.Diff(want, &got); diff != "" {
+		if diff := quickDiff(want, &got); diff != "" {
 			t.Fatalf("canonicalize (-reference +plugin logic):\n%s", diff)
 		}
 	}
@@ -299,7 +298,7 @@ func TestDifferentialProject(t *testing.T) {
 		var got abi.ProjectResponse
 		require.NoError(t, json.Unmarshal(out, &got))
 		require.NoError(t, abi.ValidateProject(&req, &got))
-		if diff := cmp.Diff(want, &got); diff != "" {
+		if diff := quickDiff(want, &got); diff != "" {
 			t.Fatalf("input %d %q: project (-reference +plugin logic):\n%s", n, raw, diff)
 		}
 	}
