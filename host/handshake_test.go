@@ -148,10 +148,11 @@ func TestHandshakeConfigReachesEveryInstance(t *testing.T) {
 	in := []byte(`{"settings":{},"tools":["a","b","c"],"prompts":[],"resources":[]}`)
 	for i, inst := range held {
 		out, healthy, err := p.invoke(ctx, inst, abi.ExportProject, in)
-		p.release(inst, healthy, abi.ExportProject, nil)
+		// The output lies in the instance's memory: read it before release.
 		if assert.NoError(t, err, "instance %d", i) {
 			assert.JSONEq(t, `{"tools":[{"i":0,"trust":false,"alwaysLoad":false},{"i":2,"trust":false,"alwaysLoad":false}],"prompts":[],"resources":[]}`, string(out), "instance %d", i)
 		}
+		p.release(inst, healthy, abi.ExportProject, nil)
 	}
 	assert.Equal(t, int64(instances), p.stats.created.Load())
 
