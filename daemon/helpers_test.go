@@ -23,6 +23,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/demoserver"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/internal/procgroup"
+	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
 )
 
 // TestMain doubles as the demo upstream: with demoserver.ChildEnv=1 the
@@ -33,7 +34,22 @@ func TestMain(m *testing.M) {
 	procgroup.Main() // this binary supervises the upstreams it runs, as wasmhost does
 	demoserver.RunIfChild()
 	mcptest.RunSlowIfChild()
+	for k, v := range tokenEnvs {
+		os.Setenv(k, v)
+	}
+	warmCache()
 	goleak.VerifyTestMain(closingBrowser{m})
+}
+
+// warmCache compiles the embedded plugin into the shared compilation cache
+// (cacheDir) once, before any test runs: tests run in parallel, and each
+// would otherwise compile it (minutes of CPU under -race) while the cache
+// does not hold it yet. With the cache warm it costs one load. A failure
+// is left to the tests to report.
+func warmCache() {
+	if p, err := host.LoadEmbedded(context.Background(), policydefault.Name, policydefault.Wasm, policydefault.SHA256, host.Options{CacheDir: cacheDir()}); err == nil {
+		_ = p.Close(context.Background())
+	}
 }
 
 // closingBrowser runs the tests, then closes the headless browser they

@@ -47,6 +47,7 @@ func readonlyConfig(t *testing.T) map[string]any {
 // change of policy.config is a policy swap, which the plugin sees.
 // policy.config shows redacted in /v1/state and in no log.
 func TestPluginSettingsKeyAndConfig(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -129,6 +130,7 @@ func TestPluginSettingsKeyAndConfig(t *testing.T) {
 // it; a swap to a plugin that does not declare a key in use is refused,
 // naming the sessions that use it. What ran keeps serving.
 func TestPluginSettingsKeyRefusals(t *testing.T) {
+	t.Parallel()
 	cfg := readonlyConfig(t)
 	set(cfg, "sessions.alice.overrides", map[string]any{"demo": map[string]any{"readOnlyOnly": true}})
 	r := start(t, cfg, adminReloadsOnly)

@@ -77,6 +77,7 @@ func promptsByName(t *testing.T, c *client) map[string]*mcp.Prompt {
 // renames collide, or break MCP's naming rule, is refused as bad output
 // and the running projection keeps serving.
 func TestRenamesEndToEnd(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -205,6 +206,7 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 // server, as with any bad output; the other session keeps its view and
 // hears of no change.
 func TestRenamesBadOutputFailsClosed(t *testing.T) {
+	t.Parallel()
 	cfg := renameConfig(t)
 	set(cfg, "policy.config", map[string]any{"tools": map[string]any{"echo": map[string]any{"name": "pid"}}})
 	r := start(t, cfg, adminReloadsOnly)

@@ -57,6 +57,7 @@ func (r *running) waitWatching(dir string) {
 }
 
 func TestWatchConfigMapSwap(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := set(baseConfig(), "sessions.alice", map[string]any{"tokenFile": "alice.token"})
 	configMapSwap(t, dir, "..v1", map[string]string{"wasmhost.json": mustJSON(t, cfg), "alice.token": aliceToken})
@@ -85,6 +86,7 @@ func TestWatchConfigMapSwap(t *testing.T) {
 }
 
 func TestWatchSymlinkToAnotherDirectory(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -112,6 +114,7 @@ func TestWatchSymlinkToAnotherDirectory(t *testing.T) {
 }
 
 func TestWatchTokenFileRewrittenInPlace(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -130,6 +133,7 @@ func TestWatchTokenFileRewrittenInPlace(t *testing.T) {
 }
 
 func TestWatchIgnoresOtherFiles(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -160,6 +164,7 @@ func TestWatchIgnoresOtherFiles(t *testing.T) {
 // A chain of links: the config's name links to a second link in another
 // directory, which is re-pointed there.
 func TestWatchSymlinkChain(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -184,6 +189,7 @@ func TestWatchSymlinkChain(t *testing.T) {
 // directory the watcher did not watch yet watches it at once, not only
 // after some other event: rotating that token reloads.
 func TestWatchTokenFileAddedByReload(t *testing.T) {
+	t.Parallel()
 	r := start(t, baseConfig())
 	tokenFile := filepath.Join(t.TempDir(), "alice.token") // not the config's directory
 	require.NoError(t, os.WriteFile(tokenFile, []byte(aliceToken+"\n"), 0o600))
@@ -204,6 +210,7 @@ func TestWatchTokenFileAddedByReload(t *testing.T) {
 // again with a new token in it, reloads with the new token: the watch of a
 // directory that went away comes back when the directory does.
 func TestWatchRecreatedDirectory(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -228,6 +235,7 @@ func TestWatchRecreatedDirectory(t *testing.T) {
 // (its reload refused), a chmod of another file in its directory asks for
 // no reload: only a change of the token file does.
 func TestWatchMissingFileIgnoresOtherEvents(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -261,6 +269,7 @@ func TestWatchMissingFileIgnoresOtherEvents(t *testing.T) {
 // is tried again when the file appears, even in a directory the running
 // config never named.
 func TestWatchFileARefusedReloadWaitsFor(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
