@@ -64,6 +64,27 @@ func (c closingBrowser) Run() int {
 // cacheDir is the compilation cache the tests share with the CLI.
 func cacheDir() string { return host.DefaultCacheDir() }
 
+// warmed holds a *sync.Once per plugin path warmPlugin was given.
+var warmed sync.Map
+
+// warmPlugin compiles and meters the plugin at path into the shared cache
+// first, with no deadline (under -race on a busy machine a cold compile
+// takes longer than start waits), once per test process: tests in parallel
+// that use the same plugin wait for that one compilation instead of each
+// compiling it while the cache lacks it.
+func warmPlugin(t *testing.T, path string) {
+	t.Helper()
+	once, _ := warmed.LoadOrStore(path, &sync.Once{})
+	var err error
+	once.(*sync.Once).Do(func() {
+		var p *host.Plugin
+		if p, err = host.LoadFile(context.Background(), path, host.Options{CacheDir: cacheDir(), CallTimeout: time.Minute}); err == nil {
+			err = p.Close(context.Background())
+		}
+	})
+	require.NoError(t, err, "compile %s", path)
+}
+
 const (
 	aliceToken = "alice-token-0123456789abcdef"
 	bobToken   = "bob-token-0123456789abcdef"

@@ -15,8 +15,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/wasmhost/wasmhost/host"
 )
 
 // secretInPolicyConfig is a value of policy.config that must show nowhere.
@@ -28,11 +26,7 @@ func readonlyConfig(t *testing.T) map[string]any {
 	t.Helper()
 	path, err := filepath.Abs("../testplugins/readonly-policy/readonly-policy.wasm")
 	require.NoError(t, err)
-	// Compiled and metered into the shared cache first, with no deadline:
-	// under -race on a busy machine that can take longer than start waits.
-	p, err := host.LoadFile(t.Context(), path, host.Options{CacheDir: cacheDir(), CallTimeout: time.Minute})
-	require.NoError(t, err)
-	require.NoError(t, p.Close(t.Context()))
+	warmPlugin(t, path)
 	cfg := baseConfig()
 	set(cfg, "policy", map[string]any{"path": path, "config": map[string]any{"hide": []string{"add"}, "apiKey": secretInPolicyConfig}})
 	set(cfg, "mcpServers.demo.readOnlyOnly", false)

@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wasmhost/wasmhost/host"
 	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/view"
 )
@@ -30,10 +29,7 @@ func renameConfig(t *testing.T) map[string]any {
 	t.Helper()
 	path, err := filepath.Abs("../testplugins/rename-policy/rename-policy.wasm")
 	require.NoError(t, err)
-	// Compiled and metered into the shared cache first, with no deadline.
-	p, err := host.LoadFile(t.Context(), path, host.Options{CacheDir: cacheDir(), CallTimeout: time.Minute})
-	require.NoError(t, err)
-	require.NoError(t, p.Close(t.Context()))
+	warmPlugin(t, path)
 	cfg := baseConfig()
 	set(cfg, "policy", map[string]any{"path": path, "config": map[string]any{
 		"tools":   map[string]any{"echo": map[string]any{"name": "say", "description": "Say it back."}},

@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
@@ -80,6 +82,30 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(tmp)
 	}
 	os.Exit(code)
+}
+
+// readonlyWasm is testplugins/readonly-policy, a Go plugin.
+var readonlyWasm = filepath.Join("..", "..", "testplugins", "readonly-policy", "readonly-policy.wasm")
+
+// warmed holds a *sync.Once per plugin path warmPlugin was given.
+var warmed sync.Map
+
+// warmPlugin compiles the plugin at path (absolute) into the shared cache
+// once per test process: tests in parallel that run the same Go plugin
+// wait for that one compilation (minutes of CPU under -race) instead of
+// each compiling it while the cache lacks it. With the cache warm it
+// costs one load.
+func warmPlugin(t *testing.T, path string) {
+	t.Helper()
+	once, _ := warmed.LoadOrStore(path, &sync.Once{})
+	var err error
+	once.(*sync.Once).Do(func() {
+		var p *host.Plugin
+		if p, err = host.LoadFile(context.Background(), path, host.Options{CacheDir: host.DefaultCacheDir(), CallTimeout: time.Minute}); err == nil {
+			err = p.Close(context.Background())
+		}
+	})
+	require.NoError(t, err, "compile %s", path)
 }
 
 // result is one in-process run of the command line.

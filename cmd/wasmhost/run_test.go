@@ -723,8 +723,9 @@ func TestStdioPluginConfigAndSettingsKeys(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles the read-only test plugin and serves it in stdio mode")
 	}
-	plugin, err := filepath.Abs("../../testplugins/readonly-policy/readonly-policy.wasm")
+	plugin, err := filepath.Abs(readonlyWasm)
 	require.NoError(t, err)
+	warmPlugin(t, plugin)
 	path := demoConfigWith(t, func(cfg map[string]any) {
 		cfg["policy"] = map[string]any{"path": plugin, "config": map[string]any{"hide": []string{"pid"}}}
 		cfg["sessions"].(map[string]any)["alice"].(map[string]any)["overrides"] = map[string]any{"demo": map[string]any{"readOnlyOnly": true}}
@@ -752,7 +753,9 @@ func TestConformancePluginConfig(t *testing.T) {
   "snapshot": {"tools": [{"name": "a", "inputSchema": {"type": "object"}}, {"name": "b", "inputSchema": {"type": "object"}}]},
   "project": {"tools": [{"name": "a", "trust": false, "alwaysLoad": false}]}}]}`
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(suite), 0o600))
-	plugin := "../../testplugins/readonly-policy/readonly-policy.wasm"
+	plugin, err := filepath.Abs(readonlyWasm)
+	require.NoError(t, err)
+	warmPlugin(t, plugin)
 	r := runCLI(t, "", "conformance", "--plugin", plugin, "--plugin-config", `{"hide": ["b"]}`, dir)
 	assert.Equal(t, exitOK, r.code, r.out+r.errOut)
 	assert.Equal(t, "1 passed, 0 failed\n", r.out)
