@@ -278,6 +278,7 @@ func (r *running) sendAndGiveUp(method, path, body, handler string) {
 // change failed, and the views they were for failed closed, leaving alice
 // with no tools until the next reload.
 func TestAdminChangeOutlivesItsClient(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -325,6 +326,7 @@ func TestAdminChangeOutlivesItsClient(t *testing.T) {
 // have been, and alice keeps what she sees. It used to be applied, and
 // alice's view of demo failed closed.
 func TestAdminOverlayDeleteBringingRefusedSettingsIsRefused(t *testing.T) {
+	t.Parallel()
 	r, cfg, alice, before := startPicky(t)
 
 	self, err := os.Executable()

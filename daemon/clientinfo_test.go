@@ -14,6 +14,7 @@ import (
 // lists the clients' own clientInfo; a client choosing a 3 MiB name must
 // not make every poll megabytes long.
 func TestStateClipsClientInfo(t *testing.T) {
+	t.Parallel()
 	r := start(t, baseConfig())
 	name := strings.Repeat("A", 3<<20)
 	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":%q,"version":"1"}}}`, name)

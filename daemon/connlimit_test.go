@@ -49,6 +49,7 @@ func (c *rawConn) refused() bool {
 // nothing count: before, one client needing no token could hold every
 // socket the process could open.
 func TestConnectionLimits(t *testing.T) {
+	t.Parallel()
 	r := start(t, baseConfig(), func(o *daemon.Options) {
 		o.MaxConns = 3
 		o.MaxConnsPerIP = 2
@@ -92,6 +93,7 @@ func TestConnectionLimits(t *testing.T) {
 
 // TestNoConnectionLimits: negative limits mean none.
 func TestNoConnectionLimits(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}

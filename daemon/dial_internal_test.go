@@ -15,6 +15,7 @@ import (
 // holds the identities in use, not every one ever started; a close of an
 // older connection leaves a newer process of the same identity recorded.
 func TestPIDTableForgetsClosedConnections(t *testing.T) {
+	t.Parallel()
 	pids := newPIDTable()
 	connect := func() (mcp.Connection, int) {
 		ct := &mcp.CommandTransport{Command: exec.Command("cat")}

@@ -28,6 +28,7 @@ func slowConfig(t *testing.T) map[string]any {
 // TestReadyzAndReplicaMetric: /readyz answers 200 once the daemon serves,
 // without a token, and /metrics names the replica.
 func TestReadyzAndReplicaMetric(t *testing.T) {
+	t.Parallel()
 	r := start(t, baseConfig(), func(o *daemon.Options) { o.Replica = "wasmhost-7d9f-x2" })
 	code, body := r.do("GET", "/readyz", "", nil, nil)
 	assert.Equal(t, http.StatusOK, code)

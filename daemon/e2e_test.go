@@ -32,6 +32,7 @@ import (
 )
 
 func TestTwoSessionsShareOneUpstream(t *testing.T) {
+	t.Parallel()
 	r := start(t, baseConfig())
 	alice := r.connect("alice", aliceToken)
 	bob := r.connect("bob", bobToken)
@@ -185,6 +186,7 @@ func mustJSON(t *testing.T, v map[string]any) string {
 }
 
 func TestTokensAndRebindingChecks(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -272,6 +274,7 @@ func merge(a, b map[string]string) map[string]string {
 }
 
 func TestPolicySwapRekeysViewsWithoutReconnect(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -336,6 +339,7 @@ func TestPolicySwapRekeysViewsWithoutReconnect(t *testing.T) {
 }
 
 func TestKilledUpstreamIsRestarted(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -372,6 +376,7 @@ func TestKilledUpstreamIsRestarted(t *testing.T) {
 }
 
 func TestUnreachableUpstreamIsRetried(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -399,6 +404,7 @@ func TestUnreachableUpstreamIsRetried(t *testing.T) {
 }
 
 func TestAdminOverlay(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -460,13 +466,14 @@ func TestAdminOverlay(t *testing.T) {
 }
 
 func TestStartupRefusals(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "bad.json")
 	writeConfig(t, path, `{"sessions": {"a": {"token": 5}}}`)
-	d, err := daemon.New(daemon.Options{ConfigPath: path, Logger: slog.New(slog.DiscardHandler)})
+	d, err := daemon.New(daemon.Options{ConfigPath: path, Logger: slog.New(slog.DiscardHandler), CacheDir: cacheDir()})
 	require.NoError(t, err)
 	err = d.Run(t.Context())
 	require.ErrorIs(t, err, config.ErrInvalid)
@@ -474,7 +481,7 @@ func TestStartupRefusals(t *testing.T) {
 
 	good := filepath.Join(dir, "good.json")
 	writeConfig(t, good, baseConfig())
-	d, err = daemon.New(daemon.Options{ConfigPath: good, Listen: "0.0.0.0:0", Logger: slog.New(slog.DiscardHandler)})
+	d, err = daemon.New(daemon.Options{ConfigPath: good, Listen: "0.0.0.0:0", Logger: slog.New(slog.DiscardHandler), CacheDir: cacheDir()})
 	require.NoError(t, err)
 	err = d.Run(t.Context())
 	require.ErrorIs(t, err, daemon.ErrNotLoopback)
@@ -500,6 +507,7 @@ func TestStartupRefusals(t *testing.T) {
 }
 
 func TestThirdPartyUpstreamServerEverything(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("skipped in -short mode: needs npx and the npm registry")
 	}
@@ -571,6 +579,7 @@ func TestThirdPartyUpstreamServerEverything(t *testing.T) {
 // ClientIdleTimeout, so it is no longer counted or notified; a client that
 // keeps making requests stays.
 func TestIdleClientSessionsClose(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -598,6 +607,7 @@ func TestIdleClientSessionsClose(t *testing.T) {
 // TestShutdownAnswersCallsUnderWay: a tool call under way when the daemon
 // is told to stop gets its answer before the daemon closes the session.
 func TestShutdownAnswersCallsUnderWay(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -625,6 +635,7 @@ func TestShutdownAnswersCallsUnderWay(t *testing.T) {
 // level once, when it first appears, not again at every reload that still
 // has it; a new one is.
 func TestReloadDoesNotRepeatWarnings(t *testing.T) {
+	t.Parallel()
 	cfg := baseConfig()
 	cfg = set(cfg, "sessions.bob.token", "bob-short")
 	r := start(t, cfg)
@@ -654,6 +665,7 @@ func TestReloadDoesNotRepeatWarnings(t *testing.T) {
 // hears that another session wrote it, through the one upstream process
 // they share.
 func TestSubscriptionThroughDaemon(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -713,6 +725,7 @@ func TestSubscriptionThroughDaemon(t *testing.T) {
 // forward by server, method and outcome, and times those that reached
 // their upstream.
 func TestMetricsCountForwardedRequests(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}

@@ -22,6 +22,7 @@ import (
 // misspelling used to be a warning, and the reload showed the session
 // every tool.
 func TestFailClosedTypoInFilterKeyRefusesReload(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -50,6 +51,7 @@ func TestFailClosedTypoInFilterKeyRefusesReload(t *testing.T) {
 // The same typo at start-up, and an "overides" misspelling, refuse the
 // start with the JSON path and the key meant.
 func TestFailClosedTypoRefusesStartup(t *testing.T) {
+	t.Parallel()
 	for key, want := range map[string]string{
 		"includeTool": `sessions.alice.overrides.demo.includeTool: unknown key; did you mean "includeTools"?`,
 		"overides":    `sessions.alice.overides: unknown key; did you mean "overrides"?`,
@@ -81,6 +83,7 @@ func TestFailClosedTypoRefusesStartup(t *testing.T) {
 // server or session the config does not have is refused with 404 naming
 // it, not added.
 func TestFailClosedOverlayPut(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -123,6 +126,7 @@ func TestFailClosedOverlayPut(t *testing.T) {
 // filter is config like any other and goes through the same checks; DELETE
 // brings the file's entry back.
 func TestOverlayPatch(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}

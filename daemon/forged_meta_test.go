@@ -18,6 +18,7 @@ import (
 // its own, so the key is dropped and alice's call of up__safe runs "safe",
 // never the hidden tool.
 func TestUpstreamForgedRouteKeyIsDropped(t *testing.T) {
+	t.Parallel()
 	up := mcptest.NewHTTPUpstream(t, mcptest.HTTPUpstreamConfig{
 		NewServer: func() *mcp.Server {
 			s := mcp.NewServer(&mcp.Implementation{Name: "forge", Version: "1"}, nil)

@@ -23,6 +23,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/demoserver"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
 	"github.com/wasmhost/wasmhost/internal/procgroup"
+	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
 )
 
 // TestMain doubles as the demo upstream: with demoserver.ChildEnv=1 the
@@ -33,7 +34,22 @@ func TestMain(m *testing.M) {
 	procgroup.Main() // this binary supervises the upstreams it runs, as wasmhost does
 	demoserver.RunIfChild()
 	mcptest.RunSlowIfChild()
+	for k, v := range tokenEnvs {
+		os.Setenv(k, v)
+	}
+	warmCache()
 	goleak.VerifyTestMain(closingBrowser{m})
+}
+
+// warmCache compiles the embedded plugin into the shared compilation cache
+// (cacheDir) once, before any test runs: tests run in parallel, and each
+// would otherwise compile it (minutes of CPU under -race) while the cache
+// does not hold it yet. With the cache warm it costs one load. A failure
+// is left to the tests to report.
+func warmCache() {
+	if p, err := host.LoadEmbedded(context.Background(), policydefault.Name, policydefault.Wasm, policydefault.SHA256, host.Options{CacheDir: cacheDir()}); err == nil {
+		_ = p.Close(context.Background())
+	}
 }
 
 // closingBrowser runs the tests, then closes the headless browser they
@@ -47,6 +63,27 @@ func (c closingBrowser) Run() int {
 
 // cacheDir is the compilation cache the tests share with the CLI.
 func cacheDir() string { return host.DefaultCacheDir() }
+
+// warmed holds a *sync.Once per plugin path warmPlugin was given.
+var warmed sync.Map
+
+// warmPlugin compiles and meters the plugin at path into the shared cache
+// first, with no deadline (under -race on a busy machine a cold compile
+// takes longer than start waits), once per test process: tests in parallel
+// that use the same plugin wait for that one compilation instead of each
+// compiling it while the cache lacks it.
+func warmPlugin(t *testing.T, path string) {
+	t.Helper()
+	once, _ := warmed.LoadOrStore(path, &sync.Once{})
+	var err error
+	once.(*sync.Once).Do(func() {
+		var p *host.Plugin
+		if p, err = host.LoadFile(context.Background(), path, host.Options{CacheDir: cacheDir(), CallTimeout: time.Minute}); err == nil {
+			err = p.Close(context.Background())
+		}
+	})
+	require.NoError(t, err, "compile %s", path)
+}
 
 const (
 	aliceToken = "alice-token-0123456789abcdef"

@@ -15,6 +15,7 @@ import (
 // by default and as Options say, and puts no bound on a request under
 // way.
 func TestHTTPServerTimeouts(t *testing.T) {
+	t.Parallel()
 	d, err := New(Options{ConfigPath: "wasmhost.json"})
 	require.NoError(t, err)
 	srv := d.httpServer()
@@ -38,6 +39,7 @@ func TestHTTPServerTimeouts(t *testing.T) {
 // TestClientKey: connections are counted by IPv4 address, and by IPv6
 // /64 (a host commonly has a whole /64 to pick addresses from).
 func TestClientKey(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ addr, ip, key string }{
 		{"192.0.2.7:4000", "192.0.2.7", "192.0.2.7"},
 		{"[::ffff:192.0.2.7]:4000", "192.0.2.7", "192.0.2.7"},
@@ -56,6 +58,7 @@ func TestClientKey(t *testing.T) {
 // TestClip: a value from a request is logged cut, on a character
 // boundary, with its length.
 func TestClip(t *testing.T) {
+	t.Parallel()
 	assert.Equal(t, "short", clip("short"))
 	long := strings.Repeat("é", 1000) // 2 bytes each
 	got := clip(long)

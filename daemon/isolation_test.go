@@ -142,6 +142,7 @@ func noteExists(t *testing.T, c *client, name string) bool {
 // one 401 an unknown session gets. Admin endpoints that change things
 // refuse session tokens, and change nothing.
 func TestIsolationAuthorizationHeaders(t *testing.T) {
+	t.Parallel()
 	r := start(t, isolationConfig())
 	alice := r.connect("alice", aliceToken)
 	pid := alice.pid(t)
@@ -199,6 +200,7 @@ func TestIsolationAuthorizationHeaders(t *testing.T) {
 // other and never reaches the upstream; a body over the go-sdk's 4 MiB is
 // refused with 413, and one without a token with 401.
 func TestIsolationStreamableHTTP(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -298,6 +300,7 @@ func TestIsolationStreamableHTTP(t *testing.T) {
 // has answered, a call of the tool it hid is refused as unknown, by the
 // client already connected, with no wait for list_changed.
 func TestIsolationReloadHidesAtOnce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}

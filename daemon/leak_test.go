@@ -456,12 +456,23 @@ func (s *leakSoak) demoPID() int {
 
 // kill kills the demo upstream and waits until the pool has restarted it
 // and a call reaches the new process.
+//
+// A new pid alone is not enough: the pool records the new process's pid
+// when it starts it, and the entry could be read as ready with that pid
+// before the restart had connected (a call then failed with "upstream
+// unavailable (connecting or restarting)", seen in a loaded -race run).
+// The pool's "upstream restarted" line, one more than before the kill,
+// says the new connection is up.
 func (s *leakSoak) kill() {
 	s.t.Helper()
+	const restartedLine = `msg="upstream restarted" component=pool server=demo`
+	restarts := strings.Count(s.r.logs.String(), restartedLine)
 	pid := s.demoPID()
 	require.NoError(s.t, syscall.Kill(pid, syscall.SIGKILL))
 	require.Eventually(s.t, func() bool { return s.demoPID() != pid }, eventWithin, 20*time.Millisecond,
 		"the demo upstream %d was not restarted", pid)
+	waitFor(s.t, eventWithin, func() bool { return strings.Count(s.r.logs.String(), restartedLine) > restarts },
+		s.r.logs.String, "the pool's restart of the demo upstream %d", pid)
 	s.client("alice", aliceToken, "demo__pid", false, false)
 	s.kills++
 }

@@ -38,6 +38,7 @@ func shScriptConfig(t *testing.T, dir string) map[string]any {
 // process, and their clients hear of no list change. A reload back to the
 // running args clears it.
 func TestOperatorReloadToMissingArgsKeepsWorkingConnection(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -112,6 +113,7 @@ func TestOperatorReloadToMissingArgsKeepsWorkingConnection(t *testing.T) {
 // it over: the new process serves both sessions, the old one is gone,
 // and no client hears of a list change (they see the same tools).
 func TestOperatorReloadSwitchesTransport(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := shScriptConfig(t, dir)
 	r := start(t, cfg, adminReloadsOnly)

@@ -17,6 +17,7 @@ import (
 // keep working, and taken once one of them has ended. Other sessions have
 // their own count.
 func TestMaxClientsPerSession(t *testing.T) {
+	t.Parallel()
 	r := start(t, baseConfig(), func(o *daemon.Options) { o.MaxClients = 2 })
 	first := r.connect("alice", aliceToken)
 	second := r.connect("alice", aliceToken)

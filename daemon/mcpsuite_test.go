@@ -57,6 +57,7 @@ const (
 // known not to pass: none (see docs/conformance.md). The suite fails on any
 // other failure and on a listed scenario that passes.
 func TestOfficialMCPConformanceSuite(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("skipped in -short mode: needs npm and the npm registry")
 	}
@@ -399,6 +400,7 @@ func newSuiteAdapterHolding(t *testing.T, target, token string, holdEnd bool) *s
 // itself, with elicitation/create and sampling/createMessage, which reach
 // the same client (see docs/conformance.md).
 func TestInputRequiredResultsReachTheCallingClient(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -447,6 +449,7 @@ func testInputRequiredResults(t *testing.T, upstream, pin string) {
 // headers went to the client: the race that lost the daemon's answers
 // under load (see newSuiteAdapter).
 func TestSuiteAdapterPassesEarlyHeaders(t *testing.T) {
+	t.Parallel()
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.ReadAll(r.Body); err != nil {
 			return

@@ -19,6 +19,7 @@ import (
 // are there prefixed, and a new client gets both servers' instructions. A
 // reload to "prefixed" names renames the rest.
 func TestDefaultNamesAndInstructions(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}

@@ -70,6 +70,7 @@ func (r *running) watchAlice(t *testing.T) (tools []string, stillServed func()) 
 // naming the sessions and servers whose settings it refuses; the old policy
 // keeps serving.
 func TestOperatorPolicySwapRefusingLiveSettingsKeepsOldPolicy(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -94,6 +95,7 @@ func TestOperatorPolicySwapRefusingLiveSettingsKeepsOldPolicy(t *testing.T) {
 // anything is touched, naming the file, the session and the JSON path of
 // the settings; alice keeps the view she had.
 func TestOperatorReloadWithSettingsThePolicyRefusesKeepsView(t *testing.T) {
+	t.Parallel()
 	r, cfg, alice, before := startPicky(t)
 
 	set(cfg, "sessions.alice.overrides", map[string]any{"demo": map[string]any{"trust": true}})
@@ -111,6 +113,7 @@ func TestOperatorReloadWithSettingsThePolicyRefusesKeepsView(t *testing.T) {
 // old connection go before it makes the new one, so applying it would
 // leave both sessions without tools. The old connection keeps serving.
 func TestOperatorReloadToMissingCommandKeepsWorkingConnection(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -138,6 +141,7 @@ func TestOperatorReloadToMissingCommandKeepsWorkingConnection(t *testing.T) {
 // would blame the command), and the old connection would be gone before
 // the new one failed. An overlay PUT is refused the same way.
 func TestOperatorReloadToMissingCwdKeepsWorkingConnection(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -176,6 +180,7 @@ func TestOperatorReloadToMissingCwdKeepsWorkingConnection(t *testing.T) {
 // no plugin open for nothing: the command is checked before the new plugin
 // would be loaded, and the running policy keeps serving.
 func TestOperatorRefusedReloadLeavesNoPluginOpen(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -205,6 +210,7 @@ func TestOperatorRefusedReloadLeavesNoPluginOpen(t *testing.T) {
 // fault, which the pool's error does not; the working server keeps
 // serving. Start-up warns the same way.
 func TestOperatorNewServerThatCannotStartIsLocated(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -241,6 +247,7 @@ func TestOperatorNewServerThatCannotStartIsLocated(t *testing.T) {
 // log, not only with the go-sdk's "EOF"; its stderr is logged under its
 // name.
 func TestOperatorServerExitingAtStartSaysHow(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -322,6 +329,7 @@ func TestOperatorServerExitingAtStartSaysHow(t *testing.T) {
 // session's clients without an answer to their calls under way; the log
 // says so, with the session and how many clients it had.
 func TestOperatorDisconnectedSessionsAreLogged(t *testing.T) {
+	t.Parallel()
 	cfg := baseConfig()
 	r := start(t, cfg, adminReloadsOnly)
 	r.connect("alice", aliceToken)
@@ -342,6 +350,7 @@ func TestOperatorDisconnectedSessionsAreLogged(t *testing.T) {
 // The same through the admin API: an overlay PUT whose command does not
 // exist is refused before alice's working binding is touched.
 func TestOperatorOverlayToMissingCommandKeepsWorkingBinding(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -360,6 +369,7 @@ func TestOperatorOverlayToMissingCommandKeepsWorkingBinding(t *testing.T) {
 // drop alice's overrides) is refused, and POST /v1/reload answers with the
 // error, its JSON path and the key meant.
 func TestOperatorReloadAnswerNamesTypo(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -377,6 +387,7 @@ func TestOperatorReloadAnswerNamesTypo(t *testing.T) {
 // line and column, and a server name the JSON path quotes (a '.' in it)
 // does not bring the wrapper document's path into the message.
 func TestOperatorOverlayBodyErrorsAreLocated(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -401,6 +412,7 @@ func TestOperatorOverlayBodyErrorsAreLocated(t *testing.T) {
 // running policy keeps serving, and alice's client keeps its tools and
 // hears no list change.
 func TestOperatorBrokenPluginSwapsKeepOldPolicy(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -433,6 +445,7 @@ func TestOperatorBrokenPluginSwapsKeepOldPolicy(t *testing.T) {
 // in the answer, /v1/state's lastReload and the log; the running config
 // keeps serving the connected client on the same upstream.
 func TestOperatorRefusedReloadsKeepServing(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -472,6 +485,7 @@ func TestOperatorRefusedReloadsKeepServing(t *testing.T) {
 // server's password and query, stay out of the log and /v1/state when the
 // server cannot be started.
 func TestOperatorStartFailureHidesServerSecrets(t *testing.T) {
+	t.Parallel()
 	cfg := baseConfig()
 	set(cfg, "mcpServers", map[string]any{
 		"proc": map[string]any{

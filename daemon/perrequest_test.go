@@ -44,6 +44,7 @@ func perRequest(o *daemon.Options) { o.PerRequestHTTP = true }
 // asking for 2026-07-28 falls back to a 2025-11-25 client session (the
 // daemon answers server/discover with the older versions only).
 func TestPerRequestProtocolOff(t *testing.T) {
+	t.Parallel()
 	r := start(t, baseConfig())
 	cs, _ := dialPerRequest(t, r.d.URL()+"/mcp/alice", aliceToken)
 	assert.Equal(t, "2025-11-25", cs.InitializeResult().ProtocolVersion)
@@ -55,6 +56,7 @@ func TestPerRequestProtocolOff(t *testing.T) {
 // tools its session sees, and hears list_changed on its listen stream.
 // Its requests still need the session's token.
 func TestPerRequestProtocolHTTP(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}

@@ -15,8 +15,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/wasmhost/wasmhost/host"
 )
 
 // secretInPolicyConfig is a value of policy.config that must show nowhere.
@@ -28,11 +26,7 @@ func readonlyConfig(t *testing.T) map[string]any {
 	t.Helper()
 	path, err := filepath.Abs("../testplugins/readonly-policy/readonly-policy.wasm")
 	require.NoError(t, err)
-	// Compiled and metered into the shared cache first, with no deadline:
-	// under -race on a busy machine that can take longer than start waits.
-	p, err := host.LoadFile(t.Context(), path, host.Options{CacheDir: cacheDir(), CallTimeout: time.Minute})
-	require.NoError(t, err)
-	require.NoError(t, p.Close(t.Context()))
+	warmPlugin(t, path)
 	cfg := baseConfig()
 	set(cfg, "policy", map[string]any{"path": path, "config": map[string]any{"hide": []string{"add"}, "apiKey": secretInPolicyConfig}})
 	set(cfg, "mcpServers.demo.readOnlyOnly", false)
@@ -47,6 +41,7 @@ func readonlyConfig(t *testing.T) map[string]any {
 // change of policy.config is a policy swap, which the plugin sees.
 // policy.config shows redacted in /v1/state and in no log.
 func TestPluginSettingsKeyAndConfig(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -129,6 +124,7 @@ func TestPluginSettingsKeyAndConfig(t *testing.T) {
 // it; a swap to a plugin that does not declare a key in use is refused,
 // naming the sessions that use it. What ran keeps serving.
 func TestPluginSettingsKeyRefusals(t *testing.T) {
+	t.Parallel()
 	cfg := readonlyConfig(t)
 	set(cfg, "sessions.alice.overrides", map[string]any{"demo": map[string]any{"readOnlyOnly": true}})
 	r := start(t, cfg, adminReloadsOnly)

@@ -23,6 +23,7 @@ import (
 // removing the server by a reload, and stopping the daemon, end the child
 // too, not just the server.
 func TestClosedUpstreamLeavesNoChildren(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}

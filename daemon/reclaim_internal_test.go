@@ -6,6 +6,7 @@ import "testing"
 // enough client sessions ended and their closing stopped, not while they
 // grow, not for a few, and not in the middle of the burst.
 func TestReclaimerAfterABurstOfCloses(t *testing.T) {
+	t.Parallel()
 	n, freed := 0, 0
 	r := &reclaimer{clients: func() int { return n }, free: func() { freed++ }}
 	steps := []struct {

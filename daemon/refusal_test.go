@@ -22,6 +22,7 @@ import (
 // config file and the JSON path at fault, and the config's warnings (a
 // mistyped key) are logged with it.
 func TestRefusedReloadSaysWhere(t *testing.T) {
+	t.Parallel()
 	cfg := baseConfig()
 	r := start(t, cfg)
 	// The admin endpoint reloads at once (the watcher may start after
@@ -62,6 +63,7 @@ func TestRefusedReloadSaysWhere(t *testing.T) {
 // config file and JSON path of a refused policy plugin, and logs the
 // config's warnings even when the config is invalid.
 func TestStartupRefusalsSayWhere(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -108,6 +110,7 @@ func TestStartupRefusalsSayWhere(t *testing.T) {
 // named; the error does not send the operator to the config's "policy"
 // setting, which is not at fault.
 func TestStartupCacheDirRefusalIsNotTheConfigs(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "wasmhost.json")
 	writeConfig(t, path, baseConfig())
 	d, err := daemon.New(daemon.Options{ConfigPath: path, Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler), CacheDir: "/dev/null/cache"})
@@ -123,6 +126,7 @@ func TestStartupCacheDirRefusalIsNotTheConfigs(t *testing.T) {
 // is not loopback, or is taken, is located like a config error (file and
 // "listen"); one given in Options.Listen is named as such.
 func TestStartupListenRefusalsSayWhere(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}

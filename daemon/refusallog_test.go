@@ -29,6 +29,7 @@ func refusedGet(t *testing.T, addr, path, headers string) (int, string, http.Hea
 // Origin on /healthz wrote 374 MiB of log in 10 s. (Headers over 64 KiB
 // are now refused by net/http, 431, before any handler or log line.)
 func TestRefusalLogBounded(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -67,6 +68,7 @@ func TestRefusalLogBounded(t *testing.T) {
 // why (rate-limited), while the client learns no more than 401 (403 for
 // Host and Origin). A token is never logged.
 func TestRefusalReasonsLogged(t *testing.T) {
+	t.Parallel()
 	r := start(t, baseConfig())
 	addr := r.d.Addr()
 	const wrong = "wrong-secret-0123456789"

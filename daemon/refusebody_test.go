@@ -130,6 +130,7 @@ func TestUnreadBodyClosesConnection(t *testing.T) {
 // daemon ends the stream after its answer, then reads and drops what
 // comes for a moment (lingerTime) before closing.
 func TestUnreadBodySentAnswered(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -150,6 +151,7 @@ func TestUnreadBodySentAnswered(t *testing.T) {
 // TestReadBodyKeepsConnection: a request whose body is read, or that
 // announces none, keeps its kept-alive connection.
 func TestReadBodyKeepsConnection(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -175,6 +177,7 @@ func TestReadBodyKeepsConnection(t *testing.T) {
 // TestLargeHeadersRefused: a request whose headers pass 64 KiB is
 // answered 431, not read into memory up to net/http's 1 MiB default.
 func TestLargeHeadersRefused(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -194,6 +197,7 @@ func TestLargeHeadersRefused(t *testing.T) {
 // request's headers within Options.ReadHeaderTimeout, and a kept-alive
 // connection idle for Options.IdleTimeout, are closed.
 func TestSlowAndIdleClientsClosed(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}

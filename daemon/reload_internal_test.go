@@ -14,6 +14,7 @@ import (
 // sessions (sorted, each once) and keeps one error per binding, the later
 // one in the earlier one's place, new ones after.
 func TestMergeSummaries(t *testing.T) {
+	t.Parallel()
 	e := func(session, server, msg string) *reconcile.BindingError {
 		return &reconcile.BindingError{Session: session, Server: server, Err: errors.New(msg)}
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wasmhost/wasmhost/host"
 	"github.com/wasmhost/wasmhost/reconcile"
 	"github.com/wasmhost/wasmhost/view"
 )
@@ -30,10 +29,7 @@ func renameConfig(t *testing.T) map[string]any {
 	t.Helper()
 	path, err := filepath.Abs("../testplugins/rename-policy/rename-policy.wasm")
 	require.NoError(t, err)
-	// Compiled and metered into the shared cache first, with no deadline.
-	p, err := host.LoadFile(t.Context(), path, host.Options{CacheDir: cacheDir(), CallTimeout: time.Minute})
-	require.NoError(t, err)
-	require.NoError(t, p.Close(t.Context()))
+	warmPlugin(t, path)
 	cfg := baseConfig()
 	set(cfg, "policy", map[string]any{"path": path, "config": map[string]any{
 		"tools":   map[string]any{"echo": map[string]any{"name": "say", "description": "Say it back."}},
@@ -77,6 +73,7 @@ func promptsByName(t *testing.T, c *client) map[string]*mcp.Prompt {
 // renames collide, or break MCP's naming rule, is refused as bad output
 // and the running projection keeps serving.
 func TestRenamesEndToEnd(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -205,6 +202,7 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 // server, as with any bad output; the other session keeps its view and
 // hears of no change.
 func TestRenamesBadOutputFailsClosed(t *testing.T) {
+	t.Parallel()
 	cfg := renameConfig(t)
 	set(cfg, "policy.config", map[string]any{"tools": map[string]any{"echo": map[string]any{"name": "pid"}}})
 	r := start(t, cfg, adminReloadsOnly)

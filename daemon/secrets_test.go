@@ -21,6 +21,7 @@ import (
 // /v1/state and the overlay PUT answer, although the go-sdk's errors quote
 // the URL whole (`Post "http://…/mcp?api_key=…"`).
 func TestHTTPURLSecretsNeverLeak(t *testing.T) {
+	t.Parallel()
 	const secret = "qu3ry-s3cret-0123456789"
 	addr := closedPort(t)
 	cfg := baseConfig()
@@ -42,6 +43,7 @@ func TestHTTPURLSecretsNeverLeak(t *testing.T) {
 // upstream that has gone away is answered to the MCP client (and so to its
 // model) without the API key in the URL the go-sdk's error names.
 func TestCallFailureDoesNotLeakUpstreamURL(t *testing.T) {
+	t.Parallel()
 	const secret = "qu3ry-s3cret-abcdef012345"
 	demo := demoserver.New()
 	t.Cleanup(func() { // last: the server's half of the daemon's session

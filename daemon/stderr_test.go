@@ -20,6 +20,7 @@ import (
 // most 100 lines per 10 s, with one summary of what was left out; the
 // other servers keep serving.
 func TestChattyUpstreamStderrIsBounded(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("waits for the 10 s standard error interval")
 	}

@@ -158,6 +158,7 @@ func (p flakyPolicy) ProjectBatch(ctx context.Context, req *abi.ProjectBatchRequ
 // failure is retried by the supervisor like a lost one, on the same
 // connection, without a reload.
 func TestSuperviseLegacyRepairsFailedView(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}
@@ -219,6 +220,7 @@ func TestSuperviseLegacyCrashLoopBacksOff(t *testing.T) {
 // to the upstream, which the call's result then carries; the client's
 // roots reach the upstream too.
 func TestStdioBridgesSampling(t *testing.T) {
+	t.Parallel()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "fs", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "ask", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
@@ -264,6 +266,7 @@ func TestStdioBridgesSampling(t *testing.T) {
 // longer has the session stdio mode serves is refused; the session keeps
 // serving.
 func TestStdioRefusesAReloadWithoutItsSession(t *testing.T) {
+	t.Parallel()
 	r := startStdio(t, inMemory(fsServer(), nil), nil, nil)
 	mcptest.WaitFor(t, stdioWithin, func() bool { return slices.Equal(r.tools(t), []string{"read"}) }, r.log.String, "fs's tool listed")
 	require.NoError(t, os.WriteFile(r.d.opts.ConfigPath, []byte(`{"mcpServers":{"fs":{"command":"fs-server"}},
@@ -280,6 +283,7 @@ func TestStdioRefusesAReloadWithoutItsSession(t *testing.T) {
 // once the go-sdk has written its response; input it cannot follow makes
 // it wait for nothing.
 func TestAnswerLedger(t *testing.T) {
+	t.Parallel()
 	l := newAnswerLedger()
 	in := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"big":"` + strings.Repeat("y", 100_000) + `"}}}
 {"jsonrpc":"2.0","id":2,"method":"tools/list"}` + "\n\t " + `{"jsonrpc":"2.0","id":"a","method":"prompts/get","params":{"name":"p"}}

@@ -14,6 +14,7 @@ import (
 // reload is replacing (pending), which would otherwise be torn down again
 // once the reload had made it healthy.
 func TestUnhealthy(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		b    reconcile.BindingState
@@ -34,6 +35,7 @@ func TestUnhealthy(t *testing.T) {
 // TestMergeCountsABindingOnce: a binding that failed in the swap and again
 // in the apply of one reload is one failure, with the later error.
 func TestMergeCountsABindingOnce(t *testing.T) {
+	t.Parallel()
 	var total reconcile.Summary
 	merge(&total, reconcile.Summary{Errors: []*reconcile.BindingError{
 		{Session: "alice", Server: "fs", Err: errors.New("swap")},

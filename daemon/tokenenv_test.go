@@ -11,15 +11,23 @@ import (
 	"github.com/wasmhost/wasmhost/internal/demoserver"
 )
 
+// tokenEnvs are the variables TestTokenEnvsNotInUpstreamEnv's config reads
+// tokens from (tokenEnv), set once for the process by TestMain: a test
+// that sets the environment cannot run in parallel.
+var tokenEnvs = map[string]string{
+	"WASMHOST_TEST_ADMIN_TOKEN": "admin-secret-from-env-0123456789",
+	"WASMHOST_TEST_BOB_TOKEN":   "bob-secret-from-env-0123456789",
+}
+
 // TestTokenEnvsNotInUpstreamEnv: a stdio upstream inherits the daemon's
 // environment without the variables it reads tokens from ("tokenEnv"),
 // the admin token's and the sessions'; a variable the server's own "env"
 // sets still reaches it.
 func TestTokenEnvsNotInUpstreamEnv(t *testing.T) {
-	const adminSecret = "admin-secret-from-env-0123456789"
-	const bobSecret = "bob-secret-from-env-0123456789"
-	t.Setenv("WASMHOST_TEST_ADMIN_TOKEN", adminSecret)
-	t.Setenv("WASMHOST_TEST_BOB_TOKEN", bobSecret)
+	t.Parallel()
+	// TestMain set the two variables (tokenEnvs), so that this test may
+	// run in parallel.
+	adminSecret, bobSecret := tokenEnvs["WASMHOST_TEST_ADMIN_TOKEN"], tokenEnvs["WASMHOST_TEST_BOB_TOKEN"]
 	self, err := os.Executable()
 	require.NoError(t, err)
 	out := filepath.Join(t.TempDir(), "env.txt")

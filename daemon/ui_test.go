@@ -18,6 +18,7 @@ import (
 // without a token, with a strict CSP, and carry nothing of the daemon's
 // state; the data endpoints it reads need the admin token.
 func TestUIShellCarriesNoData(t *testing.T) {
+	t.Parallel()
 	r := start(t, baseConfig())
 	for _, path := range []string{"/ui/", "/ui/app.js", "/ui/app.css"} {
 		resp, err := r.http.Get(r.d.URL() + path)
@@ -51,6 +52,7 @@ func TestUIShellCarriesNoData(t *testing.T) {
 // each binding, lists each session's clients, each entry's restarts, and
 // the latest reloads, newest first and at most 20.
 func TestUIDataEndpoints(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
 	}

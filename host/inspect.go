@@ -62,6 +62,15 @@ func InspectThen(ctx context.Context, name string, wasm []byte, try func(context
 	return inspect(ctx, name, wasm, Options{}, try)
 }
 
+// InspectCached is InspectThen with a compilation cache in cacheDir (as
+// Options.CacheDir; "" for none), so that inspecting a large plugin twice
+// compiles it once. The limits stay the defaults: the cache changes how
+// long the load takes, not what it decides, except that a directory that
+// cannot be used is a refusal wrapping ErrCacheDir.
+func InspectCached(ctx context.Context, name string, wasm []byte, cacheDir string, try func(context.Context, *Plugin) error) (*Inspection, error) {
+	return inspect(ctx, name, wasm, Options{CacheDir: cacheDir}, try)
+}
+
 // inspect is InspectThen with Options (tests pass a CacheDir).
 func inspect(ctx context.Context, name string, wasm []byte, opts Options, try func(context.Context, *Plugin) error) (*Inspection, error) {
 	insp := &Inspection{}

@@ -13,6 +13,7 @@ import (
 // TestCheckGoodConfig: a config the daemon would load passes, with its
 // warnings, and exits 0.
 func TestCheckGoodConfig(t *testing.T) {
+	t.Parallel()
 	path := demoConfigWith(t, func(cfg map[string]any) {
 		cfg["mcpServers"].(map[string]any)["demo"].(map[string]any)["oauth"] = map[string]any{}
 	})
@@ -24,6 +25,7 @@ func TestCheckGoodConfig(t *testing.T) {
 // TestCheckReportsEveryProblem: each problem is one line with the file and
 // JSON path, the exit status is 1, and nothing is served or started.
 func TestCheckReportsEveryProblem(t *testing.T) {
+	t.Parallel()
 	path := demoConfigWith(t, func(cfg map[string]any) {
 		sessions := cfg["sessions"].(map[string]any)
 		o := sessions["alice"].(map[string]any)["overrides"].(map[string]any)["demo"].(map[string]any)
@@ -48,6 +50,7 @@ func TestCheckReportsEveryProblem(t *testing.T) {
 // JSON path of its settings, as a reload bringing it would be refused; a
 // plugin file that cannot be read fails it at policy.path.
 func TestCheckMakesThePolicysTrialCalls(t *testing.T) {
+	t.Parallel()
 	picky, err := os.ReadFile("../../testplugins/wat/picky.wasm")
 	require.NoError(t, err)
 	pickyPath := filepath.Join(t.TempDir(), "picky.wasm")
@@ -73,6 +76,7 @@ func TestCheckMakesThePolicysTrialCalls(t *testing.T) {
 }
 
 func TestCheckUsage(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "", "check")
 	assert.Equal(t, exitUsage, r.code)
 	assert.Contains(t, r.errOut, "--config is required")

@@ -65,6 +65,7 @@ func TestConformanceDefaultTimeoutAndProgress(t *testing.T) {
 // TestConformanceTimeoutFlag: --timeout sets the per-call limit, --progress
 // 0 turns progress off, and -h documents both defaults.
 func TestConformanceTimeoutFlag(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a plugin call into its time limit")
 	}

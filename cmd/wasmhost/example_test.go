@@ -27,6 +27,7 @@ var teamAccess = filepath.Join("..", "..", "examples", "team-access")
 // read-only setting and its overrides give it, under the names the
 // plugin gives them, and calls them by those names.
 func TestExampleTeamAccess(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("compiles the example plugin and serves it in stdio mode")
 	}

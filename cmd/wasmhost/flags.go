@@ -35,9 +35,15 @@ func (pf *pluginFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&pf.timeout, "timeout", 0, "time limit per plugin call, e.g. 500ms (0: the host default)")
 	fs.DurationVar(&pf.compile, "compile-timeout", 0, "time limit for compiling the plugin at load, e.g. 30s (0: the host default, "+host.DefaultCompileTimeout.String()+")")
 	fs.StringVar(&pf.pin, "pin", "", "refuse the plugin unless its SHA-256 is this hex `DIGEST`")
-	fs.StringVar(&pf.cacheDir, "cache-dir", host.DefaultCacheDir(), "compilation cache `DIR`, so a later run does not recompile the plugin (empty: none)")
+	registerCacheDir(fs, &pf.cacheDir)
 	fs.StringVar(&pf.config, "plugin-config", "", "the plugin's own configuration, a `JSON` value or @FILE, as policy.config in a config file: the input of its handshake")
 	fs.TextVar(&pf.logLevel, "log-level", slog.LevelWarn, "log `LEVEL` (to standard error): debug, info, warn or error; debug shows what the plugin writes to standard output and error")
+}
+
+// registerCacheDir registers --cache-dir, the compilation cache every
+// command that loads a plugin takes, into dir.
+func registerCacheDir(fs *flag.FlagSet, dir *string) {
+	fs.StringVar(dir, "cache-dir", host.DefaultCacheDir(), "compilation cache `DIR`, so a later run does not recompile the plugin (empty: none)")
 }
 
 func (pf *pluginFlags) options(stderr io.Writer) host.Options {

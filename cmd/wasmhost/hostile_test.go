@@ -156,13 +156,14 @@ func tagSuite(t *testing.T, mode, in string, limit int, files ...string) (dir st
 // inside the limit), the plugin passes, which shows the tagging keeps the
 // suite's meaning.
 func TestConformanceHostilePlugin(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the hostile Go plugin's misbehaviours")
 	}
-	const limit = 3 * time.Minute
-	// Calls that must succeed get a generous limit (a fresh instance
-	// under -race); the loop gets a short one.
-	const defaultTimeout = "20s"
+	const limit = 5 * time.Minute
+	// Calls that must succeed get a generous limit (a fresh instance of a
+	// Go plugin under -race on a loaded machine); the loop gets a short one.
+	const defaultTimeout = "1m"
 	heavy := []string{"trust.json", "prompts-resources.json"} // canonical, same, differ and project cases
 	tests := []struct {
 		mode, in string
@@ -176,7 +177,10 @@ func TestConformanceHostilePlugin(t *testing.T) {
 		{mode: "slow", limit: 2, files: heavy},
 		{mode: "panic", msg: []string{"plugin trapped"}},
 		{mode: "panic", in: "project", files: heavy, msg: []string{"plugin trapped"}},
-		{mode: "bomb", limit: 2, files: heavy, msg: []string{"plugin trapped"}},
+		// The bomb grows memory to the 64 MiB cap: under -race on a loaded
+		// machine that took longer than a short call limit, which would
+		// end it before the memory limit this case is about.
+		{mode: "bomb", timeout: "2m", bound: 10 * time.Minute, limit: 2, files: heavy, msg: []string{"plugin trapped"}},
 		{mode: "recurse", limit: 2, files: heavy, msg: []string{"plugin trapped"}},
 		{mode: "loop", timeout: "300ms", limit: 2, files: heavy, msg: []string{"plugin call timed out (limit 300ms)"}},
 		// Writing 16 MiB from a Go guest under -race took more than 20 s on
@@ -188,6 +192,7 @@ func TestConformanceHostilePlugin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.mode+"/"+tt.in, func(t *testing.T) {
+			t.Parallel()
 			dir, untagged := tagSuite(t, tt.mode, tt.in, tt.limit, tt.files...)
 			timeout := tt.timeout
 			if timeout == "" {
@@ -242,11 +247,12 @@ func TestConformanceHostilePlugin(t *testing.T) {
 // plugin whose keys change from call to call fails, and every failing case
 // says it is nondeterministic; projections (deterministic) pass.
 func TestConformanceNondeterministicPlugin(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the public suite against a Go plugin")
 	}
 	jsonFile := filepath.Join(t.TempDir(), "report.json")
-	r := runBounded(t, 3*time.Minute, "conformance", "--plugin", nondeterministicWasm, "--timeout", "20s", "--json", jsonFile, defaultSuite)
+	r := runBounded(t, 5*time.Minute, "conformance", "--plugin", nondeterministicWasm, "--timeout", "1m", "--json", jsonFile, defaultSuite)
 	require.Equal(t, exitFail, r.code, "%s%s", r.out, r.errOut)
 	fails, passed, failed := summary(t, r.out)
 	require.Positive(t, failed)

@@ -52,11 +52,14 @@ func runDigest(_ context.Context, args []string, s stdio) int {
 // (without the data segments and metered lines for bytes that are not a
 // WebAssembly module), or, with --json, the host's Inspection as JSON. It
 // exits 0 when the host would accept the plugin, 1 when it would not, 2
-// when the file cannot be read.
+// when the file cannot be read or the compilation cache (--cache-dir, as
+// the other commands take it) cannot be used.
 func runInspect(ctx context.Context, args []string, s stdio) int {
 	var asJSON bool
-	fs := newFlagSet("inspect", "[--json] FILE", s)
+	var cacheDir string
+	fs := newFlagSet("inspect", "[--json] [--cache-dir DIR] FILE", s)
 	fs.BoolVar(&asJSON, "json", false, "print the inspection as JSON")
+	registerCacheDir(fs, &cacheDir)
 	file, status, ok := parseOneArg("inspect", "file", fs, args, s)
 	if !ok {
 		return status
@@ -68,14 +71,20 @@ func runInspect(ctx context.Context, args []string, s stdio) int {
 	}
 	// The daemon also makes trial calls before it serves with a plugin:
 	// accepted means that wasmhost run would take it.
-	insp, err := host.InspectThen(ctx, file, wasm, func(ctx context.Context, p *host.Plugin) error {
+	// The limits are the defaults; the cache only spares a later inspect
+	// (or run) compiling the plugin again.
+	insp, err := host.InspectCached(ctx, file, wasm, cacheDir, func(ctx context.Context, p *host.Plugin) error {
 		if err := view.CheckPolicy(ctx, p); err != nil {
 			return fmt.Errorf("plugin %q: %w", file, err)
 		}
 		return nil
 	})
+	if err == nil && errors.Is(insp.Err, host.ErrCacheDir) {
+		err = insp.Err // the cache is at fault, not the plugin
+	}
 	if err != nil {
 		s.errorf("inspect", "%v", err)
+		cacheDirHint(s, "inspect", err)
 		return exitUsage
 	}
 	if asJSON {

@@ -6,12 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
@@ -24,8 +25,25 @@ import (
 	policydefault "github.com/wasmhost/wasmhost/plugins/policy-default"
 )
 
-// TestMain points the compilation cache at a directory shared by the whole
-// test binary, so the default plugin compiles once, not once per command.
+// demoHelper is set in a child of this binary that serves as an upstream
+// (TestHelperDemoServer): WASMHOST_CLI_DEMO_HELPER=1 in its environment.
+// TestMain sets that variable in this process for the children every test
+// starts, so tests may run in parallel without t.Setenv.
+var demoHelper bool
+
+// bobTokenEnv holds bob's token in demoConfig's sessions (tokenEnv), set
+// once for the whole process.
+const (
+	bobTokenEnv = "WASMHOST_TEST_BOB_TOKEN"
+	bobToken    = "bob-token-0123456789abcdef"
+)
+
+// TestMain points the compilation cache at the one kept between runs
+// (host.DefaultCacheDir), which the daemon's and host's tests share, for
+// this binary and every process it starts, so the default plugin compiles
+// once, not once per command or per run; a test whose subject is the cache
+// gives a directory of its own. It sets the environment the tests'
+// children need once, before any test runs.
 func TestMain(m *testing.M) {
 	procgroup.Main() // this binary supervises the upstreams it runs, as wasmhost does
 	mcptest.RunSlowIfChild()
@@ -36,25 +54,58 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv("WASMHOST_CLI_DEMO_HELPER") == "1" {
 		// This binary is a child serving as an upstream (TestHelperDemoServer
-		// exits the process): it needs no cache and must leave none behind.
+		// exits the process): it uses its parent's cache, if any.
+		demoHelper = true
 		os.Exit(m.Run())
 	}
-	// -short uses the cache kept between runs (host.DefaultCacheDir),
-	// which the daemon's and host's -short tests share, so a second
-	// -short run compiles nothing; a full run starts from an empty one.
-	flag.Parse() // for testing.Short
-	if dir := host.DefaultCacheDir(); testing.Short() && dir != "" {
-		os.Setenv("WASMHOST_CACHE_DIR", dir)
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "wasmhost-cli-test-cache-")
-	if err != nil {
-		panic(err)
+	os.Setenv("WASMHOST_CLI_DEMO_HELPER", "1") // for the children: the upstreams `run -- CMD` starts inherit it
+	os.Setenv(bobTokenEnv, bobToken)
+	dir, tmp := host.DefaultCacheDir(), ""
+	if dir == "" { // no user cache directory: one for this run
+		var err error
+		if tmp, err = os.MkdirTemp("", "wasmhost-cli-test-cache-"); err != nil {
+			panic(err)
+		}
+		dir = tmp
 	}
 	os.Setenv("WASMHOST_CACHE_DIR", dir)
+	// The embedded plugin is compiled into the cache once, before any
+	// test runs: tests run in parallel, and each (and each process one
+	// starts) would otherwise compile it (minutes of CPU under -race)
+	// while the cache does not hold it yet. With the cache warm it costs
+	// one load. A failure is left to the tests to report.
+	if p, err := loadDefault(context.Background(), host.Options{CacheDir: dir}); err == nil {
+		_ = p.Close(context.Background())
+	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	if tmp != "" {
+		os.RemoveAll(tmp)
+	}
 	os.Exit(code)
+}
+
+// readonlyWasm is testplugins/readonly-policy, a Go plugin.
+var readonlyWasm = filepath.Join("..", "..", "testplugins", "readonly-policy", "readonly-policy.wasm")
+
+// warmed holds a *sync.Once per plugin path warmPlugin was given.
+var warmed sync.Map
+
+// warmPlugin compiles the plugin at path (absolute) into the shared cache
+// once per test process: tests in parallel that run the same Go plugin
+// wait for that one compilation (minutes of CPU under -race) instead of
+// each compiling it while the cache lacks it. With the cache warm it
+// costs one load.
+func warmPlugin(t *testing.T, path string) {
+	t.Helper()
+	once, _ := warmed.LoadOrStore(path, &sync.Once{})
+	var err error
+	once.(*sync.Once).Do(func() {
+		var p *host.Plugin
+		if p, err = host.LoadFile(context.Background(), path, host.Options{CacheDir: host.DefaultCacheDir(), CallTimeout: time.Minute}); err == nil {
+			err = p.Close(context.Background())
+		}
+	})
+	require.NoError(t, err, "compile %s", path)
 }
 
 // result is one in-process run of the command line.
@@ -94,6 +145,7 @@ func sha256Hex(b []byte) string {
 }
 
 func TestUsage(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "")
 	assert.Equal(t, exitUsage, r.code)
 	assert.Contains(t, r.errOut, "usage: wasmhost COMMAND")
@@ -137,6 +189,7 @@ func TestUsage(t *testing.T) {
 }
 
 func TestKey(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "", "key", "{}")
 	require.Equal(t, exitOK, r.code, r.errOut)
 	assert.Equal(t, "canonical: "+defaultKey+"\nkey: "+defaultKey+"\n", r.out)
@@ -167,9 +220,13 @@ func TestKey(t *testing.T) {
 }
 
 // TestCompileTimeoutFlag: --compile-timeout reaches the host, so an
-// operator can bound a plugin's compilation past the module limits.
+// operator can bound a plugin's compilation past the module limits. The
+// plugin is the small AssemblyScript one: a compilation the timeout
+// abandons runs on to its end in the background, which for the embedded
+// plugin under -race is minutes of CPU.
 func TestCompileTimeoutFlag(t *testing.T) {
-	r := runCLI(t, "", "key", "--cache-dir", "", "--compile-timeout", "1ns", "{}")
+	t.Parallel()
+	r := runCLI(t, "", "key", "--plugin", asWasm, "--cache-dir", "", "--compile-timeout", "1ns", "{}")
 	assert.NotEqual(t, exitOK, r.code, r.errOut)
 	assert.Contains(t, r.errOut, "not compiled within the compile timeout of 1ns")
 
@@ -179,6 +236,7 @@ func TestCompileTimeoutFlag(t *testing.T) {
 }
 
 func TestKeyErrors(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "", "key", `{"trust": "false"}`)
 	assert.Equal(t, exitFail, r.code)
 	assert.Empty(t, r.out)
@@ -215,13 +273,15 @@ func TestKeyErrors(t *testing.T) {
 	assert.Contains(t, r.errOut, host.ErrDigestMismatch.Error())
 }
 
+// TestKeyWithPluginFlags: the plugin flags reach the host. The plugin is
+// the AssemblyScript build of the default policy (same answers), which
+// compiles into the fresh cache in a fraction of the embedded one's time.
 func TestKeyWithPluginFlags(t *testing.T) {
-	if testing.Short() {
-		t.Skip("compiles the default plugin into a fresh cache")
-	}
-	wasm := defaultWasmFile(t)
+	t.Parallel()
+	wasm, err := os.ReadFile(asWasm)
+	require.NoError(t, err)
 	cache := t.TempDir()
-	r := runCLI(t, "", "key", "--plugin", wasm, "--pin", sha256Hex(policydefault.Wasm),
+	r := runCLI(t, "", "key", "--plugin", asWasm, "--pin", sha256Hex(wasm),
 		"--memory-mib", "64", "--timeout", "5s", "--cache-dir", cache, `{"excludeTools": ["z", "a"]}`)
 	require.Equal(t, exitOK, r.code, r.errOut)
 	assert.Contains(t, r.out, `key: {"trust":null,"alwaysLoadTools":false,"includeTools":null,"excludeTools":["a","z"]}`)
@@ -245,6 +305,7 @@ func TestKeyWithPluginFlags(t *testing.T) {
 // What a plugin writes to standard output or error reaches the terminal
 // with --log-level debug, so an author can debug with prints.
 func TestKeyLogLevelDebugShowsPluginOutput(t *testing.T) {
+	t.Parallel()
 	script, err := filepath.Abs("../../testplugins/wat/script.wasm")
 	require.NoError(t, err)
 	r := runCLI(t, "", "key", "--plugin", script, `"G"`)
@@ -261,6 +322,7 @@ func TestKeyLogLevelDebugShowsPluginOutput(t *testing.T) {
 }
 
 func TestProject(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "", "project", "--settings", `{"excludeTools": ["write_file"], "trust": true}`,
 		"--snapshot", "@testdata/snapshot.json")
 	require.Equal(t, exitOK, r.code, r.errOut)
@@ -300,6 +362,7 @@ func TestProject(t *testing.T) {
 }
 
 func TestProjectErrors(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "", "project", "--settings", `{"includeTools": "read_file"}`, "--snapshot", "@testdata/snapshot.json")
 	assert.Equal(t, exitFail, r.code)
 	assert.Contains(t, r.errOut, "includeTools")
@@ -325,6 +388,7 @@ func lines(s string) []string {
 }
 
 func TestConformancePasses(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs whole golden suites")
 	}
@@ -341,6 +405,7 @@ func TestConformancePasses(t *testing.T) {
 }
 
 func TestConformanceFails(t *testing.T) {
+	t.Parallel()
 	jsonFile := filepath.Join(t.TempDir(), "report.json")
 	r := runCLI(t, "", "conformance", "--json", jsonFile, "testdata/failing.json")
 	require.Equal(t, exitFail, r.code, r.errOut)
@@ -368,6 +433,7 @@ func TestConformanceFails(t *testing.T) {
 // TestConformanceReportInSuiteDir: a --json report written into the suite
 // directory is not read as a (broken) suite by the next run.
 func TestConformanceReportInSuiteDir(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs whole golden suites")
 	}
@@ -384,6 +450,7 @@ func TestConformanceReportInSuiteDir(t *testing.T) {
 }
 
 func TestConformanceExit2(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "", "conformance", "testdata/no-such-dir")
 	assert.Equal(t, exitUsage, r.code)
 	assert.Empty(t, r.out)
@@ -417,6 +484,7 @@ func TestConformanceExit2(t *testing.T) {
 }
 
 func TestConformancePublicSuite(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the public suite")
 	}
@@ -438,6 +506,7 @@ func TestConformancePublicSuite(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "", "version")
 	require.Equal(t, exitOK, r.code, r.errOut)
 	l := lines(r.out)
@@ -454,15 +523,13 @@ func TestVersion(t *testing.T) {
 }
 
 func TestDigest(t *testing.T) {
-	if testing.Short() {
-		t.Skip("compiles the default plugin without a cache; run without -short")
-	}
+	t.Parallel()
 	wasm := defaultWasmFile(t)
 	r := runCLI(t, "", "digest", wasm)
 	require.Equal(t, exitOK, r.code, r.errOut)
 	assert.Equal(t, sha256Hex(policydefault.Wasm)+"\n", r.out)
 
-	p, err := host.LoadFile(t.Context(), wasm, host.Options{PinSHA256: strings.TrimSpace(r.out)})
+	p, err := host.LoadFile(t.Context(), wasm, host.Options{PinSHA256: strings.TrimSpace(r.out), CacheDir: host.DefaultCacheDir()})
 	require.NoError(t, err, "the printed digest must be what a pin accepts")
 	assert.Equal(t, strings.TrimSpace(r.out), p.Digest())
 	require.NoError(t, p.Close(t.Context()))
@@ -474,9 +541,7 @@ func TestDigest(t *testing.T) {
 }
 
 func TestInspect(t *testing.T) {
-	if testing.Short() {
-		t.Skip("compiles the default plugin without a cache; run without -short")
-	}
+	t.Parallel()
 	wasm := defaultWasmFile(t)
 	r := runCLI(t, "", "inspect", wasm)
 	require.Equal(t, exitOK, r.code, r.out+r.errOut)
@@ -538,6 +603,7 @@ var twoSegments = []byte("\x00asm\x01\x00\x00\x00" +
 	"\x00\x41\x04\x0b\x02cd") // "cd" at 4
 
 func TestPack(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	in := filepath.Join(dir, "p.wasm")
 	require.NoError(t, os.WriteFile(in, twoSegments, 0o600))
@@ -590,6 +656,7 @@ func TestPack(t *testing.T) {
 }
 
 func TestParseArgsInterspersed(t *testing.T) {
+	t.Parallel()
 	var s stdio
 	s.err = &bytes.Buffer{}
 	fs := newFlagSet("x", "", s)

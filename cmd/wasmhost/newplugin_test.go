@@ -34,6 +34,7 @@ func goCmd(t *testing.T, dir string, env []string, args ...string) {
 // build the wasm with the standard toolchain, run the native tests and the
 // scaffold's own golden suite through `wasmhost conformance`.
 func TestNewPluginBuildsAndPasses(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds a wasm module with the go toolchain")
 	}
@@ -99,6 +100,7 @@ func TestNewPluginBuildsAndPasses(t *testing.T) {
 // fetch it. GOFLAGS is cleared, as an author's would be: with -mod=mod the
 // go command would add the requirement by itself.
 func TestNewPluginGoTestHelper(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds a wasm module and a Go test with the go toolchain")
 	}
@@ -120,6 +122,7 @@ import (
 )
 
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	conformance.RunT(t, "acme-policy.wasm", "golden/")
 }
 `
@@ -146,6 +149,7 @@ func TestGolden(t *testing.T) {
 }
 
 func TestNewPluginRefuses(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("x"), 0o644))
 	r := runCLI(t, "", "new-plugin", dir)
@@ -180,6 +184,7 @@ func TestNewPluginRefuses(t *testing.T) {
 // importing nothing from wasmhost; --lang assemblyscript the
 // AssemblyScript default policy with its lockfile, renamed.
 func TestNewPluginFromDefaultIsACopy(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "acme")
 	r := runCLI(t, "", "new-plugin", "--from", "default", "--module", "github.com/acme/policy", dir)
 	require.Equal(t, exitOK, r.code, r.errOut)
@@ -237,6 +242,7 @@ func TestNewPluginFromDefaultIsACopy(t *testing.T) {
 }
 
 func TestNewPluginNamesAndModule(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "x")
 	r := runCLI(t, "", "new-plugin", "--name", "acme-allow", "--module", "github.com/acme/allow", dir)
 	require.Equal(t, exitOK, r.code, r.errOut)
@@ -281,6 +287,7 @@ func TestNewPluginInCurrentDirectory(t *testing.T) {
 // TestNewPluginHintQuotesPaths: the closing hint can be pasted into a
 // shell when the directory has a space in its name.
 func TestNewPluginHintQuotesPaths(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "my plugin")
 	r := runCLI(t, "", "new-plugin", dir)
 	require.Equal(t, exitOK, r.code, r.errOut)
@@ -347,6 +354,7 @@ func goldenCases(t *testing.T, dir string) int {
 // AssemblyScript one needs npm and its registry; without npm it is
 // skipped, except in CI (CI set), where it fails.
 func TestNewPluginMakeTest(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds wasm modules with the go toolchain and npm")
 	}
@@ -369,6 +377,7 @@ func TestNewPluginMakeTest(t *testing.T) {
 			files: []string{"package.json", "package-lock.json", "asconfig.json", "assembly/index.ts", "golden/trust.json"}},
 	} {
 		t.Run(tt.kind, func(t *testing.T) {
+			t.Parallel()
 			if _, err := exec.LookPath(tt.tool); err != nil {
 				if os.Getenv("CI") != "" {
 					t.Fatalf("no %s in PATH (CI is set: the %s scaffold must be checked)", tt.tool, tt.kind)

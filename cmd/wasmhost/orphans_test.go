@@ -138,6 +138,7 @@ func killedLeavesNoUpstream(t *testing.T, args ...string) {
 // upstreams running (7 of 8 processes in the review): its upstream, the
 // child that ignores SIGTERM and the one that called setsid all end now.
 func TestStdioKilledLeavesNoUpstream(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts and kills wasmhost processes and their upstreams")
 	}
@@ -146,6 +147,7 @@ func TestStdioKilledLeavesNoUpstream(t *testing.T) {
 
 // The same for the daemon, `wasmhost run`.
 func TestDaemonKilledLeavesNoUpstream(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts and kills wasmhost processes and their upstreams")
 	}

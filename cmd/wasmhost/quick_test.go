@@ -80,7 +80,7 @@ func quickClient(t *testing.T, url, token string) *mcp.ClientSession {
 // server as one session on loopback, without a config file, and prints a
 // URL, a fresh token and a client command that work.
 func TestRunOneServerWithoutConfig(t *testing.T) {
-	t.Setenv("WASMHOST_CLI_DEMO_HELPER", "1") // the upstream below is this binary's demo server
+	t.Parallel()
 	url, token := startQuick(t, "--listen", "127.0.0.1:0", "--name", "demo", "--", os.Args[0], "-test.run=^TestHelperDemoServer$")
 	assert.Regexp(t, `^http://127\.0\.0\.1:\d+/mcp/default$`, url)
 	assert.Regexp(t, `^[0-9a-f]{64}$`, token)
@@ -108,6 +108,7 @@ func TestRunOneServerWithoutConfig(t *testing.T) {
 // TestRunOneURLWithoutConfig: `wasmhost run --url URL` serves a remote
 // server the same way, named after the URL's host.
 func TestRunOneURLWithoutConfig(t *testing.T) {
+	t.Parallel()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "hello"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hi"}}}, nil, nil
@@ -129,6 +130,7 @@ func TestRunOneURLWithoutConfig(t *testing.T) {
 // TestRunOneServerRefusals: the one-line forms exclude --config and each
 // other, and a bad URL is refused as a config would be.
 func TestRunOneServerRefusals(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -176,6 +178,7 @@ func sessionClients(t *testing.T, base, name string) float64 {
 // TestRunClientIdleTimeoutFlag: --client-idle-timeout closes a client
 // that sent nothing for that long.
 func TestRunClientIdleTimeoutFlag(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	var o, e mcptest.LogBuffer
 	done := make(chan int, 1)

@@ -134,7 +134,6 @@ func decodeStrict(t *testing.T, name, snippet string, v any) {
 // stops with the test.
 func quickOutput(t *testing.T) string {
 	t.Helper()
-	t.Setenv("WASMHOST_CLI_DEMO_HELPER", "1") // the upstream below is this binary's demo server
 	ctx, cancel := context.WithCancel(t.Context())
 	var o, e mcptest.LogBuffer
 	done := make(chan int, 1)
@@ -191,6 +190,7 @@ func headerClient(t *testing.T, url, key, value string) *mcp.ClientSession {
 // and list its tools, the JSON snippets have the keys their clients read,
 // and the stdio snippet's wasmhost command line serves over stdio.
 func TestReadmeSnippets(t *testing.T) {
+	t.Parallel()
 	snippets := readmeSnippets(t)
 	for _, name := range []string{snippetInspectorHTTP, snippetInspectorStdio, snippetClaudeCode, snippetGemini, snippetVSCode} {
 		require.Contains(t, snippets, name, "README.md has no snippet %q", name)
@@ -338,6 +338,7 @@ func TestHelperReadmeWasmhost(t *testing.T) {
 // over stdio starting `wasmhost stdio` as the snippet says, with the
 // Inspector's flags before "--". Each lists the session's tools.
 func TestReadmeInspector(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("skipped in -short mode: needs npm and the npm registry")
 	}
@@ -412,6 +413,7 @@ func TestReadmeInspector(t *testing.T) {
 // with a row for each MCP feature, each saying what happens pooled and
 // unpooled and why (issue #27).
 func TestReadmeFeatureTable(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)
 	_, section, ok := strings.Cut(string(b), "\n## What a session passes on\n")

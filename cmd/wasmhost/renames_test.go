@@ -11,6 +11,7 @@ import (
 // `wasmhost project` states its renames and descriptions in the golden
 // form.
 func TestInspectRenames(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("compiles the rename test plugin")
 	}

@@ -27,7 +27,7 @@ import (
 // it is the upstream the tests below configure (the demo-server command
 // of this very binary), and it exits when its client disconnects.
 func TestHelperDemoServer(t *testing.T) {
-	if os.Getenv("WASMHOST_CLI_DEMO_HELPER") != "1" {
+	if !demoHelper {
 		t.Skip("helper process for the stdio and run tests")
 	}
 	code := run(context.Background(), []string{"demo-server"}, os.Stdin, os.Stdout, os.Stderr)
@@ -57,13 +57,12 @@ func demoConfigWith(t *testing.T, edit func(cfg map[string]any)) string {
 		},
 		"sessions": map[string]any{
 			"alice": map[string]any{"token": "alice-token-0123456789abcdef", "overrides": map[string]any{"demo": map[string]any{"includeTools": []string{"echo", "add", "pid"}}}},
-			"bob":   map[string]any{"tokenEnv": "WASMHOST_TEST_BOB_TOKEN", "overrides": map[string]any{"demo": map[string]any{"excludeTools": []string{"write_note", "add_tool"}}}},
+			"bob":   map[string]any{"tokenEnv": bobTokenEnv, "overrides": map[string]any{"demo": map[string]any{"excludeTools": []string{"write_note", "add_tool"}}}},
 		},
 	}
 	if edit != nil {
 		edit(cfg)
 	}
-	t.Setenv("WASMHOST_TEST_BOB_TOKEN", "bob-token-0123456789abcdef")
 	b, err := json.Marshal(cfg)
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "wasmhost.json")
@@ -130,6 +129,7 @@ func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 }
 
 func TestDemoServerCommand(t *testing.T) {
+	t.Parallel()
 	cs, finish := pipeClient(t, "demo-server")
 	assert.Contains(t, toolNames(t, cs), "pid")
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
@@ -142,6 +142,7 @@ func TestDemoServerCommand(t *testing.T) {
 // TestDemoServerRefusesArguments: an argument demo-server does not take
 // is named in the error, not only answered with the usage.
 func TestDemoServerRefusesArguments(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "", "demo-server", "extra")
 	assert.Equal(t, exitUsage, r.code)
 	assert.Contains(t, r.errOut, `wasmhost demo-server: unexpected argument "extra"`)
@@ -149,6 +150,7 @@ func TestDemoServerRefusesArguments(t *testing.T) {
 }
 
 func TestStdioServesOneSession(t *testing.T) {
+	t.Parallel()
 	path := demoConfig(t)
 	cs, finish := pipeClient(t, "stdio", "--config", path, "--session", "alice", "--log-level", "info")
 	waitFor(t, eventWithin, func() bool { return len(toolNames(t, cs)) == 3 }, noLogs, "alice's three tools")
@@ -167,6 +169,7 @@ func TestStdioServesOneSession(t *testing.T) {
 // daemon does: a change to its session's settings reaches its client
 // (list_changed, the new tool) on the same upstream process.
 func TestStdioReloadsTheConfigFile(t *testing.T) {
+	t.Parallel()
 	edit := func(tools ...string) func(cfg map[string]any) {
 		return func(cfg map[string]any) {
 			cfg["sessions"].(map[string]any)["alice"].(map[string]any)["overrides"] = map[string]any{"demo": map[string]any{"includeTools": tools}}
@@ -196,6 +199,7 @@ func TestStdioReloadsTheConfigFile(t *testing.T) {
 // TestStdioAnnouncesTheVersionItPrints: clients see the version
 // `wasmhost version` prints, not a placeholder.
 func TestStdioAnnouncesTheVersionItPrints(t *testing.T) {
+	t.Parallel()
 	path := demoConfig(t)
 	cs, finish := pipeClient(t, "stdio", "--config", path, "--session", "alice")
 	assert.Equal(t, wasmhostVersion(), cs.InitializeResult().ServerInfo.Version)
@@ -206,6 +210,7 @@ func TestStdioAnnouncesTheVersionItPrints(t *testing.T) {
 // TestStdioWarnsAboutItsSessionOnly: stdio mode serves one session, so the
 // config's warnings about the other sessions are not its operator's concern.
 func TestStdioWarnsAboutItsSessionOnly(t *testing.T) {
+	t.Parallel()
 	path := demoConfigWith(t, func(cfg map[string]any) {
 		sessions := cfg["sessions"].(map[string]any)
 		sessions["alice"].(map[string]any)["token"] = "short-alice"
@@ -227,6 +232,7 @@ func TestStdioWarnsAboutItsSessionOnly(t *testing.T) {
 // relative command was looked for in, as the daemon names it, and stdio
 // keeps serving the session.
 func TestStdioLocatesACommandThatCannotStart(t *testing.T) {
+	t.Parallel()
 	path := aliceConfig(t, "broken", map[string]any{"command": "./bin/missing"})
 	wd, err := os.Getwd()
 	require.NoError(t, err)
@@ -241,6 +247,7 @@ func TestStdioLocatesACommandThatCannotStart(t *testing.T) {
 // TestStdioSaysHowAServerExited: a server whose process exits during the
 // handshake is reported with its exit status, not only the go-sdk's EOF.
 func TestStdioSaysHowAServerExited(t *testing.T) {
+	t.Parallel()
 	path := aliceConfig(t, "quitter", map[string]any{"command": "/bin/sh", "args": []string{"-c", "exit 3"}})
 
 	cs, finish := pipeClient(t, "stdio", "--config", path, "--session", "alice")
@@ -405,6 +412,7 @@ func TestStdioCallTimeout(t *testing.T) {
 // JSON-RPC batch from protocol 2025-06-18 on (a wrapper around it would
 // hide the version and let batches through).
 func TestStdioRejectsBatchesAt20250618(t *testing.T) {
+	t.Parallel()
 	path := demoConfig(t)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -446,6 +454,7 @@ func TestStdioRejectsBatchesAt20250618(t *testing.T) {
 }
 
 func TestStdioRefusals(t *testing.T) {
+	t.Parallel()
 	path := demoConfig(t)
 	r := runCLI(t, "", "stdio", "--config", path, "--session", "carol")
 	assert.Equal(t, exitUsage, r.code)
@@ -473,6 +482,7 @@ func TestStdioRefusals(t *testing.T) {
 }
 
 func TestRunPrintsSessionsAndStops(t *testing.T) {
+	t.Parallel()
 	path := demoConfig(t)
 	for _, print := range []bool{false, true} {
 		args := []string{"run", "--config", path, "--listen", "127.0.0.1:0"}
@@ -498,6 +508,7 @@ func TestRunPrintsSessionsAndStops(t *testing.T) {
 // TestRunAddressInUseSaysWhatToDo: a listen address another process holds
 // is refused with the way out, not only the system's error.
 func TestRunAddressInUseSaysWhatToDo(t *testing.T) {
+	t.Parallel()
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer taken.Close()
@@ -511,6 +522,7 @@ func TestRunAddressInUseSaysWhatToDo(t *testing.T) {
 // TestRunBannerWithoutAdmin: without an "admin" block the banner does not
 // point at admin endpoints that answer 404; it says the admin API is off.
 func TestRunBannerWithoutAdmin(t *testing.T) {
+	t.Parallel()
 	path := demoConfigWith(t, func(cfg map[string]any) { delete(cfg, "admin") })
 
 	got, _ := runUntil(t, "Ctrl-C stops", "run", "--config", path, "--listen", "127.0.0.1:0")
@@ -520,6 +532,7 @@ func TestRunBannerWithoutAdmin(t *testing.T) {
 }
 
 func TestRunRefusals(t *testing.T) {
+	t.Parallel()
 	path := demoConfig(t)
 	r := runCLI(t, "", "run", "--config", path, "--listen", "0.0.0.0:0")
 	assert.Equal(t, exitUsage, r.code)
@@ -539,6 +552,7 @@ func TestRunRefusals(t *testing.T) {
 // before anything starts, rather than taken for the default without a
 // word. (Without the check the daemon would serve until ctx ends.)
 func TestRunRefusesDebounceNotPositive(t *testing.T) {
+	t.Parallel()
 	path := demoConfig(t)
 	for flag, want := range map[string]string{
 		"-1s": "wasmhost run: --debounce -1s: must be more than 0 (default 200ms)",
@@ -558,6 +572,7 @@ func TestRunRefusesDebounceNotPositive(t *testing.T) {
 // --read-header-timeout of 0 or less are refused before anything starts,
 // rather than taken for the default without a word.
 func TestRunRefusesHTTPTimeoutsNotPositive(t *testing.T) {
+	t.Parallel()
 	path := demoConfig(t)
 	for _, c := range []struct{ flag, value, want string }{
 		{"--idle-timeout", "0", "wasmhost run: --idle-timeout 0s: must be more than 0 (default 2m0s)"},
@@ -577,6 +592,7 @@ func TestRunRefusesHTTPTimeoutsNotPositive(t *testing.T) {
 // TestRunConnectionFlags: --max-conns and --max-conns-per-ip reach the
 // daemon: with one connection allowed, a second is answered 503.
 func TestRunConnectionFlags(t *testing.T) {
+	t.Parallel()
 	for _, flag := range []string{"--max-conns", "--max-conns-per-ip"} {
 		path := demoConfig(t)
 		ctx, cancel := context.WithCancel(t.Context())
@@ -610,6 +626,7 @@ func TestRunConnectionFlags(t *testing.T) {
 // directory that cannot be used say which directory and how to choose
 // another, and do not blame the config's "policy" setting.
 func TestCacheDirRefusalNamesTheFlag(t *testing.T) {
+	t.Parallel()
 	path := demoConfig(t)
 	for _, args := range [][]string{
 		{"run", "--config", path, "--listen", "127.0.0.1:0", "--cache-dir", "/dev/null/cache"},
@@ -624,6 +641,7 @@ func TestCacheDirRefusalNamesTheFlag(t *testing.T) {
 }
 
 func TestExampleConfigIsValid(t *testing.T) {
+	t.Parallel()
 	cfg, warnings, err := config.Load("../../examples/demo.json")
 	require.NoError(t, err)
 	assert.Empty(t, warnings)
@@ -644,6 +662,7 @@ func TestExampleConfigIsValid(t *testing.T) {
 // that is missing or invalid, a policy plugin that is missing or does not
 // match its pin, a malformed or non-loopback listen address.
 func TestRunStartupInputErrorsExitUsage(t *testing.T) {
+	t.Parallel()
 	path := demoConfig(t)
 	dir := t.TempDir()
 	missingPolicy := filepath.Join(dir, "missing-policy.json")
@@ -700,11 +719,13 @@ func runUntil(t *testing.T, until string, args ...string) (out, errOut string) {
 // the plugin declares (testplugins/readonly-policy: config "hide" hides
 // tools, "readOnlyOnly" keeps the read-only ones).
 func TestStdioPluginConfigAndSettingsKeys(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("compiles the read-only test plugin and serves it in stdio mode")
 	}
-	plugin, err := filepath.Abs("../../testplugins/readonly-policy/readonly-policy.wasm")
+	plugin, err := filepath.Abs(readonlyWasm)
 	require.NoError(t, err)
+	warmPlugin(t, plugin)
 	path := demoConfigWith(t, func(cfg map[string]any) {
 		cfg["policy"] = map[string]any{"path": plugin, "config": map[string]any{"hide": []string{"pid"}}}
 		cfg["sessions"].(map[string]any)["alice"].(map[string]any)["overrides"] = map[string]any{"demo": map[string]any{"readOnlyOnly": true}}
@@ -723,6 +744,7 @@ func TestStdioPluginConfigAndSettingsKeys(t *testing.T) {
 // reads one can be tested (testplugins/readonly-policy hides the tools its
 // config names).
 func TestConformancePluginConfig(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a conformance suite against several plugin configs; TestConformanceFails and TestConformanceExit2 stay in -short; run without -short")
 	}
@@ -731,7 +753,9 @@ func TestConformancePluginConfig(t *testing.T) {
   "snapshot": {"tools": [{"name": "a", "inputSchema": {"type": "object"}}, {"name": "b", "inputSchema": {"type": "object"}}]},
   "project": {"tools": [{"name": "a", "trust": false, "alwaysLoad": false}]}}]}`
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(suite), 0o600))
-	plugin := "../../testplugins/readonly-policy/readonly-policy.wasm"
+	plugin, err := filepath.Abs(readonlyWasm)
+	require.NoError(t, err)
+	warmPlugin(t, plugin)
 	r := runCLI(t, "", "conformance", "--plugin", plugin, "--plugin-config", `{"hide": ["b"]}`, dir)
 	assert.Equal(t, exitOK, r.code, r.out+r.errOut)
 	assert.Equal(t, "1 passed, 0 failed\n", r.out)

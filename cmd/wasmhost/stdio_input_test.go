@@ -16,6 +16,7 @@ import (
 // plugin file that is missing, policy.sha256 for one that does not match
 // its pin, policy for the embedded default plugin.
 func TestStdioPolicyErrorsNameTheSetting(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		path := filepath.Join(dir, name)

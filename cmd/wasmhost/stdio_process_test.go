@@ -139,8 +139,8 @@ func startStdioProcess(t *testing.T, entry map[string]any, grace time.Duration, 
 	require.NoError(t, err)
 	p.inW, p.outR, p.errR = inW, outR, errR
 	p.cmd = exec.Command(os.Args[0], "-test.run=^TestHelperStdioProcess$")
-	// WASMHOST_CLI_DEMO_HELPER keeps its TestMain from making a cache
-	// directory of its own: it uses this one's (WASMHOST_CACHE_DIR).
+	// WASMHOST_CLI_DEMO_HELPER makes its TestMain run the tests at once,
+	// with this one's cache (WASMHOST_CACHE_DIR).
 	p.cmd.Env = append(os.Environ(), stdioHelperEnv+"=1", stdioHelperArgs+"="+string(args),
 		stdioHelperGrace+"="+grace.String(), "WASMHOST_CLI_DEMO_HELPER=1", "GORACE=atexit_sleep_ms=0")
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = inR, outW, errW

@@ -26,6 +26,7 @@ import (
 // subscription held across the crash is made again on the new process: a
 // note written there is announced to the client.
 func TestStdioRecoversCrashedUpstream(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("kills an upstream process and waits for the restart; TestStdioServesOneSession stays in -short; run without -short")
 	}

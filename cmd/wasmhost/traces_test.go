@@ -133,7 +133,6 @@ func (r *otlpReceiver) describe() string {
 // its tool add under a client trace, and returns the server and upstream
 // spans rec received of it.
 func tracedQuickRun(t *testing.T, rec *otlpReceiver, args ...string) (srv, up receivedSpan) {
-	t.Setenv("WASMHOST_CLI_DEMO_HELPER", "1") // the upstream below is this binary's demo server
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // export each span soon, not every 5 s
 	args = append(args, "--listen", "127.0.0.1:0", "--name", "demo", "--", os.Args[0], "-test.run=^TestHelperDemoServer$")
 	url, token := startQuick(t, args...)
