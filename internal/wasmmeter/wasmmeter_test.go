@@ -830,7 +830,7 @@ func TestSplitRewriteSameBytes(t *testing.T) {
 // writes for the modules of TestVersionNamesOutput.
 var versionOutputs = map[int]string{
 	1: "1be8bea230d29e4d9a27e191e4c6bedb5c26b1ff8beb3eae3cab72d595da2884",
-	2: "aa1ee72073b4f623fe5c2cdb9a1c8f98f41abfeb9d60ffdf3865e17887eb6971",
+	2: "c0e6439f15ae866a1f31fa9d8200053f37ae58fef21a491ad104240f80422b2e",
 }
 
 // TestVersionNamesOutput: Instrument's output for a fixed set of modules is
