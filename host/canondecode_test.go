@@ -85,7 +85,8 @@ func TestDecodeCanonicalizeCanonicalKeys(t *testing.T) {
 	}{
 		{`{"results":[{"canonical":{"a":["x"]}},{"error":"no"},{"canonical":null}]}  `, true},
 		{`{"results":[{"canonical":"q\"b\\s"}]}`, true},
-		// A key still counts when there is one, even one that differs.
+		// The decoders keep a key that is there, even one that differs
+		// (validation then refuses it: see below).
 		{`{"results":[{"canonical":{"a":1},"key":"k"},{"canonical":{"a":1}}]}`, true},
 		{`{"results":[{"canonical":{"a":1},"key":""}]}`, true},
 		// Not the compact form: left to decodeStrict.
@@ -121,6 +122,26 @@ func TestDecodeCanonicalizeCanonicalKeys(t *testing.T) {
 		return decodeCanonicalizeCompactKeys(out, true)
 	}, keys.validateCanonicalize)
 	assert.ErrorContains(t, err, "key is 65538 bytes, limit 65536")
+
+	// A plugin with canonicalKeys has declared its key to be the canonical
+	// form's text: a key that differs, even only in white space, is bad
+	// output on either path; one that is that text is taken.
+	for _, out := range []string{
+		`{"results":[{"canonical":{"a":1},"key":"k"}]}`,
+		`{"results":[ {"canonical":{"a":1},"key":"k"} ]}`,
+		`{"results":[{"canonical":{"a":1},"key":"{\"a\": 1}"}]}`,
+	} {
+		_, err := decodeChecked(one, []byte(out), func(out []byte) (*abi.CanonicalizeResponse, bool) {
+			return decodeCanonicalizeCompactKeys(out, true)
+		}, keys.validateCanonicalize)
+		assert.ErrorContains(t, err, "key differs from the canonical form", out)
+	}
+	resp, err := decodeChecked(one, []byte(`{"results":[{"canonical":{"a":1},"key":"{\"a\":1}"}]}`), func(out []byte) (*abi.CanonicalizeResponse, bool) {
+		return decodeCanonicalizeCompactKeys(out, true)
+	}, keys.validateCanonicalize)
+	if assert.NoError(t, err) {
+		assert.Equal(t, `{"a":1}`, resp.Results[0].Key)
+	}
 
 	// A canonical form is valid JSON even with bytes that are not UTF-8;
 	// as a key it must be UTF-8.

@@ -237,11 +237,18 @@ func (p *Plugin) canonicalizeBatch(ctx context.Context, batch []json.RawMessage)
 
 // validateCanonicalize is abi.ValidateCanonicalize, after giving each result
 // without a key its canonical form's text as key when the plugin's
-// handshake has canonicalKeys.
+// handshake has canonicalKeys. Such a plugin has declared that its key is
+// that text: a result whose key says otherwise is refused, so that the
+// declaration cannot hide two meanings under one key.
 func (p *Plugin) validateCanonicalize(req *abi.CanonicalizeRequest, resp *abi.CanonicalizeResponse) error {
 	if p.handshake.CanonicalKeys {
 		if err := fillCanonicalKeys(resp); err != nil {
 			return err
+		}
+		for i := range resp.Results {
+			if r := &resp.Results[i]; r.Key != "" && len(r.Canonical) > 0 && r.Key != string(r.Canonical) {
+				return fmt.Errorf("canonicalize: results[%d]: the key differs from the canonical form's text, which the plugin's handshake (canonicalKeys) declares its key to be", i)
+			}
 		}
 	}
 	return abi.ValidateCanonicalize(req, resp)
