@@ -80,6 +80,9 @@ func wantProject(t testing.TB, settings string) *abi.ProjectResponse {
 	return resp
 }
 
+// servedRounds numbers keepServing's rounds across the test binary.
+var servedRounds atomic.Int64
+
 // keepServing makes good calls on p from another goroutine until the
 // returned stop is called, checking every answer against the reference, and
 // stop returns how many rounds succeeded (at least one round always runs).
@@ -97,7 +100,10 @@ func keepServing(t *testing.T, p *Plugin) (stop func() int) {
 		defer wg.Done()
 		ctx := context.Background()
 		for i := 0; i == 0 || !stopped.Load(); i++ {
-			settings := fmt.Sprintf(`{"includeTools":["read","other-%d"],"alwaysLoadTools":true}`, i)
+			// A number no call in this process has used: p may be a
+			// plugin shared by other tests, whose memo would answer a
+			// settings object it has seen.
+			settings := fmt.Sprintf(`{"includeTools":["read","other-%d"],"alwaysLoadTools":true}`, servedRounds.Add(1))
 			resp, err := canon(p, settings)
 			if !assert.NoError(t, err, "a good call on another plugin while the hostile one misbehaves") {
 				return
