@@ -335,7 +335,10 @@ func newRig(t *testing.T, timeout time.Duration) *rig {
 	r.direct = connectServer(t, r.up.srv)
 
 	r.timeout.Store(int64(timeout))
-	r.ep = session.New(session.Options{Name: "s", Logger: slog.New(slog.NewTextHandler(r.logs, nil)), Progress: r.relay, Upstream: func(server string) session.Target {
+	// No keep-alive: its failure would end a call too, in 15 s, well
+	// within the tests' generous waits (mcptest.EventWithin), so with it a
+	// broken cancellation or disconnect could still pass them.
+	r.ep = session.New(session.Options{Name: "s", KeepAlive: -1, Logger: slog.New(slog.NewTextHandler(r.logs, nil)), Progress: r.relay, Upstream: func(server string) session.Target {
 		if server != "up" {
 			return session.Target{}
 		}
@@ -797,6 +800,9 @@ func TestUpstreamDiesDuringPromptAndRead(t *testing.T) {
 	for _, method := range []string{"prompts/get", "resources/read"} {
 		t.Run(strings.ReplaceAll(method, "/", "-"), func(t *testing.T) {
 			f := newFixture(t)
+			// No keep-alive, whose failure could end the call within the
+			// wait below: the upstream's death alone must answer the client.
+			f.keepAlive = -1
 			up := f.up
 			stop := make(chan struct{})
 			t.Cleanup(func() { close(stop) })
