@@ -66,8 +66,10 @@ func compileCached(ctx context.Context, name string, m extism.Manifest, pc extis
 	switch {
 	case err == nil:
 		return compiled, cache, nil
-	case cfg.cacheDir == "" || !strings.Contains(err.Error(), cacheErrorPrefix):
+	case cfg.cacheDir == "":
 		return nil, nil, err
+	case !strings.Contains(err.Error(), cacheErrorPrefix):
+		return nil, nil, cacheWriteError(cfg.cacheDir, err)
 	}
 	cfg.log.LogAttrs(ctx, slog.LevelWarn, "compilation cache entry damaged; compiling again and replacing it",
 		slog.String("plugin", name), slog.String("cacheDir", cfg.cacheDir), slog.String("error", err.Error()))
@@ -90,6 +92,21 @@ func compileCached(ctx context.Context, name string, m extism.Manifest, pc extis
 			slog.String("plugin", name), slog.String("cacheDir", cfg.cacheDir), slog.String("error", err.Error()))
 	}
 	return compiled, cache, nil
+}
+
+// cacheWriteError is err, marked ErrCacheDir when it is about a file in dir:
+// wazero writes a compiled module into its cache as part of compiling it,
+// so a directory that was usable when checked but cannot take the entry
+// (read-only, full) fails the compilation with the file's path error. That
+// is the directory's fault, not the plugin's, and callers tell the two
+// apart by ErrCacheDir.
+func cacheWriteError(dir string, err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) && strings.HasPrefix(pe.Path, dir+string(filepath.Separator)) ||
+		strings.Contains(err.Error(), " "+dir+string(filepath.Separator)) {
+		return fmt.Errorf("%w %q: %w", ErrCacheDir, dir, err)
+	}
+	return err
 }
 
 // memoryLimitText is in wazero's refusal of a memory section whose minimum
