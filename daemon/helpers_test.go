@@ -37,6 +37,10 @@ func TestMain(m *testing.M) {
 	for k, v := range tokenEnvs {
 		os.Setenv(k, v)
 	}
+	// No usable user cache directory (none, or read-only): one for this run.
+	dir, removeCache := mcptest.CacheDir(host.DefaultCacheDir())
+	os.Setenv(host.CacheDirEnv, dir)
+	cacheCleanup = removeCache
 	warmCache()
 	goleak.VerifyTestMain(closingBrowser{m})
 }
@@ -57,15 +61,19 @@ func warmCache() {
 type closingBrowser struct{ m *testing.M }
 
 func (c closingBrowser) Run() int {
+	defer cacheCleanup()
 	defer closeBrowser()
 	return c.m.Run()
 }
 
+// cacheCleanup removes the compilation cache TestMain made, if it made one.
+var cacheCleanup = func() {}
+
 // cacheDir is the compilation cache the tests share with the CLI.
 func cacheDir() string { return host.DefaultCacheDir() }
 
-// warmed holds a *sync.Once per plugin path warmPlugin was given.
-var warmed sync.Map
+// warmed runs warmPlugin's compilation once per plugin path.
+var warmed mcptest.OnceByKey
 
 // warmPlugin compiles and meters the plugin at path into the shared cache
 // first, with no deadline (under -race on a busy machine a cold compile
@@ -74,15 +82,13 @@ var warmed sync.Map
 // compiling it while the cache lacks it.
 func warmPlugin(t *testing.T, path string) {
 	t.Helper()
-	once, _ := warmed.LoadOrStore(path, &sync.Once{})
-	var err error
-	once.(*sync.Once).Do(func() {
-		var p *host.Plugin
-		if p, err = host.LoadFile(context.Background(), path, host.Options{CacheDir: cacheDir(), CallTimeout: time.Minute}); err == nil {
-			err = p.Close(context.Background())
+	require.NoError(t, warmed.Do(path, func() error {
+		p, err := host.LoadFile(context.Background(), path, host.Options{CacheDir: cacheDir(), CallTimeout: time.Minute})
+		if err != nil {
+			return err
 		}
-	})
-	require.NoError(t, err, "compile %s", path)
+		return p.Close(context.Background())
+	}), "compile %s", path)
 }
 
 const (

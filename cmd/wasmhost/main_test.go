@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -60,15 +59,9 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv("WASMHOST_CLI_DEMO_HELPER", "1") // for the children: the upstreams `run -- CMD` starts inherit it
 	os.Setenv(bobTokenEnv, bobToken)
-	dir, tmp := host.DefaultCacheDir(), ""
-	if dir == "" { // no user cache directory: one for this run
-		var err error
-		if tmp, err = os.MkdirTemp("", "wasmhost-cli-test-cache-"); err != nil {
-			panic(err)
-		}
-		dir = tmp
-	}
-	os.Setenv("WASMHOST_CACHE_DIR", dir)
+	// No usable user cache directory (none, or read-only): one for this run.
+	dir, removeCache := mcptest.CacheDir(host.DefaultCacheDir())
+	os.Setenv(host.CacheDirEnv, dir)
 	// The embedded plugin is compiled into the cache once, before any
 	// test runs: tests run in parallel, and each (and each process one
 	// starts) would otherwise compile it (minutes of CPU under -race)
@@ -78,17 +71,15 @@ func TestMain(m *testing.M) {
 		_ = p.Close(context.Background())
 	}
 	code := m.Run()
-	if tmp != "" {
-		os.RemoveAll(tmp)
-	}
+	removeCache()
 	os.Exit(code)
 }
 
 // readonlyWasm is testplugins/readonly-policy, a Go plugin.
 var readonlyWasm = filepath.Join("..", "..", "testplugins", "readonly-policy", "readonly-policy.wasm")
 
-// warmed holds a *sync.Once per plugin path warmPlugin was given.
-var warmed sync.Map
+// warmed runs warmPlugin's compilation once per plugin path.
+var warmed mcptest.OnceByKey
 
 // warmPlugin compiles the plugin at path (absolute) into the shared cache
 // once per test process: tests in parallel that run the same Go plugin
@@ -97,15 +88,13 @@ var warmed sync.Map
 // costs one load.
 func warmPlugin(t *testing.T, path string) {
 	t.Helper()
-	once, _ := warmed.LoadOrStore(path, &sync.Once{})
-	var err error
-	once.(*sync.Once).Do(func() {
-		var p *host.Plugin
-		if p, err = host.LoadFile(context.Background(), path, host.Options{CacheDir: host.DefaultCacheDir(), CallTimeout: time.Minute}); err == nil {
-			err = p.Close(context.Background())
+	require.NoError(t, warmed.Do(path, func() error {
+		p, err := host.LoadFile(context.Background(), path, host.Options{CacheDir: host.DefaultCacheDir(), CallTimeout: time.Minute})
+		if err != nil {
+			return err
 		}
-	})
-	require.NoError(t, err, "compile %s", path)
+		return p.Close(context.Background())
+	}), "compile %s", path)
 }
 
 // result is one in-process run of the command line.

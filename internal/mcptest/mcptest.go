@@ -6,8 +6,10 @@ package mcptest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -108,4 +110,43 @@ func (c *chunked) Read(p []byte) (int, error) {
 	copy(p, c.s[:k])
 	c.s = c.s[k:]
 	return k, nil
+}
+
+// CacheDir returns dir when a file can be made in it (it is created if
+// need be), else a new temporary directory, with a func that removes what
+// CacheDir made. Tests that share the user's compilation cache
+// (host.DefaultCacheDir) use it, so that they still run where that cache is
+// unusable: no home directory, or a read-only one, as in package builds.
+func CacheDir(dir string) (string, func()) {
+	if dir != "" && os.MkdirAll(dir, 0o700) == nil {
+		if f, err := os.CreateTemp(dir, ".probe-*"); err == nil {
+			f.Close()
+			os.Remove(f.Name())
+			return dir, func() {}
+		}
+	}
+	tmp, err := os.MkdirTemp("", "wasmhost-test-cache-")
+	if err != nil {
+		panic(fmt.Sprintf("mcptest: no usable compilation cache directory: %q is not writable, and no temporary one: %v", dir, err))
+	}
+	return tmp, func() { os.RemoveAll(tmp) }
+}
+
+// A OnceByKey runs a function once per key, and gives every caller of that
+// key its error, not only the first: tests in parallel that need the same
+// expensive preparation (a plugin compiled into the shared cache) wait for
+// one run of it. The zero value is ready to use.
+type OnceByKey struct{ m sync.Map }
+
+// Do runs f the first time key is given, waits for it, and returns its
+// error; later calls with the key return that error without running f.
+func (o *OnceByKey) Do(key string, f func() error) error {
+	type result struct {
+		once sync.Once
+		err  error
+	}
+	v, _ := o.m.LoadOrStore(key, &result{})
+	r := v.(*result)
+	r.once.Do(func() { r.err = f() })
+	return r.err
 }
