@@ -48,18 +48,35 @@ type checked struct {
 // from the session what it sees.
 func (r *Reconciler) Check(ctx context.Context, cfg *config.Config, p abi.Policy) error {
 	r.mu.Lock()
+	r.smu.RLock() // after mu, as mutators take them
 	var items []checked
+	servers := cfg.ServerNames() // sorted once, not once a session
 	for _, name := range cfg.SessionNames() {
 		sess := cfg.Sessions[name]
 		overlays := r.overlays[name]
-		for _, server := range sess.Enabled() {
+		var bindings map[string]*binding
+		if s := r.sessions[name]; s != nil && p == nil {
+			bindings = s.bindings
+		}
+		for _, server := range servers {
+			settings, enabled := sess.EffectiveSettings(server)
+			if !enabled {
+				continue
+			}
 			if _, ok := overlays[server]; ok {
 				continue // the overlay decides, below
 			}
-			settings, _ := sess.EffectiveSettings(server)
-			path := config.JoinPath("mcpServers", server)
+			if b := bindings[server]; b != nil && b.want != nil && string(b.want.settings) == string(settings) {
+				// The running policy answered these settings already
+				// (check would drop the item): a reload costs no more
+				// here for the bindings it leaves as they are.
+				continue
+			}
+			var path string
 			if _, ok := sess.Overrides[server]; ok {
-				path = config.JoinPath("sessions", name, "overrides", server) + " over " + path
+				path = config.JoinPath("sessions", name, "overrides", server) + " over " + config.JoinPath("mcpServers", server)
+			} else {
+				path = config.JoinPath("mcpServers", server)
 			}
 			items = append(items, checked{session: name, server: server, path: path, settings: settings})
 		}
@@ -69,6 +86,7 @@ func (r *Reconciler) Check(ctx context.Context, cfg *config.Config, p abi.Policy
 			}
 		}
 	}
+	r.smu.RUnlock()
 	r.mu.Unlock()
 	return r.check(ctx, p, items)
 }
