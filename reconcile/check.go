@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,6 +52,7 @@ func (r *Reconciler) Check(ctx context.Context, cfg *config.Config, p abi.Policy
 	r.smu.RLock() // after mu, as mutators take them
 	var items []checked
 	servers := cfg.ServerNames() // sorted once, not once a session
+	var buf []byte               // each pair's settings, copied for the items kept
 	for _, name := range cfg.SessionNames() {
 		sess := cfg.Sessions[name]
 		overlays := r.overlays[name]
@@ -59,14 +61,15 @@ func (r *Reconciler) Check(ctx context.Context, cfg *config.Config, p abi.Policy
 			bindings = s.bindings
 		}
 		for _, server := range servers {
-			settings, enabled := sess.EffectiveSettings(server)
+			var enabled bool
+			buf, enabled = sess.AppendEffectiveSettings(buf[:0], server)
 			if !enabled {
 				continue
 			}
 			if _, ok := overlays[server]; ok {
 				continue // the overlay decides, below
 			}
-			if b := bindings[server]; b != nil && b.want != nil && string(b.want.settings) == string(settings) {
+			if b := bindings[server]; b != nil && b.want != nil && string(b.want.settings) == string(buf) {
 				// The running policy answered these settings already
 				// (check would drop the item): a reload costs no more
 				// here for the bindings it leaves as they are.
@@ -78,7 +81,7 @@ func (r *Reconciler) Check(ctx context.Context, cfg *config.Config, p abi.Policy
 			} else {
 				path = config.JoinPath("mcpServers", server)
 			}
-			items = append(items, checked{session: name, server: server, path: path, settings: settings})
+			items = append(items, checked{session: name, server: server, path: path, settings: bytes.Clone(buf)})
 		}
 		for _, server := range slices.Sorted(maps.Keys(overlays)) {
 			if w := overlays[server]; !w.disabled {
