@@ -149,13 +149,27 @@ func (s Settings) JSON() json.RawMessage {
 			n += len(f.key) + len(f.v) + 1
 		}
 	}
-	b := make([]byte, 0, n) // one allocation: a reload builds one per (session, server)
+	// One allocation: a reload builds one per (session, server).
+	return s.appendJSON(make([]byte, 0, n))
+}
+
+// appendJSON appends JSON's object to b; s has no Extra keys.
+func (s Settings) appendJSON(b []byte) []byte {
+	start := len(b)
 	b = append(b, '{')
-	for _, f := range fields {
+	for _, f := range [...]struct {
+		key string
+		v   json.RawMessage
+	}{
+		{`"trust":`, s.Trust},
+		{`"alwaysLoadTools":`, s.AlwaysLoadTools},
+		{`"includeTools":`, s.IncludeTools},
+		{`"excludeTools":`, s.ExcludeTools},
+	} {
 		if f.v == nil {
 			continue
 		}
-		if len(b) > 1 {
+		if len(b) > start+1 {
 			b = append(b, ',')
 		}
 		b = append(append(b, f.key...), f.v...)
@@ -438,6 +452,24 @@ func (s *Session) EffectiveSettings(server string) (settings json.RawMessage, en
 	}
 	set, disabled := s.overridden(server, base)
 	return set.JSON(), s.listed(server) && !disabled // JSON copies the bytes
+}
+
+// AppendEffectiveSettings is EffectiveSettings appending the settings
+// object to b instead of returning a fresh one (b is returned as it is
+// when the server is unknown), for a caller that compares many with the
+// settings it holds and keeps few.
+func (s *Session) AppendEffectiveSettings(b []byte, server string) (_ []byte, enabled bool) {
+	base, ok := s.servers[server]
+	if !ok {
+		return b, false
+	}
+	set, disabled := s.overridden(server, base)
+	if len(set.Extra) > 0 {
+		b = append(b, set.jsonWithExtra()...)
+	} else {
+		b = set.appendJSON(b)
+	}
+	return b, s.listed(server) && !disabled
 }
 
 // overridden applies the session's override for server to base's settings

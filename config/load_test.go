@@ -241,6 +241,10 @@ func TestEffective(t *testing.T) {
 			only, onlyEnabled := cfg.Sessions[tt.session].EffectiveSettings(tt.server)
 			assert.Equal(t, string(settings), string(only))
 			assert.Equal(t, enabled, onlyEnabled)
+			// So does AppendEffectiveSettings, after what b held.
+			appended, appendEnabled := cfg.Sessions[tt.session].AppendEffectiveSettings([]byte("held"), tt.server)
+			assert.Equal(t, "held"+string(settings), string(appended))
+			assert.Equal(t, enabled, appendEnabled)
 			// So do Uses and the override's Layer, for callers keeping
 			// their own copies.
 			set, disabled := base.Settings, base.Disabled
@@ -254,6 +258,9 @@ func TestEffective(t *testing.T) {
 	}
 	_, ok := cfg.Sessions["alice"].EffectiveSettings("nope")
 	assert.False(t, ok)
+	appended, ok := cfg.Sessions["alice"].AppendEffectiveSettings([]byte("held"), "nope")
+	assert.False(t, ok)
+	assert.Equal(t, "held", string(appended))
 	assert.False(t, cfg.Sessions["alice"].Uses("nope"))
 	assert.True(t, cfg.Sessions["bob.ci"].Uses("nodeServer"), "listed, though disabled")
 	assert.False(t, (&Session{}).Uses("github"), "a session not made by Parse knows no servers")
@@ -554,6 +561,8 @@ func TestPluginKeysInSettings(t *testing.T) {
 	assert.Equal(t, `{"trust":false,"aLimit":3,"readOnlyOnly":false}`, string(got))
 	_, effective, _ := cfg.Sessions["b"].Effective("fs")
 	assert.Equal(t, string(got), string(effective))
+	appended, _ := cfg.Sessions["b"].AppendEffectiveSettings([]byte("held"), "fs")
+	assert.Equal(t, "held"+string(got), string(appended), "plugin keys appended too")
 	assert.Equal(t, `true`, string(cfg.Servers["fs"].Settings.Extra["readOnlyOnly"]), "the override does not touch the base entry")
 }
 

@@ -87,11 +87,16 @@ func (d *Daemon) sessionHandler(name string, ep *session.Endpoint) http.Handler 
 // SetNaming and SetInstructions. An unknown session gets the default
 // naming and no instructions.
 func SessionNaming(cfg *config.Config, name string) (session.Naming, []string) {
-	n := session.Naming{Mode: session.NamesAuto}
-	var s *config.Session
-	if cfg != nil {
-		s = cfg.Sessions[name]
+	if cfg == nil {
+		return session.Naming{Mode: session.NamesAuto}, nil
 	}
+	return sessionNaming(cfg, cfg.ServerNames(), name)
+}
+
+// sessionNaming is SessionNaming given cfg's server names, sorted.
+func sessionNaming(cfg *config.Config, servers []string, name string) (session.Naming, []string) {
+	n := session.Naming{Mode: session.NamesAuto}
+	s := cfg.Sessions[name]
 	if s == nil {
 		return n, nil
 	}
@@ -99,7 +104,7 @@ func SessionNaming(cfg *config.Config, name string) (session.Naming, []string) {
 		n.Mode = session.NameMode(s.Names)
 	}
 	var instructed []string
-	for _, server := range cfg.ServerNames() {
+	for _, server := range servers {
 		if !s.Uses(server) {
 			continue
 		}
@@ -125,8 +130,16 @@ func (d *Daemon) applyNaming(cfg *config.Config) {
 		eps[name] = e.ep
 	}
 	d.mu.Unlock()
+	var servers []string // sorted once, not once a session
+	if cfg != nil {
+		servers = cfg.ServerNames()
+	}
 	for name, ep := range eps {
-		naming, instructed := SessionNaming(cfg, name)
+		naming := session.Naming{Mode: session.NamesAuto}
+		var instructed []string
+		if cfg != nil {
+			naming, instructed = sessionNaming(cfg, servers, name)
+		}
 		ep.SetNaming(naming)
 		ep.SetInstructions(instructed)
 	}

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,20 +49,39 @@ type checked struct {
 // from the session what it sees.
 func (r *Reconciler) Check(ctx context.Context, cfg *config.Config, p abi.Policy) error {
 	r.mu.Lock()
+	r.smu.RLock() // after mu, as mutators take them
 	var items []checked
+	servers := cfg.ServerNames() // sorted once, not once a session
+	var buf []byte               // each pair's settings, copied for the items kept
 	for _, name := range cfg.SessionNames() {
 		sess := cfg.Sessions[name]
 		overlays := r.overlays[name]
-		for _, server := range sess.Enabled() {
+		var bindings map[string]*binding
+		if s := r.sessions[name]; s != nil && p == nil {
+			bindings = s.bindings
+		}
+		for _, server := range servers {
+			var enabled bool
+			buf, enabled = sess.AppendEffectiveSettings(buf[:0], server)
+			if !enabled {
+				continue
+			}
 			if _, ok := overlays[server]; ok {
 				continue // the overlay decides, below
 			}
-			settings, _ := sess.EffectiveSettings(server)
-			path := config.JoinPath("mcpServers", server)
-			if _, ok := sess.Overrides[server]; ok {
-				path = config.JoinPath("sessions", name, "overrides", server) + " over " + path
+			if b := bindings[server]; b != nil && b.want != nil && string(b.want.settings) == string(buf) {
+				// The running policy answered these settings already
+				// (check would drop the item): a reload costs no more
+				// here for the bindings it leaves as they are.
+				continue
 			}
-			items = append(items, checked{session: name, server: server, path: path, settings: settings})
+			var path string
+			if _, ok := sess.Overrides[server]; ok {
+				path = config.JoinPath("sessions", name, "overrides", server) + " over " + config.JoinPath("mcpServers", server)
+			} else {
+				path = config.JoinPath("mcpServers", server)
+			}
+			items = append(items, checked{session: name, server: server, path: path, settings: bytes.Clone(buf)})
 		}
 		for _, server := range slices.Sorted(maps.Keys(overlays)) {
 			if w := overlays[server]; !w.disabled {
@@ -69,6 +89,7 @@ func (r *Reconciler) Check(ctx context.Context, cfg *config.Config, p abi.Policy
 			}
 		}
 	}
+	r.smu.RUnlock()
 	r.mu.Unlock()
 	return r.check(ctx, p, items)
 }
