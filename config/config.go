@@ -134,17 +134,8 @@ func (s Settings) JSON() json.RawMessage {
 	if len(s.Extra) > 0 {
 		return s.jsonWithExtra()
 	}
-	fields := [...]struct {
-		key string
-		v   json.RawMessage
-	}{
-		{`"trust":`, s.Trust},
-		{`"alwaysLoadTools":`, s.AlwaysLoadTools},
-		{`"includeTools":`, s.IncludeTools},
-		{`"excludeTools":`, s.ExcludeTools},
-	}
 	n := 2
-	for _, f := range fields {
+	for _, f := range s.fields() {
 		if f.v != nil {
 			n += len(f.key) + len(f.v) + 1
 		}
@@ -153,19 +144,27 @@ func (s Settings) JSON() json.RawMessage {
 	return s.appendJSON(make([]byte, 0, n))
 }
 
-// appendJSON appends JSON's object to b; s has no Extra keys.
-func (s Settings) appendJSON(b []byte) []byte {
-	start := len(b)
-	b = append(b, '{')
-	for _, f := range [...]struct {
-		key string
-		v   json.RawMessage
-	}{
+// A settingField is one of the four settings, with its JSON key and colon.
+type settingField struct {
+	key string
+	v   json.RawMessage
+}
+
+// fields is s's four settings in JSON's order.
+func (s Settings) fields() [4]settingField {
+	return [4]settingField{
 		{`"trust":`, s.Trust},
 		{`"alwaysLoadTools":`, s.AlwaysLoadTools},
 		{`"includeTools":`, s.IncludeTools},
 		{`"excludeTools":`, s.ExcludeTools},
-	} {
+	}
+}
+
+// appendJSON appends JSON's object to b; s has no Extra keys.
+func (s Settings) appendJSON(b []byte) []byte {
+	start := len(b)
+	b = append(b, '{')
+	for _, f := range s.fields() {
 		if f.v == nil {
 			continue
 		}
