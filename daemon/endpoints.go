@@ -87,16 +87,24 @@ func (d *Daemon) sessionHandler(name string, ep *session.Endpoint) http.Handler 
 // SetNaming and SetInstructions. An unknown session gets the default
 // naming and no instructions.
 func SessionNaming(cfg *config.Config, name string) (session.Naming, []string) {
-	if cfg == nil {
-		return session.Naming{Mode: session.NamesAuto}, nil
-	}
-	return sessionNaming(cfg, cfg.ServerNames(), name)
+	return sessionNaming(cfg, serverNames(cfg), name)
 }
 
-// sessionNaming is SessionNaming given cfg's server names, sorted.
+// serverNames is cfg's server names, sorted; none for no config.
+func serverNames(cfg *config.Config) []string {
+	if cfg == nil {
+		return nil
+	}
+	return cfg.ServerNames()
+}
+
+// sessionNaming is SessionNaming given serverNames(cfg).
 func sessionNaming(cfg *config.Config, servers []string, name string) (session.Naming, []string) {
 	n := session.Naming{Mode: session.NamesAuto}
-	s := cfg.Sessions[name]
+	var s *config.Session
+	if cfg != nil {
+		s = cfg.Sessions[name]
+	}
 	if s == nil {
 		return n, nil
 	}
@@ -130,16 +138,9 @@ func (d *Daemon) applyNaming(cfg *config.Config) {
 		eps[name] = e.ep
 	}
 	d.mu.Unlock()
-	var servers []string // sorted once, not once a session
-	if cfg != nil {
-		servers = cfg.ServerNames()
-	}
+	servers := serverNames(cfg) // sorted once, not once a session
 	for name, ep := range eps {
-		naming := session.Naming{Mode: session.NamesAuto}
-		var instructed []string
-		if cfg != nil {
-			naming, instructed = sessionNaming(cfg, servers, name)
-		}
+		naming, instructed := sessionNaming(cfg, servers, name)
 		ep.SetNaming(naming)
 		ep.SetInstructions(instructed)
 	}

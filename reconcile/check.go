@@ -75,11 +75,9 @@ func (r *Reconciler) Check(ctx context.Context, cfg *config.Config, p abi.Policy
 				// here for the bindings it leaves as they are.
 				continue
 			}
-			var path string
+			path := config.JoinPath("mcpServers", server)
 			if _, ok := sess.Overrides[server]; ok {
-				path = config.JoinPath("sessions", name, "overrides", server) + " over " + config.JoinPath("mcpServers", server)
-			} else {
-				path = config.JoinPath("mcpServers", server)
+				path = config.JoinPath("sessions", name, "overrides", server) + " over " + path
 			}
 			items = append(items, checked{session: name, server: server, path: path, settings: bytes.Clone(buf)})
 		}
