@@ -18,6 +18,12 @@ import (
 // wasmhost while it succeeds against its server directly.
 const DefaultKeepAlive = 15 * time.Second
 
+// callHeadersAfter is how long a forwarded call's event stream may go
+// without its response headers (at most the keep-alive interval): long
+// enough that a call answered sooner sends them with its answer, short
+// enough for any client's wait for response headers.
+const callHeadersAfter = time.Second
+
 // keepAliveComment is what a silent event stream gets: an SSE comment,
 // which every SSE parser skips.
 var keepAliveComment = []byte(": keepalive\n\n")
@@ -27,20 +33,26 @@ var keepAliveComment = []byte(": keepalive\n\n")
 // writes keepAliveComment whenever the stream has carried nothing for
 // every. Its writes are serialised with the handler's, each of which is a
 // whole event (the go-sdk writes one event per Write), so a comment never
-// lands inside an event. The go-sdk does not write the response headers of
-// a POST until its first message: startCall sends them as soon as a
-// forwarded call is under way.
+// lands inside an event.
+//
+// The go-sdk does not write the response headers of a POST until its first
+// message, where TypeScript servers send them at once. When a forwarded
+// call is under way (startCall), the keep-alive starts without them: a
+// call answered within callHeadersAfter (nearly all) goes out as the
+// go-sdk writes it, headers and answer in one write, and one still under
+// way by then gets its headers, then a comment whenever it has been
+// silent for every. Sending them as each call starts instead cost every
+// call an extra flush, a write system call and a packet: about a tenth of
+// the daemon's CPU under load (BenchmarkGateways).
 type keepAliveWriter struct {
 	http.ResponseWriter
 	every time.Duration
 
 	mu      sync.Mutex
-	sent    bool      // the status line has been written
-	last    time.Time // when the response last carried something
-	running bool      // the keep-alive goroutine runs
-	stopped bool      // the handler has returned: nothing more is written
-	stop    chan struct{}
-	done    chan struct{}
+	sent    bool        // the status line has been written
+	last    time.Time   // when the response last carried something, or the keep-alive started
+	timer   *time.Timer // the keep-alive's, once it started
+	stopped bool        // the handler has returned: nothing more is written
 }
 
 // newKeepAliveWriter wraps w for a request of protocol version version
@@ -52,7 +64,7 @@ func newKeepAliveWriter(w http.ResponseWriter, every time.Duration, version stri
 	if version >= perRequestProtocol {
 		every = 0
 	}
-	return &keepAliveWriter{ResponseWriter: w, every: every, stop: make(chan struct{}), done: make(chan struct{})}
+	return &keepAliveWriter{ResponseWriter: w, every: every}
 }
 
 // isEventStream reports whether the response's headers make it an event
@@ -110,71 +122,67 @@ func (k *keepAliveWriter) Unwrap() http.ResponseWriter { return k.ResponseWriter
 
 // startCall is called when a call the request carries is forwarded
 // upstream: if the response is an event stream whose headers are not sent
-// yet, it sends them, and starts the keep-alive. It runs on the call's
-// goroutine, which the go-sdk started after setting the headers.
+// yet, it starts the keep-alive, which sends them if the call is still
+// under way after callHeadersAfter. It runs on the call's goroutine, which
+// the go-sdk started after setting the headers.
 func (k *keepAliveWriter) startCall() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.stopped || k.every <= 0 || k.sent || !k.isEventStream() {
+	if k.stopped || k.every <= 0 || k.sent || k.timer != nil || !k.isEventStream() {
 		return
 	}
-	k.writeHeaderLocked(http.StatusOK)
-	_ = http.NewResponseController(k.ResponseWriter).Flush()
+	k.last = time.Now()
+	k.timer = time.AfterFunc(min(callHeadersAfter, k.every), k.tick)
 }
 
-// startLocked starts the keep-alive goroutine once. k.mu is held.
+// startLocked starts the keep-alive once. k.mu is held.
 func (k *keepAliveWriter) startLocked() {
-	if k.running || k.stopped || k.every <= 0 {
+	if k.timer != nil || k.stopped || k.every <= 0 {
 		return
 	}
-	k.running = true
-	go k.run()
+	k.timer = time.AfterFunc(k.every, k.tick)
 }
 
-// run writes keepAliveComment each time the stream has carried nothing for
-// k.every, until finish or a failed write.
-func (k *keepAliveWriter) run() {
-	defer close(k.done)
-	t := time.NewTimer(k.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-k.stop:
-			return
-		case <-t.C:
-		}
-		k.mu.Lock()
-		if k.stopped {
-			k.mu.Unlock()
-			return
-		}
-		wait := k.every - time.Since(k.last)
-		if wait <= 0 {
-			_, err := k.ResponseWriter.Write(keepAliveComment)
-			if err == nil {
-				err = http.NewResponseController(k.ResponseWriter).Flush()
-			}
-			if err != nil { // the client is gone: the handler finds out itself
-				k.mu.Unlock()
-				return
-			}
-			k.last = time.Now()
-			wait = k.every
-		}
-		k.mu.Unlock()
-		t.Reset(wait)
+// tick sends the status line if it is not sent yet, and keepAliveComment
+// when the stream has carried nothing for k.every, and sets the timer for
+// the next; it stops after finish or a failed write.
+func (k *keepAliveWriter) tick() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.stopped {
+		return
 	}
+	rc := http.NewResponseController(k.ResponseWriter)
+	if !k.sent {
+		k.sent = true
+		k.ResponseWriter.WriteHeader(http.StatusOK)
+		if rc.Flush() != nil { // the client is gone: the handler finds out itself
+			return
+		}
+	}
+	wait := k.every - time.Since(k.last)
+	if wait <= 0 {
+		_, err := k.ResponseWriter.Write(keepAliveComment)
+		if err == nil {
+			err = rc.Flush()
+		}
+		if err != nil {
+			return
+		}
+		k.last = time.Now()
+		wait = k.every
+	}
+	k.timer.Reset(wait)
 }
 
 // finish stops the keep-alive once the handler has returned, before the
-// ResponseWriter goes back to net/http, and waits for it.
+// ResponseWriter goes back to net/http: a tick that holds k.mu finishes
+// its write first, and any later one writes nothing.
 func (k *keepAliveWriter) finish() {
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	k.stopped = true
-	running := k.running
-	k.mu.Unlock()
-	if running {
-		close(k.stop)
-		<-k.done
+	if k.timer != nil {
+		k.timer.Stop()
 	}
 }
