@@ -494,6 +494,7 @@ type loadResult struct {
 	p50, p99 time.Duration
 	setupP50 time.Duration
 	setupP99 time.Duration
+	cpu      cpuUse // spent while the calls were made
 }
 
 func (r loadResult) perSecond() float64 { return float64(r.calls) / r.took.Seconds() }
@@ -594,6 +595,7 @@ func drive(ctx context.Context, g *gateway, up benchUpstream, l load) (loadResul
 	}
 	var next atomic.Int64
 	lats := make([][]time.Duration, len(sessions))
+	cpu := g.cpuNow()
 	start := time.Now()
 	deadline := start.Add(l.maxTime)
 	i := atomic.Int64{}
@@ -609,6 +611,7 @@ func drive(ctx context.Context, g *gateway, up benchUpstream, l load) (loadResul
 		return nil
 	})
 	res.took = time.Since(start)
+	res.cpu = g.cpuNow().since(cpu)
 	if err != nil {
 		return loadResult{}, err
 	}
@@ -661,8 +664,10 @@ var gatewayLoads = []load{
 // upstream are started once and measured in turn at each concurrency, so
 // one invocation interleaves them; `make bench` runs it in rounds. Each
 // sub-benchmark runs its load once, whatever b.N, and reports calls/s,
-// p50-ns and p99-ns, and the set-up time of a client session. A peer that
-// cannot be installed or started is reported on a line
+// p50-ns and p99-ns, the set-up time of a client session, and the CPU
+// time each call cost, in µs, of the load generator (this process), of the
+// gateway's process and of the processes it started (the upstreams). A
+// peer that cannot be installed or started is reported on a line
 // "gateway-missing: <name> <upstream>: <why>" and measured nowhere.
 func BenchmarkGateways(b *testing.B) {
 	for _, upName := range []string{"node", "go"} {
@@ -700,6 +705,10 @@ func BenchmarkGateways(b *testing.B) {
 						b.ReportMetric(float64(res.p99.Nanoseconds()), "p99-ns")
 						b.ReportMetric(float64(res.setupP50.Nanoseconds()), "setup-p50-ns")
 						b.ReportMetric(float64(res.calls), "calls")
+						perCall := func(d time.Duration) float64 { return d.Seconds() * 1e6 / float64(res.calls) }
+						b.ReportMetric(perCall(res.cpu.load), "load-cpu-us/call")
+						b.ReportMetric(perCall(res.cpu.gateway), "gw-cpu-us/call")
+						b.ReportMetric(perCall(res.cpu.upstream), "up-cpu-us/call")
 						b.ReportMetric(0, "ns/op")
 					})
 				}
@@ -720,8 +729,8 @@ func oneLine(s string) string {
 // TestGatewayHarness runs BenchmarkGateways' machinery at a tiny load on
 // the Go upstream: the relay and wasmhost start as processes of their own,
 // the load generator's clients connect over streamable HTTP, every call
-// reaches the upstream's tool and is counted, and the load stops at its
-// call count.
+// reaches the upstream's tool and is counted, the load stops at its call
+// count, and the CPU accounting finds the gateway's upstream.
 func TestGatewayHarness(t *testing.T) {
 	up := goUpstream(t)
 	for _, name := range []string{"relay", "wasmhost"} {
@@ -737,6 +746,14 @@ func TestGatewayHarness(t *testing.T) {
 			rss, err := g.rss()
 			require.NoError(t, err)
 			require.Positive(t, rss)
+			// The CPU accounting finds the upstream below the gateway
+			// (through env(1)) and reads the gateway's and its own time.
+			procs := processes()
+			require.Len(t, descendants(procs, g.cmd.Process.Pid), 1, "the upstream below %s", name)
+			cpu := g.cpuNow()
+			require.Positive(t, cpu.load)
+			require.Positive(t, cpu.gateway, "%s has started and served calls", name)
+			require.Positive(t, res.cpu.load, "the load generator's time over the load")
 		})
 	}
 }

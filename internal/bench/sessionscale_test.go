@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,30 +38,7 @@ func (r scaleResult) perSession() float64 {
 
 // childProcesses counts the processes whose parent is ppid: the upstreams
 // a gateway started (env(1) execs the demo server in place).
-func childProcesses(ppid int) int {
-	ents, _ := os.ReadDir("/proc")
-	n := 0
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == ppid {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...: comm may hold spaces.
-		_, rest, ok := strings.Cut(string(b), ") ")
-		f := strings.Fields(rest)
-		if !ok || len(f) < 2 {
-			continue
-		}
-		if p, _ := strconv.Atoi(f[1]); p == ppid {
-			n++
-		}
-	}
-	return n
-}
+func childProcesses(ppid int) int { return len(children(processes(), ppid)) }
 
 // scale holds n client sessions on g at once, spread over its endpoints:
 // it connects them, width at once (1: each client arrives when the one

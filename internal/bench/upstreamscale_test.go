@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -66,21 +65,7 @@ func reload(ctx context.Context, g *gateway, cfg map[string]any) (time.Duration,
 // upstreamRSS sums the RSS of the processes whose parent is pid.
 func upstreamRSS(pid int) int64 {
 	var sum int64
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		_, rest, ok := strings.Cut(string(b), ") ")
-		f := strings.Fields(rest)
-		if !ok || len(f) < 2 || f[1] != strconv.Itoa(pid) {
-			continue
-		}
+	for _, child := range children(processes(), pid) {
 		if rss, err := processRSS(child); err == nil {
 			sum += rss
 		}

@@ -46,9 +46,59 @@ func (r *results) p99Diff(target, baseline string) (med, lo, hi float64, ok bool
 	return med, slices.Min(xs), slices.Max(xs), true
 }
 
+// The CPU time per call BenchmarkGateways reports, in µs: the load
+// generator's, the gateway process's, and that of the processes it started
+// (its upstreams).
+const (
+	cpuLoad     = "load-cpu-us/call"
+	cpuGateway  = "gw-cpu-us/call"
+	cpuUpstream = "up-cpu-us/call"
+)
+
+// A cpuSplit is the median CPU time per call of one cell, in µs.
+type cpuSplit struct{ load, gateway, upstream float64 }
+
+// cpuOf returns the CPU split of a BenchmarkGateways cell, if it has one.
+func (r *results) cpuOf(bench string) (cpuSplit, bool) {
+	l, ok1 := r.median(bench, cpuLoad)
+	g, ok2 := r.median(bench, cpuGateway)
+	u, ok3 := r.median(bench, cpuUpstream)
+	return cpuSplit{l, g, u}, ok1 && ok2 && ok3
+}
+
+// whatItTakes says what 2x peer's calls/s would take in the cell (up, c)
+// on cpus CPUs, from the CPU each call cost there: at one client, the
+// round trip it means next to the CPU the load generator and the upstream
+// spend per call; at more, where calls overlap and the CPUs are shared,
+// the CPU a gateway may spend per call to get there, beside wasmhost's
+// and the relay's (CPU is conserved: calls/s × CPU per call ≤ cpus).
+func (r *results) whatItTakes(up string, c int, peer string, cpus int) string {
+	w, ok := r.cpuOf(gwBench(up, c, "wasmhost"))
+	pt, okp := r.median(gwBench(up, c, peer), "calls/s")
+	if !ok || !okp || pt <= 0 {
+		return ""
+	}
+	need := targetPeerRatio * pt
+	if c == 1 {
+		return fmt.Sprintf("2x is a round trip of %.0f µs, in which the load generator and the upstream spend %.0f µs of CPU per call and wasmhost %.0f µs", 1e6/need, w.load+w.upstream, w.gateway)
+	}
+	others := w.load + w.upstream
+	ceiling := float64(cpus) * 1e6 / others
+	budget := float64(cpus)*1e6/need - others
+	rel := "n/a"
+	if rc, ok := r.cpuOf(gwBench(up, c, "relay")); ok {
+		rel = fmt.Sprintf("%.0f µs", rc.gateway)
+	}
+	if budget <= 0 {
+		return fmt.Sprintf("2x is %.0f calls/s, more than the %d CPUs allow any gateway here, even one that costs nothing (the load generator and the upstream spend %.0f µs per call: at most %.0f calls/s)", need, cpus, others, ceiling)
+	}
+	return fmt.Sprintf("2x is %.0f calls/s: with the load generator and the upstream spending %.0f µs of CPU per call, a gateway may spend %.0f µs per call to reach it on %d CPUs (wasmhost spends %.0f µs, the relay %s)", need, others, budget, cpus, w.gateway, rel)
+}
+
 // renderGateways returns the summary lines and the section of the gateway
-// comparison, and the chart (SVG) it links to as chartPath.
-func renderGateways(r *results, chartPath string) ([]check, string, string) {
+// comparison, and the chart (SVG) it links to as chartPath; cpus is the
+// machine's CPU count.
+func renderGateways(r *results, chartPath string, cpus int) ([]check, string, string) {
 	var sec strings.Builder
 	s := func(format string, args ...any) { fmt.Fprintf(&sec, format, args...) }
 	var checks []check
@@ -167,21 +217,33 @@ func renderGateways(r *results, chartPath string) ([]check, string, string) {
 					continue
 				}
 				f, ok := r.ratio(gwBench(up, c, "relay"), gwBench(up, c, peer), "calls/s", false)
-				below = append(below, fmt.Sprintf("%s c=%d against %s: wasmhost %.2fx, relay %s", up, c, peer, q.med, fmtRatio(f, ok)))
+				line := fmt.Sprintf("%s c=%d against %s: wasmhost %.2fx, relay %s", up, c, peer, q.med, fmtRatio(f, ok))
+				if takes := r.whatItTakes(up, c, peer, cpus); takes != "" {
+					line += "; " + takes
+				}
+				below = append(below, line)
 			}
 		}
 	}
 	if len(below) > 0 {
-		s("Cells below %.0fx a peer, with the minimal go-sdk relay's calls/s against the same peer in the same rounds: %s.\n\n", targetPeerRatio, strings.Join(below, "; "))
+		s("Cells below %.0fx a peer, with the minimal go-sdk relay's calls/s against the same peer in the same rounds, and what 2x would take (from the CPU time per call below):\n\n", targetPeerRatio)
+		for _, line := range below {
+			s("- %s.\n", line)
+		}
+		s("\n")
 	}
-	s("Where the time goes (`BenchmarkGatewayProfile`, a development aid outside `make bench`: a CPU profile of wasmhost serving 8 clients on the Go upstream for 5 s, run on 2026-12-03 with the machine quiet, load average under 2): " +
-		"wasmhost used 0.58 CPU-seconds per second of the two vCPUs it shares with the load generator and the upstream. " +
-		"Of that: the go-sdk's JSON decoding 21%% (segmentio's `Decoder`, which allocates and clears a fresh 32 KiB buffer for every message it reads, from the upstream's pipe and from each HTTP request; the clearing alone is 8%%), the garbage collector 16%% (mostly those buffers), stack growth 8%% (goroutines the go-sdk starts for each request), system calls 7%%; " +
+	s("Where the time goes. The CPU table below splits each call's CPU time between the load generator, the gateway's process and the upstreams it started. " +
+		"Where many clients share the Go upstream, the two vCPUs are nearly always busy, so calls/s is about 2 CPU-seconds divided by the CPU all three processes spend per call: CPU a gateway saves turns into calls/s only in proportion to its share. " +
+		"wasmhost's own process spends no more CPU per call than the relay's, and the load generator and the upstream, both go-sdk programs, spend about as much each; the list above says for each missed cell how little a gateway would have to spend to reach 2x. " +
+		"A CPU profile of wasmhost (`BenchmarkGatewayProfile`, a development aid outside `make bench`: 8 clients on the Go upstream for 5 s, run on 2026-12-03 with the machine quiet) shows 0.54 CPU-seconds per second, of which " +
+		"the go-sdk's JSON decoding 21%% (segmentio's `Decoder`, which allocates and clears a fresh buffer of more than 32 KiB for every message it reads, from the upstream's pipe and from each HTTP request), system calls 15%% (a read and a write per message on each leg), the garbage collector 13%% (mostly those buffers) and stack growth 5%% (goroutines the go-sdk starts for each request); " +
 		"wasmhost's own layers (token check, draining gate, carrier and gone-client wrappers, route lookup, `_meta` copy) are thin wrappers in the cumulative profile, under 2%% flat. " +
-		"What bounds a missed cell: wasmhost runs at the floor of a gateway built on the go-sdk (k), and in the cells above the floor itself is less than 2x ahead of the peer. On a quiet machine the peers are much faster than in issue 29's table, which was measured under load; " +
-		"where many clients share one upstream, every gateway but supergateway sends all calls through one stdio pipe to one upstream process, and the load generator, the gateway and the upstream share two vCPUs. " +
-		"What would close it: less CPU per message in the go-sdk (decoding with a reused buffer instead of a fresh `Decoder` per message would remove about a fifth of wasmhost's CPU and much of its GC work), a change that belongs in the go-sdk; " +
+		"Until 2026-12-03 wasmhost also flushed each call's response headers as the call started, to keep a long call's stream alive: an extra write and packet per call, a tenth of its CPU in that profile. " +
+		"The headers now go out with the first keep-alive comment, after 15 s of silence, and a call answered sooner leaves in one write, as the go-sdk writes it (session/keepalive.go, `TestStartCallWritesNothingUntilTheKeepAlive`). " +
+		"What would close the missed cells: less CPU per message in the go-sdk, on both sides of every leg (decoding with a reused buffer instead of a fresh `Decoder` per message would remove about a fifth of wasmhost's CPU and much of its GC work, and the same in the upstream and the load generator), a change that belongs in the go-sdk; " +
+		"decoding and writing JSON-RPC by hand on wasmhost's data path, which would give up the go-sdk's handling of every message on both legs (the fidelity the project builds on) for at most wasmhost's share of the CPU; " +
 		"or several upstream processes per server, which wasmhost does not run, because an MCP connection carries state (subscriptions, the log level, requests from the server to its client) that a client session must find on the one connection it was made on. " +
+		"On a quiet machine the peers are much faster than in issue 29's table, which was measured under load. " +
 		"Against the relay, a cell below 0.9x moves from round to round on a loaded machine (see the ranges), and a quiet machine is what makes these ratios a verdict.\n\n")
 	s("Medians of the absolute figures, context only (the machine is shared):\n\n")
 	s("| upstream | gateway | calls/s c=1 | c=8 | c=64 | p50 c=1 | c=8 | c=64 | p99 c=1 | c=8 | c=64 |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -199,6 +261,21 @@ func renderGateways(r *results, chartPath string) ([]check, string, string) {
 					default:
 						cols = append(cols, dur(v))
 					}
+				}
+			}
+			s("| %s | %s | %s |\n", up, gw, strings.Join(cols, " | "))
+		}
+	}
+	s("\nCPU time per call in µs, load generator / gateway / upstreams, medians over the rounds (the gateway's and its descendants' from /proc at the start and end of each load, in 10 ms ticks; the load generator's from its own rusage):\n\n")
+	s("| upstream | gateway | c=1 | c=8 | c=64 |\n|---|---|---|---|---|\n")
+	for _, up := range gwUpstreams {
+		for _, gw := range gwNames {
+			var cols []string
+			for _, c := range gwClients {
+				if cs, ok := r.cpuOf(gwBench(up, c, gw)); ok {
+					cols = append(cols, fmt.Sprintf("%.0f / %.0f / %.0f", cs.load, cs.gateway, cs.upstream))
+				} else {
+					cols = append(cols, "n/a")
 				}
 			}
 			s("| %s | %s | %s |\n", up, gw, strings.Join(cols, " | "))

@@ -11,6 +11,8 @@ import (
 // gatewayOutput returns BenchmarkGateways lines for one round in which
 // wasmhost makes tps[gw] calls/s with a p99 of p99[gw] ms, the same at
 // every concurrency and on both upstreams; gateways not in tps are absent.
+// Each call costs 300 µs of CPU in the load generator and the upstream
+// each, and 400 µs in the gateway.
 func gatewayOutput(tps, p99 map[string]float64) string {
 	var b strings.Builder
 	for _, up := range gwUpstreams {
@@ -19,7 +21,7 @@ func gatewayOutput(tps, p99 map[string]float64) string {
 				if _, ok := tps[gw]; !ok {
 					continue
 				}
-				fmt.Fprintf(&b, "%s-2 \t 1\t 600.0 calls\t %.1f calls/s\t 1000 p50-ns\t %.0f p99-ns\n", gwBench(up, c, gw), tps[gw], p99[gw]*1e6)
+				fmt.Fprintf(&b, "%s-2 \t 1\t 600.0 calls\t %.1f calls/s\t 1000 p50-ns\t %.0f p99-ns\t 300 load-cpu-us/call\t 400 gw-cpu-us/call\t 300 up-cpu-us/call\n", gwBench(up, c, gw), tps[gw], p99[gw]*1e6)
 			}
 		}
 	}
@@ -31,7 +33,7 @@ func TestRenderGatewaysPass(t *testing.T) {
 	tps := map[string]float64{"relay": 1000, "wasmhost": 950, "mcp-proxy": 400, "supergateway": 300}
 	p99 := map[string]float64{"relay": 2, "wasmhost": 2.5, "mcp-proxy": 9, "supergateway": 20}
 	r.parse(0, []byte(gatewayOutput(tps, p99)))
-	checks, section, chart := renderGateways(r, "docs/chart.svg")
+	checks, section, chart := renderGateways(r, "docs/chart.svg", 2)
 	if len(checks) != 2 || checks[0].verdict != pass || checks[1].verdict != pass {
 		t.Fatalf("checks: %+v", checks)
 	}
@@ -51,7 +53,7 @@ func TestRenderGatewaysMissingPeerAndSlowRelay(t *testing.T) {
 	tps := map[string]float64{"relay": 1000, "wasmhost": 800, "supergateway": 300}
 	p99 := map[string]float64{"relay": 2, "wasmhost": 4, "supergateway": 20}
 	r.parse(0, []byte("gateway-missing: mcp-proxy node: npm could not install mcp-proxy@6.7.19\n"+gatewayOutput(tps, p99)))
-	checks, section, chart := renderGateways(r, "c.svg")
+	checks, section, chart := renderGateways(r, "c.svg", 2)
 	if checks[0].verdict != miss || !strings.Contains(checks[0].measured, "missing: mcp-proxy (node), mcp-proxy (go)") {
 		t.Errorf("peer check with a missing peer: %+v", checks[0])
 	}
@@ -64,6 +66,33 @@ func TestRenderGatewaysMissingPeerAndSlowRelay(t *testing.T) {
 	checkSVG(t, chart, 2*len(gwUpstreams)*len(gwClients)*3)
 	if n := strings.Count(chart, ">n/a<"); n != 2*len(gwUpstreams)*len(gwClients) {
 		t.Errorf("chart marks %d missing bars, want %d", n, 2*len(gwUpstreams)*len(gwClients))
+	}
+}
+
+// TestRenderGatewaysWhatTwiceTakes: each cell below 2x a peer says what
+// 2x would take: at one client the round trip, at more the CPU a gateway
+// may spend per call on the machine's CPUs, or that no gateway could.
+func TestRenderGatewaysWhatTwiceTakes(t *testing.T) {
+	r := newResults()
+	// 2x mcp-proxy is 1,400 calls/s: 2 CPUs over 1,400 calls/s is 1,429 µs
+	// a call, of which the load generator and upstream take 600. 2x
+	// supergateway is 4,000: more than 2 CPUs over 600 µs a call (3,333).
+	tps := map[string]float64{"relay": 1000, "wasmhost": 1000, "mcp-proxy": 700, "supergateway": 2000}
+	p99 := map[string]float64{"relay": 2, "wasmhost": 2, "mcp-proxy": 9, "supergateway": 20}
+	r.parse(0, []byte(gatewayOutput(tps, p99)))
+	checks, section, _ := renderGateways(r, "c.svg", 2)
+	if checks[0].verdict != miss {
+		t.Errorf("peer check: %+v", checks[0])
+	}
+	for _, want := range []string{
+		"- go c=8 against mcp-proxy: wasmhost 1.43x, relay 1.43x; 2x is 1400 calls/s: with the load generator and the upstream spending 600 µs of CPU per call, a gateway may spend 829 µs per call to reach it on 2 CPUs (wasmhost spends 400 µs, the relay 400 µs).",
+		"- node c=64 against supergateway: wasmhost 0.50x, relay 0.50x; 2x is 4000 calls/s, more than the 2 CPUs allow any gateway here, even one that costs nothing (the load generator and the upstream spend 600 µs per call: at most 3333 calls/s).",
+		"- go c=1 against mcp-proxy: wasmhost 1.43x, relay 1.43x; 2x is a round trip of 714 µs, in which the load generator and the upstream spend 600 µs of CPU per call and wasmhost 400 µs.",
+		"| go | wasmhost | 300 / 400 / 300 | 300 / 400 / 300 | 300 / 400 / 300 |",
+	} {
+		if !strings.Contains(section, want) {
+			t.Errorf("the section does not contain %q:\n%s", want, section)
+		}
 	}
 }
 

@@ -421,7 +421,7 @@ func render(m machine, r *results, rounds int, rawPath, chartLink string) (strin
 	}
 
 	// j, k. Gateways over streamable HTTP.
-	gwChecks, gwSection, chart := renderGateways(r, chartLink)
+	gwChecks, gwSection, chart := renderGateways(r, chartLink, m.cpus)
 	checks = append(checks, gwChecks...)
 	s("%s", gwSection)
 	scChecks, scSection := renderScale(r)
