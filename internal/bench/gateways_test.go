@@ -649,7 +649,7 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 // gatewayLoads are the loads of BenchmarkGateways by concurrency: bounded
 // in calls and in time.
 var gatewayLoads = []load{
-	{clients: 1, calls: 600, maxTime: 3 * time.Second},
+	{clients: 1, calls: 1500, maxTime: 3 * time.Second},
 	{clients: 8, calls: 2000, maxTime: 3 * time.Second},
 	{clients: 64, calls: 3000, maxTime: 4 * time.Second},
 }

@@ -169,7 +169,7 @@ func renderGateways(r *results, chartPath string, cpus int) ([]check, string, st
 		"wasmhost (the daemon with its defaults, one session, the upstream pooled), " +
 		"`mcp-proxy` 6.7.19 (one upstream client shared by its client sessions, as wasmhost's pool) and `supergateway` 4.0.0 `--stateful` (one upstream process per client session, as it is built to), from npm. " +
 		"Upstreams: Node is `@modelcontextprotocol/server-everything`'s `echo`, Go is the project's demo server's `echo`. " +
-		"Each load is bounded: 600 calls or 3 s at 1 client, 2,000 calls or 3 s at 8, 3,000 calls or 4 s at 64. " +
+		"Each load is bounded: 1,500 calls or 3 s at 1 client, 2,000 calls or 3 s at 8, 3,000 calls or 4 s at 64. " +
 		"The gateways of one upstream are measured in turn at each concurrency, so one invocation interleaves them; the invocation runs in rounds, and every figure below is the median of per-round ratios between two gateways measured in the same round, with their range.\n\n")
 	if len(r.missing) > 0 {
 		s("Missing peers (not installed or not started, measured nowhere):\n\n")
