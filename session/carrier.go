@@ -127,9 +127,9 @@ func (c *carriers) of(extra *mcp.RequestExtra) *carrier {
 // upstream to answer, for ever if it never does. It also keeps each event
 // stream it serves (a POST's, a GET's) from looking dead to the client
 // while it has nothing to carry: it sends a forwarded call's response
-// headers as soon as the call goes upstream, and a comment whenever the
-// stream has been silent for the keep-alive interval (Options.KeepAlive,
-// DefaultKeepAlive).
+// headers once the call has been under way for a second, and a comment
+// whenever the stream has been silent for the keep-alive interval
+// (Options.KeepAlive, DefaultKeepAlive).
 func (e *Endpoint) HTTPHandler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sid := r.Header.Get(sessionIDHeader)

@@ -36,12 +36,11 @@ var keepAliveComment = []byte(": keepalive\n\n")
 // lands inside an event.
 //
 // The go-sdk does not write the response headers of a POST until its first
-// message, where TypeScript servers send them at once. When a forwarded
-// call is under way (startCall), the keep-alive starts without them: a
-// call answered within callHeadersAfter (nearly all) goes out as the
-// go-sdk writes it, headers and answer in one write, and one still under
-// way by then gets its headers, then a comment whenever it has been
-// silent for every. Sending them as each call starts instead cost every
+// message. When a forwarded call is under way (startCall), the keep-alive
+// starts without them: a call answered within callHeadersAfter (nearly
+// all) goes out as the go-sdk writes it, headers and answer in one write,
+// and one still under way by then gets its headers, then a comment
+// whenever it has been silent for every. Sending them as each call starts instead cost every
 // call an extra flush, a write system call and a packet: about a tenth of
 // the daemon's CPU under load (BenchmarkGateways).
 type keepAliveWriter struct {

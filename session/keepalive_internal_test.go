@@ -107,8 +107,7 @@ func TestKeepAliveSendsHeadersThenComments(t *testing.T) {
 // TestCallHeadersBeforeTheFirstComment: with the default interval, a call
 // still under way after callHeadersAfter gets its headers then, long
 // before its first comment: a client that waits a few seconds for
-// response headers, as one may against a TypeScript server that sends
-// them at once, gets them.
+// response headers gets them.
 func TestCallHeadersBeforeTheFirstComment(t *testing.T) {
 	t.Parallel()
 	w := newSpyWriter("text/event-stream")
