@@ -29,6 +29,7 @@ import (
 	"github.com/wasmhost/wasmhost/daemon"
 	"github.com/wasmhost/wasmhost/internal/demoserver"
 	"github.com/wasmhost/wasmhost/internal/mcptest"
+	"github.com/wasmhost/wasmhost/internal/procstat"
 )
 
 // The peer gateways, pinned: what a user would pick instead of wasmhost.
@@ -749,7 +750,7 @@ func TestGatewayHarness(t *testing.T) {
 			// The CPU accounting finds the upstream below the gateway
 			// (through env(1)) and reads the gateway's and its own time.
 			procs := processes()
-			require.Len(t, descendants(procs, g.cmd.Process.Pid), 1, "the upstream below %s", name)
+			require.Len(t, procstat.Descendants(procs, g.cmd.Process.Pid), 1, "the upstream below %s", name)
 			cpu := g.cpuNow()
 			require.Positive(t, cpu.load)
 			require.Positive(t, cpu.gateway, "%s has started and served calls", name)

@@ -17,6 +17,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/internal/procstat"
 )
 
 // A scaleResult is what a session-scale run measured of one gateway.
@@ -38,7 +40,7 @@ func (r scaleResult) perSession() float64 {
 
 // childProcesses counts the processes whose parent is ppid: the upstreams
 // a gateway started (env(1) execs the demo server in place).
-func childProcesses(ppid int) int { return len(children(processes(), ppid)) }
+func childProcesses(ppid int) int { return len(procstat.Children(processes(), ppid)) }
 
 // scale holds n client sessions on g at once, spread over its endpoints:
 // it connects them, width at once (1: each client arrives when the one

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhost/wasmhost/internal/procstat"
 )
 
 // upstreamScaleAdmin is the admin token of BenchmarkUpstreamScale.
@@ -65,7 +67,7 @@ func reload(ctx context.Context, g *gateway, cfg map[string]any) (time.Duration,
 // upstreamRSS sums the RSS of the processes whose parent is pid.
 func upstreamRSS(pid int) int64 {
 	var sum int64
-	for _, child := range children(processes(), pid) {
+	for _, child := range procstat.Children(processes(), pid) {
 		if rss, err := processRSS(child); err == nil {
 			sum += rss
 		}

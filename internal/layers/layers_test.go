@@ -51,7 +51,7 @@ var allowed = map[string][]string{
 	"cmd/wasmhost":               {"abi", "config", "conformance", "daemon", "host", "internal/...", "plugins/policy-default", "testplugins/policy-default-as", "pool", "reconcile", "session", "view"}, // the AssemblyScript scaffold is that plugin's source
 	"internal/wasmmeter":         {"internal/wasmbin"},
 	"internal/wasmpack/...":      {"internal/wasmbin", "internal/wasmpack"},
-	"internal/peakmem/...":       {"internal/peakmem"},
+	"internal/peakmem/...":       {"internal/peakmem", "internal/procstat"},
 	"internal/telemetry":         {"internal/clip"},
 	"internal/redact":            {"config"},
 	"internal/bench":             {"abi", "config", "internal/opcount", "pool", "reconcile", "view"},

@@ -10,27 +10,17 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/wasmhost/wasmhost/internal/procstat"
 )
 
-func TestParseStat(t *testing.T) {
-	// A command name with spaces and parentheses, as a process may set.
-	line := []byte("4242 (a) b (c)) S 17 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123 4096000 250 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n")
-	p, ok := parseStat(line)
-	if !ok || p.ppid != 17 || p.rss != 250*pageSize {
-		t.Fatalf("parseStat = %+v, %v; want ppid 17, rss %d", p, ok, 250*pageSize)
-	}
-	if _, ok := parseStat([]byte("1 (x) S 0")); ok {
-		t.Fatal("a short line parsed")
-	}
-}
-
 func TestTreeRSS(t *testing.T) {
-	procs := map[int]proc{
-		1:  {ppid: 0, rss: 1},
-		10: {ppid: 1, rss: 10},
-		11: {ppid: 10, rss: 100},
-		12: {ppid: 11, rss: 1000},
-		20: {ppid: 1, rss: 10000}, // a sibling: not in 10's tree
+	procs := map[int]procstat.Proc{
+		1:  {PPID: 0, RSS: 1},
+		10: {PPID: 1, RSS: 10},
+		11: {PPID: 10, RSS: 100},
+		12: {PPID: 11, RSS: 1000},
+		20: {PPID: 1, RSS: 10000}, // a sibling: not in 10's tree
 	}
 	if got := treeRSS(procs, 10); got != 1110 {
 		t.Fatalf("treeRSS(10) = %d, want 1110", got)
