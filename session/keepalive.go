@@ -40,12 +40,15 @@ var keepAliveComment = []byte(": keepalive\n\n")
 // starts without them: a call answered within callHeadersAfter (nearly
 // all) goes out as the go-sdk writes it, headers and answer in one write,
 // and one still under way by then gets its headers, then a comment
-// whenever it has been silent for every. Sending them as each call starts instead cost every
-// call an extra flush, a write system call and a packet: about a tenth of
-// the daemon's CPU under load (BenchmarkGateways).
+// whenever it has been silent for every. Sending them as each call starts
+// instead cost every call an extra flush, a write system call and a
+// packet: about a tenth of the daemon's CPU under load (BenchmarkGateways).
 type keepAliveWriter struct {
 	http.ResponseWriter
 	every time.Duration
+	// headersAfter is how long a forwarded call's stream waits for its
+	// headers: callHeadersAfter, or every if shorter.
+	headersAfter time.Duration
 
 	mu      sync.Mutex
 	sent    bool        // the status line has been written
@@ -63,7 +66,7 @@ func newKeepAliveWriter(w http.ResponseWriter, every time.Duration, version stri
 	if version >= perRequestProtocol {
 		every = 0
 	}
-	return &keepAliveWriter{ResponseWriter: w, every: every}
+	return &keepAliveWriter{ResponseWriter: w, every: every, headersAfter: min(callHeadersAfter, every)}
 }
 
 // isEventStream reports whether the response's headers make it an event
@@ -131,7 +134,7 @@ func (k *keepAliveWriter) startCall() {
 		return
 	}
 	k.last = time.Now()
-	k.timer = time.AfterFunc(min(callHeadersAfter, k.every), k.tick)
+	k.timer = time.AfterFunc(k.headersAfter, k.tick)
 }
 
 // startLocked starts the keep-alive once. k.mu is held.

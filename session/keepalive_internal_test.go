@@ -56,10 +56,13 @@ func (w *spyWriter) Flush() { w.add("flush") }
 // stream gets no early headers or flush of its own; the answer goes out as
 // the go-sdk writes it. Before, every call flushed its headers as it
 // started: an extra write and packet each, about a tenth of the daemon's
-// CPU at 8 clients (BenchmarkGateways).
+// CPU at 8 clients (BenchmarkGateways). (The headers' delay is an hour
+// here, not callHeadersAfter: a test goroutine held up for a second on a
+// loaded machine must not see them.)
 func TestStartCallWritesNothingUntilTheKeepAlive(t *testing.T) {
 	w := newSpyWriter("text/event-stream")
 	k := newKeepAliveWriter(w, time.Hour, "")
+	k.headersAfter = time.Hour
 	k.startCall()
 	if got := w.entries(); len(got) != 0 {
 		t.Fatalf("startCall wrote %q; want nothing until the answer or the keep-alive", got)
