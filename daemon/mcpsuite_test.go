@@ -357,8 +357,9 @@ func newSuiteAdapterHolding(t *testing.T, target, token string, holdEnd bool) *s
 				r.Method, r.URL.Path, r.Header.Get("Mcp-Session-Id"), body.String(), rec.status, rec.Header().Get("Content-Type"), rec.n, rec.head.String(), r.Context().Err())
 			a.mu.Unlock()
 		}()
-		// The daemon starts a call's event stream (its headers) as soon as
-		// the call goes upstream, and the proxy passes that on to the
+		// The daemon starts a call's event stream (its headers) once the
+		// call has been under way upstream for a second (it sent them at
+		// once until 2026-12-03), and the proxy passes that on to the
 		// suite: over HTTP/1.1 net/http then closes the suite's request
 		// body, unless the handler runs full duplex, and the proxy's
 		// transport, still checking that body for its end, fails the
@@ -444,10 +445,10 @@ func testInputRequiredResults(t *testing.T, upstream, pin string) {
 
 // TestSuiteAdapterPassesEarlyHeaders: the suite's adapter passes on a
 // POST whose answer's headers come as soon as the body is read, before the
-// answer itself, as a daemon's forwarded call does, without dropping the
-// answer, when it reads the end of the request's body only after those
-// headers went to the client: the race that lost the daemon's answers
-// under load (see newSuiteAdapter).
+// answer itself, as a daemon's forwarded call's do when it takes a while,
+// without dropping the answer, when it reads the end of the request's body
+// only after those headers went to the client: the race that lost the
+// daemon's answers under load (see newSuiteAdapter).
 func TestSuiteAdapterPassesEarlyHeaders(t *testing.T) {
 	t.Parallel()
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -162,7 +162,8 @@ func (c *commentCounter) Read(p []byte) (int, error) {
 
 // TestKeepAliveOnSilentStreams: an event stream with nothing to carry
 // (a call under way without progress, the GET stream between list
-// changes) gets its headers at once and a comment at each keep-alive
+// changes) gets its headers (a call's after at most the keep-alive
+// interval, here shorter than a second) and a comment at each keep-alive
 // interval, as the TypeScript SDK's servers send, and clients of any SDK
 // still read the answer. Before the fix the go-sdk sent nothing, not even
 // a call's response headers, until the answer: Node's fetch gives up
