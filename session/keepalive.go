@@ -93,7 +93,7 @@ func (k *keepAliveWriter) writeHeaderLocked(code int) {
 	k.last = time.Now()
 	k.ResponseWriter.WriteHeader(code)
 	if code == http.StatusOK && k.isEventStream() {
-		k.startLocked()
+		k.startLocked(k.every)
 	}
 }
 
@@ -130,19 +130,20 @@ func (k *keepAliveWriter) Unwrap() http.ResponseWriter { return k.ResponseWriter
 func (k *keepAliveWriter) startCall() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.stopped || k.every <= 0 || k.sent || k.timer != nil || !k.isEventStream() {
+	if k.sent || k.timer != nil || !k.isEventStream() {
 		return
 	}
 	k.last = time.Now()
-	k.timer = time.AfterFunc(k.headersAfter, k.tick)
+	k.startLocked(k.headersAfter)
 }
 
-// startLocked starts the keep-alive once. k.mu is held.
-func (k *keepAliveWriter) startLocked() {
+// startLocked starts the keep-alive once, its first tick after after.
+// k.mu is held.
+func (k *keepAliveWriter) startLocked(after time.Duration) {
 	if k.timer != nil || k.stopped || k.every <= 0 {
 		return
 	}
-	k.timer = time.AfterFunc(k.every, k.tick)
+	k.timer = time.AfterFunc(after, k.tick)
 }
 
 // tick sends the status line if it is not sent yet, and keepAliveComment

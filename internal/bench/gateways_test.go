@@ -751,9 +751,7 @@ func TestGatewayHarness(t *testing.T) {
 			// (through env(1)) and reads the gateway's and its own time.
 			procs := processes()
 			require.Len(t, procstat.Descendants(procs, g.cmd.Process.Pid), 1, "the upstream below %s", name)
-			cpu := g.cpuNow()
-			require.Positive(t, cpu.load)
-			require.Positive(t, cpu.gateway, "%s has started and served calls", name)
+			require.Positive(t, g.cpuNow().gateway, "%s has started and served calls", name)
 			require.Positive(t, res.cpu.load, "the load generator's time over the load")
 		})
 	}

@@ -66,11 +66,10 @@ func reload(ctx context.Context, g *gateway, cfg map[string]any) (time.Duration,
 
 // upstreamRSS sums the RSS of the processes whose parent is pid.
 func upstreamRSS(pid int) int64 {
+	procs := processes()
 	var sum int64
-	for _, child := range procstat.Children(processes(), pid) {
-		if rss, err := processRSS(child); err == nil {
-			sum += rss
-		}
+	for _, child := range procstat.Children(procs, pid) {
+		sum += procs[child].RSS
 	}
 	return sum
 }

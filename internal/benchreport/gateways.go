@@ -211,7 +211,7 @@ func renderGateways(r *results, chartPath string, cpus int) ([]check, string, st
 	var below []string
 	for _, up := range gwUpstreams {
 		for _, c := range gwClients {
-			for _, peer := range []string{"mcp-proxy", "supergateway"} {
+			for _, peer := range gwPeers {
 				q, ok := r.ratio(gwBench(up, c, "wasmhost"), gwBench(up, c, peer), "calls/s", false)
 				if !ok || q.med >= targetPeerRatio {
 					continue
