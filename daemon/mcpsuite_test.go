@@ -3,6 +3,7 @@ package daemon_test
 //lint:file-ignore SA1019 the tests answer sampling, deprecated (SEP-2577) but still asked for during its deprecation window
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -221,6 +222,10 @@ func failedChecks(t *testing.T, results string) string {
 // suite's client gives up on a request after 60 s.
 const suiteStuckAfter = 30 * time.Second
 
+// suiteMaxBody bounds a request body the suite's adapter reads before it
+// passes the request on; the suite's requests are a few KiB.
+const suiteMaxBody = 16 << 20
+
 // A suiteAdapter sits between the suite and the daemon (newSuiteAdapter).
 type suiteAdapter struct {
 	url    string
@@ -341,15 +346,31 @@ func newSuiteAdapterHolding(t *testing.T, target, token string, holdEnd bool) *s
 		start := time.Now()
 		body := &headBuffer{}
 		rec := &statusRecorder{ResponseWriter: w, headers: make(chan struct{})}
-		if r.Body != nil {
-			var in io.Reader = r.Body
-			if holdEnd && r.ContentLength > 0 {
-				in = &heldEnd{r: r.Body, left: r.ContentLength, headers: rec.headers}
-			}
+		switch {
+		case r.Body == nil:
+		case holdEnd && r.ContentLength > 0:
+			in := &heldEnd{r: r.Body, left: r.ContentLength, headers: rec.headers}
 			r.Body = struct {
 				io.Reader
 				io.Closer
 			}{io.TeeReader(in, body), r.Body}
+		default:
+			// The whole body is read here, in the handler, so that no
+			// read of it is left to the proxy's transport, whose
+			// goroutine can outlive the handler: net/http panics
+			// ("invalid concurrent Body.Read call") when such a late read
+			// reaches the end of a body while the server reads the
+			// connection's next request.
+			data, err := io.ReadAll(io.LimitReader(r.Body, suiteMaxBody+1))
+			if err == nil && len(data) > suiteMaxBody {
+				err = fmt.Errorf("more than %d bytes", suiteMaxBody)
+			}
+			if err != nil {
+				http.Error(w, "adapter: request body: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			_, _ = body.Write(data)
+			r.Body = io.NopCloser(bytes.NewReader(data))
 		}
 		defer func() {
 			a.mu.Lock()
