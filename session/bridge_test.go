@@ -59,6 +59,23 @@ func newBridgeUpstream() *bridgeUpstream {
 			u.sessions = append(u.sessions, req.Session)
 			u.mu.Unlock()
 		},
+		// A completion of the prompt "p" logs and asks its caller (the
+		// argument's value names it), and suggests what it was answered.
+		CompletionHandler: func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			who := req.Params.Argument.Value
+			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: "complete", Data: "who:" + who})
+			v := ""
+			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "who:" + who}}}})
+			if err != nil {
+				v = "refused: " + err.Error()
+			} else {
+				v = res.Content.(*mcp.TextContent).Text
+			}
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{v}}}, nil
+		},
+	})
+	u.server.AddPrompt(&mcp.Prompt{Name: "p", Arguments: []*mcp.PromptArgument{{Name: "x"}}}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{}, nil
 	})
 	mcp.AddTool(u.server, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, in askIn) (*mcp.CallToolResult, any, error) {
 		ss := req.Session
@@ -465,4 +482,88 @@ func TestLogLevelGoesWithTheCall(t *testing.T) {
 	_, err = b.ask(t.Context())
 	require.NoError(t, err)
 	b.waitReceived(t, "progress:bob") // a client that set no level gets no log messages
+}
+
+// completeAs completes the argument of the upstream's prompt "p" as c
+// (the value names c).
+func (c *bridgeClient) completeAs(ctx context.Context) (string, error) {
+	res, err := c.cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "up__p"}, Argument: mcp.CompleteParamsArgument{Name: "x", Value: c.name}})
+	if err != nil {
+		return "", err
+	}
+	return strings.Join(res.Completion.Values, ","), nil
+}
+
+// TestBridgeDuringCompletion: a completion/complete is a call of its
+// client like any other. What the upstream asks and logs while it
+// completes reaches the completing client when it alone has calls in
+// flight (over stdio by inference, over HTTP on the completion's own
+// stream), and never a client of another session whose call is in flight
+// meanwhile. (Completions were not counted among the calls in flight: a
+// pooled stdio server's questions during one session's completion went to
+// another session's client, and over HTTP they were refused.)
+func TestBridgeDuringCompletion(t *testing.T) {
+	t.Parallel()
+	for name, mk := range map[string]func(*testing.T, *bridgeUpstream) *bridgeRig{
+		"stdio": func(t *testing.T, up *bridgeUpstream) *bridgeRig {
+			return stdioRig(t, up, pool.Spec{Name: "up", Command: "in-memory", Pooled: true, ProtocolVersion: oldProtocol})
+		},
+		"streamable-http": httpRig,
+	} {
+		t.Run(name, func(t *testing.T) {
+			up := newBridgeUpstream()
+			r := mk(t, up)
+			a := r.connect("alice", "debug")
+			b := r.connect("bob", "debug")
+
+			// Alone, alice is asked, and gets the log message.
+			out, err := a.completeAs(t.Context())
+			require.NoError(t, err)
+			assert.Equal(t, "from alice", out)
+			a.waitReceived(t, "log:warning:alice", "sample:alice")
+
+			// With bob's call in flight (held by bob's sampling answer),
+			// alice's completion reaches bob in no way.
+			b.block = make(chan struct{})
+			bobDone := make(chan error, 1)
+			go func() {
+				_, err := b.ask(context.Background())
+				bobDone <- err
+			}()
+			select {
+			case <-b.asked:
+			case <-time.After(60 * time.Second):
+				t.Fatal("bob was never asked")
+			}
+			done := make(chan string, 1)
+			go func() {
+				out, err := a.completeAs(t.Context())
+				if err != nil {
+					out = "error: " + err.Error()
+				}
+				done <- out
+			}()
+			select {
+			case out = <-done:
+			case <-b.asked:
+				t.Error("bob was asked alice's question")
+				close(b.block)
+				out = <-done
+			}
+			if name == "stdio" {
+				assert.Contains(t, out, "refused: ", "with two clients' calls in flight, no one is asked")
+			} else {
+				assert.Equal(t, "from alice", out, "on the completion's own stream alice is asked")
+			}
+			select {
+			case <-b.block:
+			default:
+				close(b.block)
+			}
+			require.NoError(t, <-bobDone)
+			for _, got := range b.received() {
+				assert.Equal(t, "bob", got[strings.LastIndex(got, ":")+1:], "bob received %q", got)
+			}
+		})
+	}
 }
