@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,10 +30,19 @@ type bridgeCall struct {
 	ctx   context.Context    // the call's: what is sent to the client goes on its stream
 	token string             // names the call in the marks of the relay's taps
 
-	mu   sync.Mutex
-	q    chan func() // log messages to send, in order; closed at end
-	done chan struct{}
+	mu        sync.Mutex
+	q         chan func() // log messages to send, in order; closed at end
+	done      chan struct{}
+	forgotten bool // answered, or given up on givenUpFor ago: in flight no more
 }
+
+// givenUpFor bounds how long a call its client gave up on still counts
+// among the calls in flight on its connection (see sole) while its
+// upstream does not answer it: a server that follows the protocol sends no
+// answer to a cancelled request (the TypeScript SDK's never does), and a
+// connection that died never will, so until an answer such a call would
+// count, and stay in memory, for as long as the connection lives.
+var givenUpFor = time.Minute
 
 // bridgeKey is the context key of a forwarded call's *bridgeCall.
 type bridgeKey struct{}
@@ -48,6 +58,13 @@ func (c *bridgeCall) ended() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.q == nil
+}
+
+// isForgotten reports whether the call is in flight no more (answered).
+func (c *bridgeCall) isForgotten() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.forgotten
 }
 
 // log queues p to be sent to the calling client at its own level
@@ -97,7 +114,9 @@ func (r *ProgressRelay) beginBridge(ctx context.Context, cs *mcp.ClientSession, 
 			r.bmu.Lock()
 			if ctx.Err() == nil {
 				r.dropLocked(c)
-			} // else given up on: the upstream may still work on it (see sole)
+			} else { // given up on: the upstream may still work on it (see sole)
+				time.AfterFunc(givenUpFor, func() { r.answered(c) })
+			}
 			delete(r.byToken, c.token)
 			r.bmu.Unlock()
 			c.mu.Lock()
@@ -119,8 +138,12 @@ func (r *ProgressRelay) dropLocked(c *bridgeCall) {
 }
 
 // answered forgets c, once its upstream's answer (or the end of the
-// stream that would carry it) has arrived.
+// stream that would carry it) has arrived, or givenUpFor after its client
+// gave up on it.
 func (r *ProgressRelay) answered(c *bridgeCall) {
+	c.mu.Lock()
+	c.forgotten = true
+	c.mu.Unlock()
 	r.bmu.Lock()
 	r.dropLocked(c)
 	r.bmu.Unlock()
@@ -128,13 +151,16 @@ func (r *ProgressRelay) answered(c *bridgeCall) {
 
 // sole returns the call of the one client that has calls in flight among
 // calls, or nil and why there is none. A call its client gave up on (it
-// ended before its upstream answered) still counts: the upstream may still
-// be working on it, so its questions would otherwise go to another
-// client's call.
+// ended before its upstream answered) still counts, for givenUpFor at
+// most: the upstream may still be working on it, so its questions would
+// otherwise go to another client's call.
 func sole(calls func(yield func(*bridgeCall) bool)) (*bridgeCall, string) {
 	var one *bridgeCall
 	clients := map[*mcp.ServerSession]bool{}
 	for c := range calls {
+		if c.isForgotten() {
+			continue
+		}
 		clients[c.ss] = true
 		if !c.ended() {
 			one = c

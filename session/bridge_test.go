@@ -42,6 +42,7 @@ type askIn struct {
 type bridgeUpstream struct {
 	server *mcp.Server
 	late   chan struct{} // releases "late"
+	mute   chan struct{} // releases "mute"
 	// lateDone has the outcome of the late tool's questions, asked after
 	// its call was given up: "refused: ..." or what a client answered.
 	lateDone chan string
@@ -51,7 +52,7 @@ type bridgeUpstream struct {
 }
 
 func newBridgeUpstream() *bridgeUpstream {
-	u := &bridgeUpstream{late: make(chan struct{}), lateDone: make(chan string, 4), started: make(chan string, 256)}
+	u := &bridgeUpstream{late: make(chan struct{}), mute: make(chan struct{}), lateDone: make(chan string, 4), started: make(chan string, 256)}
 	u.server = mcp.NewServer(&mcp.Implementation{Name: "bridge-upstream", Version: "1"}, &mcp.ServerOptions{
 		Logger: quiet,
 		InitializedHandler: func(_ context.Context, req *mcp.InitializedRequest) {
@@ -109,6 +110,11 @@ func newBridgeUpstream() *bridgeUpstream {
 			out = append(out, "roots="+rres.Roots[0].URI)
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(out, "\n")}}}, nil, nil
+	})
+	mcp.AddTool(u.server, &mcp.Tool{Name: "mute"}, func(ctx context.Context, req *mcp.CallToolRequest, in askIn) (*mcp.CallToolResult, any, error) {
+		u.started <- in.Who
+		<-u.mute // never answers while the test runs, as a TypeScript SDK server never answers a call once cancelled
+		return &mcp.CallToolResult{}, nil, nil
 	})
 	mcp.AddTool(u.server, &mcp.Tool{Name: "late"}, func(ctx context.Context, req *mcp.CallToolRequest, in askIn) (*mcp.CallToolResult, any, error) {
 		<-u.late // answers late: its caller has given up by then
@@ -566,4 +572,43 @@ func TestBridgeDuringCompletion(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBridgeForgetsCallsNeverAnswered: a call its client gave up on counts
+// among the calls in flight on its connection only for a while when the
+// upstream never answers it (a server that follows the protocol sends
+// nothing for a cancelled request: the TypeScript SDK's never does; a
+// connection that died never will). It counted until an answer that never
+// came: after one client of one session cancelled a call, every question a
+// pooled stdio server asked during another session's call was refused,
+// and its log messages dropped, for as long as the connection lived; and
+// each such call stayed in memory with its client session.
+func TestBridgeForgetsCallsNeverAnswered(t *testing.T) {
+	session.SetGivenUpFor(t, time.Millisecond)
+	up := newBridgeUpstream()
+	t.Cleanup(func() { close(up.mute) })
+	r := stdioRig(t, up, pool.Spec{Name: "up", Command: "in-memory", Pooled: true, ProtocolVersion: oldProtocol})
+	gone := r.connect("gone", "debug")
+	bob := r.connect("bob", "debug")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	muteErr := make(chan error, 1)
+	go func() {
+		_, err := gone.cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__mute", Arguments: askIn{Who: "gone"}})
+		muteErr <- err
+	}()
+	select {
+	case <-up.started:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the mute call did not start")
+	}
+	cancel()
+	require.Error(t, <-muteErr)
+	mcptest.WaitFor(t, 60*time.Second, func() bool { return session.CallsInFlight(r.relay) == 0 }, func() string { return "" },
+		"the call given up on, never answered, still counts among the calls in flight")
+
+	out, err := bob.ask(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, "sample=from bob\nelicit=bob\nroots=file:///bob", out)
+	bob.waitReceived(t, "log:debug:bob", "log:info:bob", "log:warning:bob", "progress:bob", "sample:bob", "elicit:bob")
 }

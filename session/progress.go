@@ -211,8 +211,9 @@ type relayConn struct {
 	relay    *ProgressRelay
 	bridging pool.Bridging // what the pool lets be inferred (none when it did not connect it)
 
-	mu    sync.Mutex
-	calls map[jsonrpc.ID]*bridgeCall // the forwarded calls awaiting their answers
+	mu      sync.Mutex
+	calls   map[jsonrpc.ID]*bridgeCall // the forwarded calls awaiting their answers
+	sweepAt int                        // len(calls) at which Write lets go of those forgotten
 }
 
 // Write notes the forwarded calls going out, so that Read can tell whose
@@ -221,6 +222,17 @@ func (c *relayConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
 		if call := callOf(ctx); call != nil {
 			c.mu.Lock()
+			if len(c.calls) >= c.sweepAt {
+				// Let go of the calls given up on and never answered
+				// (givenUpFor), now and then: amortised, a write looks at
+				// one other call at most.
+				for id, k := range c.calls {
+					if k.isForgotten() {
+						delete(c.calls, id)
+					}
+				}
+				c.sweepAt = 2*len(c.calls) + 64
+			}
 			c.calls[req.ID] = call
 			c.mu.Unlock()
 		}
