@@ -190,9 +190,12 @@ func (r *ProgressRelay) inferred(cs *mcp.ClientSession) (*bridgeCall, string) {
 
 // The values of the relay's mark (ProgressRelay.mark) in a message's
 // _meta: a tap read it on the stream of the call named after markCall, or
-// delivered it already (markDelivered, log messages).
+// a connection wrapper read it while only that call's client had calls in
+// flight; a wrapper read it while no one client did (markNone, then why);
+// or a tap delivered it already (markDelivered, log messages).
 const (
 	markCall      = "call:"
+	markNone      = "none:"
 	markDelivered = "delivered"
 )
 
@@ -223,7 +226,8 @@ func (r *ProgressRelay) Delivered(req *mcp.LoggingMessageRequest) bool {
 // Answer implements pool.Bridge: req goes to the client whose call caused
 // it when that is known (see docs/protocol.md):
 // the call on whose HTTP stream it arrived, or, when b allows inferring,
-// the one client with calls in flight on cs. Otherwise it is refused with
+// the one client with calls in flight on cs when it arrived (a connection
+// wrapper marks it as it reads it; else when Answer runs). Otherwise it is refused with
 // an error naming why, except that a ping is answered by wasmhost and
 // roots/list gets an empty list.
 func (r *ProgressRelay) Answer(ctx context.Context, cs *mcp.ClientSession, b pool.Bridging, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
@@ -237,6 +241,8 @@ func (r *ProgressRelay) Answer(ctx context.Context, cs *mcp.ClientSession, b poo
 		if call == nil || call.cs != cs || call.ended() {
 			call, why = nil, "the call it came during has ended"
 		}
+	case strings.HasPrefix(mark, markNone):
+		why = strings.TrimPrefix(mark, markNone)
 	case !b.Infer:
 		why = b.NoInference
 	default:
@@ -341,26 +347,51 @@ func (r *ProgressRelay) markMessage(call *bridgeCall, data []byte) []byte {
 	default:
 		return nil
 	}
+	if !r.setMark(req, mark) {
+		return nil
+	}
+	out, err := jsonrpc.EncodeMessage(req)
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+// setMark puts the relay's mark in req's _meta, and reports whether it
+// could (req's params are an object, or none).
+func (r *ProgressRelay) setMark(req *jsonrpc.Request, mark string) bool {
 	params := map[string]json.RawMessage{}
 	if len(req.Params) > 0 && json.Unmarshal(req.Params, &params) != nil {
-		return nil
+		return false
 	}
 	meta := map[string]any{}
 	if raw, ok := params["_meta"]; ok && json.Unmarshal(raw, &meta) != nil {
-		return nil
+		return false
 	}
 	if meta == nil {
 		meta = map[string]any{}
 	}
 	meta[r.mark] = mark
-	var err1, err2 error
-	params["_meta"], err1 = json.Marshal(meta)
-	req.Params, err2 = json.Marshal(params)
-	out, err := jsonrpc.EncodeMessage(req)
-	if err1 != nil || err2 != nil || err != nil {
-		return nil
+	m, err1 := json.Marshal(meta)
+	params["_meta"] = m
+	p, err2 := json.Marshal(params)
+	if err1 != nil || err2 != nil {
+		return false
 	}
-	return out
+	req.Params = p
+	return true
+}
+
+// soleCall returns the call of the one client with calls in flight among
+// calls, or nil and why there is none.
+func soleCall(calls map[jsonrpc.ID]*bridgeCall) (*bridgeCall, string) {
+	return sole(func(yield func(*bridgeCall) bool) {
+		for _, c := range calls {
+			if !yield(c) {
+				return
+			}
+		}
+	})
 }
 
 // logCall returns the call of the one client with calls in flight among
@@ -369,13 +400,7 @@ func logCall(b pool.Bridging, calls map[jsonrpc.ID]*bridgeCall) *bridgeCall {
 	if !b.Infer {
 		return nil
 	}
-	c, _ := sole(func(yield func(*bridgeCall) bool) {
-		for _, c := range calls {
-			if !yield(c) {
-				return
-			}
-		}
-	})
+	c, _ := soleCall(calls)
 	return c
 }
 

@@ -192,8 +192,18 @@ type bridgeRig struct {
 }
 
 func newBridgeRig(t *testing.T, up *bridgeUpstream, spec pool.Spec, dial pool.Dialer) *bridgeRig {
+	return newBridgeRigWith(t, up, spec, dial, nil)
+}
+
+// newBridgeRigWith is newBridgeRig with the pool's bridge wrap(relay)
+// (nil: the relay).
+func newBridgeRigWith(t *testing.T, up *bridgeUpstream, spec pool.Spec, dial pool.Dialer, wrap func(*session.ProgressRelay) pool.Bridge) *bridgeRig {
 	relay := session.NewProgressRelay()
-	p := pool.New(pool.Options{Dialer: relay.Dialer(dial), OnProgress: relay.Handle, Bridge: relay, Counters: &opcount.Counters{}, Logger: quiet})
+	var bridge pool.Bridge = relay
+	if wrap != nil {
+		bridge = wrap(relay)
+	}
+	p := pool.New(pool.Options{Dialer: relay.Dialer(dial), OnProgress: relay.Handle, Bridge: bridge, Counters: &opcount.Counters{}, Logger: quiet})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -611,4 +621,85 @@ func TestBridgeForgetsCallsNeverAnswered(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "sample=from bob\nelicit=bob\nroots=file:///bob", out)
 	bob.waitReceived(t, "log:debug:bob", "log:info:bob", "log:warning:bob", "progress:bob", "sample:bob", "elicit:bob")
+}
+
+// gatedBridge is a relay whose answers to sampling requests wait, once
+// entered, until release is closed.
+type gatedBridge struct {
+	*session.ProgressRelay
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g gatedBridge) Answer(ctx context.Context, cs *mcp.ClientSession, b pool.Bridging, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	if method == "sampling/createMessage" {
+		close(g.entered)
+		<-g.release
+	}
+	return g.ProgressRelay.Answer(ctx, cs, b, method, req, next)
+}
+
+// TestBridgeInfersWhenTheRequestArrives: on a pooled stdio server, the
+// client a request is inferred to come from is the one whose calls were in
+// flight when it arrived, not when the go-sdk's client gets round to
+// handling it. An upstream that asks without waiting for the answer (a
+// roots/list sent on the side, say) and answers alice's call at once had
+// its question go to bob, whose call had begun in between.
+func TestBridgeInfersWhenTheRequestArrives(t *testing.T) {
+	t.Parallel()
+	up := newBridgeUpstream()
+	gate := gatedBridge{entered: make(chan struct{}), release: make(chan struct{})}
+	asked := make(chan string, 1)
+	mcp.AddTool(up.server, &mcp.Tool{Name: "fire"}, func(ctx context.Context, req *mcp.CallToolRequest, in askIn) (*mcp.CallToolResult, any, error) {
+		go func() {
+			res, err := req.Session.CreateMessage(context.WithoutCancel(ctx), &mcp.CreateMessageParams{MaxTokens: 10, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "who:" + in.Who}}}})
+			if err != nil {
+				asked <- "refused: " + err.Error()
+			} else {
+				asked <- res.Content.(*mcp.TextContent).Text
+			}
+		}()
+		<-gate.entered // wasmhost has read the question: answer the call
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	hold := make(chan struct{})
+	mcp.AddTool(up.server, &mcp.Tool{Name: "hold"}, func(ctx context.Context, req *mcp.CallToolRequest, in askIn) (*mcp.CallToolResult, any, error) {
+		up.started <- in.Who
+		select {
+		case <-hold:
+		case <-ctx.Done():
+		}
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	r := newBridgeRigWith(t, up, pool.Spec{Name: "up", Command: "in-memory", Pooled: true, ProtocolVersion: oldProtocol},
+		func(ctx context.Context, _ pool.Spec) (mcp.Transport, error) {
+			ct, _, err := mcptest.Connect(ctx, up.server)
+			return ct, err
+		},
+		func(relay *session.ProgressRelay) pool.Bridge { gate.ProgressRelay = relay; return gate })
+	alice := r.connect("alice", "")
+	bob := r.connect("bob", "")
+
+	_, err := alice.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__fire", Arguments: askIn{Who: "alice"}})
+	require.NoError(t, err)
+	bobDone := make(chan error, 1)
+	go func() {
+		_, err := bob.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__hold", Arguments: askIn{Who: "bob"}})
+		bobDone <- err
+	}()
+	select {
+	case <-up.started:
+	case <-time.After(60 * time.Second):
+		t.Fatal("bob's call did not start")
+	}
+	close(gate.release)
+	select {
+	case out := <-asked:
+		assert.True(t, strings.HasPrefix(out, "refused: "), "alice's question, asked during her call, was answered by %q", out)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the upstream's question was never answered")
+	}
+	close(hold)
+	require.NoError(t, <-bobDone)
+	assert.Empty(t, bob.received(), "bob was asked alice's question")
 }
