@@ -703,3 +703,27 @@ func TestBridgeInfersWhenTheRequestArrives(t *testing.T) {
 	require.NoError(t, <-bobDone)
 	assert.Empty(t, bob.received(), "bob was asked alice's question")
 }
+
+// TestBridgeLargeRequests: a sampling request larger than the tap looks
+// at (an image, say) still reaches the calling client over a pooled HTTP
+// connection, where only a request on the call's own stream is passed
+// on; so does a large log message.
+func TestBridgeLargeRequests(t *testing.T) {
+	t.Parallel()
+	up := newBridgeUpstream()
+	big := strings.Repeat("x", 200<<10)
+	mcp.AddTool(up.server, &mcp.Tool{Name: "askbig"}, func(ctx context.Context, req *mcp.CallToolRequest, in askIn) (*mcp.CallToolResult, any, error) {
+		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Data: big + "who:" + in.Who})
+		res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: big + "who:" + in.Who}}}})
+		if err != nil {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "refused: " + err.Error()}}}, nil, nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Content.(*mcp.TextContent).Text}}}, nil, nil
+	})
+	r := httpRig(t, up)
+	a := r.connect("alice", "debug")
+	res, err := a.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__askbig", Arguments: askIn{Who: "alice"}})
+	require.NoError(t, err)
+	assert.Equal(t, "from alice", text(res))
+	a.waitReceived(t, "log:warning:alice", "sample:alice")
+}
