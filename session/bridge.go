@@ -33,7 +33,8 @@ type bridgeCall struct {
 	mu        sync.Mutex
 	q         chan func() // log messages to send, in order; closed at end
 	done      chan struct{}
-	forgotten bool // answered, or given up on givenUpFor ago: in flight no more
+	forgotten bool        // answered, or given up on givenUpFor ago: in flight no more
+	expire    *time.Timer // forgets the call, given up on, givenUpFor later
 }
 
 // givenUpFor bounds how long a call its client gave up on still counts
@@ -115,7 +116,11 @@ func (r *ProgressRelay) beginBridge(ctx context.Context, cs *mcp.ClientSession, 
 			if ctx.Err() == nil {
 				r.dropLocked(c)
 			} else { // given up on: the upstream may still work on it (see sole)
-				time.AfterFunc(givenUpFor, func() { r.answered(c) })
+				c.mu.Lock()
+				if !c.forgotten {
+					c.expire = time.AfterFunc(givenUpFor, func() { r.answered(c) })
+				}
+				c.mu.Unlock()
 			}
 			delete(r.byToken, c.token)
 			r.bmu.Unlock()
@@ -143,6 +148,9 @@ func (r *ProgressRelay) dropLocked(c *bridgeCall) {
 func (r *ProgressRelay) answered(c *bridgeCall) {
 	c.mu.Lock()
 	c.forgotten = true
+	if c.expire != nil {
+		c.expire.Stop()
+	}
 	c.mu.Unlock()
 	r.bmu.Lock()
 	r.dropLocked(c)
