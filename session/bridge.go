@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,10 +30,20 @@ type bridgeCall struct {
 	ctx   context.Context    // the call's: what is sent to the client goes on its stream
 	token string             // names the call in the marks of the relay's taps
 
-	mu   sync.Mutex
-	q    chan func() // log messages to send, in order; closed at end
-	done chan struct{}
+	mu        sync.Mutex
+	q         chan func() // log messages to send, in order; closed at end
+	done      chan struct{}
+	forgotten bool        // answered, or given up on givenUpFor ago: in flight no more
+	expire    *time.Timer // forgets the call, given up on, givenUpFor later
 }
+
+// givenUpFor bounds how long a call its client gave up on still counts
+// among the calls in flight on its connection (see sole) while its
+// upstream does not answer it: a server that follows the protocol sends no
+// answer to a cancelled request (the TypeScript SDK's never does), and a
+// connection that died never will, so until an answer such a call would
+// count, and stay in memory, for as long as the connection lives.
+var givenUpFor = time.Minute
 
 // bridgeKey is the context key of a forwarded call's *bridgeCall.
 type bridgeKey struct{}
@@ -48,6 +59,13 @@ func (c *bridgeCall) ended() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.q == nil
+}
+
+// isForgotten reports whether the call is in flight no more (answered).
+func (c *bridgeCall) isForgotten() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.forgotten
 }
 
 // log queues p to be sent to the calling client at its own level
@@ -97,7 +115,13 @@ func (r *ProgressRelay) beginBridge(ctx context.Context, cs *mcp.ClientSession, 
 			r.bmu.Lock()
 			if ctx.Err() == nil {
 				r.dropLocked(c)
-			} // else given up on: the upstream may still work on it (see sole)
+			} else { // given up on: the upstream may still work on it (see sole)
+				c.mu.Lock()
+				if !c.forgotten {
+					c.expire = time.AfterFunc(givenUpFor, func() { r.answered(c) })
+				}
+				c.mu.Unlock()
+			}
 			delete(r.byToken, c.token)
 			r.bmu.Unlock()
 			c.mu.Lock()
@@ -119,8 +143,15 @@ func (r *ProgressRelay) dropLocked(c *bridgeCall) {
 }
 
 // answered forgets c, once its upstream's answer (or the end of the
-// stream that would carry it) has arrived.
+// stream that would carry it) has arrived, or givenUpFor after its client
+// gave up on it.
 func (r *ProgressRelay) answered(c *bridgeCall) {
+	c.mu.Lock()
+	c.forgotten = true
+	if c.expire != nil {
+		c.expire.Stop()
+	}
+	c.mu.Unlock()
 	r.bmu.Lock()
 	r.dropLocked(c)
 	r.bmu.Unlock()
@@ -128,13 +159,16 @@ func (r *ProgressRelay) answered(c *bridgeCall) {
 
 // sole returns the call of the one client that has calls in flight among
 // calls, or nil and why there is none. A call its client gave up on (it
-// ended before its upstream answered) still counts: the upstream may still
-// be working on it, so its questions would otherwise go to another
-// client's call.
+// ended before its upstream answered) still counts, for givenUpFor at
+// most: the upstream may still be working on it, so its questions would
+// otherwise go to another client's call.
 func sole(calls func(yield func(*bridgeCall) bool)) (*bridgeCall, string) {
 	var one *bridgeCall
 	clients := map[*mcp.ServerSession]bool{}
 	for c := range calls {
+		if c.isForgotten() {
+			continue
+		}
 		clients[c.ss] = true
 		if !c.ended() {
 			one = c
@@ -164,9 +198,12 @@ func (r *ProgressRelay) inferred(cs *mcp.ClientSession) (*bridgeCall, string) {
 
 // The values of the relay's mark (ProgressRelay.mark) in a message's
 // _meta: a tap read it on the stream of the call named after markCall, or
-// delivered it already (markDelivered, log messages).
+// a connection wrapper read it while only that call's client had calls in
+// flight; a wrapper read it while no one client did (markNone, then why);
+// or a tap delivered it already (markDelivered, log messages).
 const (
 	markCall      = "call:"
+	markNone      = "none:"
 	markDelivered = "delivered"
 )
 
@@ -197,7 +234,8 @@ func (r *ProgressRelay) Delivered(req *mcp.LoggingMessageRequest) bool {
 // Answer implements pool.Bridge: req goes to the client whose call caused
 // it when that is known (see docs/protocol.md):
 // the call on whose HTTP stream it arrived, or, when b allows inferring,
-// the one client with calls in flight on cs. Otherwise it is refused with
+// the one client with calls in flight on cs when it arrived (a connection
+// wrapper marks it as it reads it; else when Answer runs). Otherwise it is refused with
 // an error naming why, except that a ping is answered by wasmhost and
 // roots/list gets an empty list.
 func (r *ProgressRelay) Answer(ctx context.Context, cs *mcp.ClientSession, b pool.Bridging, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
@@ -211,6 +249,8 @@ func (r *ProgressRelay) Answer(ctx context.Context, cs *mcp.ClientSession, b poo
 		if call == nil || call.cs != cs || call.ended() {
 			call, why = nil, "the call it came during has ended"
 		}
+	case strings.HasPrefix(mark, markNone):
+		why = strings.TrimPrefix(mark, markNone)
 	case !b.Infer:
 		why = b.NoInference
 	default:
@@ -315,26 +355,51 @@ func (r *ProgressRelay) markMessage(call *bridgeCall, data []byte) []byte {
 	default:
 		return nil
 	}
+	if !r.setMark(req, mark) {
+		return nil
+	}
+	out, err := jsonrpc.EncodeMessage(req)
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+// setMark puts the relay's mark in req's _meta, and reports whether it
+// could (req's params are an object, or none).
+func (r *ProgressRelay) setMark(req *jsonrpc.Request, mark string) bool {
 	params := map[string]json.RawMessage{}
 	if len(req.Params) > 0 && json.Unmarshal(req.Params, &params) != nil {
-		return nil
+		return false
 	}
 	meta := map[string]any{}
 	if raw, ok := params["_meta"]; ok && json.Unmarshal(raw, &meta) != nil {
-		return nil
+		return false
 	}
 	if meta == nil {
 		meta = map[string]any{}
 	}
 	meta[r.mark] = mark
-	var err1, err2 error
-	params["_meta"], err1 = json.Marshal(meta)
-	req.Params, err2 = json.Marshal(params)
-	out, err := jsonrpc.EncodeMessage(req)
-	if err1 != nil || err2 != nil || err != nil {
-		return nil
+	m, err1 := json.Marshal(meta)
+	params["_meta"] = m
+	p, err2 := json.Marshal(params)
+	if err1 != nil || err2 != nil {
+		return false
 	}
-	return out
+	req.Params = p
+	return true
+}
+
+// soleCall returns the call of the one client with calls in flight among
+// calls, or nil and why there is none.
+func soleCall(calls map[jsonrpc.ID]*bridgeCall) (*bridgeCall, string) {
+	return sole(func(yield func(*bridgeCall) bool) {
+		for _, c := range calls {
+			if !yield(c) {
+				return
+			}
+		}
+	})
 }
 
 // logCall returns the call of the one client with calls in flight among
@@ -343,13 +408,7 @@ func logCall(b pool.Bridging, calls map[jsonrpc.ID]*bridgeCall) *bridgeCall {
 	if !b.Infer {
 		return nil
 	}
-	c, _ := sole(func(yield func(*bridgeCall) bool) {
-		for _, c := range calls {
-			if !yield(c) {
-				return
-			}
-		}
-	})
+	c, _ := soleCall(calls)
 	return c
 }
 

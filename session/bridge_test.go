@@ -42,6 +42,7 @@ type askIn struct {
 type bridgeUpstream struct {
 	server *mcp.Server
 	late   chan struct{} // releases "late"
+	mute   chan struct{} // releases "mute"
 	// lateDone has the outcome of the late tool's questions, asked after
 	// its call was given up: "refused: ..." or what a client answered.
 	lateDone chan string
@@ -51,7 +52,7 @@ type bridgeUpstream struct {
 }
 
 func newBridgeUpstream() *bridgeUpstream {
-	u := &bridgeUpstream{late: make(chan struct{}), lateDone: make(chan string, 4), started: make(chan string, 256)}
+	u := &bridgeUpstream{late: make(chan struct{}), mute: make(chan struct{}), lateDone: make(chan string, 4), started: make(chan string, 256)}
 	u.server = mcp.NewServer(&mcp.Implementation{Name: "bridge-upstream", Version: "1"}, &mcp.ServerOptions{
 		Logger: quiet,
 		InitializedHandler: func(_ context.Context, req *mcp.InitializedRequest) {
@@ -59,6 +60,23 @@ func newBridgeUpstream() *bridgeUpstream {
 			u.sessions = append(u.sessions, req.Session)
 			u.mu.Unlock()
 		},
+		// A completion of the prompt "p" logs and asks its caller (the
+		// argument's value names it), and suggests what it was answered.
+		CompletionHandler: func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			who := req.Params.Argument.Value
+			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: "complete", Data: "who:" + who})
+			v := ""
+			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "who:" + who}}}})
+			if err != nil {
+				v = "refused: " + err.Error()
+			} else {
+				v = res.Content.(*mcp.TextContent).Text
+			}
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{v}}}, nil
+		},
+	})
+	u.server.AddPrompt(&mcp.Prompt{Name: "p", Arguments: []*mcp.PromptArgument{{Name: "x"}}}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{}, nil
 	})
 	mcp.AddTool(u.server, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, in askIn) (*mcp.CallToolResult, any, error) {
 		ss := req.Session
@@ -92,6 +110,11 @@ func newBridgeUpstream() *bridgeUpstream {
 			out = append(out, "roots="+rres.Roots[0].URI)
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(out, "\n")}}}, nil, nil
+	})
+	mcp.AddTool(u.server, &mcp.Tool{Name: "mute"}, func(ctx context.Context, req *mcp.CallToolRequest, in askIn) (*mcp.CallToolResult, any, error) {
+		u.started <- in.Who
+		<-u.mute // never answers while the test runs, as a TypeScript SDK server never answers a call once cancelled
+		return &mcp.CallToolResult{}, nil, nil
 	})
 	mcp.AddTool(u.server, &mcp.Tool{Name: "late"}, func(ctx context.Context, req *mcp.CallToolRequest, in askIn) (*mcp.CallToolResult, any, error) {
 		<-u.late // answers late: its caller has given up by then
@@ -169,8 +192,18 @@ type bridgeRig struct {
 }
 
 func newBridgeRig(t *testing.T, up *bridgeUpstream, spec pool.Spec, dial pool.Dialer) *bridgeRig {
+	return newBridgeRigWith(t, up, spec, dial, nil)
+}
+
+// newBridgeRigWith is newBridgeRig with the pool's bridge wrap(relay)
+// (nil: the relay).
+func newBridgeRigWith(t *testing.T, up *bridgeUpstream, spec pool.Spec, dial pool.Dialer, wrap func(*session.ProgressRelay) pool.Bridge) *bridgeRig {
 	relay := session.NewProgressRelay()
-	p := pool.New(pool.Options{Dialer: relay.Dialer(dial), OnProgress: relay.Handle, Bridge: relay, Counters: &opcount.Counters{}, Logger: quiet})
+	var bridge pool.Bridge = relay
+	if wrap != nil {
+		bridge = wrap(relay)
+	}
+	p := pool.New(pool.Options{Dialer: relay.Dialer(dial), OnProgress: relay.Handle, Bridge: bridge, Counters: &opcount.Counters{}, Logger: quiet})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -465,4 +498,232 @@ func TestLogLevelGoesWithTheCall(t *testing.T) {
 	_, err = b.ask(t.Context())
 	require.NoError(t, err)
 	b.waitReceived(t, "progress:bob") // a client that set no level gets no log messages
+}
+
+// completeAs completes the argument of the upstream's prompt "p" as c
+// (the value names c).
+func (c *bridgeClient) completeAs(ctx context.Context) (string, error) {
+	res, err := c.cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "up__p"}, Argument: mcp.CompleteParamsArgument{Name: "x", Value: c.name}})
+	if err != nil {
+		return "", err
+	}
+	return strings.Join(res.Completion.Values, ","), nil
+}
+
+// TestBridgeDuringCompletion: a completion/complete is a call of its
+// client like any other. What the upstream asks and logs while it
+// completes reaches the completing client when it alone has calls in
+// flight (over stdio by inference, over HTTP on the completion's own
+// stream), and never a client of another session whose call is in flight
+// meanwhile. (Completions were not counted among the calls in flight: a
+// pooled stdio server's questions during one session's completion went to
+// another session's client, and over HTTP they were refused.)
+func TestBridgeDuringCompletion(t *testing.T) {
+	t.Parallel()
+	for name, mk := range map[string]func(*testing.T, *bridgeUpstream) *bridgeRig{
+		"stdio": func(t *testing.T, up *bridgeUpstream) *bridgeRig {
+			return stdioRig(t, up, pool.Spec{Name: "up", Command: "in-memory", Pooled: true, ProtocolVersion: oldProtocol})
+		},
+		"streamable-http": httpRig,
+	} {
+		t.Run(name, func(t *testing.T) {
+			up := newBridgeUpstream()
+			r := mk(t, up)
+			a := r.connect("alice", "debug")
+			b := r.connect("bob", "debug")
+
+			// Alone, alice is asked, and gets the log message.
+			out, err := a.completeAs(t.Context())
+			require.NoError(t, err)
+			assert.Equal(t, "from alice", out)
+			a.waitReceived(t, "log:warning:alice", "sample:alice")
+
+			// With bob's call in flight (held by bob's sampling answer),
+			// alice's completion reaches bob in no way.
+			b.block = make(chan struct{})
+			bobDone := make(chan error, 1)
+			go func() {
+				_, err := b.ask(context.Background())
+				bobDone <- err
+			}()
+			select {
+			case <-b.asked:
+			case <-time.After(60 * time.Second):
+				t.Fatal("bob was never asked")
+			}
+			done := make(chan string, 1)
+			go func() {
+				out, err := a.completeAs(t.Context())
+				if err != nil {
+					out = "error: " + err.Error()
+				}
+				done <- out
+			}()
+			select {
+			case out = <-done:
+			case <-b.asked:
+				t.Error("bob was asked alice's question")
+				close(b.block)
+				out = <-done
+			}
+			if name == "stdio" {
+				assert.Contains(t, out, "refused: ", "with two clients' calls in flight, no one is asked")
+			} else {
+				assert.Equal(t, "from alice", out, "on the completion's own stream alice is asked")
+			}
+			select {
+			case <-b.block:
+			default:
+				close(b.block)
+			}
+			require.NoError(t, <-bobDone)
+			for _, got := range b.received() {
+				assert.Equal(t, "bob", got[strings.LastIndex(got, ":")+1:], "bob received %q", got)
+			}
+		})
+	}
+}
+
+// TestBridgeForgetsCallsNeverAnswered: a call its client gave up on counts
+// among the calls in flight on its connection only for a while when the
+// upstream never answers it (a server that follows the protocol sends
+// nothing for a cancelled request: the TypeScript SDK's never does; a
+// connection that died never will). It counted until an answer that never
+// came: after one client of one session cancelled a call, every question a
+// pooled stdio server asked during another session's call was refused,
+// and its log messages dropped, for as long as the connection lived; and
+// each such call stayed in memory with its client session.
+func TestBridgeForgetsCallsNeverAnswered(t *testing.T) {
+	session.SetGivenUpFor(t, time.Millisecond)
+	up := newBridgeUpstream()
+	t.Cleanup(func() { close(up.mute) })
+	r := stdioRig(t, up, pool.Spec{Name: "up", Command: "in-memory", Pooled: true, ProtocolVersion: oldProtocol})
+	gone := r.connect("gone", "debug")
+	bob := r.connect("bob", "debug")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	muteErr := make(chan error, 1)
+	go func() {
+		_, err := gone.cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__mute", Arguments: askIn{Who: "gone"}})
+		muteErr <- err
+	}()
+	select {
+	case <-up.started:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the mute call did not start")
+	}
+	cancel()
+	require.Error(t, <-muteErr)
+	mcptest.WaitFor(t, 60*time.Second, func() bool { return session.CallsInFlight(r.relay) == 0 }, func() string { return "" },
+		"the call given up on, never answered, still counts among the calls in flight")
+
+	out, err := bob.ask(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, "sample=from bob\nelicit=bob\nroots=file:///bob", out)
+	bob.waitReceived(t, "log:debug:bob", "log:info:bob", "log:warning:bob", "progress:bob", "sample:bob", "elicit:bob")
+}
+
+// gatedBridge is a relay whose answers to sampling requests wait, once
+// entered, until release is closed.
+type gatedBridge struct {
+	*session.ProgressRelay
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g gatedBridge) Answer(ctx context.Context, cs *mcp.ClientSession, b pool.Bridging, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	if method == "sampling/createMessage" {
+		close(g.entered)
+		<-g.release
+	}
+	return g.ProgressRelay.Answer(ctx, cs, b, method, req, next)
+}
+
+// TestBridgeInfersWhenTheRequestArrives: on a pooled stdio server, the
+// client a request is inferred to come from is the one whose calls were in
+// flight when it arrived, not when the go-sdk's client gets round to
+// handling it. An upstream that asks without waiting for the answer (a
+// roots/list sent on the side, say) and answers alice's call at once had
+// its question go to bob, whose call had begun in between.
+func TestBridgeInfersWhenTheRequestArrives(t *testing.T) {
+	t.Parallel()
+	up := newBridgeUpstream()
+	gate := gatedBridge{entered: make(chan struct{}), release: make(chan struct{})}
+	asked := make(chan string, 1)
+	mcp.AddTool(up.server, &mcp.Tool{Name: "fire"}, func(ctx context.Context, req *mcp.CallToolRequest, in askIn) (*mcp.CallToolResult, any, error) {
+		go func() {
+			res, err := req.Session.CreateMessage(context.WithoutCancel(ctx), &mcp.CreateMessageParams{MaxTokens: 10, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "who:" + in.Who}}}})
+			if err != nil {
+				asked <- "refused: " + err.Error()
+			} else {
+				asked <- res.Content.(*mcp.TextContent).Text
+			}
+		}()
+		<-gate.entered // wasmhost has read the question: answer the call
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	hold := make(chan struct{})
+	mcp.AddTool(up.server, &mcp.Tool{Name: "hold"}, func(ctx context.Context, req *mcp.CallToolRequest, in askIn) (*mcp.CallToolResult, any, error) {
+		up.started <- in.Who
+		select {
+		case <-hold:
+		case <-ctx.Done():
+		}
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	r := newBridgeRigWith(t, up, pool.Spec{Name: "up", Command: "in-memory", Pooled: true, ProtocolVersion: oldProtocol},
+		func(ctx context.Context, _ pool.Spec) (mcp.Transport, error) {
+			ct, _, err := mcptest.Connect(ctx, up.server)
+			return ct, err
+		},
+		func(relay *session.ProgressRelay) pool.Bridge { gate.ProgressRelay = relay; return gate })
+	alice := r.connect("alice", "")
+	bob := r.connect("bob", "")
+
+	_, err := alice.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__fire", Arguments: askIn{Who: "alice"}})
+	require.NoError(t, err)
+	bobDone := make(chan error, 1)
+	go func() {
+		_, err := bob.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__hold", Arguments: askIn{Who: "bob"}})
+		bobDone <- err
+	}()
+	select {
+	case <-up.started:
+	case <-time.After(60 * time.Second):
+		t.Fatal("bob's call did not start")
+	}
+	close(gate.release)
+	select {
+	case out := <-asked:
+		assert.True(t, strings.HasPrefix(out, "refused: "), "alice's question, asked during her call, was answered by %q", out)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the upstream's question was never answered")
+	}
+	close(hold)
+	require.NoError(t, <-bobDone)
+	assert.Empty(t, bob.received(), "bob was asked alice's question")
+}
+
+// TestBridgeLargeRequests: a sampling request larger than the tap looks
+// at (an image, say) still reaches the calling client over a pooled HTTP
+// connection, where only a request on the call's own stream is passed
+// on; so does a large log message.
+func TestBridgeLargeRequests(t *testing.T) {
+	t.Parallel()
+	up := newBridgeUpstream()
+	big := strings.Repeat("x", 200<<10)
+	mcp.AddTool(up.server, &mcp.Tool{Name: "askbig"}, func(ctx context.Context, req *mcp.CallToolRequest, in askIn) (*mcp.CallToolResult, any, error) {
+		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Data: big + "who:" + in.Who})
+		res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: big + "who:" + in.Who}}}})
+		if err != nil {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "refused: " + err.Error()}}}, nil, nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Content.(*mcp.TextContent).Text}}}, nil, nil
+	})
+	r := httpRig(t, up)
+	a := r.connect("alice", "debug")
+	res, err := a.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__askbig", Arguments: askIn{Who: "alice"}})
+	require.NoError(t, err)
+	assert.Equal(t, "from alice", text(res))
+	a.waitReceived(t, "log:warning:alice", "sample:alice")
 }

@@ -13,7 +13,9 @@ import (
 // projection, as for prompts/get and resources/read, and is forwarded to
 // its server with the upstream's own name. A session gathers many servers
 // under one completions capability, so a server that announces none
-// answers with no suggestions rather than an error.
+// answers with no suggestions rather than an error. What the upstream asks
+// or logs while it completes goes to the completing client, as during a
+// tools/call.
 func (e *Endpoint) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 	if req.Params.Ref == nil { // the go-sdk refuses it first, unless MCPGODEBUG says otherwise
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion: missing ref"}
@@ -49,7 +51,12 @@ func (e *Endpoint) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp
 		ref.Name = r.name
 	}
 	params := &mcp.CompleteParams{Ref: &ref, Argument: req.Params.Argument, Context: req.Params.Context, Meta: relayMeta(req.Params.Meta)}
-	res, err := cs.Complete(ctx, params)
+	// A completion is a call of its client's like the others: what the
+	// upstream asks or logs meanwhile is its client's (bridge.go), and
+	// while it is in flight no other client's call is the only one.
+	bctx, endBridge := e.relay.beginBridge(ctx, cs, req.Session)
+	res, err := cs.Complete(bctx, params)
+	endBridge()
 	if err != nil {
 		ferr, _ := e.callFailure(ctx, err, r.server, "completion of "+k.name, key)
 		return nil, ferr

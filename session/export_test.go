@@ -54,3 +54,24 @@ func SetCutShortGrace(t interface{ Cleanup(func()) }, d time.Duration) {
 	cutShortGrace = d
 	t.Cleanup(func() { cutShortGrace = old })
 }
+
+// CallsInFlight returns how many forwarded calls r counts as in flight on
+// their upstream connections, those given up on included.
+func CallsInFlight(r *ProgressRelay) int {
+	r.bmu.Lock()
+	defer r.bmu.Unlock()
+	n := 0
+	for _, calls := range r.conns {
+		n += len(calls)
+	}
+	return n
+}
+
+// SetGivenUpFor sets how long a call given up on, not answered, still
+// counts as in flight, until the test ends. Tests that call it must not be
+// parallel.
+func SetGivenUpFor(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := givenUpFor
+	givenUpFor = d
+	t.Cleanup(func() { givenUpFor = old })
+}

@@ -211,8 +211,9 @@ type relayConn struct {
 	relay    *ProgressRelay
 	bridging pool.Bridging // what the pool lets be inferred (none when it did not connect it)
 
-	mu    sync.Mutex
-	calls map[jsonrpc.ID]*bridgeCall // the forwarded calls awaiting their answers
+	mu      sync.Mutex
+	calls   map[jsonrpc.ID]*bridgeCall // the forwarded calls awaiting their answers
+	sweepAt int                        // len(calls) at which Write lets go of those forgotten
 }
 
 // Write notes the forwarded calls going out, so that Read can tell whose
@@ -221,6 +222,17 @@ func (c *relayConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
 		if call := callOf(ctx); call != nil {
 			c.mu.Lock()
+			if len(c.calls) >= c.sweepAt {
+				// Let go of the calls given up on and never answered
+				// (givenUpFor), now and then: amortised, a write looks at
+				// one other call at most.
+				for id, k := range c.calls {
+					if k.isForgotten() {
+						delete(c.calls, id)
+					}
+				}
+				c.sweepAt = 2*len(c.calls) + 64
+			}
 			c.calls[req.ID] = call
 			c.mu.Unlock()
 		}
@@ -232,7 +244,8 @@ func (c *relayConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 // carry the relay's tokens, which go to their calls, and the log messages
 // that arrive while one client's calls are in flight, when the connection
 // allows that inference (pool.Bridging): they go to that client, before
-// the answer that follows them.
+// the answer that follows them. The requests a Bridge answers are marked
+// with that client's call, or with why there is none, as they arrive.
 func (c *relayConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		msg, err := c.Connection.Read(ctx)
@@ -248,7 +261,7 @@ func (c *relayConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 
 // deliverLog passes msg to its client when it is a log message the
 // connection can attribute, and reports whether it did; it also forgets
-// the calls msg answers.
+// the calls msg answers, and marks the requests a Bridge answers (Read).
 func (c *relayConn) deliverLog(msg jsonrpc.Message) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -259,7 +272,23 @@ func (c *relayConn) deliverLog(msg jsonrpc.Message) bool {
 			c.relay.answered(call)
 		}
 	case *jsonrpc.Request:
-		if m.IsCall() || m.Method != "notifications/message" {
+		if m.IsCall() {
+			if bridged(m.Method) && c.bridging.Infer {
+				// Inferred now, as it arrives: by the time the pool's
+				// client hands it to the Bridge, the call that caused it
+				// may have ended and another client's begun.
+				mark := markNone
+				call, why := soleCall(c.calls)
+				if call != nil {
+					mark = markCall + call.token
+				} else {
+					mark += why
+				}
+				c.relay.setMark(m, mark)
+			}
+			return false
+		}
+		if m.Method != "notifications/message" {
 			return false
 		}
 		call := logCall(c.bridging, c.calls)

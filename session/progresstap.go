@@ -11,8 +11,20 @@ import (
 
 // maxTapEvent bounds the bytes of one server-sent event the tap keeps to
 // look at. A progress notification is a few hundred bytes; a larger event
-// (a big tool result) passes untouched and unbuffered.
+// (a big tool result) passes untouched and unbuffered, unless it may be a
+// request or log message to mark (maxMarkedEvent).
 const maxTapEvent = 64 << 10
+
+// maxMarkedEvent bounds the bytes of an event on a call's stream that the
+// tap holds back to mark it (eventTap), when its first maxTapEvent bytes
+// name a method it marks: a sampling request may carry an image. It is the
+// go-sdk's own bound on an event (mcp.DefaultMaxEventSize).
+const maxMarkedEvent = 16 << 20
+
+// markedMethods are what an event's first bytes must hold for the tap to
+// hold it back past maxTapEvent: the methods of the large messages it
+// marks.
+var markedMethods = [][]byte{[]byte(`"sampling/createMessage"`), []byte(`"elicitation/create"`), []byte(`"notifications/message"`)}
 
 // tap wraps an upstream HTTP client's round tripper (see WrapTransport):
 // the body of every response that is a server-sent event stream is read
@@ -79,7 +91,8 @@ type eventTap struct {
 	err     error
 	buf     []byte
 
-	line     []byte // the current line, its first maxTapEvent bytes
+	limit    int    // what the current event may hold: maxTapEvent, or maxMarkedEvent
+	line     []byte // the current line, its first limit bytes
 	lineLong bool   // the current line has more bytes than line holds
 	name     []byte // the current event's name
 	data     []byte // the current event's data so far
@@ -159,14 +172,35 @@ func (e *eventTap) raw(seg []byte) {
 		e.evt = e.evt[:0]
 	default:
 		e.evt = append(e.evt, seg...)
-		if len(e.evt) > maxTapEvent {
+		if len(e.evt) > e.max() && (e.limit != 0 || !mayMark(e.evt[:maxTapEvent])) {
 			e.out, e.evt, e.passing = append(e.out, e.evt...), e.evt[:0], true
+		} else if len(e.evt) > maxTapEvent {
+			e.limit = maxMarkedEvent
 		}
 	}
 }
 
+// max is what the current event may hold.
+func (e *eventTap) max() int {
+	if e.limit == 0 {
+		return maxTapEvent
+	}
+	return e.limit
+}
+
+// mayMark reports whether an event that starts with b may be a message
+// the tap marks that is too large for maxTapEvent.
+func mayMark(b []byte) bool {
+	for _, m := range markedMethods {
+		if bytes.Contains(b, m) {
+			return true
+		}
+	}
+	return false
+}
+
 func (e *eventTap) addToLine(b []byte) {
-	if room := maxTapEvent - len(e.line); len(b) > room {
+	if room := e.max() - len(e.line); len(b) > room {
 		b, e.lineLong = b[:room], true
 	}
 	e.line = append(e.line, b...)
@@ -198,7 +232,7 @@ func (e *eventTap) endLine() {
 			e.data = append(e.data, '\n')
 		}
 		e.data, e.hasData = append(e.data, value...), true
-		e.skip = len(e.data) > maxTapEvent
+		e.skip = len(e.data) > e.max()
 	}
 }
 
@@ -211,6 +245,7 @@ func (e *eventTap) endLine() {
 func (e *eventTap) endEvent() {
 	data, skip, name, other := e.data, e.skip, string(e.name), e.other
 	e.data, e.hasData, e.skip, e.name, e.other = e.data[:0], false, false, e.name[:0], e.other[:0]
+	e.limit = 0
 	var marked []byte
 	switch {
 	case skip || e.dead || (name != "" && name != "message"):
