@@ -75,3 +75,6 @@ func SetGivenUpFor(t interface{ Cleanup(func()) }, d time.Duration) {
 	givenUpFor = d
 	t.Cleanup(func() { givenUpFor = old })
 }
+
+// MaxInputRequests is maxInputRequests, for the tests of the bound.
+const MaxInputRequests = maxInputRequests
