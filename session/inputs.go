@@ -87,7 +87,10 @@ func forwardMeta(up *mcp.ClientSession, caller *mcp.ServerSession, callerMeta mc
 // are passed on. A client of an older protocol is asked them all at once by
 // the go-sdk's server, a goroutine and a request each, so that an upstream
 // answering with one result of 16 MiB could make the host hold a GiB; a
-// call with more fails (see inputFlood). Real servers ask one or a few.
+// call with more fails (see checkInputs). It bounds as well the questions
+// an upstream asks on its own during one call that are under way to the
+// client at once (ProgressRelay.Answer refuses more). Real servers ask one
+// or a few.
 const maxInputRequests = 64
 
 // An inputFlood is the failure of a call whose upstream answered with an
