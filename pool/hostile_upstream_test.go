@@ -906,3 +906,36 @@ func TestHostileForeignNotifications(t *testing.T) {
 	require.Equal(t, "chatty/one", mcptest.Text(res))
 	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= base+5 }, mcptest.Within(t, mcptest.EventWithin), 10*time.Millisecond)
 }
+
+// An upstream that sends log messages outside any call, each with a
+// logger name, level and data of 64 KiB, gets them into the operator's
+// log (a burst, then one a second) with each field cut to 2 KiB. Before,
+// each line held the message whole: one a second of 16 MiB filled the
+// log's disk at 16 MiB a second, where standard error is held to 100 lines
+// of 2 KiB per 10 s.
+func TestHostileLogMessagesAreBounded(t *testing.T) {
+	h := newHostile(t, "logger", allCaps)
+	h.addTool("one")
+	e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+	e.mustAcquire(hostileSpec("logger", 5*time.Second), "s1", viewtest.NewRegistry())
+	c := h.newest()
+	big := strings.Repeat("x", 64<<10)
+	for range 10 {
+		require.NoError(t, c.notify("notifications/message", map[string]any{"level": "error" + big, "logger": big, "data": map[string]any{"text": big}}))
+	}
+	const what = "upstream log message (sent outside any client's call)"
+	lines := func() []string {
+		var out []string
+		for l := range strings.Lines(e.logs.String()) {
+			if strings.Contains(l, what) {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	mcptest.WaitFor(t, mcptest.EventWithin, func() bool { return len(lines()) >= 10 }, func() string { return "" }, "the first burst of log messages logged")
+	for _, l := range lines() {
+		require.Less(t, len(l), 8<<10, "a log line of %d bytes", len(l))
+		assert.Contains(t, l, "server=logger")
+	}
+}
