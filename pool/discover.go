@@ -30,7 +30,7 @@ func (e *Entry) discover(ctx context.Context, cs *mcp.ClientSession, which kinds
 	e.pool.counters.Discoveries.Add(1)
 	snap, err := discover(ctx, cs, which, base, e.spec.ListingCap())
 	if err != nil {
-		return nil, fmt.Errorf("discover: %w", err)
+		return nil, fmt.Errorf("discover: %w", cutError(err))
 	}
 	// Warned once for each set of duplicates, not at every rediscovery.
 	dups := strings.Join(snap.duplicates, ", ")

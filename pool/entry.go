@@ -313,7 +313,7 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *Snapshot, error) {
 	closer := &closer{Transport: t}
 	cs, err := client.Connect(context.WithValue(ctx, bridgingKey{}, e.spec.bridging()), closer, e.spec.SessionOptions())
 	if err != nil {
-		return nil, nil, connectFailure(ctx, t, e.timeout, fmt.Errorf("connect: %w", err))
+		return nil, nil, connectFailure(ctx, t, e.timeout, fmt.Errorf("connect: %w", cutError(err)))
 	}
 	e.setUpstreamLevel(ctx, cs)
 	e.pool.closers.Store(cs, closer)

@@ -939,3 +939,45 @@ func TestHostileLogMessagesAreBounded(t *testing.T) {
 		assert.Contains(t, l, "server=logger")
 	}
 }
+
+// An upstream whose error answer to initialize or tools/list carries a
+// message of a MiB fails its entry with an error of a few KiB that still
+// names the server and the request, its message cut in the middle; no log
+// line holds the message whole. Before, the whole message went into the
+// entry's error, which each retry (every 30 s, for ever) logged several
+// times, and which /v1/state and reload answers carry: 16 MiB each.
+func TestHostileHugeErrorMessagesAreCut(t *testing.T) {
+	t.Parallel()
+	for _, method := range []string{"initialize", "tools/list"} {
+		t.Run(strings.ReplaceAll(method, "/", "-"), func(t *testing.T) {
+			h := newHostile(t, "liar", allCaps)
+			huge := "start " + strings.Repeat("E", 1<<20) + " end"
+			h.setHook(func(ctx context.Context, m string, _ mcp.Request) (mcp.Result, error, bool) {
+				switch m {
+				case method:
+					return nil, &jsonrpc.Error{Code: -32000, Message: huge}, true
+				case "server/discover":
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no such method"}, true
+				}
+				return nil, nil, false
+			})
+			e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+			ctx, cancel := context.WithTimeout(context.Background(), mcptest.Within(t, mcptest.EventWithin))
+			defer cancel()
+			hd, err := e.acquire(ctx, hostileSpec("liar", 5*time.Second), "s1", viewtest.NewRegistry())
+			if hd != nil {
+				_ = hd.Release(context.Background())
+			}
+			require.ErrorIs(t, err, pool.ErrTerminal)
+			msg := err.Error()
+			assert.Less(t, len(msg), 16<<10, "the error's length")
+			for _, want := range []string{`server "liar"`, method, "start EEE", "EEE end", "bytes cut"} {
+				assert.Truef(t, strings.Contains(msg, want), "the error lacks %q: %.300s…", want, msg)
+			}
+			require.True(t, e.logs.HasLine("upstream connection failed", "server=liar"))
+			for l := range strings.Lines(e.logs.String()) {
+				assert.Less(t, len(l), 16<<10, "a log line of %d bytes: %.200s…", len(l), l)
+			}
+		})
+	}
+}
