@@ -981,3 +981,37 @@ func TestHostileHugeErrorMessagesAreCut(t *testing.T) {
 		})
 	}
 }
+
+// An upstream that lists many names twice, each name long, gets one
+// warning of a few KiB naming the first of them and how many there are.
+// Before, the warning held every duplicate whole: up to the listing's 32
+// MiB, logged again whenever the set changed, which a list_changed every
+// 100 ms could make it do ten times a second.
+func TestHostileDuplicateNamesWarningIsBounded(t *testing.T) {
+	t.Parallel()
+	h := newHostile(t, "twice", allCaps)
+	long := strings.Repeat("n", 2<<10)
+	h.setHook(func(ctx context.Context, m string, _ mcp.Request) (mcp.Result, error, bool) {
+		if m != "tools/list" {
+			return nil, nil, false
+		}
+		var tools []*mcp.Tool
+		for i := range 200 {
+			name := fmt.Sprintf("%s%d", long, i)
+			tools = append(tools, &mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}}, &mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}})
+		}
+		return &mcp.ListToolsResult{Tools: tools}, nil, true
+	})
+	e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+	e.mustAcquire(hostileSpec("twice", 5*time.Second), "s1", viewtest.NewRegistry())
+	var warning string
+	for l := range strings.Lines(e.logs.String()) {
+		if strings.Contains(l, "upstream lists names twice") {
+			warning = l
+		}
+	}
+	require.NotEmpty(t, warning, "the warning is logged")
+	assert.Less(t, len(warning), 16<<10, "the warning's length: %.300s…", warning)
+	assert.Contains(t, warning, "200 names")
+	assert.Contains(t, warning, "server=twice")
+}
