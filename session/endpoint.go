@@ -139,6 +139,7 @@ type Endpoint struct {
 	redact   func(error) error // never nil
 	relay    *ProgressRelay
 	log      *slog.Logger
+	leftOut  *leftOutLog     // bounds the warnings about items left out
 	calls    inflight.Gate   // forwarded calls; closed by Drain
 	abort    context.Context // ended when Drain cuts the calls under way short
 	cutShort context.CancelFunc
@@ -217,6 +218,7 @@ func New(opts Options) *Endpoint {
 		upstream:  opts.Upstream,
 		relay:     opts.Progress,
 		log:       log.With("session", opts.Name),
+		leftOut:   newLeftOutLog(),
 		subs:      make(map[string]*subscription),
 		naming:    Naming{Mode: opts.Naming.mode(), Prefix: maps.Clone(opts.Naming.Prefix)},
 	}
