@@ -78,3 +78,6 @@ func SetGivenUpFor(t interface{ Cleanup(func()) }, d time.Duration) {
 
 // MaxInputRequests is maxInputRequests, for the tests of the bound.
 const MaxInputRequests = maxInputRequests
+
+// MaxSubscriptions is maxSubscriptions, for the tests of the bound.
+const MaxSubscriptions = maxSubscriptions

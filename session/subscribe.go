@@ -23,6 +23,13 @@ type subscription struct {
 	up      pool.Subscriber // what holds it upstream; nil while nothing does
 }
 
+// maxSubscriptions bounds the resource URIs one session's clients hold
+// subscribed at once. Each is held upstream, on a connection other
+// sessions may share: from protocol 2026-07-28 on as a request left open
+// (over HTTP, a connection of its own), and a resource template matches
+// as many URIs as a client cares to name.
+const maxSubscriptions = 1024
+
 // syncTimeout bounds each upstream request a background sync makes.
 const syncTimeout = 10 * time.Second
 
@@ -37,6 +44,10 @@ func (e *Endpoint) subscribe(ctx context.Context, req *mcp.SubscribeRequest) err
 	server, ok := e.resolve(uri)
 	if !ok {
 		return mcp.ResourceNotFoundError(uri)
+	}
+	if s == nil && len(e.subs) >= maxSubscriptions {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf(
+			"session %q: its clients hold %d resource subscriptions, the most it takes; unsubscribe from one first", e.name, len(e.subs))}
 	}
 	if s == nil || s.up == nil || s.server != server {
 		if s != nil {
