@@ -154,6 +154,12 @@ type Endpoint struct {
 	// (keepLevels).
 	levels sync.Map
 
+	// matchers caches the matchers of resource templates (see matcher),
+	// templatesParsed counts the templates parsed into one; e.mu guards
+	// both.
+	matchers        map[string]func(string) bool
+	templatesParsed uint64
+
 	subscribed  atomic.Int32 // len(subs), read without subMu
 	syncPending atomic.Bool  // a syncSubscriptions is on its way
 	retryReset  atomic.Bool  // the next sync starts its retry delay afresh

@@ -81,3 +81,11 @@ const MaxInputRequests = maxInputRequests
 
 // MaxSubscriptions is maxSubscriptions, for the tests of the bound.
 const MaxSubscriptions = maxSubscriptions
+
+// TemplatesParsed returns how many resource templates the endpoint has
+// parsed to match URIs against.
+func (e *Endpoint) TemplatesParsed() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.templatesParsed
+}

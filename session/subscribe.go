@@ -176,11 +176,31 @@ func (e *Endpoint) resolve(uri string) (string, bool) {
 	// In the order the go-sdk's server tries templates for a read, so that
 	// a URI two servers' templates match is subscribed where it is read.
 	for _, tmpl := range slices.Sorted(maps.Keys(e.templates.routes)) {
-		if matches, ok := view.TemplateMatcher(tmpl); ok && matches(uri) {
+		if matches := e.matcher(tmpl); matches != nil && matches(uri) {
 			return e.templates.routes[tmpl].server, true
 		}
 	}
 	return "", false
+}
+
+// matcher returns the matcher of resource template tmpl (nil when it does
+// not parse), parsed once: resolve looks at every template of the session
+// for each subscription, sync and update, and an upstream may list 50,000.
+// e.mu is held.
+func (e *Endpoint) matcher(tmpl string) func(string) bool {
+	if m, ok := e.matchers[tmpl]; ok {
+		return m
+	}
+	if e.matchers == nil || len(e.matchers) >= 2*len(e.templates.routes)+64 {
+		e.matchers = make(map[string]func(string) bool) // most are of templates gone since
+	}
+	m, ok := view.TemplateMatcher(tmpl)
+	if !ok {
+		m = nil
+	}
+	e.matchers[tmpl] = m
+	e.templatesParsed++
+	return m
 }
 
 // maxQueuedUpdates bounds the updates of distinct URIs waiting to be sent;
