@@ -47,6 +47,10 @@ type hostile struct {
 	// stop ends when the test ends: hooks that never answer wait on it
 	// too, so that no goroutine outlives the test.
 	stop context.Context
+	// deaf, once set, makes the server read nothing more from its
+	// connections (after the read under way) until the test ends or the
+	// connection closes: an upstream that stops reading its input.
+	deaf atomic.Bool
 
 	mu       sync.Mutex
 	conns    []*hostileConn
@@ -195,6 +199,12 @@ type hostileConn struct {
 // responses to injected requests, which it records.
 func (c *hostileConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
+		if c.h.deaf.Load() {
+			select {
+			case <-c.h.stop.Done():
+			case <-ctx.Done():
+			}
+		}
 		msg, err := c.Connection.Read(ctx)
 		if err != nil {
 			return msg, err
@@ -1014,4 +1024,57 @@ func TestHostileDuplicateNamesWarningIsBounded(t *testing.T) {
 	assert.Less(t, len(warning), 16<<10, "the warning's length: %.300s…", warning)
 	assert.Contains(t, warning, "200 names")
 	assert.Contains(t, warning, "server=twice")
+}
+
+// An upstream that sends requests (pings here, answered at once) and
+// stops reading its input, so that their answers cannot be written, gets
+// its connection closed once it has more than pool.MaxUnansweredRequests
+// of them unanswered, the failure naming the server and why; the
+// goroutines holding the answers end with it. Before, each request held a
+// goroutine (and its answer) for as long as the upstream lived: 300,000
+// pings of 40 bytes held 300,000 goroutines and 2.7 GB.
+func TestHostileDeafUpstreamRequestsAreBounded(t *testing.T) {
+	h := newHostile(t, "deaf", allCaps)
+	h.addTool("one")
+	e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+	e.mustAcquire(hostileSpec("deaf", 5*time.Second), "s1", viewtest.NewRegistry())
+	c := h.newest()
+	base := runtime.NumGoroutine()
+	h.deaf.Store(true)
+	const n = 4 * pool.MaxUnansweredRequests
+	sent := 0
+	for ; sent < n; sent++ {
+		if c.request("ping", map[string]any{}) != nil {
+			break // the connection was closed
+		}
+	}
+	assert.Less(t, sent, n, "every request was taken in")
+	mcptest.WaitFor(t, mcptest.EventWithin, func() bool { return runtime.NumGoroutine() <= base+50 }, e.logs.String,
+		"the goroutines of the unanswered requests end (%d now, %d before)", runtime.NumGoroutine(), base)
+	mcptest.WaitFor(t, mcptest.EventWithin, func() bool { return e.logs.HasLine("server=deaf", "unanswered") }, e.logs.String,
+		"the failure is logged, naming the server and why")
+}
+
+// Releasing the last handle of an upstream that stops reading its input
+// while requests of its own wait for their answers ends within the
+// server's timeout, the connection closed beneath them. Before, the
+// release waited for ever for those answers to be written, and the reload
+// releasing it, holding the daemon's reload lock, with it.
+func TestHostileDeafUpstreamReleaseEnds(t *testing.T) {
+	h := newHostile(t, "deaf", allCaps)
+	h.addTool("one")
+	e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+	hd := e.mustAcquire(hostileSpec("deaf", 300*time.Millisecond), "s1", viewtest.NewRegistry())
+	c := h.newest()
+	h.deaf.Store(true)
+	for range 10 {
+		require.NoError(t, c.request("ping", map[string]any{}))
+	}
+	done := make(chan error, 1)
+	go func() { done <- hd.Release(context.Background()) }()
+	select {
+	case <-done:
+	case <-time.After(mcptest.Within(t, mcptest.EventWithin)):
+		t.Fatalf("Release of a deaf upstream did not return\n%s", mcptest.Stacks())
+	}
 }
