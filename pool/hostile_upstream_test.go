@@ -1078,3 +1078,39 @@ func TestHostileDeafUpstreamReleaseEnds(t *testing.T) {
 		t.Fatalf("Release of a deaf upstream did not return\n%s", mcptest.Stacks())
 	}
 }
+
+// A call to an upstream that stops reading its input (a hung process:
+// once the pipe is full, every write waits) ends in an error within the
+// server's timeout, and the connection is closed: the call's own context
+// cannot cut a write that waits. Before, the call waited for ever, past
+// every timeout, and so did every later call, on a connection still
+// counted ready.
+func TestHostileDeafUpstreamCallEnds(t *testing.T) {
+	h := newHostile(t, "deaf", allCaps)
+	h.addTool("one")
+	e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+	hd := e.mustAcquire(hostileSpec("deaf", 300*time.Millisecond), "s1", viewtest.NewRegistry())
+	h.deaf.Store(true)
+	// The server's read under way takes this ping; it reads nothing after.
+	require.NoError(t, hd.Conn().Ping(t.Context(), nil))
+	// The first calls fill what the pipe and the server's reader hold;
+	// the writes of the next wait.
+	cs := hd.Conn()
+	for i := range 3 {
+		done := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "one"})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			require.Error(t, err)
+		case <-time.After(mcptest.Within(t, mcptest.EventWithin)):
+			t.Fatalf("call %d to an upstream that reads nothing did not end", i)
+		}
+	}
+	mcptest.WaitFor(t, mcptest.EventWithin, func() bool { return e.logs.HasLine("server=deaf", "reads nothing") }, e.logs.String,
+		"the closed connection is logged, naming the server and why")
+}
