@@ -3,6 +3,7 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -210,8 +212,28 @@ type answers []answer
 
 func (a *answers) add(what, value string) {
 	if a != nil {
-		*a = append(*a, answer{what, value})
+		*a = append(*a, answer{what, shown(value)})
 	}
+}
+
+// maxShown bounds a value a report shows (Want, Got) and an answer kept
+// to compare two ways: a plugin answers up to 16 MiB a call, a golden
+// case's own values take a few KiB.
+const maxShown = 64 << 10
+
+// shown returns s, or, when it is longer than maxShown, its start, its
+// length and a digest of it, so that two long values that differ anywhere
+// still show differently.
+func shown(s string) string {
+	if len(s) <= maxShown {
+		return s
+	}
+	cut := maxShown
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	sum := sha256.Sum256([]byte(s))
+	return fmt.Sprintf("%s… (%d bytes in all, sha256 %x)", s[:cut], len(s), sum[:12])
 }
 
 // canonicalize records the two answers keysTwice got for each settings
@@ -325,7 +347,7 @@ func runCase(ctx context.Context, p abi.Policy, s *Suite, c *Case, sb *suiteBatc
 		res.Passed = true
 		return res
 	}
-	res.Message, res.Want, res.Got = f.msg, f.want, f.got
+	res.Message, res.Want, res.Got = f.msg, shown(f.want), shown(f.got)
 	return res
 }
 

@@ -147,7 +147,8 @@ func Load(paths ...string) ([]*Suite, error) {
 // descending into directories as it meets them; rel is dir's path relative
 // to the walk's root ("" for the root), in slash form. Symbolic links are
 // followed, to files and to directories alike; a directory reached again
-// (a link cycle, or two links to one directory) is read once.
+// (a link cycle, or two links to one directory) is read once. A *.json
+// entry that is not a regular file (a named pipe, a device) is an error.
 func walkSuites(dir, rel string, seen map[string]bool, add func(path, rel string) error) error {
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
@@ -173,6 +174,11 @@ func walkSuites(dir, rel string, seen map[string]bool, add func(path, rel string
 			if err := walkSuites(p, r, seen, add); err != nil {
 				return err
 			}
+		case strings.HasSuffix(e.Name(), ".json") && !info.Mode().IsRegular():
+			// A named pipe or a device (a link to /dev/stdin, say) would
+			// block the run or read for ever; a file named on the command
+			// line is read whatever it is.
+			return fmt.Errorf("%s: not a regular file (%v)", p, info.Mode().Type())
 		case strings.HasSuffix(e.Name(), ".json"):
 			if err := add(p, r); err != nil {
 				return err

@@ -4,12 +4,15 @@ package pool
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
+
+	"github.com/wasmhost/wasmhost/internal/clip"
 )
 
 // A Bridge passes what an upstream sends on its own, outside the answers
@@ -74,7 +77,7 @@ var bridgedMethods = map[string]bool{
 // to add to the client (nil: none). Without a bridge nothing is announced
 // and requests are refused, as the go-sdk does; log messages always go to
 // the operator's log, at most upstreamLogBurst at once and one a second
-// after that.
+// after that, each field cut to upstreamLogBytes.
 func (e *Entry) bridgeClient(opts *mcp.ClientOptions) mcp.Middleware {
 	lim := rate.NewLimiter(rate.Every(time.Second), upstreamLogBurst)
 	bridge := e.pool.bridge
@@ -83,8 +86,9 @@ func (e *Entry) bridgeClient(opts *mcp.ClientOptions) mcp.Middleware {
 			return
 		}
 		if lim.Allow() {
-			e.log.Log(ctx, slogLevel(req.Params.Level), "upstream log message (sent outside any client's call)",
-				"logger", req.Params.Logger, "level", req.Params.Level, "data", req.Params.Data)
+			p := req.Params
+			e.log.Log(ctx, slogLevel(p.Level), "upstream log message (sent outside any client's call)",
+				"logger", clip.String(p.Logger, upstreamLogBytes), "level", clip.String(string(p.Level), upstreamLogBytes), "data", clipData(p.Data))
 		}
 	}
 	if bridge == nil {
@@ -112,6 +116,24 @@ func (e *Entry) bridgeClient(opts *mcp.ClientOptions) mcp.Middleware {
 // upstreamLogBurst is how many log messages an upstream connection may
 // have logged for the operator at once.
 const upstreamLogBurst = 10
+
+// upstreamLogBytes bounds each field of an upstream's log message in the
+// operator's log, as a line of its standard error is bounded (a message
+// may be 16 MiB).
+const upstreamLogBytes = 2 << 10
+
+// clipData returns the data of an upstream's log message as it is when
+// its JSON fits upstreamLogBytes, or else that JSON cut to it.
+func clipData(data any) any {
+	b, err := json.Marshal(data)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("(data not JSON: %v)", err)
+	case len(b) <= upstreamLogBytes:
+		return data
+	}
+	return clip.String(string(b), upstreamLogBytes)
+}
 
 // upstreamLogLevel is the level the pool asks a connected upstream that
 // announces logging for: every message, each client getting those at or

@@ -14,8 +14,11 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wasmhost/wasmhost/internal/clip"
 )
 
 // A Dialer turns a spec into an unconnected MCP transport. The pool calls
@@ -62,6 +65,39 @@ func connectFailure(ctx context.Context, t mcp.Transport, timeout time.Duration,
 	}
 	return err
 }
+
+// upstreamErrorBytes bounds the message of an error an upstream's answer
+// made (its JSON-RPC error during the handshake or a listing, of up to 16
+// MiB) in the entry's error, which is logged at every retry and shown in
+// /v1/state and reload answers.
+const upstreamErrorBytes = 4 << 10
+
+// cutError returns err, or, when its message is longer than
+// upstreamErrorBytes, err with its message cut in the middle (the start
+// and the end are kept, where wrappers put what names the server and the
+// request); errors.Is and errors.As still see err.
+func cutError(err error) error {
+	msg := err.Error()
+	if len(msg) <= upstreamErrorBytes {
+		return err
+	}
+	head := clip.String(msg, upstreamErrorBytes/2)
+	head = strings.TrimSuffix(head, "…")
+	tail := len(msg) - upstreamErrorBytes/4
+	for tail < len(msg) && !utf8.RuneStart(msg[tail]) {
+		tail++
+	}
+	return &cutErr{err: err, msg: fmt.Sprintf("%s… (%d bytes cut) …%s", head, tail-len(head), msg[tail:])}
+}
+
+// A cutErr is an error whose message cutError cut.
+type cutErr struct {
+	err error
+	msg string
+}
+
+func (e *cutErr) Error() string { return e.msg }
+func (e *cutErr) Unwrap() error { return e.err }
 
 // DefaultDialer reaches stdio servers through mcp.CommandTransport (the
 // process inherits the daemon's environment plus spec.Env, runs in

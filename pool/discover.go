@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wasmhost/wasmhost/internal/clip"
 )
 
 // kinds is a set of snapshot lists to (re)discover.
@@ -30,14 +32,36 @@ func (e *Entry) discover(ctx context.Context, cs *mcp.ClientSession, which kinds
 	e.pool.counters.Discoveries.Add(1)
 	snap, err := discover(ctx, cs, which, base, e.spec.ListingCap())
 	if err != nil {
-		return nil, fmt.Errorf("discover: %w", err)
+		return nil, fmt.Errorf("discover: %w", cutError(err))
 	}
 	// Warned once for each set of duplicates, not at every rediscovery.
 	dups := strings.Join(snap.duplicates, ", ")
 	if last := e.dupsWarned.Swap(&dups); dups != "" && (last == nil || *last != dups) {
-		e.log.Warn("upstream lists names twice; the first of each is used", "duplicates", dups)
+		e.log.Warn("upstream lists names twice; the first of each is used", "duplicates", namesTwice(snap.duplicates))
 	}
 	return snap.Snapshot, nil
+}
+
+// maxDupsShown is how many of an upstream's names listed twice its warning
+// shows, each cut to maxDupShown bytes: the names are the upstream's,
+// as long and as many as a listing of 32 MiB holds.
+const (
+	maxDupsShown = 10
+	maxDupShown  = 256
+)
+
+// namesTwice describes dups, the names an upstream listed twice, for its
+// warning: how many, and the first maxDupsShown.
+func namesTwice(dups []string) string {
+	shown := make([]string, 0, min(len(dups), maxDupsShown))
+	for _, d := range dups[:min(len(dups), maxDupsShown)] {
+		shown = append(shown, clip.String(d, maxDupShown))
+	}
+	s := fmt.Sprintf("%d names: %s", len(dups), strings.Join(shown, ", "))
+	if len(dups) > maxDupsShown {
+		s += fmt.Sprintf(", and %d more", len(dups)-maxDupsShown)
+	}
+	return s
 }
 
 // Discover lists every tool, prompt, resource and resource template of an

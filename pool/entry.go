@@ -259,12 +259,24 @@ func (e *Entry) closeConn(ctx context.Context, cs *mcp.ClientSession) {
 		return
 	}
 	e.pool.counters.Disconnects.Add(1)
+	done := e.pool.startClose(cs)
+	// mcp.ClientSession.Close waits for every request under way, the
+	// upstream's own included, whose answers an upstream that reads
+	// nothing never lets out: after the server's timeout the connection is
+	// closed beneath them (see closer), which ends them.
+	force := time.AfterFunc(e.timeout, func() {
+		if c, ok := e.pool.closers.Load(cs); ok {
+			e.log.Warn("upstream connection still closing after the server's timeout: closed beneath the requests under way", "timeout", e.timeout)
+			c.(*closer).CloseConnection()
+		}
+	})
 	select {
-	case err := <-e.pool.startClose(cs):
+	case err := <-done:
+		force.Stop()
 		if err != nil {
 			e.log.Debug("closing upstream connection", "err", err)
 		}
-	case <-ctx.Done():
+	case <-ctx.Done(): // force still ends the close, which Pool.Close waits for
 	}
 }
 
@@ -310,10 +322,10 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *Snapshot, error) {
 		client.AddReceivingMiddleware(bridge)
 	}
 	client.AddSendingMiddleware(telemetry.Client(e.spec.Name, e.spec.Transport())) // spans, when traced
-	closer := &closer{Transport: t}
+	closer := &closer{Transport: watchWrites(t, e.timeout)}
 	cs, err := client.Connect(context.WithValue(ctx, bridgingKey{}, e.spec.bridging()), closer, e.spec.SessionOptions())
 	if err != nil {
-		return nil, nil, connectFailure(ctx, t, e.timeout, fmt.Errorf("connect: %w", err))
+		return nil, nil, connectFailure(ctx, t, e.timeout, fmt.Errorf("connect: %w", cutError(err)))
 	}
 	e.setUpstreamLevel(ctx, cs)
 	e.pool.closers.Store(cs, closer)

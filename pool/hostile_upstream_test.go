@@ -47,6 +47,10 @@ type hostile struct {
 	// stop ends when the test ends: hooks that never answer wait on it
 	// too, so that no goroutine outlives the test.
 	stop context.Context
+	// deaf, once set, makes the server read nothing more from its
+	// connections (after the read under way) until the test ends or the
+	// connection closes: an upstream that stops reading its input.
+	deaf atomic.Bool
 
 	mu       sync.Mutex
 	conns    []*hostileConn
@@ -195,6 +199,12 @@ type hostileConn struct {
 // responses to injected requests, which it records.
 func (c *hostileConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
+		if c.h.deaf.Load() {
+			select {
+			case <-c.h.stop.Done():
+			case <-ctx.Done():
+			}
+		}
 		msg, err := c.Connection.Read(ctx)
 		if err != nil {
 			return msg, err
@@ -905,4 +915,202 @@ func TestHostileForeignNotifications(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "chatty/one", mcptest.Text(res))
 	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= base+5 }, mcptest.Within(t, mcptest.EventWithin), 10*time.Millisecond)
+}
+
+// An upstream that sends log messages outside any call, each with a
+// logger name, level and data of 64 KiB, gets them into the operator's
+// log (a burst, then one a second) with each field cut to 2 KiB. Before,
+// each line held the message whole: one a second of 16 MiB filled the
+// log's disk at 16 MiB a second, where standard error is held to 100 lines
+// of 2 KiB per 10 s.
+func TestHostileLogMessagesAreBounded(t *testing.T) {
+	h := newHostile(t, "logger", allCaps)
+	h.addTool("one")
+	e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+	e.mustAcquire(hostileSpec("logger", 5*time.Second), "s1", viewtest.NewRegistry())
+	c := h.newest()
+	big := strings.Repeat("x", 64<<10)
+	for range 10 {
+		require.NoError(t, c.notify("notifications/message", map[string]any{"level": "error" + big, "logger": big, "data": map[string]any{"text": big}}))
+	}
+	const what = "upstream log message (sent outside any client's call)"
+	lines := func() []string {
+		var out []string
+		for l := range strings.Lines(e.logs.String()) {
+			if strings.Contains(l, what) {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	mcptest.WaitFor(t, mcptest.EventWithin, func() bool { return len(lines()) >= 10 }, func() string { return "" }, "the first burst of log messages logged")
+	for _, l := range lines() {
+		require.Less(t, len(l), 8<<10, "a log line of %d bytes", len(l))
+		assert.Contains(t, l, "server=logger")
+	}
+}
+
+// An upstream whose error answer to initialize or tools/list carries a
+// message of a MiB fails its entry with an error of a few KiB that still
+// names the server and the request, its message cut in the middle; no log
+// line holds the message whole. Before, the whole message went into the
+// entry's error, which each retry (every 30 s, for ever) logged several
+// times, and which /v1/state and reload answers carry: 16 MiB each.
+func TestHostileHugeErrorMessagesAreCut(t *testing.T) {
+	t.Parallel()
+	for _, method := range []string{"initialize", "tools/list"} {
+		t.Run(strings.ReplaceAll(method, "/", "-"), func(t *testing.T) {
+			h := newHostile(t, "liar", allCaps)
+			huge := "start " + strings.Repeat("E", 1<<20) + " end"
+			h.setHook(func(ctx context.Context, m string, _ mcp.Request) (mcp.Result, error, bool) {
+				switch m {
+				case method:
+					return nil, &jsonrpc.Error{Code: -32000, Message: huge}, true
+				case "server/discover":
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no such method"}, true
+				}
+				return nil, nil, false
+			})
+			e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+			ctx, cancel := context.WithTimeout(context.Background(), mcptest.Within(t, mcptest.EventWithin))
+			defer cancel()
+			hd, err := e.acquire(ctx, hostileSpec("liar", 5*time.Second), "s1", viewtest.NewRegistry())
+			if hd != nil {
+				_ = hd.Release(context.Background())
+			}
+			require.ErrorIs(t, err, pool.ErrTerminal)
+			msg := err.Error()
+			assert.Less(t, len(msg), 16<<10, "the error's length")
+			for _, want := range []string{`server "liar"`, method, "start EEE", "EEE end", "bytes cut"} {
+				assert.Truef(t, strings.Contains(msg, want), "the error lacks %q: %.300s…", want, msg)
+			}
+			require.True(t, e.logs.HasLine("upstream connection failed", "server=liar"))
+			for l := range strings.Lines(e.logs.String()) {
+				assert.Less(t, len(l), 16<<10, "a log line of %d bytes: %.200s…", len(l), l)
+			}
+		})
+	}
+}
+
+// An upstream that lists many names twice, each name long, gets one
+// warning of a few KiB naming the first of them and how many there are.
+// Before, the warning held every duplicate whole: up to the listing's 32
+// MiB, logged again whenever the set changed, which a list_changed every
+// 100 ms could make it do ten times a second.
+func TestHostileDuplicateNamesWarningIsBounded(t *testing.T) {
+	t.Parallel()
+	h := newHostile(t, "twice", allCaps)
+	long := strings.Repeat("n", 2<<10)
+	h.setHook(func(ctx context.Context, m string, _ mcp.Request) (mcp.Result, error, bool) {
+		if m != "tools/list" {
+			return nil, nil, false
+		}
+		var tools []*mcp.Tool
+		for i := range 200 {
+			name := fmt.Sprintf("%s%d", long, i)
+			tools = append(tools, &mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}}, &mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}})
+		}
+		return &mcp.ListToolsResult{Tools: tools}, nil, true
+	})
+	e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+	e.mustAcquire(hostileSpec("twice", 5*time.Second), "s1", viewtest.NewRegistry())
+	var warning string
+	for l := range strings.Lines(e.logs.String()) {
+		if strings.Contains(l, "upstream lists names twice") {
+			warning = l
+		}
+	}
+	require.NotEmpty(t, warning, "the warning is logged")
+	assert.Less(t, len(warning), 16<<10, "the warning's length: %.300s…", warning)
+	assert.Contains(t, warning, "200 names")
+	assert.Contains(t, warning, "server=twice")
+}
+
+// An upstream that sends requests (pings here, answered at once) and
+// stops reading its input, so that their answers cannot be written, gets
+// its connection closed once it has more than pool.MaxUnansweredRequests
+// of them unanswered, the failure naming the server and why; the
+// goroutines holding the answers end with it. Before, each request held a
+// goroutine (and its answer) for as long as the upstream lived: 300,000
+// pings of 40 bytes held 300,000 goroutines and 2.7 GB.
+func TestHostileDeafUpstreamRequestsAreBounded(t *testing.T) {
+	h := newHostile(t, "deaf", allCaps)
+	h.addTool("one")
+	e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+	e.mustAcquire(hostileSpec("deaf", 5*time.Second), "s1", viewtest.NewRegistry())
+	c := h.newest()
+	base := runtime.NumGoroutine()
+	h.deaf.Store(true)
+	const n = 4 * pool.MaxUnansweredRequests
+	sent := 0
+	for ; sent < n; sent++ {
+		if c.request("ping", map[string]any{}) != nil {
+			break // the connection was closed
+		}
+	}
+	assert.Less(t, sent, n, "every request was taken in")
+	mcptest.WaitFor(t, mcptest.EventWithin, func() bool { return runtime.NumGoroutine() <= base+50 }, e.logs.String,
+		"the goroutines of the unanswered requests end (%d now, %d before)", runtime.NumGoroutine(), base)
+	mcptest.WaitFor(t, mcptest.EventWithin, func() bool { return e.logs.HasLine("server=deaf", "unanswered") }, e.logs.String,
+		"the failure is logged, naming the server and why")
+}
+
+// Releasing the last handle of an upstream that stops reading its input
+// while requests of its own wait for their answers ends within the
+// server's timeout, the connection closed beneath them. Before, the
+// release waited for ever for those answers to be written, and the reload
+// releasing it, holding the daemon's reload lock, with it.
+func TestHostileDeafUpstreamReleaseEnds(t *testing.T) {
+	h := newHostile(t, "deaf", allCaps)
+	h.addTool("one")
+	e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+	hd := e.mustAcquire(hostileSpec("deaf", 300*time.Millisecond), "s1", viewtest.NewRegistry())
+	c := h.newest()
+	h.deaf.Store(true)
+	for range 10 {
+		require.NoError(t, c.request("ping", map[string]any{}))
+	}
+	done := make(chan error, 1)
+	go func() { done <- hd.Release(context.Background()) }()
+	select {
+	case <-done:
+	case <-time.After(mcptest.Within(t, mcptest.EventWithin)):
+		t.Fatalf("Release of a deaf upstream did not return\n%s", mcptest.Stacks())
+	}
+}
+
+// A call to an upstream that stops reading its input (a hung process:
+// once the pipe is full, every write waits) ends in an error within the
+// server's timeout, and the connection is closed: the call's own context
+// cannot cut a write that waits. Before, the call waited for ever, past
+// every timeout, and so did every later call, on a connection still
+// counted ready.
+func TestHostileDeafUpstreamCallEnds(t *testing.T) {
+	h := newHostile(t, "deaf", allCaps)
+	h.addTool("one")
+	e := newHostileEnv(t, pool.Options{}, []*hostile{h})
+	hd := e.mustAcquire(hostileSpec("deaf", 300*time.Millisecond), "s1", viewtest.NewRegistry())
+	h.deaf.Store(true)
+	// The server's read under way takes this ping; it reads nothing after.
+	require.NoError(t, hd.Conn().Ping(t.Context(), nil))
+	// The first calls fill what the pipe and the server's reader hold;
+	// the writes of the next wait.
+	cs := hd.Conn()
+	for i := range 3 {
+		done := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "one"})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			require.Error(t, err)
+		case <-time.After(mcptest.Within(t, mcptest.EventWithin)):
+			t.Fatalf("call %d to an upstream that reads nothing did not end", i)
+		}
+	}
+	mcptest.WaitFor(t, mcptest.EventWithin, func() bool { return e.logs.HasLine("server=deaf", "reads nothing") }, e.logs.String,
+		"the closed connection is logged, naming the server and why")
 }

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -29,6 +30,10 @@ type bridgeCall struct {
 	cs    *mcp.ClientSession // the upstream connection the call went out on
 	ctx   context.Context    // the call's: what is sent to the client goes on its stream
 	token string             // names the call in the marks of the relay's taps
+
+	// asking counts the upstream's questions to the client under way
+	// (see Answer); at most maxInputRequests at once.
+	asking atomic.Int32
 
 	mu        sync.Mutex
 	q         chan func() // log messages to send, in order; closed at end
@@ -265,6 +270,14 @@ func (r *ProgressRelay) Answer(ctx context.Context, cs *mcp.ClientSession, b poo
 		}
 		return nil, refusal(b.Server, method, why)
 	}
+	// Each question holds a goroutine, and an entry of the client's
+	// connection, until the client (its user, say) answers: an upstream
+	// asking without bound during one call would pin as many as it liked.
+	if call.asking.Add(1) > maxInputRequests {
+		call.asking.Add(-1)
+		return nil, refusal(b.Server, method, fmt.Sprintf("the call it came during has %d questions to its client under way, the most wasmhost passes on", maxInputRequests))
+	}
+	defer call.asking.Add(-1)
 	// Asked on the call's own context, the question goes on the call's
 	// stream to the client; it ends when the call or the upstream's
 	// request does.

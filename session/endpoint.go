@@ -139,6 +139,7 @@ type Endpoint struct {
 	redact   func(error) error // never nil
 	relay    *ProgressRelay
 	log      *slog.Logger
+	leftOut  *leftOutLog     // bounds the warnings about items left out
 	calls    inflight.Gate   // forwarded calls; closed by Drain
 	abort    context.Context // ended when Drain cuts the calls under way short
 	cutShort context.CancelFunc
@@ -152,6 +153,12 @@ type Endpoint struct {
 	// (*mcp.ServerSession to mcp.LoggingLevel) while it is connected
 	// (keepLevels).
 	levels sync.Map
+
+	// matchers caches the matchers of resource templates (see matcher),
+	// templatesParsed counts the templates parsed into one; e.mu guards
+	// both.
+	matchers        map[string]func(string) bool
+	templatesParsed uint64
 
 	subscribed  atomic.Int32 // len(subs), read without subMu
 	syncPending atomic.Bool  // a syncSubscriptions is on its way
@@ -217,6 +224,7 @@ func New(opts Options) *Endpoint {
 		upstream:  opts.Upstream,
 		relay:     opts.Progress,
 		log:       log.With("session", opts.Name),
+		leftOut:   newLeftOutLog(),
 		subs:      make(map[string]*subscription),
 		naming:    Naming{Mode: opts.Naming.mode(), Prefix: maps.Clone(opts.Naming.Prefix)},
 	}

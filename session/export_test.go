@@ -75,3 +75,17 @@ func SetGivenUpFor(t interface{ Cleanup(func()) }, d time.Duration) {
 	givenUpFor = d
 	t.Cleanup(func() { givenUpFor = old })
 }
+
+// MaxInputRequests is maxInputRequests, for the tests of the bound.
+const MaxInputRequests = maxInputRequests
+
+// MaxSubscriptions is maxSubscriptions, for the tests of the bound.
+const MaxSubscriptions = maxSubscriptions
+
+// TemplatesParsed returns how many resource templates the endpoint has
+// parsed to match URIs against.
+func (e *Endpoint) TemplatesParsed() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.templatesParsed
+}

@@ -233,19 +233,30 @@ func send[P progressParams, R any](e *Endpoint, ctx context.Context, cs *mcp.Cli
 	defer endBridge()
 	start := time.Now()
 	res, err := call(bctx, params)
+	if err == nil {
+		if err = checkInputs(res); err != nil {
+			var none R
+			return none, start, err
+		}
+	}
 	return res, start, err
 }
 
 // callFailure sorts out err, the failure of a call forwarded to server
 // under ctx, the call's context from target (what is "tool", "prompt" or
 // "resource", name the name or URI the client used): the upstream's own
-// JSON-RPC error is returned as it is, with upstream true; any other
+// JSON-RPC error is returned as it is, with upstream true, and so is an
+// answer of too many questions (an *inputFlood), named; any other
 // failure is named, wrapping ErrDraining when Drain cut the call short,
 // ErrTimeout when the server's timeout ended it, and ErrUnavailable
 // otherwise.
 func (e *Endpoint) callFailure(ctx context.Context, err error, server, what, name string) (_ error, upstream bool) {
 	if werr := upstreamError(err); werr != nil {
 		return werr, true
+	}
+	if flood := (*inputFlood)(nil); errors.As(err, &flood) {
+		e.log.Warn("upstream answered a call with more questions than are passed on; the call fails", "server", server, what, name, "err", err)
+		return fmt.Errorf("session %q, server %q: %s %q: %w", e.name, server, what, name, err), true
 	}
 	if cerr := e.cutShortError("server %q: %s %q", server, what, name); cerr != nil {
 		return cerr, false

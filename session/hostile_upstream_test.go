@@ -341,3 +341,40 @@ func TestHostileTooDeepSchemaFailsOnlyItsServer(t *testing.T) {
 	t.Cleanup(func() { _ = h.Release(context.Background()) })
 	require.Equal(t, []string{"good__x"}, ep.Tools())
 }
+
+// An upstream listing 500 tools whose names break the naming rule, each 4
+// KiB long, and 500 whose schemas cannot be served, gets a burst of
+// warnings into the operator's log, each naming the server with the
+// tool's name cut to a few hundred bytes, then one a second saying how
+// many were not logged: its other tools are served. Before, each session
+// logged a line per tool, with the name whole, at every change of the
+// listing (as often as every 100 ms): up to the listing's 32 MiB per
+// session each time.
+func TestHostileLeftOutWarningsAreBounded(t *testing.T) {
+	t.Parallel()
+	var tools []*mcp.Tool
+	long := strings.Repeat("n", 4<<10)
+	for i := range 500 {
+		tools = append(tools,
+			&mcp.Tool{Name: fmt.Sprintf("bad name %d %s", i, long), InputSchema: obj()},
+			&mcp.Tool{Name: fmt.Sprintf("schema%d", i), InputSchema: "string"})
+	}
+	tools = append(tools, &mcp.Tool{Name: "fine", InputSchema: obj()})
+	evil := newLiar("evil", tools)
+	good := newLiar("good", []*mcp.Tool{{Name: "x", InputSchema: obj()}})
+	r := newHostileRig(t, evil, good)
+	s := r.connect("s1")
+	r.settle(s)
+	require.Equal(t, []string{"evil__fine", "good__x"}, s.ep.Tools())
+	var warned int
+	for l := range strings.Lines(r.logs.String()) {
+		if !strings.Contains(l, "left out") {
+			continue
+		}
+		warned++
+		assert.Less(t, len(l), 2<<10, "a warning of %d bytes: %.300s…", len(l), l)
+		assert.Contains(t, l, "server=evil")
+	}
+	assert.Positive(t, warned)
+	assert.Less(t, warned, 100, "warnings logged for 1,000 tools left out")
+}

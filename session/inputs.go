@@ -3,6 +3,8 @@ package session
 //lint:file-ignore SA1019 sampling and logging are deprecated (SEP-2577) but still used during their deprecation window
 
 import (
+	"fmt"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -79,4 +81,40 @@ func forwardMeta(up *mcp.ClientSession, caller *mcp.ServerSession, callerMeta mc
 	}
 	meta[mcp.MetaKeyClientCapabilities] = caps
 	return meta
+}
+
+// maxInputRequests bounds the questions of one input-required result that
+// are passed on. A client of an older protocol is asked them all at once by
+// the go-sdk's server, a goroutine and a request each, so that an upstream
+// answering with one result of 16 MiB could make the host hold a GiB; a
+// call with more fails (see checkInputs). It bounds as well the questions
+// an upstream asks on its own during one call that are under way to the
+// client at once (ProgressRelay.Answer refuses more). Real servers ask one
+// or a few.
+const maxInputRequests = 64
+
+// An inputFlood is the failure of a call whose upstream answered with an
+// input-required result of n questions, more than maxInputRequests.
+type inputFlood struct{ n int }
+
+func (f *inputFlood) Error() string {
+	return fmt.Sprintf("the server answered with an input-required result of %d questions, more than the %d wasmhost passes on", f.n, maxInputRequests)
+}
+
+// checkInputs returns an *inputFlood when res, a call's result, is an
+// input-required result of more than maxInputRequests questions.
+func checkInputs(res any) error {
+	var n int
+	switch r := res.(type) {
+	case *mcp.CallToolResult:
+		n = len(r.InputRequests)
+	case *mcp.GetPromptResult:
+		n = len(r.InputRequests)
+	case *mcp.ReadResourceResult:
+		n = len(r.InputRequests)
+	}
+	if n <= maxInputRequests {
+		return nil
+	}
+	return &inputFlood{n}
 }

@@ -4,6 +4,7 @@ package session_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -287,4 +288,78 @@ func TestHammerInputRequests(t *testing.T) {
 		}
 	}
 	wg.Wait()
+}
+
+// TestInputRequestsFloodIsRefused: an upstream answering a call with an
+// input-required result of more questions than session.MaxInputRequests
+// fails that call, with an error naming the session, the server and the
+// count, and the calling client is asked nothing. Before, the go-sdk's
+// server asked a client of an older protocol every question at once, a
+// goroutine each: one result of 16 MiB made the host hold some 150,000
+// goroutines and more than a GiB. A result of MaxInputRequests questions
+// still reaches the client.
+func TestInputRequestsFloodIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "flood", Version: "1"}, nil)
+	questionsFor := func(n int) mcp.InputRequestMap {
+		m := make(mcp.InputRequestMap, n)
+		for i := range n {
+			m[fmt.Sprint(i)] = &mcp.ElicitParams{Message: "q", RequestedSchema: obj()}
+		}
+		return m
+	}
+	many := session.MaxInputRequests + 1
+	srv.AddTool(&mcp.Tool{Name: "ask", InputSchema: obj()}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if len(req.Params.InputResponses) > 0 {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%d answers", len(req.Params.InputResponses))}}}, nil
+		}
+		var args struct{ N int }
+		if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
+			return nil, err
+		}
+		return &mcp.CallToolResult{InputRequests: questionsFor(args.N), RequestState: "s"}, nil
+	})
+	srv.AddPrompt(&mcp.Prompt{Name: "ask"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{InputRequests: questionsFor(many), RequestState: "s"}, nil
+	})
+	ct, st := mcp.NewInMemoryTransports()
+	upSS, err := srv.Connect(ctx, st, nil)
+	require.NoError(t, err)
+	upCS, err := pool.NewClient(&mcp.Implementation{Name: "wasmhost", Version: "test"}, mcp.ClientOptions{Logger: quiet}).Connect(ctx, ct, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = upCS.Close()
+		_ = upSS.Wait()
+	})
+	ep := askingEndpoint(t, "s", upCS)
+
+	for _, sopts := range []*mcp.ClientSessionOptions{{ProtocolVersion: "2025-11-25"}, nil} {
+		var asked atomic.Int32
+		cs := connectServerWith(t, ep.Server(), &mcp.ClientOptions{Logger: quiet,
+			ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				asked.Add(1)
+				return &mcp.ElicitResult{Action: "decline"}, nil
+			},
+		}, sopts)
+		proto := "newest"
+		if sopts != nil {
+			proto = sopts.ProtocolVersion
+		}
+
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__ask", Arguments: map[string]any{"n": many}})
+		require.Error(t, err, proto)
+		for _, want := range []string{`session "s"`, `server "up"`, `tool "up__ask"`, fmt.Sprint(many), "input-required"} {
+			assert.ErrorContains(t, err, want, proto)
+		}
+		_, err = cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "up__ask"})
+		require.Error(t, err, proto)
+		assert.ErrorContains(t, err, `prompt "up__ask"`, proto)
+		assert.Zero(t, asked.Load(), "%s: the client was asked nothing", proto)
+
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__ask", Arguments: map[string]any{"n": session.MaxInputRequests}})
+		require.NoError(t, err, proto)
+		assert.Equal(t, fmt.Sprintf("%d answers", session.MaxInputRequests), text(res), proto)
+		assert.Equal(t, int32(session.MaxInputRequests), asked.Load(), proto)
+	}
 }

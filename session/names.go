@@ -256,7 +256,7 @@ func (e *Endpoint) resolveNames(k *kind, touched []itemKey, all bool, redo map[i
 		x := want[key]
 		if x == "" {
 			if redo[key] || lost[key] {
-				e.log.Warn("name collision: "+k.name+" left out: another item of the session could take each of its names", "server", key.server, k.name, key.name, "names", ix.cands[key])
+				e.warnLeftOut("name collision: "+k.name+" left out: another item of the session could take each of its names", "server", key.server, k.name, key.name, "names", ix.cands[key])
 			}
 			continue
 		}
@@ -266,7 +266,7 @@ func (e *Endpoint) resolveNames(k *kind, touched []itemKey, all bool, redo map[i
 		e.pause(i)
 		i++
 		if err := it.add(x); err != nil {
-			e.log.Warn("upstream "+k.name+" cannot be served, left out", "server", key.server, k.name, key.name, "err", err)
+			e.warnLeftOut("upstream "+k.name+" cannot be served, left out", "server", key.server, k.name, key.name, "err", err)
 			if it.exposed != "" {
 				delete(k.routes, it.exposed)
 				k.remove(it.exposed)

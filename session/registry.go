@@ -24,7 +24,7 @@ func (e *Endpoint) taken(k *kind, exposed, server string, put func()) bool {
 		k.waiting[exposed] = make(map[string]func())
 	}
 	k.waiting[exposed][server] = put
-	e.log.Warn("name collision: "+k.name+" left out", "name", exposed, "server", server, "owner", old.server)
+	e.warnLeftOut("name collision: "+k.name+" left out", "name", exposed, "server", server, "owner", old.server)
 	return true
 }
 
@@ -90,7 +90,7 @@ func (e *Endpoint) PutTools(server string, tools []*mcp.Tool) {
 	var refused []string
 	for _, t := range tools {
 		if err := checkToolName(t.Name); err != nil {
-			e.log.Warn("upstream tool cannot be served, left out", "server", server, "tool", t.Name, "err", err)
+			e.warnLeftOut("upstream tool cannot be served, left out", "server", server, "tool", t.Name, "err", err)
 			refused = append(refused, t.Name) // an earlier version of it
 			continue
 		}
@@ -207,7 +207,7 @@ func (e *Endpoint) putResource(server string, r *mcp.Resource) {
 		return
 	}
 	if err := addResource(e.srv, r, e.forwardResource); err != nil {
-		e.log.Warn("upstream resource cannot be served, left out", "server", server, "uri", r.URI, "err", err)
+		e.warnLeftOut("upstream resource cannot be served, left out", "server", server, "uri", r.URI, "err", err)
 		return
 	}
 	e.resources.routes[r.URI] = route{server, r.URI}
@@ -245,7 +245,7 @@ func (e *Endpoint) putTemplate(server string, t *mcp.ResourceTemplate) {
 		return e.read(ctx, req, &e.templates, key)
 	}
 	if err := addTemplate(e.srv, t, read); err != nil {
-		e.log.Warn("upstream resource template cannot be served, left out", "server", server, "uriTemplate", key, "err", err)
+		e.warnLeftOut("upstream resource template cannot be served, left out", "server", server, "uriTemplate", key, "err", err)
 		return
 	}
 	e.templates.routes[key] = route{server, key}

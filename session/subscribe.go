@@ -23,6 +23,13 @@ type subscription struct {
 	up      pool.Subscriber // what holds it upstream; nil while nothing does
 }
 
+// maxSubscriptions bounds the resource URIs one session's clients hold
+// subscribed at once. Each is held upstream, on a connection other
+// sessions may share: from protocol 2026-07-28 on as a request left open
+// (over HTTP, a connection of its own), and a resource template matches
+// as many URIs as a client cares to name.
+const maxSubscriptions = 1024
+
 // syncTimeout bounds each upstream request a background sync makes.
 const syncTimeout = 10 * time.Second
 
@@ -37,6 +44,10 @@ func (e *Endpoint) subscribe(ctx context.Context, req *mcp.SubscribeRequest) err
 	server, ok := e.resolve(uri)
 	if !ok {
 		return mcp.ResourceNotFoundError(uri)
+	}
+	if s == nil && len(e.subs) >= maxSubscriptions {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf(
+			"session %q: its clients hold %d resource subscriptions, the most it takes; unsubscribe from one first", e.name, len(e.subs))}
 	}
 	if s == nil || s.up == nil || s.server != server {
 		if s != nil {
@@ -165,11 +176,31 @@ func (e *Endpoint) resolve(uri string) (string, bool) {
 	// In the order the go-sdk's server tries templates for a read, so that
 	// a URI two servers' templates match is subscribed where it is read.
 	for _, tmpl := range slices.Sorted(maps.Keys(e.templates.routes)) {
-		if matches, ok := view.TemplateMatcher(tmpl); ok && matches(uri) {
+		if matches := e.matcher(tmpl); matches != nil && matches(uri) {
 			return e.templates.routes[tmpl].server, true
 		}
 	}
 	return "", false
+}
+
+// matcher returns the matcher of resource template tmpl (nil when it does
+// not parse), parsed once: resolve looks at every template of the session
+// for each subscription, sync and update, and an upstream may list 50,000.
+// e.mu is held.
+func (e *Endpoint) matcher(tmpl string) func(string) bool {
+	if m, ok := e.matchers[tmpl]; ok {
+		return m
+	}
+	if e.matchers == nil || len(e.matchers) >= 2*len(e.templates.routes)+64 {
+		e.matchers = make(map[string]func(string) bool) // most are of templates gone since
+	}
+	m, ok := view.TemplateMatcher(tmpl)
+	if !ok {
+		m = nil
+	}
+	e.matchers[tmpl] = m
+	e.templatesParsed++
+	return m
 }
 
 // maxQueuedUpdates bounds the updates of distinct URIs waiting to be sent;

@@ -339,3 +339,89 @@ func TestSubscriptionRoutesLikeReads(t *testing.T) {
 	assert.Equal(t, []string{"+x://t/9"}, subs["near"].seen())
 	assert.Empty(t, subs["far"].seen())
 }
+
+// TestSubscriptionsPerSessionAreBounded: the clients of one session hold
+// at most session.MaxSubscriptions resource URIs at once; one more is
+// refused, naming the session and the bound, and never reaches the
+// upstream, while a URI already held can still be subscribed to by
+// another client, and one let go makes room. Before, a client could
+// subscribe to as many URIs as a resource template matches, each held
+// upstream (from protocol 2026-07-28 on, a request left open: over HTTP a
+// connection each), on a connection other sessions share.
+func TestSubscriptionsPerSessionAreBounded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	upCS := f.connect("x", `{}`).handle.Conn()
+	sub := &fakeSubscriber{}
+	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target {
+		return session.Target{Conn: upCS, Subscriptions: sub}
+	}})
+	ep.PutResourceTemplates("up", []*mcp.ResourceTemplate{{URITemplate: "x://t/{id}", Name: "t"}})
+	connect := func() *mcp.ClientSession {
+		ct, st := mcp.NewInMemoryTransports()
+		ss, err := ep.Server().Connect(t.Context(), st, nil)
+		require.NoError(t, err)
+		// Of an older protocol: from 2026-07-28 on, a subscription's
+		// refusal ends its listen request, and Subscribe does not wait.
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{Logger: quiet}).Connect(t.Context(), ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cs.Close(); _ = ss.Wait() })
+		return cs
+	}
+	a, b := connect(), connect()
+	for i := range session.MaxSubscriptions {
+		require.NoError(t, a.Subscribe(t.Context(), &mcp.SubscribeParams{URI: fmt.Sprintf("x://t/%d", i)}))
+	}
+	err := a.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "x://t/one-more"})
+	require.Error(t, err)
+	assert.ErrorContains(t, err, `session "s"`)
+	assert.ErrorContains(t, err, fmt.Sprint(session.MaxSubscriptions))
+	assert.Len(t, sub.seen(), session.MaxSubscriptions, "the refused URI never reached the upstream")
+	require.NoError(t, b.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "x://t/0"}), "a URI already held")
+	require.NoError(t, a.Unsubscribe(t.Context(), &mcp.UnsubscribeParams{URI: "x://t/1"}))
+	require.NoError(t, b.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "x://t/one-more"}), "room made")
+}
+
+// TestSubscriptionRoutingCompilesEachTemplateOnce: finding where a
+// subscribed URI routes (at each subscribe, each sync and each update
+// delivered) parses each of the session's resource templates once, not at
+// every look. Before, each look parsed every template into a regular
+// expression again: with the 50,000 templates an upstream may list, about
+// 0.8 s of CPU under the endpoint's lock, for each update the upstream
+// sends.
+func TestSubscriptionRoutingCompilesEachTemplateOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	upCS := f.connect("x", `{}`).handle.Conn()
+	sub := &fakeSubscriber{}
+	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target {
+		return session.Target{Conn: upCS, Subscriptions: sub}
+	}})
+	const n = 200
+	var templates []*mcp.ResourceTemplate
+	for i := range n {
+		templates = append(templates, &mcp.ResourceTemplate{URITemplate: fmt.Sprintf("x%03d://t/{id}", i), Name: fmt.Sprint(i)})
+	}
+	ep.PutResourceTemplates("up", templates)
+	updates := make(chan *mcp.ResourceUpdatedNotificationParams, 1)
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := ep.Server().Connect(t.Context(), st, nil)
+	require.NoError(t, err)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{Logger: quiet,
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { updates <- r.Params },
+	}).Connect(t.Context(), ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close(); _ = ss.Wait() })
+	uri := fmt.Sprintf("x%03d://t/7", n-1) // matched by the last template looked at
+	require.NoError(t, cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: uri}))
+	for range 20 {
+		sub.updateMeta(uri, nil)
+		select {
+		case got := <-updates:
+			require.Equal(t, uri, got.URI)
+		case <-time.After(mcptest.Within(t, mcptest.EventWithin)):
+			t.Fatal("no update delivered")
+		}
+	}
+	assert.LessOrEqual(t, ep.TemplatesParsed(), uint64(n), "templates parsed for 21 looks at %d templates", n)
+}

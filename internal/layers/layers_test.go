@@ -41,7 +41,7 @@ var allowed = map[string][]string{
 	"config":                     {"internal/mcpname"},
 	"metakey":                    {"abi", "internal/jsonvalid"},
 	"host":                       {"abi", "internal/jsonvalid", "internal/wasmbin", "internal/wasmmeter", "internal/wasmpack"},
-	"pool":                       {"internal/inflight", "internal/opcount", "internal/telemetry"},
+	"pool":                       {"internal/clip", "internal/inflight", "internal/opcount", "internal/telemetry"},
 	"view":                       {"abi", "internal/opcount", "pool"},
 	"view/viewtest":              {"view"},
 	"reconcile":                  {"abi", "config", "internal/opcount", "pool", "view"},
