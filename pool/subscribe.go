@@ -116,7 +116,9 @@ func (e *Entry) subscribeOn(ctx context.Context, gen uint64, cs *mcp.ClientSessi
 
 // Unsubscribe ends the handle's subscription to uri; the entry's last one
 // for uri unsubscribes upstream. Unsubscribing a URI the handle did not
-// subscribe to does nothing. The error is the upstream's.
+// subscribe to does nothing. The error is the upstream's; none when a
+// restart or close ended the connection meanwhile, since the subscription
+// ended with it.
 func (h *Handle) Unsubscribe(ctx context.Context, uri string) error {
 	e := h.entry
 	e.subMu.Lock()
@@ -174,7 +176,9 @@ func (e *Entry) leave(ctx context.Context, h *Handle, uri string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
+	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil && e.current(cs) {
+		// (A connection a restart or close swapped out meanwhile took
+		// the subscription with it, and no later one makes it again.)
 		return fmt.Errorf("server %s: unsubscribe %q: %w", e.spec.Name, uri, err)
 	}
 	return nil

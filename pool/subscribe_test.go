@@ -251,3 +251,52 @@ func TestListChangesHeardAfterUnsubscribe(t *testing.T) {
 		})
 	}
 }
+
+// TestUnsubscribeDuringRestart: an unsubscribe whose upstream request is
+// under way when a restart closes its connection succeeds. The
+// subscription went with that connection, and the restart does not make
+// it again on the new one; the old connection's end (EOF, or "connection
+// closed") is no failure of the unsubscribe's.
+func TestUnsubscribeDuringRestart(t *testing.T) {
+	count := &subscriptionCount{}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	srv := mcp.NewServer(&mcp.Implementation{Name: "up-docs", Version: "1"}, &mcp.ServerOptions{
+		Logger:           quiet,
+		SubscribeHandler: count.Subscribe,
+		UnsubscribeHandler: func(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+			once.Do(func() { close(entered) })
+			select { // held until the restart has closed the connection
+			case <-release:
+			case <-ctx.Done():
+			}
+			return count.Unsubscribe(ctx, req)
+		},
+	})
+	srv.AddResource(&mcp.Resource{URI: "file:///readme", Name: "readme"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{}, nil
+	})
+	count.server = srv
+	e := newEnv(t, pool.Options{}, mcptest.NewUpstream(mcptest.UpstreamConfig{Name: "docs", Server: srv}))
+	spec := pool.Spec{Name: "docs", Command: "docs", Pooled: true, ProtocolVersion: "2025-11-25"}
+	const uri = "file:///readme"
+	h := e.acquire(spec, "s1", `{}`, viewtest.NewRegistry())
+	require.NoError(t, h.Subscribe(t.Context(), uri, func(*mcp.ResourceUpdatedNotificationParams) {}))
+
+	unsubscribed := make(chan error, 1)
+	go func() { unsubscribed <- h.Unsubscribe(t.Context(), uri) }()
+	select {
+	case <-entered:
+	case <-time.After(mcptest.EventWithin):
+		t.Fatal("the upstream got no unsubscribe")
+	}
+	require.NoError(t, h.Entry().Restart(t.Context()))
+	close(release)
+	select {
+	case err := <-unsubscribed:
+		require.NoError(t, err, "an unsubscribe whose connection a restart closed")
+	case <-time.After(mcptest.EventWithin):
+		t.Fatalf("the unsubscribe did not return\n%s", mcptest.Stacks())
+	}
+	assert.Empty(t, h.Entry().Subscriptions())
+}
