@@ -229,6 +229,18 @@ func httpRig(t *testing.T, up *bridgeUpstream) *bridgeRig {
 	})
 }
 
+// pooledRigs are the two links over which the pool's bridge meets a pooled
+// server's questions: stdio (it infers the caller) and streamable HTTP
+// (the call's own stream carries them).
+func pooledRigs() map[string]func(*testing.T, *bridgeUpstream) *bridgeRig {
+	return map[string]func(*testing.T, *bridgeUpstream) *bridgeRig{
+		"stdio": func(t *testing.T, up *bridgeUpstream) *bridgeRig {
+			return stdioRig(t, up, pool.Spec{Name: "up", Command: "in-memory", Pooled: true, ProtocolVersion: oldProtocol})
+		},
+		"streamable-http": httpRig,
+	}
+}
+
 // connect makes session name, with one client at level (logging/setLevel;
 // "" sets none).
 func (r *bridgeRig) connect(name string, level mcp.LoggingLevel) *bridgeClient {
@@ -309,12 +321,7 @@ func (c *bridgeClient) ask(ctx context.Context) (string, error) {
 // level.
 func TestBridgeReachesTheCallingClient(t *testing.T) {
 	t.Parallel()
-	for name, mk := range map[string]func(*testing.T, *bridgeUpstream) *bridgeRig{
-		"stdio": func(t *testing.T, up *bridgeUpstream) *bridgeRig {
-			return stdioRig(t, up, pool.Spec{Name: "up", Command: "in-memory", Pooled: true, ProtocolVersion: oldProtocol})
-		},
-		"streamable-http": httpRig,
-	} {
+	for name, mk := range pooledRigs() {
 		t.Run(name, func(t *testing.T) {
 			up := newBridgeUpstream()
 			r := mk(t, up)
@@ -365,12 +372,7 @@ func TestBridgeRefusesWithoutInference(t *testing.T) {
 // answered by its own caller or refused.
 func TestBridgeNoMisrouting(t *testing.T) {
 	t.Parallel()
-	for name, mk := range map[string]func(*testing.T, *bridgeUpstream) *bridgeRig{
-		"stdio": func(t *testing.T, up *bridgeUpstream) *bridgeRig {
-			return stdioRig(t, up, pool.Spec{Name: "up", Command: "in-memory", Pooled: true, ProtocolVersion: oldProtocol})
-		},
-		"streamable-http": httpRig,
-	} {
+	for name, mk := range pooledRigs() {
 		t.Run(name, func(t *testing.T) {
 			up := newBridgeUpstream()
 			r := mk(t, up)
@@ -520,12 +522,7 @@ func (c *bridgeClient) completeAs(ctx context.Context) (string, error) {
 // another session's client, and over HTTP they were refused.)
 func TestBridgeDuringCompletion(t *testing.T) {
 	t.Parallel()
-	for name, mk := range map[string]func(*testing.T, *bridgeUpstream) *bridgeRig{
-		"stdio": func(t *testing.T, up *bridgeUpstream) *bridgeRig {
-			return stdioRig(t, up, pool.Spec{Name: "up", Command: "in-memory", Pooled: true, ProtocolVersion: oldProtocol})
-		},
-		"streamable-http": httpRig,
-	} {
+	for name, mk := range pooledRigs() {
 		t.Run(name, func(t *testing.T) {
 			up := newBridgeUpstream()
 			r := mk(t, up)

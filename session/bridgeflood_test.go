@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/internal/mcptest"
-	"github.com/wasmhost/wasmhost/pool"
 	"github.com/wasmhost/wasmhost/session"
 )
 
@@ -29,12 +28,7 @@ import (
 // pooled stdio link (inference) and streamable HTTP (the call's stream).
 func TestBridgeQuestionFloodIsBounded(t *testing.T) {
 	t.Parallel()
-	for name, mk := range map[string]func(*testing.T, *bridgeUpstream) *bridgeRig{
-		"stdio": func(t *testing.T, up *bridgeUpstream) *bridgeRig {
-			return stdioRig(t, up, pool.Spec{Name: "up", Command: "in-memory", Pooled: true, ProtocolVersion: oldProtocol})
-		},
-		"streamable-http": httpRig,
-	} {
+	for name, mk := range pooledRigs() {
 		t.Run(name, func(t *testing.T) {
 			const n = 4 * session.MaxInputRequests
 			up := newBridgeUpstream()
