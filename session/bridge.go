@@ -379,11 +379,14 @@ func (r *ProgressRelay) markMessage(call *bridgeCall, data []byte) []byte {
 }
 
 // setMark puts the relay's mark in req's _meta, and reports whether it
-// could (req's params are an object, or none).
+// could (req's params are an object, or none: left out or null).
 func (r *ProgressRelay) setMark(req *jsonrpc.Request, mark string) bool {
 	params := map[string]json.RawMessage{}
 	if len(req.Params) > 0 && json.Unmarshal(req.Params, &params) != nil {
 		return false
+	}
+	if params == nil { // "params": null, which an upstream may send
+		params = map[string]json.RawMessage{}
 	}
 	meta := map[string]any{}
 	if raw, ok := params["_meta"]; ok && json.Unmarshal(raw, &meta) != nil {
