@@ -322,7 +322,7 @@ func (e *Entry) establish(gen uint64) (*mcp.ClientSession, *Snapshot, error) {
 		client.AddReceivingMiddleware(bridge)
 	}
 	client.AddSendingMiddleware(telemetry.Client(e.spec.Name, e.spec.Transport())) // spans, when traced
-	closer := &closer{Transport: watchWrites(t, e.timeout)}
+	closer := &closer{Transport: watchWrites(t, writeBound(e.spec))}
 	cs, err := client.Connect(context.WithValue(ctx, bridgingKey{}, e.spec.bridging()), closer, e.spec.SessionOptions())
 	if err != nil {
 		return nil, nil, connectFailure(ctx, t, e.timeout, fmt.Errorf("connect: %w", cutError(err)))

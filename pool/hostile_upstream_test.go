@@ -51,6 +51,8 @@ type hostile struct {
 	// connections (after the read under way) until the test ends or the
 	// connection closes: an upstream that stops reading its input.
 	deaf atomic.Bool
+	// hears, closed, ends deafness: the reads waiting go on.
+	hears chan struct{}
 
 	mu       sync.Mutex
 	conns    []*hostileConn
@@ -66,7 +68,7 @@ type hostile struct {
 func newHostile(t *testing.T, name string, caps *mcp.ServerCapabilities) *hostile {
 	t.Helper()
 	stop, cancel := context.WithCancel(context.Background())
-	h := &hostile{name: name, stop: stop, received: map[string]int{}, sent: map[string]string{}, answers: map[string][]*jsonrpc.Response{}}
+	h := &hostile{name: name, stop: stop, hears: make(chan struct{}), received: map[string]int{}, sent: map[string]string{}, answers: map[string][]*jsonrpc.Response{}}
 	opts := &mcp.ServerOptions{Logger: quiet, Capabilities: caps}
 	if caps != nil && caps.Resources != nil && caps.Resources.Subscribe {
 		opts.SubscribeHandler = func(context.Context, *mcp.SubscribeRequest) error { return nil }
@@ -203,6 +205,7 @@ func (c *hostileConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			select {
 			case <-c.h.stop.Done():
 			case <-ctx.Done():
+			case <-c.h.hears:
 			}
 		}
 		msg, err := c.Connection.Read(ctx)
@@ -1113,4 +1116,46 @@ func TestHostileDeafUpstreamCallEnds(t *testing.T) {
 	}
 	mcptest.WaitFor(t, mcptest.EventWithin, func() bool { return e.logs.HasLine("server=deaf", "reads nothing") }, e.logs.String,
 		"the closed connection is logged, naming the server and why")
+}
+
+// TestStdioServerWithoutTimeoutMayStallItsInput: a stdio server with no
+// call timeout that reads nothing of its input for ten times the connect
+// timeout, its writes waiting meanwhile (a single-threaded server working
+// on a long call), keeps its connection, and the calls waiting on it are
+// answered once it reads again. Until then the connect timeout bounded
+// these writes, and ended every call on the connection.
+func TestStdioServerWithoutTimeoutMayStallItsInput(t *testing.T) {
+	const connect = 100 * time.Millisecond
+	h := newHostile(t, "slow", allCaps)
+	h.addTool("one")
+	e := newHostileEnv(t, pool.Options{Timeout: connect}, []*hostile{h})
+	hd := e.mustAcquire(pool.Spec{Name: "slow", Command: "/bin/slow", Pooled: true}, "s1", viewtest.NewRegistry())
+	h.deaf.Store(true)
+	cs := hd.Conn()
+	// The server's read under way takes this ping; it reads nothing after.
+	require.NoError(t, cs.Ping(t.Context(), nil))
+	const calls = 3
+	done := make(chan error, calls)
+	for range calls {
+		go func() {
+			_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "one"})
+			done <- err
+		}()
+	}
+	select { // the claim: ten times the connect timeout pass with the calls waiting
+	case err := <-done:
+		t.Fatalf("a call ended while the server read nothing: %v\nlogs:\n%s", err, e.logs.String())
+	case <-time.After(10 * connect):
+	}
+	h.deaf.Store(false)
+	close(h.hears)
+	for i := range calls {
+		select {
+		case err := <-done:
+			require.NoError(t, err, "call %d, once the server reads again", i)
+		case <-time.After(mcptest.Within(t, mcptest.EventWithin)):
+			t.Fatalf("call %d not answered once the server reads again\n%s", i, mcptest.Stacks())
+		}
+	}
+	assert.False(t, e.logs.HasLine("server=slow", "reads nothing"), "logs:\n%s", e.logs.String())
 }

@@ -26,14 +26,34 @@ const MaxUnansweredRequests = 1024
 // MaxUnansweredRequests requests unanswered is closed.
 var errTooManyUnanswered = fmt.Errorf("the upstream has more than %d requests of its own unanswered, their answers unread: it reads nothing, the connection is closed", MaxUnansweredRequests)
 
+// StalledWriteBound is how long a write may wait on a stdio server that
+// has no call timeout ("timeout" absent or 0) before its connection is
+// closed (see watchWrites). Such a server's calls may run as long as their
+// clients wait, and one that works on a call without reading its input (a
+// synchronous tool in a single-threaded server) leaves writes waiting
+// once its pipe is full; the connect timeout (30 s by default), which
+// bounded these writes at first, would end its long calls. A server with
+// a call timeout has its writes bounded by that timeout.
+const StalledWriteBound = 5 * time.Minute
+
+// writeBound is how long a write to the server of spec may wait before
+// its connection is closed: its call timeout, or StalledWriteBound when
+// its calls are unbounded.
+func writeBound(spec Spec) time.Duration {
+	if spec.Timeout > 0 {
+		return spec.Timeout
+	}
+	return StalledWriteBound
+}
+
 // readsNothing returns why a connection one of whose writes waited
 // timeout is closed.
 func readsNothing(timeout time.Duration) error {
-	return fmt.Errorf("a write to the upstream waited the server's timeout (%v): it reads nothing, the connection is closed", timeout)
+	return fmt.Errorf("a write to the upstream waited %v: it reads nothing, the connection is closed", timeout)
 }
 
 // watchWrites returns t with the connections it makes closed when their
-// upstream reads nothing: one of their writes waits timeout (a write
+// upstream reads nothing: one of their writes waits timeout (writeBound; a write
 // cannot be cut short otherwise, whatever its context says, and every
 // later one waits behind it), or it has more than MaxUnansweredRequests
 // requests unanswered. It returns t itself when t is reached over HTTP:
