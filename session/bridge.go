@@ -37,6 +37,7 @@ type bridgeCall struct {
 
 	mu        sync.Mutex
 	q         chan func() // log messages to send, in order; closed at end
+	queued    int         // bytes of the log messages in q (maxQueuedLogBytes)
 	done      chan struct{}
 	forgotten bool        // answered, or given up on givenUpFor ago: in flight no more
 	expire    *time.Timer // forgets the call, given up on, givenUpFor later
@@ -73,18 +74,36 @@ func (c *bridgeCall) isForgotten() bool {
 	return c.forgotten
 }
 
-// log queues p to be sent to the calling client at its own level
-// (logging/setLevel is per client), and reports whether the call still
-// ran. A client too slow to take them loses log messages, as progress.
-func (c *bridgeCall) log(p *mcp.LoggingMessageParams) bool {
+// maxQueuedLogBytes bounds the bytes of the log messages queued for one
+// call's client (their params as the upstream sent them): one message may
+// be as large as the go-sdk reads (16 MiB), and progressBuffer of them
+// would be 1 GiB held for a slow client.
+const maxQueuedLogBytes = 16 << 20
+
+// log queues p, whose params took size bytes, to be sent to the calling
+// client at its own level (logging/setLevel is per client), and reports
+// whether the call still ran. A client too slow to take them loses log
+// messages, as progress: past progressBuffer messages or
+// maxQueuedLogBytes queued.
+func (c *bridgeCall) log(p *mcp.LoggingMessageParams, size int) bool {
 	p = &mcp.LoggingMessageParams{Meta: dropReserved(p.Meta), Level: p.Level, Logger: p.Logger, Data: p.Data}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.q == nil {
 		return false
 	}
+	if c.queued+size > maxQueuedLogBytes {
+		return true
+	}
+	send := func() {
+		_ = c.ss.Log(c.ctx, p)
+		c.mu.Lock()
+		c.queued -= size
+		c.mu.Unlock()
+	}
 	select {
-	case c.q <- func() { _ = c.ss.Log(c.ctx, p) }:
+	case c.q <- send:
+		c.queued += size
 	default:
 	}
 	return true
@@ -359,7 +378,7 @@ func (r *ProgressRelay) markMessage(call *bridgeCall, data []byte) []byte {
 	switch {
 	case req.Method == "notifications/message" && !req.IsCall():
 		var p mcp.LoggingMessageParams
-		if json.Unmarshal(req.Params, &p) != nil || !call.log(&p) {
+		if json.Unmarshal(req.Params, &p) != nil || !call.log(&p, len(req.Params)) {
 			return nil
 		}
 		mark = markDelivered

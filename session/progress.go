@@ -293,7 +293,7 @@ func (c *relayConn) deliverLog(msg jsonrpc.Message) bool {
 		}
 		call := logCall(c.bridging, c.calls)
 		var p mcp.LoggingMessageParams //lint:ignore SA1019 logging is deprecated (SEP-2577) but still used during its deprecation window
-		return call != nil && json.Unmarshal(m.Params, &p) == nil && call.log(&p)
+		return call != nil && json.Unmarshal(m.Params, &p) == nil && call.log(&p, len(m.Params))
 	}
 	return false
 }
