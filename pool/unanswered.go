@@ -24,7 +24,7 @@ const MaxUnansweredRequests = 1024
 
 // errTooManyUnanswered is why a connection whose upstream has more than
 // MaxUnansweredRequests requests unanswered is closed.
-var errTooManyUnanswered = fmt.Errorf("the upstream has more than %d requests of its own unanswered, their answers unread: it reads nothing, the connection is closed", MaxUnansweredRequests)
+var errTooManyUnanswered = fmt.Errorf("the upstream has more than %d requests of its own unanswered (their answers unread, or still with the clients): the connection is closed", MaxUnansweredRequests)
 
 // StalledWriteBound is how long a write may wait on a stdio server that
 // has no call timeout ("timeout" absent or 0) before its connection is
