@@ -312,7 +312,8 @@ func (r *Reconciler) SetPolicy(ctx context.Context, p abi.Policy) (Summary, erro
 }
 
 // PutOverlay adds or replaces, for session only, the server srv.Name with
-// srv (copied), layered over the file config until DeleteOverlay; srv's
+// srv (copied), layered over the file config until DeleteOverlay, or
+// until an Apply removes the session or a server the last Apply had; srv's
 // settings and Disabled flag are the session's effective values. The
 // binding is then reconciled at once: the same transport identity refreshes
 // the held handle, another identity releases and reacquires, a new server
