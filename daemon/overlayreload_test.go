@@ -53,3 +53,39 @@ func TestOverlayOfServerTheReloadRemovesGoes(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlayEquivalentSettingsCauseNoChurn: an overlay PUT or PATCH whose
+// settings mean what the session has now, in other bytes (a list
+// reordered, with duplicates and argument lists), on the same transport
+// written differently, changes nothing the client sees: no list change, no
+// reconnect.
+func TestOverlayEquivalentSettingsCauseNoChurn(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
+	cfg := baseConfig()
+	r := start(t, cfg, adminReloadsOnly)
+	before, stillServed := r.watchAlice(t)
+	require.Equal(t, []string{"demo__add", "demo__echo", "demo__pid"}, before)
+	entry := cfg["mcpServers"].(map[string]any)["demo"].(map[string]any)
+
+	put := mustJSON(t, map[string]any{
+		"command": entry["command"], "env": entry["env"], "args": []string{}, "pooled": true,
+		"trust": true, "includeTools": []string{"pid", "echo(x)", "add", "echo"},
+	})
+	code, body := r.do("PUT", "/v1/sessions/alice/servers/demo", adminToken, strings.NewReader(put), nil)
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, "0 clients notified", body)
+	stillServed()
+
+	code, body = r.do("PATCH", "/v1/sessions/alice/servers/demo", adminToken, strings.NewReader(`{"includeTools": ["add", "add", "pid", "echo"], "excludeTools": null}`), nil)
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, "0 clients notified", body)
+	stillServed()
+
+	code, body = r.do("DELETE", "/v1/sessions/alice/servers/demo", adminToken, nil, nil)
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, "0 clients notified", body)
+	stillServed()
+}
