@@ -1181,3 +1181,29 @@ func TestOverlayOfRemovedServerGoesWithIt(t *testing.T) {
 	e.apply(full.build(t))
 	assert.Equal(t, []string{"e1", "e2"}, e.reg("alice").ToolNames("extra"))
 }
+
+// TestSetPolicyForRekeysOnTheNewConfig: a swap that comes with a config
+// re-keys each view on the settings that config gives it, never on the
+// old ones under the new policy; a binding the config drops keeps what it
+// showed until the Apply that follows releases it.
+func TestSetPolicyForRekeysOnTheNewConfig(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newUpstream("fs", "read", "write", "list"))
+	c := twoSessions().build(t)
+	e.apply(c)
+	require.Equal(t, []string{"read", "write"}, e.reg("bob").ToolNames("fs"))
+	alice := e.reg("alice").ToolNames("fs")
+
+	next := twoSessions()
+	next.Sessions["bob"]["overrides"] = override("fs", `{"includeTools":["list"]}`)
+	delete(next.Sessions, "alice")
+	_, err := e.rec.SetPolicyFor(context.Background(), altPolicy{}, next.build(t))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"list"}, e.reg("bob").ToolNames("fs"), "bob's view is on the new settings at once")
+	assert.Equal(t, alice, e.reg("alice").ToolNames("fs"), "alice's view is left to the Apply")
+
+	sum := e.apply(next.build(t))
+	assert.Equal(t, 1, sum.Released)
+	assert.Nil(t, e.rec.Handle("alice", "fs"))
+	e.requireProjected(next.build(t), altPolicy{})
+}
