@@ -1206,4 +1206,15 @@ func TestSetPolicyForRekeysOnTheNewConfig(t *testing.T) {
 	assert.Equal(t, 1, sum.Released)
 	assert.Nil(t, e.rec.Handle("alice", "fs"))
 	e.requireProjected(next.build(t), altPolicy{})
+
+	// The Apply after a swap that changed no settings has nothing to do.
+	counting := &refusingPolicy{Policy: ref}
+	_, err = e.rec.SetPolicyFor(context.Background(), counting, next.build(t))
+	require.NoError(t, err)
+	before, calls := e.snap(), counting.calls.Load()
+	sum = e.apply(next.build(t))
+	d := e.delta(before)
+	assert.Zero(t, d.RegistryOps+d.Replays+d.Connects+d.Acquires+d.Releases, "%+v", d)
+	assert.Equal(t, calls, counting.calls.Load(), "no canonicalize call")
+	assert.Empty(t, sum.Changed)
 }
