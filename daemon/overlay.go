@@ -118,11 +118,16 @@ func (d *Daemon) dropOverlay(sessionName, server string) {
 	}
 }
 
-// pruneOverlays forgets the overlays of the sessions cfg no longer has,
-// as the reconciler's Apply drops them. d.reloadMu is held.
+// pruneOverlays forgets the overlays of the sessions and servers cfg no
+// longer has, as the reconciler's Apply drops them. d.reloadMu is held.
 func (d *Daemon) pruneOverlays(cfg *config.Config) {
-	for name := range d.overlays {
-		if cfg.Sessions[name] == nil {
+	for name, ov := range d.overlays {
+		for server := range ov {
+			if cfg.Servers[server] == nil {
+				delete(ov, server)
+			}
+		}
+		if cfg.Sessions[name] == nil || len(ov) == 0 {
 			delete(d.overlays, name)
 		}
 	}
@@ -139,7 +144,10 @@ func (d *Daemon) overlayKeysDropped(cfg *config.Config, next *loadedPolicy) erro
 		if cfg.Sessions[sname] == nil {
 			continue // Apply drops the overlays of a removed session
 		}
-		for _, srv := range d.overlays[sname] {
+		for server, srv := range d.overlays[sname] {
+			if cfg.Servers[server] == nil {
+				continue // and those of a removed server
+			}
 			for k := range srv.Settings.Extra {
 				if !slices.Contains(hs.SettingsKeys, k) && !slices.Contains(users[k], sname) {
 					users[k] = append(users[k], sname)

@@ -205,18 +205,20 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 	var total reconcile.Summary
 	var errs []error
 	policyNote := "policy unchanged"
+	var old *loadedPolicy
 	if next != nil {
-		old := d.policy.Load()
-		sum, err := d.rec.SetPolicy(ctx, next.policy)
+		// Each view goes from its settings under the old plugin to the
+		// new config's under the new one: never the old settings under
+		// the new plugin, which may read them otherwise. The views the
+		// config drops keep the old plugin until Apply releases them.
+		old = d.policy.Load()
+		sum, err := d.rec.SetPolicyFor(ctx, next.policy, cfg)
 		d.policy.Store(next)
 		res.PolicySwapped = true
 		policyNote = "policy swapped to " + next.describe()
 		merge(&total, sum)
 		if err != nil {
 			errs = append(errs, err)
-		}
-		if err := old.close(ctx); err != nil {
-			d.log.Warn("closing the old policy plugin", "err", err)
 		}
 		d.metrics.swaps.WithLabelValues("ok").Inc()
 	}
@@ -226,6 +228,9 @@ func (d *Daemon) reload(ctx context.Context, trigger string) (*ReloadResult, err
 	merge(&total, sum)
 	if err != nil {
 		errs = append(errs, err)
+	}
+	if err := old.close(ctx); err != nil {
+		d.log.Warn("closing the old policy plugin", "err", err)
 	}
 	d.syncEndpoints(cfg)
 

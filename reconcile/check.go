@@ -82,6 +82,9 @@ func (r *Reconciler) Check(ctx context.Context, cfg *config.Config, p abi.Policy
 			items = append(items, checked{session: name, server: server, path: path, settings: bytes.Clone(buf)})
 		}
 		for _, server := range slices.Sorted(maps.Keys(overlays)) {
+			if cfg.Servers[server] == nil && r.servers[server] != nil {
+				continue // Apply drops the overlays of a removed server
+			}
 			if w := overlays[server]; !w.disabled {
 				items = append(items, checked{session: name, server: server, path: "the runtime overlay", settings: w.settings})
 			}

@@ -189,6 +189,15 @@ func (r *Reconciler) wants(cfg *config.Config, made func(json.RawMessage)) (delt
 	for name := range r.servers {
 		if _, ok := b.servers[name]; !ok {
 			b.changed = append(b.changed, name)
+			// A server the config removes goes from every session, its
+			// runtime overlays with it, as a removed session's do: an
+			// overlay must not keep serving what the file took away.
+			for session, ov := range r.overlays {
+				delete(ov, name)
+				if len(ov) == 0 {
+					delete(r.overlays, session)
+				}
+			}
 		}
 	}
 	for _, name := range b.changed {

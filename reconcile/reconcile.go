@@ -255,6 +255,26 @@ func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, er
 // touched. A view whose policy call fails fails closed; its error is in
 // the Summary. Summary.Refreshed counts the views re-keyed.
 func (r *Reconciler) SetPolicy(ctx context.Context, p abi.Policy) (Summary, error) {
+	return r.setPolicy(ctx, p, nil)
+}
+
+// SetPolicyFor is SetPolicy for a swap that comes with cfg, the config
+// the caller applies next (with Apply, which must follow): each view is
+// re-keyed on the settings cfg (and the runtime overlays) desire for its
+// binding, so that it goes from its settings under the old policy
+// straight to cfg's under p, never showing the old settings under p, which
+// may read them otherwise (a key p does not know, say, which it ignores).
+// A view cfg no longer wants keeps its old policy and settings until that
+// Apply releases it; the caller closes the old policy after the Apply.
+func (r *Reconciler) SetPolicyFor(ctx context.Context, p abi.Policy, cfg *config.Config) (Summary, error) {
+	if cfg == nil {
+		return Summary{}, errors.New("reconcile: set policy: nil config")
+	}
+	return r.setPolicy(ctx, p, cfg)
+}
+
+// setPolicy is SetPolicy, or SetPolicyFor when cfg is not nil.
+func (r *Reconciler) setPolicy(ctx context.Context, p abi.Policy, cfg *config.Config) (Summary, error) {
 	if p == nil {
 		return Summary{}, errors.New("reconcile: set policy: nil policy")
 	}
@@ -269,6 +289,18 @@ func (r *Reconciler) SetPolicy(ctx context.Context, p abi.Policy) (Summary, erro
 	r.policy = p
 	r.keys = keys
 	r.smu.Unlock()
+	if cfg != nil {
+		// The desired wants become cfg's now. The Apply that follows
+		// finds no change in them: it must plan every binding, not
+		// only the changed wants (see Apply).
+		r.wants(cfg, nil)
+		for name := range r.overlays {
+			if _, ok := r.inputs[name]; !ok {
+				delete(r.overlays, name)
+			}
+		}
+		r.mark = -1
+	}
 	// A binding's desired want holds the newest settings: its view may
 	// hold older bytes of the same meaning under the old policy (see
 	// adopter), which p may tell apart. Each view gets the desired
@@ -282,9 +314,18 @@ func (r *Reconciler) SetPolicy(ctx context.Context, p abi.Policy) (Summary, erro
 				continue
 			}
 			w := b.want
-			if d := r.wantOf(name, server); d != nil && d != w && d.identity == w.identity {
+			d := r.wantOf(name, server)
+			if d == nil && cfg != nil {
+				continue // released by the Apply that follows
+			}
+			if d != nil && d != w && d.identity == w.identity {
 				w = d
 				rebound = append(rebound, adoption{s: s, server: server, b: binding{handle: b.handle, want: w}})
+			} else if d != nil && cfg != nil {
+				// Another transport: the Apply applies d's settings on
+				// the running connection at once (see switchOver); they
+				// are the ones p is to read.
+				w = d
 			}
 			hs = append(hs, b.handle)
 			settings = append(settings, w.settings)
@@ -312,7 +353,8 @@ func (r *Reconciler) SetPolicy(ctx context.Context, p abi.Policy) (Summary, erro
 }
 
 // PutOverlay adds or replaces, for session only, the server srv.Name with
-// srv (copied), layered over the file config until DeleteOverlay; srv's
+// srv (copied), layered over the file config until DeleteOverlay, or
+// until an Apply removes the session or a server the last Apply had; srv's
 // settings and Disabled flag are the session's effective values. The
 // binding is then reconciled at once: the same transport identity refreshes
 // the held handle, another identity releases and reacquires, a new server

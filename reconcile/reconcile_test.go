@@ -1140,3 +1140,81 @@ func TestRepairAfterReload(t *testing.T) {
 	require.NotNil(t, e.handle("alice", "fs"))
 	assert.Equal(t, []string{"read"}, e.reg("alice").ToolNames("fs"))
 }
+
+// TestOverlayOfRemovedServerGoesWithIt: an Apply that removes a server the
+// last Apply had releases every session's binding of it, an overlay's
+// included, and forgets the overlay, as it does a removed session's: the
+// overlay used to keep the removed server bound (and served) for its
+// session until DeleteOverlay.
+func TestOverlayOfRemovedServerGoesWithIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newUpstream("fs", "read", "write"), newUpstream("extra", "e1", "e2"))
+	full := twoSessions().server("extra")
+	e.apply(full.build(t))
+	ov := full.build(t).Servers["extra"].Clone()
+	ov.Settings = config.Settings{IncludeTools: raw(`["e1"]`)}
+	_, err := e.rec.PutOverlay(context.Background(), "alice", ov)
+	require.NoError(t, err)
+	_, err = e.rec.PutOverlay(context.Background(), "bob", ov)
+	require.NoError(t, err)
+	require.Equal(t, []string{"e1"}, e.reg("alice").ToolNames("extra"))
+
+	// alice's input is unchanged (the trusted path), bob's is rebuilt
+	// (another server list).
+	next := twoSessions()
+	next.Sessions["bob"]["servers"] = []string{"fs"}
+	// A swap checked with it does not ask about the overlays that go.
+	refusing := &refusingPolicy{Policy: ref, marker: `"e1"`}
+	require.Error(t, e.rec.Check(context.Background(), full.build(t), refusing))
+	require.NoError(t, e.rec.Check(context.Background(), next.build(t), refusing))
+	sum := e.apply(next.build(t))
+	assert.Equal(t, 2, sum.Released)
+	for _, s := range []string{"alice", "bob"} {
+		assert.Nil(t, e.rec.Handle(s, "extra"), "%s keeps the removed server", s)
+		assert.Empty(t, e.reg(s).ToolNames("extra"), "%s still sees the removed server's tools", s)
+		_, err = e.rec.DeleteOverlay(context.Background(), s, "extra")
+		assert.ErrorIs(t, err, reconcile.ErrNoOverlay, "%s's overlay is forgotten", s)
+	}
+	assert.Len(t, e.pool.Entries(), 1, "only fs's entry is left")
+
+	// The server coming back brings the file's entry, not the old overlay.
+	e.apply(full.build(t))
+	assert.Equal(t, []string{"e1", "e2"}, e.reg("alice").ToolNames("extra"))
+}
+
+// TestSetPolicyForRekeysOnTheNewConfig: a swap that comes with a config
+// re-keys each view on the settings that config gives it, never on the
+// old ones under the new policy; a binding the config drops keeps what it
+// showed until the Apply that follows releases it.
+func TestSetPolicyForRekeysOnTheNewConfig(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newUpstream("fs", "read", "write", "list"))
+	c := twoSessions().build(t)
+	e.apply(c)
+	require.Equal(t, []string{"read", "write"}, e.reg("bob").ToolNames("fs"))
+	alice := e.reg("alice").ToolNames("fs")
+
+	next := twoSessions()
+	next.Sessions["bob"]["overrides"] = override("fs", `{"includeTools":["list"]}`)
+	delete(next.Sessions, "alice")
+	_, err := e.rec.SetPolicyFor(context.Background(), altPolicy{}, next.build(t))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"list"}, e.reg("bob").ToolNames("fs"), "bob's view is on the new settings at once")
+	assert.Equal(t, alice, e.reg("alice").ToolNames("fs"), "alice's view is left to the Apply")
+
+	sum := e.apply(next.build(t))
+	assert.Equal(t, 1, sum.Released)
+	assert.Nil(t, e.rec.Handle("alice", "fs"))
+	e.requireProjected(next.build(t), altPolicy{})
+
+	// The Apply after a swap that changed no settings has nothing to do.
+	counting := &refusingPolicy{Policy: ref}
+	_, err = e.rec.SetPolicyFor(context.Background(), counting, next.build(t))
+	require.NoError(t, err)
+	before, calls := e.snap(), counting.calls.Load()
+	sum = e.apply(next.build(t))
+	d := e.delta(before)
+	assert.Zero(t, d.RegistryOps+d.Replays+d.Connects+d.Acquires+d.Releases, "%+v", d)
+	assert.Equal(t, calls, counting.calls.Load(), "no canonicalize call")
+	assert.Empty(t, sum.Changed)
+}
