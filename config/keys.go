@@ -46,6 +46,10 @@ func (l *loader) unknownKey(off int, path, key string, known []string) {
 		l.errorAt(off, path, "unknown key; did you mean %q?", s)
 		return
 	}
+	if l.inSettings && l.unknownOK {
+		l.warnAt(off, path, "not checked: the policy block is refused, and the plugin it names may declare this key in its settingsKeys")
+		return
+	}
 	l.errorAt(off, path, "unknown key (expected one of %s)%s", quoteList(known), l.ownerHint())
 }
 

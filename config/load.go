@@ -62,6 +62,12 @@ type Options struct {
 	// "readonly-policy"`, for the error about a key that is neither the
 	// loader's nor in ServerKeys: it says who would have to declare it.
 	ServerKeysOwner string
+	// ServerKeysUnknown says that the policy plugin the config names could
+	// not be asked which keys it declares (its policy block is refused): a
+	// server or override key that is neither the loader's nor near enough
+	// to one to be a misspelling is then a warning, not checked, rather
+	// than an error naming a plugin that may well declare it.
+	ServerKeysUnknown bool
 
 	policyOnly bool // PeekPolicy: read the policy block and nothing else
 }
@@ -97,6 +103,7 @@ func ParseWith(name string, data []byte, opts Options) (*Config, []Warning, erro
 		readFile:  opts.ReadFile,
 		extra:     make(map[string]bool),
 		owner:     opts.ServerKeysOwner,
+		unknownOK: opts.ServerKeysUnknown,
 		only:      opts.policyOnly,
 		known:     make(map[string]bool),
 		tokens:    make(map[string]string),
@@ -133,6 +140,7 @@ type loader struct {
 	readFile  func(string) ([]byte, error)
 	extra     map[string]bool // Options.ServerKeys
 	owner     string          // Options.ServerKeysOwner
+	unknownOK bool            // Options.ServerKeysUnknown
 	only      bool            // Options.policyOnly
 
 	inSettings bool // parsing a server entry or an override, for ownerHint

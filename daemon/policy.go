@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -184,7 +185,10 @@ func (d *Daemon) loadConfigPolicyAll(ctx context.Context, read map[string]string
 	}}
 	pol, err := config.PeekPolicy(d.file, data)
 	if err != nil {
-		// The whole file, for every problem and warning it has.
+		// The whole file, for every problem and warning it has. The
+		// plugin a refused policy block names is not loaded, so its own
+		// settings keys cannot be told from unknown ones.
+		opts.ServerKeysUnknown = namesPlugin(data)
 		_, ws, perr := config.ParseWith(d.file, data, opts)
 		out.warnings = ws
 		if perr == nil {
@@ -223,6 +227,17 @@ func (d *Daemon) loadConfigPolicyAll(ctx context.Context, read map[string]string
 	_ = out.next.close(context.Background())
 	out.next = nil
 	return out, ErrConfigInvalid, err
+}
+
+// namesPlugin reports whether the config file contents data have a policy
+// block with a "path", read leniently: the block may be refused.
+func namesPlugin(data []byte) bool {
+	var raw struct {
+		Policy struct {
+			Path json.RawMessage `json:"path"`
+		} `json:"policy"`
+	}
+	return json.Unmarshal(data, &raw) == nil && len(raw.Policy.Path) > 0 && string(raw.Policy.Path) != "null"
 }
 
 // droppedKeysInUse reports, for a config (data) that the plugin next

@@ -75,6 +75,27 @@ func TestCheckMakesThePolicysTrialCalls(t *testing.T) {
 	assert.Len(t, lines(r.out), 1)
 }
 
+// TestCheckWithABrokenPolicyBlockLeavesPluginKeysUnchecked: when the
+// policy block itself is refused (a malformed pin), the plugin is not
+// loaded and its settingsKeys are unknown: its own keys in server entries
+// are not reported as unknown keys, which would send the operator after
+// a plugin that does declare them. They are named in a warning instead.
+func TestCheckWithABrokenPolicyBlockLeavesPluginKeysUnchecked(t *testing.T) {
+	t.Parallel()
+	plugin, err := filepath.Abs(readonlyWasm)
+	require.NoError(t, err)
+	path := demoConfigWith(t, func(cfg map[string]any) {
+		cfg["policy"] = map[string]any{"path": plugin, "sha256": "3f1c"}
+		cfg["mcpServers"].(map[string]any)["demo"].(map[string]any)["readOnlyOnly"] = true
+	})
+	r := runCLI(t, "", "check", "--config", path, "--cache-dir=")
+	assert.Equal(t, exitFail, r.code, r.out+r.errOut)
+	assert.Equal(t, []string{
+		"warning: " + path + ": mcpServers.demo.readOnlyOnly: not checked: the policy block is refused, and the plugin it names may declare this key in its settingsKeys",
+		path + ": policy.sha256: expected 64 hexadecimal digits (a SHA-256 digest)",
+	}, lines(r.out))
+}
+
 func TestCheckUsage(t *testing.T) {
 	t.Parallel()
 	r := runCLI(t, "", "check")
