@@ -32,10 +32,11 @@ func (d *Daemon) readAdminBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 }
 
 // overlayTarget answers 404 and returns false when the running config has
-// no session sessionName or no server named server: an overlay changes a
-// configured server for a configured session, it does not add one (a
-// misspelt server name would otherwise start a new binding beside the
-// one meant). d.reloadMu is held.
+// no session sessionName or no server named server: an overlay changes
+// a configured server for a configured session (and may enable it for a
+// session that does not list it: the overlay is the whole entry), it does
+// not add a server to the config (a misspelt server name would otherwise
+// start a new binding beside the one meant). d.reloadMu is held.
 func (d *Daemon) overlayTarget(w http.ResponseWriter, sessionName, server string) bool {
 	cfg := d.runningConfig()
 	var msg string

@@ -1218,3 +1218,23 @@ func TestSetPolicyForRekeysOnTheNewConfig(t *testing.T) {
 	assert.Equal(t, calls, counting.calls.Load(), "no canonicalize call")
 	assert.Empty(t, sum.Changed)
 }
+
+// TestOverlayEnablesAServerTheSessionDoesNotList: an overlay is the
+// session's whole entry for a configured server, so it turns the server on
+// for a session whose servers list leaves it out, and its DELETE turns it
+// off again (docs/daemon.md, "Overlays").
+func TestOverlayEnablesAServerTheSessionDoesNotList(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newUpstream("fs", "read", "write"), newUpstream("extra", "e1", "e2"))
+	c := twoSessions().server("extra")
+	c.Sessions["bob"]["servers"] = []string{"fs"}
+	e.apply(c.build(t))
+	require.Nil(t, e.rec.Handle("bob", "extra"), "bob does not list extra")
+	_, err := e.rec.PutOverlay(context.Background(), "bob", c.build(t).Servers["extra"].Clone())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"e1", "e2"}, e.reg("bob").ToolNames("extra"))
+	_, err = e.rec.DeleteOverlay(context.Background(), "bob", "extra")
+	require.NoError(t, err)
+	assert.Nil(t, e.rec.Handle("bob", "extra"))
+	assert.Empty(t, e.reg("bob").ToolNames("extra"))
+}
