@@ -279,9 +279,7 @@ func (r *running) sendAndGiveUp(method, path, body, handler string) {
 // with no tools until the next reload.
 func TestAdminChangeOutlivesItsClient(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	r, hold := holdingAdmin(t, cfg)
 	alice := r.connect("alice", aliceToken)

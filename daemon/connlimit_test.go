@@ -94,9 +94,7 @@ func TestConnectionLimits(t *testing.T) {
 // TestNoConnectionLimits: negative limits mean none.
 func TestNoConnectionLimits(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	r := start(t, baseConfig(), func(o *daemon.Options) {
 		o.MaxConns = -1
 		o.MaxConnsPerIP = -1

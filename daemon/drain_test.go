@@ -44,9 +44,7 @@ func TestReadyzAndReplicaMetric(t *testing.T) {
 // Retry-After, lets the call under way finish and answers it, and then
 // returns; all of it within the call's own time plus a margin.
 func TestDrainOnStop(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	r := start(t, slowConfig(t), func(o *daemon.Options) { o.DrainTimeout = 20 * time.Second })
 	c := r.connect("alice", aliceToken)
 	answered := mcptest.StartSlow(t, c.cs, "slow__slow", 2000, 0)
@@ -92,9 +90,7 @@ func TestDrainOnStop(t *testing.T) {
 // cut short (its client told so), and the stop is bounded by the timeout
 // plus the documented graces, not by the call.
 func TestDrainTimeoutCutsShort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	const drain = 500 * time.Millisecond
 	r := start(t, slowConfig(t), func(o *daemon.Options) { o.DrainTimeout = drain })
 	c := r.connect("alice", aliceToken)

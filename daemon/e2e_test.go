@@ -127,9 +127,7 @@ func TestShutdownLeavesNothingBehind(t *testing.T) {
 }
 
 func TestConfigEditNotifiesOnlyTheAffectedSession(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	r := start(t, cfg)
 	alice := r.connect("alice", aliceToken)
@@ -187,9 +185,7 @@ func mustJSON(t *testing.T, v map[string]any) string {
 
 func TestTokensAndRebindingChecks(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	r := start(t, baseConfig())
 
 	// alice's token opens alice's endpoint only.
@@ -275,9 +271,7 @@ func merge(a, b map[string]string) map[string]string {
 
 func TestPolicySwapRekeysViewsWithoutReconnect(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	dir := t.TempDir()
 	plugin := filepath.Join(dir, "policy.wasm")
 	require.NoError(t, os.WriteFile(plugin, policydefault.Wasm, 0o644))
@@ -340,9 +334,7 @@ func TestPolicySwapRekeysViewsWithoutReconnect(t *testing.T) {
 
 func TestKilledUpstreamIsRestarted(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	r := start(t, baseConfig())
 	alice := r.connect("alice", aliceToken)
 	bob := r.connect("bob", bobToken)
@@ -377,9 +369,7 @@ func TestKilledUpstreamIsRestarted(t *testing.T) {
 
 func TestUnreachableUpstreamIsRetried(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	missing := filepath.Join(t.TempDir(), "not-yet")
 	set(cfg, "mcpServers.demo.command", missing)
@@ -405,9 +395,7 @@ func TestUnreachableUpstreamIsRetried(t *testing.T) {
 
 func TestAdminOverlay(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	r := start(t, baseConfig())
 	alice := r.connect("alice", aliceToken)
 	pid := alice.pid(t)
@@ -467,9 +455,7 @@ func TestAdminOverlay(t *testing.T) {
 
 func TestStartupRefusals(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "bad.json")
 	writeConfig(t, path, `{"sessions": {"a": {"token": 5}}}`)
@@ -580,9 +566,7 @@ func TestThirdPartyUpstreamServerEverything(t *testing.T) {
 // keeps making requests stays.
 func TestIdleClientSessionsClose(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	// Long enough for a connect on a loaded machine: a session that times
 	// out before the client's first request after initialize is made
 	// again by the go-sdk client, and would be counted twice meanwhile.
@@ -608,9 +592,7 @@ func TestIdleClientSessionsClose(t *testing.T) {
 // is told to stop gets its answer before the daemon closes the session.
 func TestShutdownAnswersCallsUnderWay(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	self, err := os.Executable()
 	require.NoError(t, err)
 	cfg := baseConfig()
@@ -666,9 +648,7 @@ func TestReloadDoesNotRepeatWarnings(t *testing.T) {
 // they share.
 func TestSubscriptionThroughDaemon(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	cfg["sessions"].(map[string]any)["carol"] = map[string]any{"token": "carol-token-0123456789abcdef"}
 	r := start(t, cfg)
@@ -726,9 +706,7 @@ func TestSubscriptionThroughDaemon(t *testing.T) {
 // their upstream.
 func TestMetricsCountForwardedRequests(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	r := start(t, baseConfig())
 	alice := r.connect("alice", aliceToken)
 	for range 2 {

@@ -23,9 +23,7 @@ import (
 // every tool.
 func TestFailClosedTypoInFilterKeyRefusesReload(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	r := start(t, cfg, adminReloadsOnly)
 	before, stillServed := r.watchAlice(t)
@@ -84,9 +82,7 @@ func TestFailClosedTypoRefusesStartup(t *testing.T) {
 // it, not added.
 func TestFailClosedOverlayPut(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	r := start(t, cfg)
 	before, stillServed := r.watchAlice(t)
@@ -127,9 +123,7 @@ func TestFailClosedOverlayPut(t *testing.T) {
 // brings the file's entry back.
 func TestOverlayPatch(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	r := start(t, cfg)
 	alice := r.connect("alice", aliceToken)

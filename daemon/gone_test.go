@@ -75,9 +75,7 @@ func aliceClients(r *running) int {
 // timeout (an hour here); one that sends DELETE is gone at once; one that
 // keeps its stream stays.
 func TestOneShotClientsAreGoneAtOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	r := start(t, baseConfig(), func(o *daemon.Options) { o.ClientIdleTimeout = time.Hour; o.ClientGoneAfter = 5 * time.Second })
 	stays := r.connect("alice", aliceToken)
 	var leaves []func()

@@ -417,3 +417,13 @@ func set(cfg map[string]any, path string, v any) map[string]any {
 	m[keys[len(keys)-1]] = v
 	return cfg
 }
+
+// skipEndToEndIfShort skips a test under -short: it runs a daemon, an
+// upstream process and the default plugin, and -short keeps a faster test
+// of its area.
+func skipEndToEndIfShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
+	}
+}

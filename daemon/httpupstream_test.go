@@ -67,9 +67,7 @@ func bindingState(r *running) string {
 // nor the URL's API key appears in the log, /v1/state or what the client
 // is told.
 func TestHTTPUpstreamOutageEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	const headerSecret, querySecret = "h34der-s3cret-9876543210", "qu3ry-s3cret-9876543210"
 	u := newHTTPUpstream(t)
 	cfg := baseConfig()

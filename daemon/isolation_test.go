@@ -201,9 +201,7 @@ func TestIsolationAuthorizationHeaders(t *testing.T) {
 // refused with 413, and one without a token with 401.
 func TestIsolationStreamableHTTP(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	r := start(t, isolationConfig())
 	carol := r.connect("carol", carolToken)
 	const v = "2025-06-18"
@@ -301,9 +299,7 @@ func TestIsolationStreamableHTTP(t *testing.T) {
 // client already connected, with no wait for list_changed.
 func TestIsolationReloadHidesAtOnce(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	r := start(t, cfg)
 	alice := r.connect("alice", aliceToken)

@@ -39,9 +39,7 @@ func shScriptConfig(t *testing.T, dir string) map[string]any {
 // running args clears it.
 func TestOperatorReloadToMissingArgsKeepsWorkingConnection(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := shScriptConfig(t, t.TempDir())
 	r := start(t, cfg, adminReloadsOnly)
 	_, stillServed := r.watchAlice(t)

@@ -423,9 +423,7 @@ func newSuiteAdapterHolding(t *testing.T, target, token string, holdEnd bool) *s
 // the same client (see docs/conformance.md).
 func TestInputRequiredResultsReachTheCallingClient(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	upstream := buildMCPSuiteUpstream(t)
 	for _, pin := range []string{"", "2025-11-25"} {
 		t.Run("protocolVersion="+pin, func(t *testing.T) { testInputRequiredResults(t, upstream, pin) })

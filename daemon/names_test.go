@@ -20,9 +20,7 @@ import (
 // reload to "prefixed" names renames the rest.
 func TestDefaultNamesAndInstructions(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	demo := cfg["mcpServers"].(map[string]any)["demo"].(map[string]any)
 	demo["instructions"] = true

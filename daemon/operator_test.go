@@ -71,9 +71,7 @@ func (r *running) watchAlice(t *testing.T) (tools []string, stillServed func()) 
 // keeps serving.
 func TestOperatorPolicySwapRefusingLiveSettingsKeepsOldPolicy(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	r := start(t, cfg, adminReloadsOnly)
 	before, stillServed := r.watchAlice(t)
@@ -114,9 +112,7 @@ func TestOperatorReloadWithSettingsThePolicyRefusesKeepsView(t *testing.T) {
 // leave both sessions without tools. The old connection keeps serving.
 func TestOperatorReloadToMissingCommandKeepsWorkingConnection(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	r := start(t, cfg, adminReloadsOnly)
 	_, stillServed := r.watchAlice(t)
@@ -142,9 +138,7 @@ func TestOperatorReloadToMissingCommandKeepsWorkingConnection(t *testing.T) {
 // the new one failed. An overlay PUT is refused the same way.
 func TestOperatorReloadToMissingCwdKeepsWorkingConnection(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	r := start(t, cfg, adminReloadsOnly)
 	_, stillServed := r.watchAlice(t)
@@ -181,9 +175,7 @@ func TestOperatorReloadToMissingCwdKeepsWorkingConnection(t *testing.T) {
 // would be loaded, and the running policy keeps serving.
 func TestOperatorRefusedReloadLeavesNoPluginOpen(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	r := start(t, cfg, adminReloadsOnly)
 	_, stillServed := r.watchAlice(t)
@@ -211,9 +203,7 @@ func TestOperatorRefusedReloadLeavesNoPluginOpen(t *testing.T) {
 // serving. Start-up warns the same way.
 func TestOperatorNewServerThatCannotStartIsLocated(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	r := start(t, cfg, adminReloadsOnly)
 	_, stillServed := r.watchAlice(t)
@@ -248,9 +238,7 @@ func TestOperatorNewServerThatCannotStartIsLocated(t *testing.T) {
 // name.
 func TestOperatorServerExitingAtStartSaysHow(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	set(cfg, "mcpServers.quitter", map[string]any{"command": "/bin/sh", "args": []string{"-c", "echo cannot open the database >&2; exit 3"}})
 	r := start(t, cfg)
@@ -351,9 +339,7 @@ func TestOperatorDisconnectedSessionsAreLogged(t *testing.T) {
 // exist is refused before alice's working binding is touched.
 func TestOperatorOverlayToMissingCommandKeepsWorkingBinding(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	r := start(t, baseConfig())
 	_, stillServed := r.watchAlice(t)
 
@@ -370,9 +356,7 @@ func TestOperatorOverlayToMissingCommandKeepsWorkingBinding(t *testing.T) {
 // error, its JSON path and the key meant.
 func TestOperatorReloadAnswerNamesTypo(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	r := start(t, cfg, adminReloadsOnly)
 	alice := cfg["sessions"].(map[string]any)["alice"].(map[string]any)
@@ -388,9 +372,7 @@ func TestOperatorReloadAnswerNamesTypo(t *testing.T) {
 // does not bring the wrapper document's path into the message.
 func TestOperatorOverlayBodyErrorsAreLocated(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	servers := cfg["mcpServers"].(map[string]any)
 	servers["my.server"] = servers["demo"]
@@ -413,9 +395,7 @@ func TestOperatorOverlayBodyErrorsAreLocated(t *testing.T) {
 // hears no list change.
 func TestOperatorBrokenPluginSwapsKeepOldPolicy(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	r := start(t, cfg, adminReloadsOnly)
 	_, stillServed := r.watchAlice(t)
@@ -446,9 +426,7 @@ func TestOperatorBrokenPluginSwapsKeepOldPolicy(t *testing.T) {
 // keeps serving the connected client on the same upstream.
 func TestOperatorRefusedReloadsKeepServing(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	r := start(t, cfg, adminReloadsOnly)
 	_, stillServed := r.watchAlice(t)

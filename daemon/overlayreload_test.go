@@ -19,9 +19,7 @@ import (
 // config does not have).
 func TestOverlayOfServerTheReloadRemovesGoes(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	self, err := os.Executable()
 	require.NoError(t, err)
 	cfg := baseConfig()
@@ -61,9 +59,7 @@ func TestOverlayOfServerTheReloadRemovesGoes(t *testing.T) {
 // reconnect.
 func TestOverlayEquivalentSettingsCauseNoChurn(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	r := start(t, cfg, adminReloadsOnly)
 	before, stillServed := r.watchAlice(t)

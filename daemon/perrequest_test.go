@@ -57,9 +57,7 @@ func TestPerRequestProtocolOff(t *testing.T) {
 // Its requests still need the session's token.
 func TestPerRequestProtocolHTTP(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	r := start(t, baseConfig(), perRequest)
 	cs, changed := dialPerRequest(t, r.d.URL()+"/mcp/alice", aliceToken)
 	assert.Equal(t, "2026-07-28", cs.InitializeResult().ProtocolVersion)
@@ -88,9 +86,7 @@ func TestPerRequestProtocolHTTP(t *testing.T) {
 // TestDrainEndsListenStreams: a stop does not wait the drain timeout for a
 // per-request client's listen stream, which carries no call.
 func TestDrainEndsListenStreams(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	const drain = 20 * time.Second
 	r := start(t, baseConfig(), perRequest, func(o *daemon.Options) { o.DrainTimeout = drain })
 	cs, _ := dialPerRequest(t, r.d.URL()+"/mcp/alice", aliceToken)

@@ -42,9 +42,7 @@ func readonlyConfig(t *testing.T) map[string]any {
 // policy.config shows redacted in /v1/state and in no log.
 func TestPluginSettingsKeyAndConfig(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := readonlyConfig(t)
 	r := start(t, cfg, adminReloadsOnly)
 	all := []string{"demo__add_tool", "demo__echo", "demo__pid", "demo__read_note", "demo__write_note"}

@@ -24,9 +24,7 @@ import (
 // too, not just the server.
 func TestClosedUpstreamLeavesNoChildren(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	dir := t.TempDir()
 	script, pidFile := wrapperScript(t, dir)
 	cfg := baseConfig()

@@ -64,9 +64,7 @@ func TestRefusedReloadSaysWhere(t *testing.T) {
 // config's warnings even when the config is invalid.
 func TestStartupRefusalsSayWhere(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "wasmhost.json")
 	runWith := func(cfg any, listen string) (string, error) {
@@ -127,9 +125,7 @@ func TestStartupCacheDirRefusalIsNotTheConfigs(t *testing.T) {
 // "listen"); one given in Options.Listen is named as such.
 func TestStartupListenRefusalsSayWhere(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	path := filepath.Join(t.TempDir(), "wasmhost.json")
 	run := func(listen, override string) error {
 		t.Helper()

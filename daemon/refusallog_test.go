@@ -30,9 +30,7 @@ func refusedGet(t *testing.T, addr, path, headers string) (int, string, http.Hea
 // are now refused by net/http, 431, before any handler or log line.)
 func TestRefusalLogBounded(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	r := start(t, baseConfig())
 	origin := "http://" + strings.Repeat("a", 50_000) + ".example"
 	before := len(r.logs.String())

@@ -131,9 +131,7 @@ func TestUnreadBodyClosesConnection(t *testing.T) {
 // comes for a moment (lingerTime) before closing.
 func TestUnreadBodySentAnswered(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	r := start(t, baseConfig())
 	half := strings.Repeat("x", 100_000)
 	conn := dialRaw(t, r.d.Addr())
@@ -152,9 +150,7 @@ func TestUnreadBodySentAnswered(t *testing.T) {
 // announces none, keeps its kept-alive connection.
 func TestReadBodyKeepsConnection(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	r := start(t, baseConfig())
 	conn := dialRaw(t, r.d.Addr())
 	conn.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
@@ -178,9 +174,7 @@ func TestReadBodyKeepsConnection(t *testing.T) {
 // answered 431, not read into memory up to net/http's 1 MiB default.
 func TestLargeHeadersRefused(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	r := start(t, baseConfig())
 	conn := dialRaw(t, r.d.Addr())
 	conn.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + strings.Repeat("a", 100_000) + "\r\n\r\n")
@@ -198,9 +192,7 @@ func TestLargeHeadersRefused(t *testing.T) {
 // connection idle for Options.IdleTimeout, are closed.
 func TestSlowAndIdleClientsClosed(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	r := start(t, baseConfig(), func(o *daemon.Options) {
 		o.ReadHeaderTimeout = 200 * time.Millisecond
 		o.IdleTimeout = 200 * time.Millisecond

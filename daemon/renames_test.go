@@ -74,9 +74,7 @@ func promptsByName(t *testing.T, c *client) map[string]*mcp.Prompt {
 // and the running projection keeps serving.
 func TestRenamesEndToEnd(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := renameConfig(t)
 	r := start(t, cfg, adminReloadsOnly)
 	promptsChanged := make(chan struct{}, 100)

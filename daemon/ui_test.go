@@ -53,9 +53,7 @@ func TestUIShellCarriesNoData(t *testing.T) {
 // the latest reloads, newest first and at most 20.
 func TestUIDataEndpoints(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	r := start(t, baseConfig())
 	r.connect("alice", aliceToken)
 

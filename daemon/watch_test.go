@@ -88,9 +88,7 @@ func TestWatchConfigMapSwap(t *testing.T) {
 
 func TestWatchSymlinkToAnotherDirectory(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	linkDir, realDir := t.TempDir(), t.TempDir()
 	real := filepath.Join(realDir, "real.json")
 	cfg := baseConfig()
@@ -120,9 +118,7 @@ func TestWatchSymlinkToAnotherDirectory(t *testing.T) {
 
 func TestWatchTokenFileRewrittenInPlace(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "alice.token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(aliceToken+"\n"), 0o600))
@@ -139,9 +135,7 @@ func TestWatchTokenFileRewrittenInPlace(t *testing.T) {
 
 func TestWatchIgnoresOtherFiles(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	// A token file in a directory of its own: touching it, after the
 	// other files, marks the point by which the watcher has taken in
 	// their events (it reads them in order), and its reload names it
@@ -170,9 +164,7 @@ func TestWatchIgnoresOtherFiles(t *testing.T) {
 // directory, which is re-pointed there.
 func TestWatchSymlinkChain(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	first, middle, last := t.TempDir(), t.TempDir(), t.TempDir()
 	cfg := baseConfig()
 	writeConfig(t, filepath.Join(last, "a.json"), cfg)
@@ -216,9 +208,7 @@ func TestWatchTokenFileAddedByReload(t *testing.T) {
 // directory that went away comes back when the directory does.
 func TestWatchRecreatedDirectory(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	dir := filepath.Join(t.TempDir(), "secrets")
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	tokenFile := filepath.Join(dir, "alice.token")
@@ -241,9 +231,7 @@ func TestWatchRecreatedDirectory(t *testing.T) {
 // no reload: only a change of the token file does.
 func TestWatchMissingFileIgnoresOtherEvents(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "alice.token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(aliceToken+"\n"), 0o600))
@@ -275,9 +263,7 @@ func TestWatchMissingFileIgnoresOtherEvents(t *testing.T) {
 // config never named.
 func TestWatchFileARefusedReloadWaitsFor(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("end to end (a daemon, an upstream process, the default plugin); -short keeps a faster test of this area; run without -short")
-	}
+	skipEndToEndIfShort(t)
 	cfg := baseConfig()
 	r := start(t, cfg)
 	r.connect("alice", aliceToken)
