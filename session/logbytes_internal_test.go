@@ -1,34 +1,17 @@
 package session
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/pool"
 )
-
-// messagesConn is a connection whose messages to read are msgs, then EOF.
-type messagesConn struct {
-	mcp.Connection
-	msgs []jsonrpc.Message
-}
-
-func (c *messagesConn) Read(context.Context) (jsonrpc.Message, error) {
-	if len(c.msgs) == 0 {
-		return nil, io.EOF
-	}
-	msg := c.msgs[0]
-	c.msgs = c.msgs[1:]
-	return msg, nil
-}
 
 // TestLogMessagesQueuedForAClientAreBoundedInBytes: the log messages an
 // upstream sends during one client's call wait for that client in a queue

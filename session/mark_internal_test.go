@@ -15,18 +15,18 @@ import (
 	"github.com/wasmhost/wasmhost/pool"
 )
 
-// oneMessageConn is a connection whose one message to read is msg.
-type oneMessageConn struct {
+// messagesConn is a connection whose messages to read are msgs, then EOF.
+type messagesConn struct {
 	mcp.Connection
-	msg jsonrpc.Message
+	msgs []jsonrpc.Message
 }
 
-func (c *oneMessageConn) Read(context.Context) (jsonrpc.Message, error) {
-	if c.msg == nil {
+func (c *messagesConn) Read(context.Context) (jsonrpc.Message, error) {
+	if len(c.msgs) == 0 {
 		return nil, io.EOF
 	}
-	msg := c.msg
-	c.msg = nil
+	msg := c.msgs[0]
+	c.msgs = c.msgs[1:]
 	return msg, nil
 }
 
@@ -45,7 +45,7 @@ func TestMarkNullParams(t *testing.T) {
 		r := NewProgressRelay()
 		msg, err := jsonrpc.DecodeMessage([]byte(raw))
 		require.NoError(t, err)
-		c := &relayConn{Connection: &oneMessageConn{msg: msg}, relay: r, bridging: pool.Bridging{Infer: true}, calls: make(map[jsonrpc.ID]*bridgeCall)}
+		c := &relayConn{Connection: &messagesConn{msgs: []jsonrpc.Message{msg}}, relay: r, bridging: pool.Bridging{Infer: true}, calls: make(map[jsonrpc.ID]*bridgeCall)}
 		var got jsonrpc.Message
 		require.NotPanics(t, func() { got, err = c.Read(t.Context()) }, "%s over stdio", method)
 		require.NoError(t, err)
