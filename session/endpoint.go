@@ -155,10 +155,15 @@ type Endpoint struct {
 	levels sync.Map
 
 	// matchers caches the matchers of resource templates (see matcher),
-	// templatesParsed counts the templates parsed into one; e.mu guards
-	// both.
-	matchers        map[string]func(string) bool
-	templatesParsed uint64
+	// templatesParsed counts the templates parsed into one;
+	// templatesInOrder is the templates sorted (templateOrder) when
+	// e.changes was templateOrderAt, templateSorts counts the sorts. e.mu
+	// guards them.
+	matchers         map[string]func(string) bool
+	templatesParsed  uint64
+	templatesInOrder []string
+	templateOrderAt  uint64
+	templateSorts    uint64
 
 	subscribed  atomic.Int32 // len(subs), read without subMu
 	syncPending atomic.Bool  // a syncSubscriptions is on its way

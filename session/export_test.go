@@ -89,3 +89,11 @@ func (e *Endpoint) TemplatesParsed() uint64 {
 	defer e.mu.Unlock()
 	return e.templatesParsed
 }
+
+// TemplateSorts returns how many times the endpoint has sorted its
+// resource templates to look for a URI's route.
+func (e *Endpoint) TemplateSorts() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.templateSorts
+}

@@ -175,12 +175,24 @@ func (e *Endpoint) resolve(uri string) (string, bool) {
 	}
 	// In the order the go-sdk's server tries templates for a read, so that
 	// a URI two servers' templates match is subscribed where it is read.
-	for _, tmpl := range slices.Sorted(maps.Keys(e.templates.routes)) {
+	for _, tmpl := range e.templateOrder() {
 		if matches := e.matcher(tmpl); matches != nil && matches(uri) {
 			return e.templates.routes[tmpl].server, true
 		}
 	}
 	return "", false
+}
+
+// templateOrder returns the session's resource templates in the order the
+// go-sdk's server tries them for a read, sorted again only when the
+// registrations changed (e.changes), not at each look. e.mu is held.
+func (e *Endpoint) templateOrder() []string {
+	if e.templateOrderAt != e.changes || e.templatesInOrder == nil {
+		e.templatesInOrder = slices.Sorted(maps.Keys(e.templates.routes))
+		e.templateOrderAt = e.changes
+		e.templateSorts++
+	}
+	return e.templatesInOrder
 }
 
 // matcher returns the matcher of resource template tmpl (nil when it does
