@@ -175,7 +175,8 @@ func (r *Reconciler) planChanges(tasks []task, s *session, name string, d delta,
 // want of each distinct pair, and equal settings objects share their bytes
 // (see builder). fresh lists the distinct settings objects this reload
 // made, which the policy may not know; made, when not nil, is told of
-// each as it is made. r.mu is held.
+// each as it is made. The runtime overlays of the sessions and servers cfg
+// no longer has are dropped. r.mu is held.
 func (r *Reconciler) wants(cfg *config.Config, made func(json.RawMessage)) (deltas map[string]delta, fresh []json.RawMessage) {
 	b := newBuilder()
 	b.made = made
@@ -212,6 +213,11 @@ func (r *Reconciler) wants(cfg *config.Config, made func(json.RawMessage)) (delt
 		inputs[name], deltas[name] = b.session(r.inputs[name], sess, r.overlays[name])
 	}
 	r.servers, r.inputs = b.servers, inputs
+	for name := range r.overlays {
+		if inputs[name] == nil {
+			delete(r.overlays, name) // a removed session's go with it
+		}
+	}
 	return deltas, b.fresh
 }
 

@@ -204,11 +204,6 @@ func (r *Reconciler) Apply(ctx context.Context, cfg *config.Config) (Summary, er
 	early := startAhead(ctx, keys)
 	deltas, fresh := r.wants(cfg, early.add)
 	early.wait()
-	for name := range r.overlays {
-		if _, ok := r.inputs[name]; !ok {
-			delete(r.overlays, name)
-		}
-	}
 
 	ad := r.newAdopter(o, keys, trusted)
 	var tasks []task
@@ -294,11 +289,6 @@ func (r *Reconciler) setPolicy(ctx context.Context, p abi.Policy, cfg *config.Co
 		// finds no change in them: it must plan every binding, not
 		// only the changed wants (see Apply).
 		r.wants(cfg, nil)
-		for name := range r.overlays {
-			if _, ok := r.inputs[name]; !ok {
-				delete(r.overlays, name)
-			}
-		}
 		r.mark = -1
 	}
 	// A binding's desired want holds the newest settings: its view may
