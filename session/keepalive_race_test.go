@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhost/wasmhost/internal/mcptest"
@@ -66,7 +67,7 @@ func TestKeepAliveTicksAmidCalls(t *testing.T) {
 				},
 			})
 			cs, err := cl.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: spy, MaxRetries: -1}, nil)
-			if !assertNoError(t, err) {
+			if !assert.NoError(t, err) {
 				return
 			}
 			defer cs.Close()
@@ -85,7 +86,7 @@ func TestKeepAliveTicksAmidCalls(t *testing.T) {
 				if cancelled {
 					continue
 				}
-				if !assertNoError(t, err) {
+				if !assert.NoError(t, err) {
 					return
 				}
 				if text(res) != "done" {
@@ -93,11 +94,11 @@ func TestKeepAliveTicksAmidCalls(t *testing.T) {
 				}
 				// The go-sdk client handles notifications on goroutines of
 				// their own: they may come after the answer.
-				if !waitFor(func() bool {
+				if !assert.Eventually(t, func() bool {
 					mu.Lock()
 					defer mu.Unlock()
 					return progress[tok] == n
-				}) {
+				}, mcptest.EventWithin, time.Millisecond) {
 					mu.Lock()
 					t.Errorf("call %s: %d progress notifications, want %d", tok, progress[tok], n)
 					mu.Unlock()
@@ -112,27 +113,6 @@ func TestKeepAliveTicksAmidCalls(t *testing.T) {
 	default:
 		t.Error("no keep-alive comment reached a call's stream: the test raced nothing")
 	}
-}
-
-// waitFor reports whether cond holds within mcptest.EventWithin.
-func waitFor(cond func() bool) bool {
-	deadline := time.Now().Add(mcptest.EventWithin)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return true
-}
-
-func assertNoError(t *testing.T, err error) bool {
-	t.Helper()
-	if err != nil {
-		t.Error(err)
-		return false
-	}
-	return true
 }
 
 // TestClientGoneBeforeCallHeaders: a client that hangs up on a call before
