@@ -340,6 +340,18 @@ func TestSubscriptionRoutesLikeReads(t *testing.T) {
 	assert.Empty(t, subs["far"].seen())
 }
 
+// subscribingEndpoint is session "s" whose one server reaches a live
+// upstream and holds its subscriptions in sub.
+func subscribingEndpoint(t *testing.T) (ep *session.Endpoint, sub *fakeSubscriber) {
+	f := newFixture(t)
+	upCS := f.connect("x", `{}`).handle.Conn()
+	sub = &fakeSubscriber{}
+	ep = session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target {
+		return session.Target{Conn: upCS, Subscriptions: sub}
+	}})
+	return ep, sub
+}
+
 // TestSubscriptionsPerSessionAreBounded: the clients of one session hold
 // at most session.MaxSubscriptions resource URIs at once; one more is
 // refused, naming the session and the bound, and never reaches the
@@ -350,23 +362,12 @@ func TestSubscriptionRoutesLikeReads(t *testing.T) {
 // connection each), on a connection other sessions share.
 func TestSubscriptionsPerSessionAreBounded(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	upCS := f.connect("x", `{}`).handle.Conn()
-	sub := &fakeSubscriber{}
-	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target {
-		return session.Target{Conn: upCS, Subscriptions: sub}
-	}})
+	ep, sub := subscribingEndpoint(t)
 	ep.PutResourceTemplates("up", []*mcp.ResourceTemplate{{URITemplate: "x://t/{id}", Name: "t"}})
 	connect := func() *mcp.ClientSession {
-		ct, st := mcp.NewInMemoryTransports()
-		ss, err := ep.Server().Connect(t.Context(), st, nil)
-		require.NoError(t, err)
 		// Of an older protocol: from 2026-07-28 on, a subscription's
 		// refusal ends its listen request, and Subscribe does not wait.
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{Logger: quiet}).Connect(t.Context(), ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = cs.Close(); _ = ss.Wait() })
-		return cs
+		return connectServer(t, ep.Server(), &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	}
 	a, b := connect(), connect()
 	for i := range session.MaxSubscriptions {
@@ -391,12 +392,7 @@ func TestSubscriptionsPerSessionAreBounded(t *testing.T) {
 // sends.
 func TestSubscriptionRoutingCompilesEachTemplateOnce(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	upCS := f.connect("x", `{}`).handle.Conn()
-	sub := &fakeSubscriber{}
-	ep := session.New(session.Options{Name: "s", Logger: quiet, Upstream: func(string) session.Target {
-		return session.Target{Conn: upCS, Subscriptions: sub}
-	}})
+	ep, sub := subscribingEndpoint(t)
 	const n = 200
 	var templates []*mcp.ResourceTemplate
 	for i := range n {
@@ -404,14 +400,9 @@ func TestSubscriptionRoutingCompilesEachTemplateOnce(t *testing.T) {
 	}
 	ep.PutResourceTemplates("up", templates)
 	updates := make(chan *mcp.ResourceUpdatedNotificationParams, 1)
-	ct, st := mcp.NewInMemoryTransports()
-	ss, err := ep.Server().Connect(t.Context(), st, nil)
-	require.NoError(t, err)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{Logger: quiet,
+	cs := connectServerWith(t, ep.Server(), &mcp.ClientOptions{Logger: quiet,
 		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { updates <- r.Params },
-	}).Connect(t.Context(), ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cs.Close(); _ = ss.Wait() })
+	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	uri := fmt.Sprintf("x%03d://t/7", n-1) // matched by the last template looked at
 	require.NoError(t, cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: uri}))
 	for range 20 {
