@@ -48,6 +48,7 @@ func (l *loader) unknownKey(off int, path, key string, known []string) {
 	}
 	if l.inSettings && l.unknownOK {
 		l.warnAt(off, path, "not checked: the policy block is refused, and the plugin it names may declare this key in its settingsKeys")
+		l.unchecked++
 		return
 	}
 	l.errorAt(off, path, "unknown key (expected one of %s)%s", quoteList(known), l.ownerHint())

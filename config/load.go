@@ -66,7 +66,9 @@ type Options struct {
 	// not be asked which keys it declares (its policy block is refused): a
 	// server or override key that is neither the loader's nor near enough
 	// to one to be a misspelling is then a warning, not checked, rather
-	// than an error naming a plugin that may well declare it.
+	// than an error naming a plugin that may well declare it. A config
+	// with such a key is still refused, with an error saying so when it
+	// has no other.
 	ServerKeysUnknown bool
 
 	policyOnly bool // PeekPolicy: read the policy block and nothing else
@@ -128,6 +130,10 @@ func ParseWith(name string, data []byte, opts Options) (*Config, []Warning, erro
 	if len(l.errs) > 0 {
 		return nil, warnings, l.err()
 	}
+	if l.unchecked > 0 {
+		// A key not checked may be one no plugin declares: never applied.
+		return nil, warnings, fmt.Errorf("%w: %s: %d settings keys not checked, the policy plugin's keys being unknown", ErrInvalid, name, l.unchecked)
+	}
 	return cfg, warnings, nil
 }
 
@@ -141,6 +147,7 @@ type loader struct {
 	extra     map[string]bool // Options.ServerKeys
 	owner     string          // Options.ServerKeysOwner
 	unknownOK bool            // Options.ServerKeysUnknown
+	unchecked int             // settings keys left unchecked under unknownOK
 	only      bool            // Options.policyOnly
 
 	inSettings bool // parsing a server entry or an override, for ownerHint

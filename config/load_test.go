@@ -583,6 +583,26 @@ func TestUndeclaredKeyNamesPlugin(t *testing.T) {
 	assert.Contains(t, err.Error(), `policy plugin "x" declares the settings key "prefix", which is wasmhost's own`)
 }
 
+// TestUncheckedKeysNeverApply: with Options.ServerKeysUnknown (the policy
+// plugin's keys cannot be known), a key no one declared is a warning, not
+// an error blaming the plugin, and the config is refused all the same,
+// even when it has no other problem: a key left unchecked is never
+// applied.
+func TestUncheckedKeysNeverApply(t *testing.T) {
+	input := []byte(`{
+  "mcpServers": {"fs": {"command": "c"}},
+  "sessions": {"a": {"token": "a-token-0123456789abc", "overrides": {"fs": {"readOnlyOnly": true}}}}
+}`)
+	cfg, ws, err := ParseWith("c.json", input, Options{LookupEnv: fakeEnv(nil), ReadFile: failRead, ServerKeysUnknown: true})
+	require.Error(t, err)
+	assert.Nil(t, cfg)
+	assert.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "1 settings keys not checked")
+	require.Len(t, ws, 1)
+	assert.Equal(t, "sessions.a.overrides.fs.readOnlyOnly", ws[0].Path)
+	assert.Contains(t, ws[0].Message, "not checked")
+}
+
 // TestPolicyConfig: policy.config takes any JSON, compacted; PeekPolicy
 // reads it without the rest of the file; its shown form hides every value.
 func TestPolicyConfig(t *testing.T) {
